@@ -1,0 +1,1 @@
+"""CapLens annotation: perturbations, negatives, detail units, annotation workflows, import/export."""

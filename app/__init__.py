@@ -1,0 +1,1 @@
+"""CapLens Gradio app and the `caplens` command line."""

@@ -1,0 +1,1 @@
+"""CapLens storage: SQLAlchemy 2 models, Alembic migrations, sessions, data directory."""

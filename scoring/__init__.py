@@ -1,0 +1,1 @@
+"""CapLens scoring: backbones, metrics, analysis and fine-tuning recipes."""

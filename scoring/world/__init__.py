@@ -1,0 +1,1 @@
+"""Procedural world with ground truth: scenes, multilingual captions, small trained models."""
