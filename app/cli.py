@@ -15,6 +15,7 @@ import sys
 COMMAND_MODULES = (
     "app.serve",
     "scoring.cli",
+    "scoring.analysis.cli",
     "annotation.cli",
     "db.cli",
     "scoring.world.cli",
