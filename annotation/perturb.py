@@ -27,9 +27,11 @@ ALL_OPS = PRMCS_OPS + UMIC_OPS
 MASK_TOKEN = "[MASK]"
 
 # Per-token probability each paper uses; operations missing here take no probability.
+# Removal: Algorithm 1 keeps the tokens it draws at 0.4 and drops the others, so each token
+# is removed with probability 0.6 (Figures 5 and 12-15 show captions cut to about 40 %).
 DEFAULT_P = {
     "repetition": 0.4,
-    "removal": 0.4,
+    "removal": 0.6,
     "masking": 0.4,
     "keyword-substitution": 0.3,
     "repeat-remove": 0.3,
@@ -88,8 +90,9 @@ def perturb(
 ) -> Perturbation:
     """Apply operation `op` to caption `text`.
 
-    p: per-token probability (default: the paper's, 0.4 for PR-MCS and 0.3 for UMIC; ignored
-    and recorded as None for jumble, permutation and substitution).
+    p: per-token probability (default: the paper's; 0.4 for repetition and masking, 0.6 for
+    removal (Algorithm 1 keeps the tokens drawn at 0.4), 0.3 for the UMIC operations;
+    ignored and recorded as None for jumble, permutation and substitution).
     critical: the caption's annotated critical objects, for substitution.
     corpus: captions (or a `PosVocabulary`) supplying replacement words for
     keyword-substitution; without one the caption's own words are used.
@@ -200,10 +203,11 @@ def _render(pieces: list[_Piece], lang: str) -> _Outcome:
 
 
 def _draws(rng: random.Random, count: int, p: float) -> list[bool]:
-    """Which tokens an operation touches: each independently with probability p.
+    """Which tokens repetition or masking touches: each independently with probability p.
 
-    Repetition, removal and masking draw the same sequence, as Algorithm 1 does, so with
-    one seed they touch the same tokens.
+    Repetition, removal and masking read the same uniform draws, as Algorithm 1 does: with
+    one seed and the default probabilities, repetition doubles exactly the tokens masking
+    masks, and removal keeps exactly those tokens.
     """
     return [rng.random() < p for _ in range(count)]
 
@@ -227,7 +231,8 @@ def _repetition(text, rng, p, lang, critical, corpus) -> _Outcome:
 
 def _removal(text, rng, p, lang, critical, corpus) -> _Outcome:
     words = tokenize(text, lang)
-    drawn = _draws(rng, len(words), p)
+    # A token is removed when its draw lands in the top p of [0, 1) (see `_draws`).
+    drawn = [rng.random() >= 1.0 - p for _ in words]
     if not any(drawn):
         return _Outcome(text, [], tuple(words), _no_draw_reason(len(words), p))
     if all(drawn):
