@@ -47,8 +47,10 @@ def inspect_image(data: bytes, name: str = "upload") -> ImageFacts:
             fmt = img.format
             img.load()  # catches truncated files that only have a valid header
             width, height = img.size
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise ValueError(f"{name}: not a readable image ({exc})") from exc
+    except UnidentifiedImageError:
+        raise ValueError(f"{name}: not an image (no known image format recognised)") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise ValueError(f"{name}: damaged or unreadable image ({exc})") from exc
     if fmt not in STORED_FORMATS:
         raise ValueError(f"{name}: image format {fmt} is not supported ({', '.join(STORED_FORMATS)})")
     return ImageFacts(hashlib.sha256(data).hexdigest(), fmt, width, height, len(data))

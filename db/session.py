@@ -122,3 +122,19 @@ def head_revision() -> str:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+def ensure_schema(url: str | None = None) -> Engine:
+    """The engine, after making sure the schema is current.
+
+    An empty database is created through the migrations; a database at an older revision
+    is left alone with a clear error, because upgrading user data should be deliberate.
+    """
+    engine = get_engine(url)
+    current, head = current_revision(url), head_revision()
+    if current is None:
+        upgrade(url)
+    elif current != head:
+        raise ValueError(f"the database is at schema revision {current}, this CapLens needs {head}: "
+                         "run `caplens db upgrade`")
+    return engine
