@@ -31,13 +31,14 @@ def register(subparsers, parents) -> None:
     train.add_argument("model", choices=("clip", "mcs", "all"), nargs="?", default="all")
     train.add_argument("--out", type=Path, default=CHECKPOINTS,
                        help="folder receiving world-clip/ and world-mcs/ (default: the shipped checkpoints)")
-    train.add_argument("--clip-steps", type=int, default=1200)
-    train.add_argument("--clip-scenes", type=int, default=12000)
+    train.add_argument("--clip-steps", type=int, default=1000)
+    train.add_argument("--clip-scenes", type=int, default=8000)
     train.add_argument("--mcs-steps", type=int, default=1500)
     train.add_argument("--mcs-scenes", type=int, default=3000)
     train.add_argument("--clip-config", default="world-clip")
     train.add_argument("--mcs-config", default="world-mcs")
-    train.add_argument("--threads", type=int, default=2)
+    train.add_argument("--threads", type=int, default=1,
+                       help="torch threads (default 1: on a shared 2-core machine two OpenMP threads thrash)")
     train.add_argument("--seed", type=int, default=0)
     train.set_defaults(handler=_train)
 
