@@ -152,8 +152,8 @@ def clip_loss(model, batch_ids, batch_mask, pixels) -> torch.Tensor:
     return model(input_ids=batch_ids, attention_mask=batch_mask, pixel_values=pixels, return_loss=True).loss
 
 
-def train_clip(out_dir: str | Path, *, config: str = "world-clip", scenes: int = 12000, steps: int = 1500,
-               batch_size: int = 64, lr: float = 1e-3, long_share: float = 0.3, seed: int = 0, threads: int = 2,
+def train_clip(out_dir: str | Path, *, config: str = "world-clip", scenes: int = 8000, steps: int = 1000,
+               batch_size: int = 64, lr: float = 1e-3, long_share: float = 0.3, seed: int = 0, threads: int = 1,
                log_every: int = 50, tokenizer_scenes: int = 1500) -> dict:
     """Train world-CLIP and save it as a CLIPModel folder; returns the training metadata."""
     from transformers import CLIPImageProcessor, CLIPProcessor
@@ -252,8 +252,8 @@ def teacher_embeddings(clip_model, clip_tokenizer, texts: list[str], batch_size:
     return torch.cat(out)
 
 
-def train_mcs(clip_dir: str | Path, out_dir: str | Path, *, config: str = "world-mcs", scenes: int = 3000,
-              steps: int = 1500, batch_size: int = 96, lr: float = 5e-4, seed: int = 0, threads: int = 2,
+def train_mcs(clip_dir: str | Path, out_dir: str | Path, *, config: str = "world-mcs", scenes: int = 2000,
+              steps: int = 1000, batch_size: int = 64, lr: float = 5e-4, seed: int = 0, threads: int = 1,
               log_every: int = 50, tokenizer_scenes: int = 1500) -> dict:
     """Distil world-CLIP's text tower into a multilingual student (MSE, PR-MCS teacher learning)."""
     from transformers import CLIPModel, CLIPTokenizer
