@@ -33,8 +33,8 @@ def register(subparsers, parents) -> None:
                        help="folder receiving world-clip/ and world-mcs/ (default: the shipped checkpoints)")
     train.add_argument("--clip-steps", type=int, default=1000)
     train.add_argument("--clip-scenes", type=int, default=8000)
-    train.add_argument("--mcs-steps", type=int, default=1000)
-    train.add_argument("--mcs-scenes", type=int, default=2000)
+    train.add_argument("--mcs-steps", type=int, default=800)
+    train.add_argument("--mcs-scenes", type=int, default=1200)
     train.add_argument("--clip-config", default="world-clip")
     train.add_argument("--mcs-config", default="world-mcs")
     train.add_argument("--threads", type=int, default=1,
