@@ -26,15 +26,26 @@ def tiny_scorer(tiny_dir):
     return Scorer("tiny", device="cpu")
 
 
-def make_image(seed: int, size=(48, 40)) -> Image.Image:
+def random_image(seed: int, size=(48, 40)) -> Image.Image:
     rng = np.random.RandomState(seed)
     return Image.fromarray((rng.rand(size[1], size[0], 3) * 255).astype("uint8"))
 
 
 @pytest.fixture
+def make_image():
+    """Factory: a deterministic random RGB image per seed."""
+    return random_image
+
+
+@pytest.fixture
 def images():
-    return [make_image(i) for i in range(6)]
+    return [random_image(i) for i in range(6)]
 
 
-def java_available() -> bool:
-    return shutil.which("java") is not None
+@pytest.fixture(scope="session")
+def java():
+    """Skip a test cleanly where no Java runtime is installed."""
+    path = shutil.which("java")
+    if path is None:
+        pytest.skip("needs a Java runtime (java not on PATH)")
+    return path
