@@ -254,9 +254,17 @@ def test_keyword_substitution_draws_words_from_the_corpus(lang, data):
     assert all(piece in joined for piece in pieces)
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.text(min_size=1, max_size=60).filter(str.strip), SEEDS, st.sampled_from(["repetition", "removal", "masking", "jumble", "repeat-remove"]))
-def test_arbitrary_text_never_breaks_word_operations(text, seed, op):
-    result = perturb(text, op, seed=seed)
+@settings(max_examples=60, deadline=None)
+@given(
+    st.text(min_size=1, max_size=60).filter(str.strip),
+    SEEDS,
+    st.sampled_from(["repetition", "removal", "masking", "jumble", "repeat-remove"]),
+    st.sampled_from(["en", "ja"]),
+)
+def test_arbitrary_text_never_breaks_word_operations(text, seed, op, lang):
+    result = perturb(text, op, seed=seed, lang=lang)
     assert_spans_well_formed(result)
     assert result.text.strip()
+    assert all(token and not token.isspace() for token in result.tokens)
+    if not result.noop:
+        assert detokenize(result.tokens, lang) == result.text
