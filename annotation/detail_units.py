@@ -104,8 +104,8 @@ def _opens_unit(tokens: Sequence[TaggedToken], i: int) -> bool:
         if previous.upos == "ADJ":  # "chat noir et ..." closes a noun phrase, "black and" not
             return _ends_noun_phrase(tokens, i - 1)
         return previous.upos not in ("ADV", "DET", "CCONJ", "ADP")
-    if token.relative or token.upos == "SCONJ":  # a clause opens
-        return previous.upos != "ADP"
+    if token.relative or token.upos == "SCONJ":  # a clause opens (not inside "tandis que")
+        return previous.upos not in ("ADP", "ADV", "SCONJ", "CCONJ")
     if token.upos in PREDICATE_UPOS and previous.upos not in PREDICATE_UPOS:
         # CLAUSE: <NP><VP>: a verb phrase after a noun phrase adds a detail of its own, but
         # only a verb with a complement makes a VP (<VB.*><NP|PP|CLAUSE>+).
@@ -136,7 +136,8 @@ def _grammar_groups(tokens: Sequence[TaggedToken], lang: str) -> list[list[int]]
     for sentence in _sentences(tokens):
         units: list[list[int]] = [[sentence[0]]]
         for i in sentence[1:]:
-            if _opens_unit(tokens, i):
+            # Units start only where a space separates words ("l'homme" stays whole).
+            if tokens[i].start > tokens[i - 1].end and _opens_unit(tokens, i):
                 units.append([i])
             else:
                 units[-1].append(i)
