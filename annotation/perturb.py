@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from annotation.pos import TaggedToken, tag
-from annotation.tokenize import detokenize, joiner, normalize_lang, tokenize
+from annotation.tokenize import joiner, normalize_lang, tokenize
 
 PRMCS_OPS = ("repetition", "removal", "masking", "jumble", "substitution")
 UMIC_OPS = ("keyword-substitution", "repeat-remove", "permutation")
