@@ -12,6 +12,7 @@ caption unchanged.
 """
 from __future__ import annotations
 
+import operator
 import random
 import re
 from collections.abc import Sequence
@@ -115,8 +116,12 @@ def perturb(
         raise ValueError(f"unknown operation {op!r}; choose one of: {', '.join(ALL_OPS)}")
     code = normalize_lang(lang)
     probability = _resolve_p(op, p)
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if isinstance(seed, bool):
         raise ValueError(f"seed must be an integer, got {seed!r}")
+    try:
+        seed = operator.index(seed)  # accepts numpy integers too
+    except TypeError:
+        raise ValueError(f"seed must be an integer, got {seed!r}") from None
     critical_objects = _clean_critical(critical)
     rng = random.Random(seed)
     try:
