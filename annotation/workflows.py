@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-import numpy as np
 from sqlalchemy import and_, delete, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.models import (
@@ -312,9 +312,13 @@ def submit_rating(session: Session, user: User, caption_id: int, overall: float,
     existing = _own_rating(session, user, caption_id)
     if existing is not None:
         return _apply_edit(session, existing, values)
-    rating = Rating(caption_id=caption_id, annotator_id=user.id, **values)
-    session.add(rating)
-    session.flush()
+    try:
+        with session.begin_nested():
+            rating = Rating(caption_id=caption_id, annotator_id=user.id, **values)
+            session.add(rating)
+    except IntegrityError:
+        # The same annotator's other request (another tab) inserted it first: edit that one.
+        return _apply_edit(session, _own_rating(session, user, caption_id), values)
     return rating
 
 
@@ -560,13 +564,15 @@ def critical_objects(session: Session, caption_id: int) -> list[str]:
 # agreement
 
 
-def krippendorff_alpha_interval(reliability: np.ndarray) -> float:
+def krippendorff_alpha_interval(reliability) -> float:
     """Krippendorff's alpha with the interval metric (squared differences).
 
     `reliability` is coders x units with NaN where a coder gave no value. Units with fewer
     than two values are not pairable and are ignored. Returns NaN when there is no
     variation to judge agreement against.
     """
+    import numpy as np
+
     data = np.asarray(reliability, dtype=float)
     if data.ndim != 2:
         raise ValueError("reliability data must be a 2-D array (coders x units)")
@@ -625,8 +631,10 @@ def _none_if_nan(value: float) -> float | None:
 
 
 def reliability_matrix(session: Session, user: User, collection: Collection,
-                       field: str = "overall") -> tuple[list[str], list[int], np.ndarray]:
+                       field: str = "overall") -> tuple[list[str], list[int], "np.ndarray"]:
     """(annotator names, caption ids, coders x units matrix with NaN gaps) of a collection."""
+    import numpy as np
+
     require_role(user, *RESEARCH_ROLES)
     if field not in RATING_FIELDS:
         raise ValueError(f"unknown rating field {field!r}: choose one of {', '.join(RATING_FIELDS)}")
@@ -649,6 +657,7 @@ def reliability_matrix(session: Session, user: User, collection: Collection,
 def agreement(session: Session, user: User, collection: Collection, field: str = "overall",
               min_pair_items: int = 3) -> AgreementReport:
     """Krippendorff's alpha (interval) and pairwise Pearson/Spearman between annotators."""
+    import numpy as np
     from scipy.stats import pearsonr, spearmanr
 
     names, _captions, matrix = reliability_matrix(session, user, collection, field)
