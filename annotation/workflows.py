@@ -177,6 +177,46 @@ def store_perturbation(session: Session, user: User, parent: Caption, perturbati
                        perturbation=details, collection=collection)
 
 
+@dataclass
+class PerturbationSummary:
+    stored: dict[str, int]  # op -> perturbed captions stored
+    unchanged: dict[str, int]  # op -> captions the operation could not change
+    already_present: int
+
+
+def perturb_collection(session: Session, user: User, collection: Collection, ops: Sequence[str] | None = None, *,
+                       seed: int = 0, p: float | None = None) -> PerturbationSummary:
+    """Store PR-MCS perturbations of every reference / candidate caption of a collection.
+
+    Substitution uses the critical objects annotators marked (else nouns, see
+    `annotation.perturb`). Perturbations already stored with the same op and seed are kept,
+    so running it again only fills gaps.
+    """
+    from annotation.perturb import PRMCS_OPS, perturb
+
+    require_role(user, *RESEARCH_ROLES)
+    ops = tuple(ops or PRMCS_OPS)
+    sources = list(session.scalars(select(Caption).where(
+        _in_collection(collection), Caption.kind.in_(("reference", "candidate", "transcreated"))).order_by(Caption.id)))
+    existing = {(c.parent_id, c.perturbation_op, (c.perturbation or {}).get("seed")) for c in session.scalars(
+        select(Caption).where(Caption.kind == "perturbed", Caption.parent_id.in_([c.id for c in sources])))}
+    stored, unchanged, present = dict.fromkeys(ops, 0), dict.fromkeys(ops, 0), 0
+    for caption in sources:
+        critical = critical_objects(session, caption.id) or None
+        for op in ops:
+            if (caption.id, op, seed) in existing:
+                present += 1
+                continue
+            result = perturb(caption.text, op, p=p, seed=seed, lang=caption.language, critical=critical)
+            if result.noop:
+                unchanged[op] += 1
+                continue
+            details = {**result.to_dict(), "critical": list(result.critical) if result.critical else None}
+            store_perturbation(session, user, caption, details, collection)
+            stored[op] += 1
+    return PerturbationSummary(stored, unchanged, present)
+
+
 def get_caption(session: Session, caption_id: int) -> Caption:
     caption = session.get(Caption, caption_id)
     if caption is None:
