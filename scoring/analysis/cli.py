@@ -28,8 +28,9 @@ def register(subparsers, parents) -> None:
         return parser
 
     correlation = command("correlation", "caption-level (and system-level) correlation with human scores", _correlation)
-    correlation.add_argument("--scores", type=Path, required=True,
-                             help="metric scores: wide CSV (one column per metric) or long (metric, score)")
+    correlation.add_argument("--scores", type=Path,
+                             help="metric scores: wide CSV (one column per metric) or long (metric, score); "
+                                  "without it the --dataset captions are scored now with --metrics")
     correlation.add_argument("--dataset", choices=DATASET_NAMES,
                              help="join the scores with this public rating set (needs --dataset-path)")
     correlation.add_argument("--dataset-path", type=Path, help="file or directory of the rating set, as published")
@@ -47,16 +48,31 @@ def register(subparsers, parents) -> None:
     correlation.add_argument("--compare-coefficient", default="kendall_c",
                              choices=["kendall_b", "kendall_c", "pearson", "spearman"])
     correlation.add_argument("--system-col", help="also report system-level correlation over this column")
+    _scoring_options(correlation)
 
     robustness = command("robustness", "perturbation robustness table (PR-MCS Table 7 layout)", _robustness)
-    robustness.add_argument("--scores", type=Path, required=True,
-                            help="long CSV: lang, metric, op ('original' or the operation), score [, noop]")
+    source = robustness.add_mutually_exclusive_group(required=True)
+    source.add_argument("--scores", type=Path,
+                        help="long CSV: lang, metric, op ('original' or the operation), score [, noop]")
+    source.add_argument("--captions", type=Path,
+                        help="CSV of captions (candidate [, lang, image, references, item_id, critical]) "
+                             "to perturb and score now with --metrics")
     robustness.add_argument("--ops", nargs="+", help="operations in column order (default: PR-MCS five, then others)")
+    robustness.add_argument("--p", type=float, help="per-token probability (default: each operation's own)")
+    robustness.add_argument("--seed", type=int, default=0)
+    robustness.add_argument("--save-scores", type=Path, help="with --captions: also write the long score table")
+    _scoring_options(robustness)
     robustness.add_argument("--numeric", action="store_true", help="print numbers instead of 'mean (change%%)' cells")
 
     specificity = command("specificity", "specificity rates SR_pos / SR_neg (SPECS eq. 1-2)", _specificity)
-    specificity.add_argument("--scores", type=Path, required=True,
-                             help="CSV: kind (pos/neg), metric, base, extended [, lang]")
+    source = specificity.add_mutually_exclusive_group(required=True)
+    source.add_argument("--scores", type=Path, help="CSV: kind (pos/neg), metric, base, extended [, lang]")
+    source.add_argument("--captions", type=Path,
+                        help="CSV of captions (candidate [, lang, image, image_id]) to split into SPECS "
+                             "triplets and score now with --metrics")
+    specificity.add_argument("--seed", type=int, default=0)
+    specificity.add_argument("--save-scores", type=Path, help="with --captions: also write the scored triplets")
+    _scoring_options(specificity)
 
     retrieval = command("retrieval", "COCO-SM text-to-image Recall@1/5/10 and NDCG@20 vs. English", _retrieval)
     retrieval.add_argument("--similarities", type=Path, required=True,
@@ -94,6 +110,15 @@ def register(subparsers, parents) -> None:
     load.add_argument("path", type=Path, help="file or directory as published")
 
 
+def _scoring_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("scoring now (instead of reading --scores)")
+    if not any(action.dest == "metrics" for action in parser._actions):
+        group.add_argument("--metrics", nargs="+", help="metrics to compute (registry names, e.g. CLIP-S BLEU-4)")
+    group.add_argument("--profile", help="scoring profile (default: $CAPLENS_PROFILE or the registry default)")
+    group.add_argument("--device", help="torch device for the scorer")
+    group.add_argument("--image-root", type=Path, help="folder that relative image paths are resolved against")
+
+
 # --- helpers ---------------------------------------------------------------------------------
 
 
@@ -120,6 +145,13 @@ def _emit(table, args, formatted=None) -> None:
         print(f"wrote {args.out}")
 
 
+def _save(table, path: Path | None) -> None:
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(path, index=False)
+        print(f"wrote {path}")
+
+
 def _wide_scores(scores):
     """Long (metric, score) tables become wide, one column per metric."""
     if {"metric", "score"} <= set(scores.columns):
@@ -128,6 +160,26 @@ def _wide_scores(scores):
             raise ValueError("long score table needs an item column (item_id or image_id + candidate)")
         return scores.pivot_table(index=keys, columns="metric", values="score", aggfunc="first").reset_index()
     return scores
+
+
+def _scorer(args):
+    if not args.metrics:
+        raise ValueError("scoring now needs --metrics")
+    from scoring.api import get_scorer
+
+    return get_scorer(args.profile, args.device)
+
+
+def _report_unavailable(table) -> None:
+    for metric, reason in table.attrs.get("unavailable", {}).items():
+        print(f"{metric}: unavailable: {reason}")
+
+
+def _captions(path: Path):
+    captions = _read_csv(path)
+    if not {"candidate", "caption"} & set(captions.columns):
+        raise ValueError(f"{path}: needs a 'candidate' (or 'caption') column")
+    return captions
 
 
 def _load_dataset(name: str, path: Path):
@@ -142,8 +194,15 @@ def _load_dataset(name: str, path: Path):
 
 
 def _correlation(args) -> int:
-    from .correlation import compare_metrics, correlation_table, metric_columns, system_level_correlation
+    if args.scores is None:
+        if not (args.dataset and args.dataset_path):
+            raise ValueError("give --scores, or --dataset and --dataset-path with --metrics to score now")
+        from .pipeline import score_table
 
+        table = score_table(_scorer(args), _load_dataset(args.dataset, args.dataset_path), args.metrics,
+                            image_root=args.image_root)
+        _report_unavailable(table)
+        return _correlate(table.drop(columns=["references"]), args)
     scores = _wide_scores(_read_csv(args.scores))
     if args.dataset:
         if not args.dataset_path:
@@ -159,6 +218,12 @@ def _correlation(args) -> int:
             raise ValueError(f"no score row matches an item of {args.dataset}; check the item ids")
     else:
         table = scores
+    return _correlate(table, args)
+
+
+def _correlate(table, args) -> int:
+    from .correlation import compare_metrics, correlation_table, metric_columns, system_level_correlation
+
     if args.human_col not in table.columns:
         raise ValueError(f"no human column {args.human_col!r}; give --dataset or add it to {args.scores}")
     metrics = args.metrics or metric_columns(table, args.human_col)
@@ -187,9 +252,19 @@ def _correlation(args) -> int:
 
 
 def _robustness(args) -> int:
-    from .robustness import format_table7, robustness_table
+    from .robustness import PRMCS_OPS, format_table7, robustness_table
 
-    table = robustness_table(_read_csv(args.scores), args.ops)
+    if args.captions:
+        from .pipeline import perturbation_scores
+
+        ops = [o.lower() for o in args.ops] if args.ops else list(PRMCS_OPS)
+        scores = perturbation_scores(_scorer(args), _captions(args.captions), args.metrics, ops, p=args.p,
+                                     seed=args.seed, image_root=args.image_root)
+        _report_unavailable(scores)
+        _save(scores, args.save_scores)
+    else:
+        scores = _read_csv(args.scores)
+    table = robustness_table(scores, args.ops)
     _emit(table, args, None if args.numeric else format_table7(table, [o.lower() for o in args.ops] if args.ops else None))
     return 0
 
@@ -197,7 +272,15 @@ def _robustness(args) -> int:
 def _specificity(args) -> int:
     from .specificity import specificity_table
 
-    triplets = _read_csv(args.scores)
+    if args.captions:
+        from .pipeline import triplet_scores
+
+        triplets = triplet_scores(_scorer(args), _captions(args.captions), args.metrics, seed=args.seed,
+                                  image_root=args.image_root)
+        _report_unavailable(triplets)
+        _save(triplets, args.save_scores)
+    else:
+        triplets = _read_csv(args.scores)
     group = [c for c in ("lang", "metric") if c in triplets.columns]
     _emit(specificity_table(triplets, group_by=group), args)
     return 0

@@ -63,22 +63,3 @@ def specificity_table(triplets: pd.DataFrame, *, group_by: Sequence[str] = ("met
         rows.append(row)
     return pd.DataFrame(rows, columns=[*group_by, "sr_pos", "sr_neg", "specificity", "n_pos", "n_neg"])
 
-
-def positive_triplets(units: Sequence[str]) -> list[tuple[str, str]]:
-    """(c_j, c_j + d_{j+1}) for j = 1..m-1 from a caption's ordered detail units."""
-    prefixes = ["".join(units[: j + 1]) for j in range(len(units))]
-    return [(prefixes[j], prefixes[j + 1]) for j in range(len(units) - 1)]
-
-
-def negative_triplets(units: Sequence[str], negative_units: Sequence[str]) -> list[tuple[str, str]]:
-    """(c_j, c_j + d-) pairing each prefix c_j (j < m) with one foreign unit, in order.
-
-    Stops at the shorter of the two lists; the caller chooses the foreign units (SPECS takes
-    them from another image's caption and token-shuffles them with probability 0.9).
-    """
-    prefixes = ["".join(units[: j + 1]) for j in range(len(units) - 1)]
-    pairs = []
-    for prefix, negative in zip(prefixes, negative_units):
-        joiner = "" if not prefix or prefix.endswith(" ") or negative.startswith(" ") else " "
-        pairs.append((prefix, prefix + joiner + negative))
-    return pairs

@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from scoring.analysis.specificity import negative_triplets, positive_triplets, specificity_rate, specificity_table
+from scoring.analysis.specificity import specificity_rate, specificity_table
 
 
 def test_rates_follow_the_equations():
@@ -28,8 +28,3 @@ def test_table_per_metric():
     with pytest.raises(ValueError, match="kind"):
         specificity_table(triplets.assign(kind="maybe"))
 
-
-def test_triplet_builders():
-    units = ["A cat", " on a mat", " under a lamp"]
-    assert positive_triplets(units) == [("A cat", "A cat on a mat"), ("A cat on a mat", "A cat on a mat under a lamp")]
-    assert negative_triplets(units, ["with a dog"]) == [("A cat", "A cat with a dog")]
