@@ -194,6 +194,8 @@ def _load_dataset(name: str, path: Path):
 
 
 def _correlation(args) -> int:
+    from .correlation import metric_columns
+
     if args.scores is None:
         if not (args.dataset and args.dataset_path):
             raise ValueError("give --scores, or --dataset and --dataset-path with --metrics to score now")
@@ -213,6 +215,8 @@ def _correlation(args) -> int:
         if missing:
             raise ValueError(f"{args.scores}: needs item_id (or image_id and candidate) to join with {args.dataset}")
         score_columns = [c for c in scores.columns if c not in ratings.columns or c in keys]
+        if not args.metrics:
+            args.metrics = [c for c in metric_columns(scores, args.human_col) if c in score_columns]
         table = ratings.merge(scores[score_columns], on=keys, how="inner")
         if table.empty:
             raise ValueError(f"no score row matches an item of {args.dataset}; check the item ids")

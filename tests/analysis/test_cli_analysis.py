@@ -81,3 +81,13 @@ def test_bad_input_gives_one_clear_line(tmp_path, capsys):
     pd.DataFrame({"x": [1]}).to_csv(tmp_path / "x.csv", index=False)
     assert main(["analyze", "correlation", "--scores", str(tmp_path / "x.csv")]) == 2
     assert "human" in capsys.readouterr().err
+
+
+def test_rating_set_columns_are_not_taken_for_metrics(tmp_path, flickr8k_raw, capsys):
+    from scoring.analysis.datasets import load_flickr8k_raw
+
+    scores = load_flickr8k_raw(flickr8k_raw, "cf")[["image_id", "candidate"]].assign(M=[0.9, 0.1])
+    scores.to_csv(tmp_path / "s.csv", index=False)
+    assert main(["analyze", "correlation", "--scores", str(tmp_path / "s.csv"), "--dataset", "flickr8k-cf",
+                 "--dataset-path", str(flickr8k_raw), "--bootstrap", "0", "--out", str(tmp_path / "o.csv")]) == 0
+    assert pd.read_csv(tmp_path / "o.csv")["metric"].tolist() == ["M"]
