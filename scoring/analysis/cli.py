@@ -83,17 +83,23 @@ def register(subparsers, parents) -> None:
     retrieval.add_argument("--reference-lang", default="en")
 
     pascal = command("pascal50s", "Pascal-50S pairwise accuracy (HC, HI, HM, MM, mean)", _pascal50s)
-    pascal.add_argument("--scores", type=Path, required=True,
+    pascal.add_argument("--scores", type=Path,
                         help="CSV with pair_id and <metric>_a / <metric>_b columns (plus category, votes_a, "
-                             "votes_b unless --pascal-dir is given)")
+                             "votes_b unless --pascal-dir is given); without it the pairs are scored now")
     pascal.add_argument("--pascal-dir", type=Path, help="directory with pair_pascal.mat and consensus_pascal.mat")
-    pascal.add_argument("--metrics", nargs="+")
-    pascal.add_argument("--seed", type=int, default=0, help="seed breaking human vote ties")
+    pascal.add_argument("--metrics", nargs="+", help="metrics to report (or to compute when scoring now)")
+    pascal.add_argument("--seed", type=int, default=0, help="seed breaking human vote ties and sampling references")
+    pascal.add_argument("--references", type=int, default=5, help="references sampled per pair when scoring now")
+    _scoring_options(pascal)
 
     foil = command("foil", "FOIL accuracy (correct caption vs. foil)", _foil)
-    foil.add_argument("--scores", type=Path, required=True,
-                      help="CSV with <metric>_correct and <metric>_foil columns")
-    foil.add_argument("--metrics", nargs="+")
+    source = foil.add_mutually_exclusive_group(required=True)
+    source.add_argument("--scores", type=Path, help="CSV with <metric>_correct and <metric>_foil columns")
+    source.add_argument("--foil-json", type=Path, help="foilv1.0_test_2017.json, scored now with --metrics")
+    foil.add_argument("--metrics", nargs="+", help="metrics to report (or to compute when scoring now)")
+    foil.add_argument("--references", type=int, default=4, help="references per pair when scoring now (1 or 4)")
+    foil.add_argument("--seed", type=int, default=0)
+    _scoring_options(foil)
 
     length = command("length", "correlation per caption-length bucket (SPECS Figure 3)", _length)
     length.add_argument("--scores", type=Path, required=True,
@@ -321,8 +327,17 @@ def _pascal50s(args) -> int:
     from .datasets import load_pascal50s
     from .pairwise import pascal50s_table
 
-    scores = _read_csv(args.scores)
-    if args.pascal_dir:
+    if args.scores is None:
+        if not args.pascal_dir:
+            raise ValueError("give --scores, or --pascal-dir with --metrics to score the pairs now")
+        from .pipeline import pair_scores
+
+        scores = pair_scores(_scorer(args), load_pascal50s(args.pascal_dir), args.metrics, ("caption_a", "caption_b"),
+                             ("_a", "_b"), n_references=args.references, seed=args.seed, image_root=args.image_root)
+        _report_unavailable(scores)
+    else:
+        scores = _read_csv(args.scores)
+    if args.scores is not None and args.pascal_dir:
         pairs = load_pascal50s(args.pascal_dir).drop(columns=["references"])
         if "pair_id" not in scores.columns:
             raise ValueError(f"{args.scores}: needs a pair_id column to join with Pascal-50S")
@@ -339,7 +354,16 @@ def _pascal50s(args) -> int:
 def _foil(args) -> int:
     from .pairwise import foil_table
 
-    scores = _read_csv(args.scores)
+    if args.foil_json:
+        from .datasets import load_foil
+        from .pipeline import pair_scores
+
+        scores = pair_scores(_scorer(args), load_foil(args.foil_json), args.metrics, ("correct", "foil"),
+                             ("_correct", "_foil"), n_references=args.references, seed=args.seed,
+                             image_root=args.image_root)
+        _report_unavailable(scores)
+    else:
+        scores = _read_csv(args.scores)
     metrics = args.metrics or [m for m in _metrics_from_suffix(scores.columns, "_correct") if f"{m}_foil" in scores]
     if not metrics:
         raise ValueError("no <metric>_correct / <metric>_foil score columns found")

@@ -179,3 +179,34 @@ def triplet_scores(
     table = pd.DataFrame(records)
     table.attrs["unavailable"] = unavailable
     return table
+
+
+def pair_scores(
+    scorer, pairs: pd.DataFrame, metrics: Sequence[str], columns: tuple[str, str], suffixes: tuple[str, str], *,
+    n_references: int | None = None, seed: int = 0, image_root=None,
+) -> pd.DataFrame:
+    """Score both captions of each pair (Pascal-50S: caption_a/caption_b -> M_a/M_b; FOIL:
+    correct/foil -> M_correct/M_foil) against the pair's image and references.
+
+    `n_references` samples that many references per pair, seeded (the Pascal-50S protocol
+    uses 5 of the 48; FOIL's "1 ref" and "4 refs" settings use 1 or 4).
+    """
+    from .datasets import sample_references
+
+    missing = [c for c in columns if c not in pairs.columns]
+    if missing:
+        raise ValueError(f"pairs lack column(s) {', '.join(missing)}")
+    pairs = pairs.reset_index(drop=True).copy()
+    if n_references is not None and "references" in pairs.columns:
+        pairs["references"] = [
+            sample_references(refs, n_references, seed=seed + index) for index, refs in enumerate(pairs["references"])
+        ]
+    both = pd.concat([pairs, pairs], ignore_index=True)
+    texts = pairs[columns[0]].astype(str).tolist() + pairs[columns[1]].astype(str).tolist()
+    values, unavailable = score_texts(scorer, both, texts, metrics, image_root=image_root)
+    n = len(pairs)
+    for metric, scores in values.items():
+        pairs[metric + suffixes[0]] = scores[:n]
+        pairs[metric + suffixes[1]] = scores[n:]
+    pairs.attrs["unavailable"] = unavailable
+    return pairs
