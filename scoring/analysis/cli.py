@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 DATASET_NAMES = ("flickr8k-expert", "flickr8k-cf", "composite", "capeval1k", "m-capeval1k")
@@ -48,6 +49,7 @@ def register(subparsers, parents) -> None:
     correlation.add_argument("--compare-coefficient", default="kendall_c",
                              choices=["kendall_b", "kendall_c", "pearson", "spearman"])
     correlation.add_argument("--system-col", help="also report system-level correlation over this column")
+    _database_options(correlation)
     _scoring_options(correlation)
 
     robustness = command("robustness", "perturbation robustness table (PR-MCS Table 7 layout)", _robustness)
@@ -57,10 +59,12 @@ def register(subparsers, parents) -> None:
     source.add_argument("--captions", type=Path,
                         help="CSV of captions (candidate [, lang, image, references, item_id, critical]) "
                              "to perturb and score now with --metrics")
+    source.add_argument("--collection", help="database collection with perturbed captions and cached scores")
     robustness.add_argument("--ops", nargs="+", help="operations in column order (default: PR-MCS five, then others)")
     robustness.add_argument("--p", type=float, help="per-token probability (default: each operation's own)")
     robustness.add_argument("--seed", type=int, default=0)
     robustness.add_argument("--save-scores", type=Path, help="with --captions: also write the long score table")
+    robustness.add_argument("--user", help="acting account for --collection (default: local CLI admin)")
     _scoring_options(robustness)
     robustness.add_argument("--numeric", action="store_true", help="print numbers instead of 'mean (change%%)' cells")
 
@@ -114,6 +118,17 @@ def register(subparsers, parents) -> None:
     load = command("load", "read a public rating set and write its tidy table", _load)
     load.add_argument("dataset", choices=DATASET_NAMES)
     load.add_argument("path", type=Path, help="file or directory as published")
+    load.add_argument("--collection", help="also import it into this database collection (needs --image-root)")
+    load.add_argument("--image-root", type=Path, help="folder holding the set's images (image_path is relative to it)")
+    load.add_argument("--scale", nargs=2, type=float, metavar=("LOW", "HIGH"),
+                      help="rating scale mapped to [0, 1] (default: the set's published scale)")
+    load.add_argument("--user", help="acting account for the import (default: local CLI admin)")
+
+
+def _database_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("reading a database collection")
+    group.add_argument("--collection", help="read ratings and cached metric scores of this collection")
+    group.add_argument("--user", help="acting account (default: local CLI admin)")
 
 
 def _scoring_options(parser: argparse.ArgumentParser) -> None:
@@ -168,6 +183,18 @@ def _wide_scores(scores):
     return scores
 
 
+@contextmanager
+def _database(args):
+    """A session (one transaction) and the acting user, as `caplens db` commands get them."""
+    from db.models import User
+    from db.session import ensure_schema, session_scope
+    from db.users import get_user
+
+    with session_scope(ensure_schema()) as session:
+        user = get_user(session, args.user) if args.user else User(name="local-cli", role="admin")
+        yield session, user
+
+
 def _scorer(args):
     if not args.metrics:
         raise ValueError("scoring now needs --metrics")
@@ -202,6 +229,19 @@ def _load_dataset(name: str, path: Path):
 def _correlation(args) -> int:
     from .correlation import metric_columns
 
+    if args.collection:
+        from .store import collection_table
+
+        with _database(args) as (session, user):
+            table = collection_table(session, user, args.collection)
+        if args.metrics and not set(args.metrics) <= set(table.columns):
+            from .pipeline import score_table
+
+            missing = [m for m in args.metrics if m not in table.columns]
+            table = score_table(_scorer(argparse.Namespace(**{**vars(args), "metrics": missing})), table, missing,
+                                image_root=args.image_root)
+            _report_unavailable(table)
+        return _correlate(table.drop(columns=["references"]), args)
     if args.scores is None:
         if not (args.dataset and args.dataset_path):
             raise ValueError("give --scores, or --dataset and --dataset-path with --metrics to score now")
@@ -264,7 +304,12 @@ def _correlate(table, args) -> int:
 def _robustness(args) -> int:
     from .robustness import PRMCS_OPS, format_table7, robustness_table
 
-    if args.captions:
+    if args.collection:
+        from .store import collection_robustness_scores
+
+        with _database(args) as (session, user):
+            scores = collection_robustness_scores(session, user, args.collection, args.metrics)
+    elif args.captions:
         from .pipeline import perturbation_scores
 
         ops = [o.lower() for o in args.ops] if args.ops else list(PRMCS_OPS)
@@ -390,6 +435,15 @@ def _length(args) -> int:
 
 def _load(args) -> int:
     table = _load_dataset(args.dataset, args.path)
+    if args.collection:
+        if not args.image_root:
+            raise ValueError("--collection needs --image-root (the images are stored in the database)")
+        from .store import into_collection
+
+        with _database(args) as (session, user):
+            report = into_collection(session, user, table, args.collection, args.image_root,
+                                     scale=tuple(args.scale) if args.scale else None, source_name=str(args.path))
+        print(json.dumps(report.to_dict(), indent=2))
     out = table.copy()
     out["references"] = out["references"].map(lambda refs: json.dumps(list(refs), ensure_ascii=False))
     summary = table.groupby(["collection", "lang"]).agg(rows=("human", "size"), items=("item_id", "nunique"),

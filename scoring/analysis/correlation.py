@@ -134,10 +134,13 @@ def kendall_tau(x, y, variant: str = "b") -> float:
 def pearson(x, y) -> float:
     """Pearson's r; nan when either list is constant or shorter than two."""
     x, y = _paired(x, y)
-    if x.size < 2:
+    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return math.nan
     dx = x - x.mean()
     dy = y - y.mean()
+    # r is scale free; rescaling keeps tiny (subnormal) spreads from underflowing to 0.
+    dx = dx / (np.abs(dx).max() or 1.0)
+    dy = dy / (np.abs(dy).max() or 1.0)
     denominator = math.sqrt(float(dx @ dx) * float(dy @ dy))
     return math.nan if denominator == 0 else float(dx @ dy) / denominator
 
