@@ -195,6 +195,16 @@ def _database(args):
         yield session, user
 
 
+def _fill_cache(session, user, args) -> None:
+    """Score the collection now (and cache the values) when --metrics are asked for."""
+    if args.metrics:
+        from .store import fill_metric_cache
+
+        unavailable = fill_metric_cache(session, user, _scorer(args), args.collection, args.metrics)
+        for metric, reason in unavailable.items():
+            print(f"{metric}: unavailable: {reason}")
+
+
 def _scorer(args):
     if not args.metrics:
         raise ValueError("scoring now needs --metrics")
@@ -233,14 +243,8 @@ def _correlation(args) -> int:
         from .store import collection_table
 
         with _database(args) as (session, user):
+            _fill_cache(session, user, args)
             table = collection_table(session, user, args.collection)
-        if args.metrics and not set(args.metrics) <= set(table.columns):
-            from .pipeline import score_table
-
-            missing = [m for m in args.metrics if m not in table.columns]
-            table = score_table(_scorer(argparse.Namespace(**{**vars(args), "metrics": missing})), table, missing,
-                                image_root=args.image_root)
-            _report_unavailable(table)
         return _correlate(table.drop(columns=["references"]), args)
     if args.scores is None:
         if not (args.dataset and args.dataset_path):
@@ -308,6 +312,7 @@ def _robustness(args) -> int:
         from .store import collection_robustness_scores
 
         with _database(args) as (session, user):
+            _fill_cache(session, user, args)
             scores = collection_robustness_scores(session, user, args.collection, args.metrics)
     elif args.captions:
         from .pipeline import perturbation_scores

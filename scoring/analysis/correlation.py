@@ -32,7 +32,7 @@ RESERVED_COLUMNS = frozenset(
     {
         "human", "lang", "collection", "system", "item_id", "image_id", "image", "image_path",
         "candidate", "caption", "references", "rater", "n_tokens", "caption_id", "subset",
-        "aspect", "split",
+        "aspect", "split", "fluency", "relevance", "descriptiveness", "n_yes", "n_no", "rating_version",
     }
 )
 

@@ -168,3 +168,42 @@ def collection_robustness_scores(session, user, collection: str, metrics: Sequen
                              op=caption["perturbation_op"], text=caption["caption"], metric=metric,
                              score=caption[metric]))
     return pd.DataFrame(rows, columns=["item_id", "lang", "op", "text", "metric", "score"])
+
+
+def score_fingerprint(scorer, result) -> str:
+    """Cache key of a metric's values: profile plus a digest of the backbone label (the label
+    names the checkpoint; it can exceed the column's 128 characters)."""
+    import hashlib
+
+    label = result.backbone or "toolkit"
+    return f"{scorer.profile}:{hashlib.sha1(label.encode('utf-8')).hexdigest()[:16]}"
+
+
+def fill_metric_cache(session, user, scorer, collection: str, metrics: Sequence[str]) -> dict[str, str]:
+    """Score every caption of `collection` with `metrics` and cache the values in MetricScore.
+
+    Images come from the database's image store; references are the image's reference
+    captions in the caption's language. Returns {metric: reason} for metrics that cannot run.
+    """
+    from annotation.exporters import captions_table
+    from annotation.workflows import cache_metric_scores, get_collection
+    from db.users import RESEARCH_ROLES, require_role
+    from scoring.api import ScoreItem
+
+    require_role(user, *RESEARCH_ROLES)
+    captions = captions_table(session, user, get_collection(session, collection))
+    if not captions:
+        raise ValueError(f"collection {collection!r} has no captions")
+    items = [
+        ScoreItem(image=row["image_file"], candidate=row["caption"], references=list(row["references"]),
+                  lang=row["language"], image_id=row["image_sha256"])
+        for row in captions
+    ]
+    unavailable = {}
+    for name, result in scorer.score(items, list(metrics)).items():
+        if result.unavailable:
+            unavailable[name] = result.unavailable
+            continue
+        values = {row["caption_id"]: value for row, value in zip(captions, result.values)}
+        cache_metric_scores(session, name, score_fingerprint(scorer, result), values)
+    return unavailable
