@@ -50,6 +50,8 @@ def robustness_table(
     data = scores.copy()
     data["score"] = pd.to_numeric(data["score"], errors="coerce")
     data = data.dropna(subset=["score"])
+    if data.empty:
+        raise ValueError("no numeric scores in the table (were the metrics unavailable?)")
     if "noop" in data.columns:
         data = data[~data["noop"].fillna(False).astype(bool)]
     data["op"] = data["op"].astype(str).str.lower()
