@@ -358,7 +358,13 @@ def _retrieval(args) -> int:
         arrays = {name: archive[name] for name in archive.files}
     text_to_image = arrays.pop("text_to_image", None)
     if args.text_to_image:
-        if args.text_to_image.name == "id_mapping.json" or "text2image" in args.text_to_image.read_text(encoding="utf-8")[:200]:
+        if not args.text_to_image.exists():
+            raise FileNotFoundError(f"no such file: {args.text_to_image}")
+        try:
+            is_mapping = "text2image" in json.loads(args.text_to_image.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            raise ValueError(f"{args.text_to_image}: not valid JSON") from None
+        if is_mapping:
             text_to_image = load_coco_sm_id_mapping(args.text_to_image)
         else:
             captions = load_coco_sm(args.text_to_image)

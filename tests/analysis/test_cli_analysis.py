@@ -91,3 +91,15 @@ def test_rating_set_columns_are_not_taken_for_metrics(tmp_path, flickr8k_raw, ca
     assert main(["analyze", "correlation", "--scores", str(tmp_path / "s.csv"), "--dataset", "flickr8k-cf",
                  "--dataset-path", str(flickr8k_raw), "--bootstrap", "0", "--out", str(tmp_path / "o.csv")]) == 0
     assert pd.read_csv(tmp_path / "o.csv")["metric"].tolist() == ["M"]
+
+
+def test_retrieval_with_coco_sm_files(tmp_path, coco_sm_meta, capsys):
+    english = np.array([[0.9, 0.1], [0.8, 0.3], [0.2, 0.7]])
+    german = np.array([[0.4, 0.5], [0.8, 0.3], [0.2, 0.7]])
+    np.savez(tmp_path / "sims.npz", en=english, de=german)
+    for mapping in (coco_sm_meta, coco_sm_meta.parent / "id_mapping.json"):
+        assert main(["analyze", "retrieval", "--similarities", str(tmp_path / "sims.npz"),
+                     "--text-to-image", str(mapping), "--out", str(tmp_path / "r.csv")]) == 0
+        table = pd.read_csv(tmp_path / "r.csv").set_index("lang")
+        assert table.loc["en", "R@1"] == 1.0 and table.loc["de", "R@1"] == pytest.approx(2 / 3)
+        assert table.loc["en", "NDCG@20"] == pytest.approx(1.0) > table.loc["de", "NDCG@20"]
