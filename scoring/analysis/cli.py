@@ -79,8 +79,17 @@ def register(subparsers, parents) -> None:
     _scoring_options(specificity)
 
     retrieval = command("retrieval", "COCO-SM text-to-image Recall@1/5/10 and NDCG@20 vs. English", _retrieval)
-    retrieval.add_argument("--similarities", type=Path, required=True,
-                           help=".npz with one texts x images array per language (named by language code)")
+    source = retrieval.add_mutually_exclusive_group(required=True)
+    source.add_argument("--similarities", type=Path,
+                        help=".npz with one texts x images array per language (named by language code)")
+    source.add_argument("--coco-sm", type=Path,
+                        help="COCO-SM meta file (meta/google.json ...): embed its captions and images now")
+    retrieval.add_argument("--metric", default="MCS", help="with --coco-sm: metric whose encoders embed (default MCS)")
+    retrieval.add_argument("--langs", nargs="+", help="with --coco-sm: languages to evaluate (default all)")
+    retrieval.add_argument("--save-similarities", type=Path, help="with --coco-sm: write the matrices as .npz")
+    retrieval.add_argument("--profile", help="scoring profile for --coco-sm")
+    retrieval.add_argument("--device", help="torch device for the scorer")
+    retrieval.add_argument("--image-root", type=Path, help="folder with the COCO images (val2014/)")
     retrieval.add_argument("--text-to-image", type=Path,
                            help="COCO-SM meta file or id_mapping.json giving each text's image "
                                 "(default: array 'text_to_image' inside the .npz)")
@@ -352,6 +361,20 @@ def _retrieval(args) -> int:
     from .datasets import coco_sm_text_to_image, load_coco_sm, load_coco_sm_id_mapping
     from .retrieval import retrieval_table
 
+    if args.coco_sm:
+        from scoring.api import get_scorer
+
+        from .pipeline import retrieval_similarities
+
+        captions = load_coco_sm(args.coco_sm, args.langs)
+        arrays, text_to_image = retrieval_similarities(get_scorer(args.profile, args.device), captions, args.metric,
+                                                       image_root=args.image_root, langs=args.langs)
+        if args.save_similarities:
+            args.save_similarities.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(args.save_similarities, text_to_image=text_to_image, **arrays)
+            print(f"wrote {args.save_similarities}")
+        _emit(retrieval_table(arrays, text_to_image, reference_lang=args.reference_lang), args)
+        return 0
     if not args.similarities.exists():
         raise FileNotFoundError(f"no such file: {args.similarities}")
     with np.load(args.similarities) as archive:

@@ -210,3 +210,39 @@ def pair_scores(
         pairs[metric + suffixes[1]] = scores[n:]
     pairs.attrs["unavailable"] = unavailable
     return pairs
+
+
+def retrieval_similarities(
+    scorer, captions: pd.DataFrame, metric: str = "MCS", *, image_root=None, langs: Sequence[str] | None = None
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Texts x images cosine similarities per language for COCO-SM style retrieval.
+
+    Uses the text and vision backbones of `metric` in the scorer's registry (MCS: the
+    multilingual text encoder with CLIP's vision tower; CLIP-S: CLIP for both). `captions`
+    is a `datasets.load_coco_sm` table; returns ({lang: matrix}, text_to_image).
+    """
+    from .datasets import coco_sm_text_to_image
+    from .retrieval import cosine_similarity
+
+    spec = scorer.registry.metrics[scorer.canonical_name(metric)]
+    if not spec.backbone:
+        raise ValueError(f"{metric} has no embedding backbone; retrieval needs an embedding metric such as MCS or CLIP-S")
+    text_backbone = spec.backbone
+    image_backbone = spec.vision_backbone or spec.backbone
+    langs = list(langs) if langs else list(dict.fromkeys(captions["lang"]))
+    first = captions[captions["lang"] == langs[0]]
+    files = first.drop_duplicates("image_index").sort_values("image_index")["filename"].tolist()
+    root = Path(image_root) if image_root else Path(".")
+    paths = [root / name for name in files]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise FileNotFoundError(f"{len(missing)} images not found, e.g. {missing[0]}")
+    images = scorer.image_embeddings([str(p) for p in paths], image_backbone)
+    similarities = {}
+    text_to_image = coco_sm_text_to_image(captions, langs[0])
+    for lang in langs:
+        part = captions[captions["lang"] == lang].sort_values("caption_index")
+        if not np.array_equal(coco_sm_text_to_image(captions, lang), text_to_image):
+            raise ValueError(f"captions of {lang!r} are not aligned with those of {langs[0]!r}")
+        similarities[lang] = cosine_similarity(scorer.text_embeddings(part["caption"].astype(str).tolist(), text_backbone), images)
+    return similarities, text_to_image

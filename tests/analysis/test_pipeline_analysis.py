@@ -66,3 +66,17 @@ def test_cli_scores_captions_now(captions_csv, tmp_path, capsys):
                  "--image-root", str(captions_csv.parent), "--ops", "removal"]) == 2
     captured = capsys.readouterr()
     assert "SPICE: unavailable:" in captured.out and "no numeric scores" in captured.err
+
+
+def test_coco_sm_retrieval_embeds_now(coco_sm_meta, tmp_path):
+    Image.new("RGB", (32, 32), (10, 200, 10)).save(coco_sm_meta.parent / "a.jpg")
+    Image.new("RGB", (32, 32), (200, 10, 200)).save(coco_sm_meta.parent / "b.jpg")
+    out = tmp_path / "ret.csv"
+    assert main(["analyze", "retrieval", "--coco-sm", str(coco_sm_meta), "--image-root", str(coco_sm_meta.parent),
+                 "--profile", "tiny", "--metric", "MCS", "--save-similarities", str(tmp_path / "s.npz"),
+                 "--out", str(out)]) == 0
+    table = pd.read_csv(out).set_index("lang")
+    assert table.loc["en", "NDCG@20"] == pytest.approx(1.0) and 0 < table.loc["de", "NDCG@20"] <= 1.0
+    assert table.loc["en", "R@5"] == 1.0  # two images only
+    assert main(["analyze", "retrieval", "--coco-sm", str(coco_sm_meta), "--image-root", str(coco_sm_meta.parent),
+                 "--profile", "tiny", "--metric", "BLEU-4"]) == 2
