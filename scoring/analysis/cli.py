@@ -74,6 +74,8 @@ def register(subparsers, parents) -> None:
     source.add_argument("--captions", type=Path,
                         help="CSV of captions (candidate [, lang, image, image_id]) to split into SPECS "
                              "triplets and score now with --metrics")
+    source.add_argument("--collection", help="database collection whose captions are split into triplets and scored")
+    specificity.add_argument("--user", help="acting account for --collection (default: local CLI admin)")
     specificity.add_argument("--seed", type=int, default=0)
     specificity.add_argument("--save-scores", type=Path, help="with --captions: also write the scored triplets")
     _scoring_options(specificity)
@@ -341,11 +343,17 @@ def _robustness(args) -> int:
 def _specificity(args) -> int:
     from .specificity import specificity_table
 
-    if args.captions:
+    if args.captions or args.collection:
         from .pipeline import triplet_scores
 
-        triplets = triplet_scores(_scorer(args), _captions(args.captions), args.metrics, seed=args.seed,
-                                  image_root=args.image_root)
+        if args.collection:
+            from .store import collection_captions
+
+            with _database(args) as (session, user):
+                captions = collection_captions(session, user, args.collection)
+        else:
+            captions = _captions(args.captions)
+        triplets = triplet_scores(_scorer(args), captions, args.metrics, seed=args.seed, image_root=args.image_root)
         _report_unavailable(triplets)
         _save(triplets, args.save_scores)
     else:

@@ -176,6 +176,8 @@ def triplet_scores(
                               unit_index=triplet.unit_index, base_text=triplet.base, base=scores[i])
                 records.append({**common, "kind": "pos", "extended_text": triplet.positive, "extended": scores[n + i]})
                 records.append({**common, "kind": "neg", "extended_text": triplet.negative, "extended": scores[2 * n + i]})
+    if not records:
+        raise ValueError("no triplets: every caption is a single detail unit (or every metric was unavailable)")
     table = pd.DataFrame(records)
     table.attrs["unavailable"] = unavailable
     return table

@@ -207,3 +207,21 @@ def fill_metric_cache(session, user, scorer, collection: str, metrics: Sequence[
         values = {row["caption_id"]: value for row, value in zip(captions, result.values)}
         cache_metric_scores(session, name, score_fingerprint(scorer, result), values)
     return unavailable
+
+
+def collection_captions(session, user, collection: str, kinds: Sequence[str] = ("candidate", "reference")) -> pd.DataFrame:
+    """Captions of `collection` of the given kinds as a `--captions`-style table (candidate,
+    lang, image = stored image file, image_id, references, item_id), for scoring now."""
+    from annotation.exporters import captions_table
+    from annotation.workflows import get_collection
+
+    frame = pd.DataFrame(captions_table(session, user, get_collection(session, collection)))
+    if frame.empty:
+        raise ValueError(f"collection {collection!r} has no captions")
+    frame = frame[frame["kind"].isin(list(kinds))]
+    if frame.empty:
+        raise ValueError(f"collection {collection!r} has no captions of kind {', '.join(kinds)}")
+    return pd.DataFrame({
+        "candidate": frame["caption"], "lang": frame["language"], "image": frame["image_file"],
+        "image_id": frame["image_sha256"], "references": frame["references"], "item_id": frame["caption_id"],
+    }).reset_index(drop=True)

@@ -9,7 +9,7 @@ from app.cli import main
 from db.models import User
 from db.session import dispose_engines, ensure_schema, session_scope
 from scoring.analysis.correlation import correlation_table
-from scoring.analysis.datasets import load_flickr8k_json
+from scoring.analysis.datasets import load_flickr8k_json, make_item_id
 from scoring.analysis.robustness import robustness_table
 from scoring.analysis.store import (
     collection_robustness_scores, collection_table, fill_metric_cache, import_rows_for, into_collection,
@@ -93,3 +93,15 @@ def test_cli_imports_and_correlates_a_collection(database, flickr_with_images, c
                  "--profile", "tiny", "--bootstrap", "0", "--out", str(out)]) == 0
     table = pd.read_csv(out)
     assert set(table["metric"]) == {"BLEU-1", "ROUGE-L"} and (table["n"] == 4).all()
+
+
+def test_specificity_from_a_collection(database, flickr_with_images, capsys):
+    path, root = flickr_with_images
+    ratings = load_flickr8k_json(path)
+    ratings["candidate"] = ratings["candidate"] + " with a red ball in the green park near the old house"
+    ratings["item_id"] = [make_item_id(i, c) for i, c in zip(ratings["image_id"], ratings["candidate"])]
+    with session_scope(database) as session:
+        into_collection(session, ADMIN, ratings, "f8k", root)
+    assert main(["analyze", "specificity", "--collection", "f8k", "--metrics", "ROUGE-L", "--profile", "tiny"]) == 0
+    printed = capsys.readouterr().out
+    assert "sr_pos" in printed and "ROUGE-L" in printed
