@@ -1,8 +1,9 @@
 """`caplens analyze ...`: correlation with humans, robustness, specificity, retrieval.
 
-Every subcommand reads tables from files (CSV; see docs/analysis.md for the columns),
-prints the result table and, with --out, writes it as CSV. Heavy imports happen inside
-the handlers so `caplens --help` stays fast.
+Each subcommand takes its scores from a file (CSV; columns in docs/analysis.md), from a
+database collection (--collection), or computes them now with the scoring engine
+(--metrics); it prints the result table and, with --out, writes it as CSV. Heavy imports
+happen inside the handlers so `caplens --help` stays fast.
 """
 from __future__ import annotations
 
