@@ -1,0 +1,75 @@
+"""Named API endpoints for `gradio_client`: /score, /perturb (and, with the database, /login,
+/next_item, /rate).
+
+They are wired to hidden components so their signatures stay small and stable whatever the
+visible layout does, and they share the library calls of the tabs.
+"""
+from __future__ import annotations
+
+import gradio as gr
+
+from app import engine
+from app.langs import AUTO
+from app.tabs.perturb import parse_critical, run_perturbations
+from app.tabs.score import ScoreRequest, load_images, outcome_to_json, run_scoring, split_lines
+
+
+def score_endpoint(profile: str, image_path: str | None, captions: str, references: str, lang: str,
+                   metrics: str) -> dict:
+    """Scores of every caption (one per line) for one image; unusable uploads are reported, not raised."""
+    images, messages = load_images([image_path] if image_path else [])
+    if image_path and not images:
+        raise gr.Error("\n".join(messages))
+    caption_list = split_lines(captions)
+    if not caption_list:
+        raise gr.Error("captions: give at least one caption (one per line)")
+    chosen = [m.strip() for m in (metrics or "").split(",") if m.strip()] or None
+    if chosen:
+        known = {name.lower(): name for name in engine.metric_names(profile)}
+        unknown = [m for m in chosen if m.lower() not in known]
+        if unknown:
+            raise gr.Error(f"unknown metric(s): {', '.join(unknown)}; known: {', '.join(known.values())}")
+        chosen = [known[m.lower()] for m in chosen]
+    outcome = run_scoring(profile, ScoreRequest(images, caption_list, split_lines(references), lang or AUTO, chosen))
+    outcome.messages = messages
+    return outcome_to_json(outcome)
+
+
+def perturb_endpoint(text: str, op: str, p: float, seed: float, lang: str, critical: str) -> list[dict]:
+    """The perturbed caption(s) with provenance and changed character spans."""
+    from app.langs import resolve_language
+
+    try:
+        results = run_perturbations(text, op or "all", float(p if p is not None else 0.4), int(seed or 0),
+                                    resolve_language(lang or AUTO, text or ""), parse_critical(critical))
+    except (ValueError, LookupError) as exc:
+        raise gr.Error(str(exc)) from None
+    return [r.to_dict() | {"noop_reason": r.noop_reason} for r in results]
+
+
+def build(ctx: engine.AppContext) -> None:
+    """Hidden components and the named endpoints bound to them."""
+    with gr.Column(visible=False):
+        image = gr.File(label="image", file_count="single")
+        captions = gr.Textbox(label="captions")
+        references = gr.Textbox(label="references")
+        lang = gr.Textbox(label="lang", value=AUTO)
+        metrics = gr.Textbox(label="metrics")
+        score_result = gr.JSON(label="scores")
+        score_trigger = gr.Button("score")
+
+        text = gr.Textbox(label="text")
+        op = gr.Textbox(label="op", value="all")
+        p = gr.Number(label="p", value=0.4)
+        seed = gr.Number(label="seed", value=0, precision=0)
+        perturb_lang = gr.Textbox(label="lang", value=AUTO)
+        critical = gr.Textbox(label="critical")
+        perturb_result = gr.JSON(label="perturbations")
+        perturb_trigger = gr.Button("perturb")
+
+    def score_api(image_path, captions_text, references_text, lang_code, metric_list):
+        return score_endpoint(ctx.profile, image_path, captions_text, references_text, lang_code, metric_list)
+
+    score_trigger.click(score_api, [image, captions, references, lang, metrics], score_result, api_name="score")
+    perturb_trigger.click(perturb_endpoint, [text, op, p, seed, perturb_lang, critical], perturb_result,
+                          api_name="perturb")

@@ -1,0 +1,24 @@
+"""The CapLens Blocks layout: a banner naming the metric profile, one tab per task, and the
+named API endpoints. Each tab lives in `app/tabs/`; all logic is in the libraries."""
+from __future__ import annotations
+
+import gradio as gr
+
+from app import api, engine
+from app.tabs import perturb, score
+
+TITLE = "CapLens"
+
+
+def build_app(ctx: engine.AppContext) -> gr.Blocks:
+    with gr.Blocks(title=TITLE) as demo:
+        gr.Markdown(f"# {TITLE}\nInspect, stress-test and annotate image-caption evaluation metrics.")
+        gr.Markdown(ctx.banner, elem_id="profile-banner")
+        with gr.Tabs(selected="score") as tabs:
+            with gr.Tab("Score", id="score"):
+                score.build(ctx)
+            with gr.Tab("Perturbation lab", id="perturb"):
+                perturb.build(ctx)
+        api.build(ctx)
+    demo.caplens_tabs = tabs  # the Failure-cases tab switches to Score through this
+    return demo
