@@ -19,6 +19,9 @@ def create_app(profile: str | None = None):
     """Prepare the database and the scorer, and build the Blocks app. Returns (demo, ctx)."""
     from app import engine
     from app.ui import build_app
+    from db.session import upgrade
+
+    upgrade()  # creates the database on first run, migrates an older one
 
     chosen, banner = engine.choose_profile(profile)
     ctx = engine.AppContext(profile=chosen, banner=banner)

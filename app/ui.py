@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app import api, engine
-from app.tabs import perturb, score
+from app.tabs import annotate, perturb, score
 
 TITLE = "CapLens"
 
@@ -19,6 +19,8 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
                 score.build(ctx)
             with gr.Tab("Perturbation lab", id="perturb"):
                 perturb.build(ctx)
-        api.build(ctx)
-    demo.caplens_tabs = tabs  # the Failure-cases tab switches to Score through this
+            with gr.Tab("Annotate", id="annotate"):
+                user_state = annotate.build()
+        api.build(ctx, user_state)
+        demo.load(None, None, None, js=annotate.KEYBOARD_JS)
     return demo
