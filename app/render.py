@@ -14,6 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 CHANGED = "changed"
+REMOVED = "removed"
+REMOVAL_MARK = "⌫"
 
 
 def plotly_text(text: str, limit: int = 120) -> str:
@@ -22,28 +24,34 @@ def plotly_text(text: str, limit: int = 120) -> str:
     return html.escape(shortened, quote=True)
 
 
-def highlight_spans(text: str, spans: Iterable[tuple[int, int]], label: str = CHANGED) -> list[tuple[str, str | None]]:
+def highlight_spans(text: str, spans: Iterable[tuple[int, int]], label: str = CHANGED,
+                    mark_removals: bool = False) -> list[tuple[str, str | None]]:
     """Split `text` into HighlightedText segments, labelling the character spans that changed.
 
     Overlapping or out-of-range spans are clipped and merged, so a faulty span never hides
-    or duplicates part of the caption.
+    or duplicates part of the caption. A zero-width span marks where words were removed;
+    with `mark_removals` it shows as a REMOVAL_MARK segment labelled REMOVED (the marks
+    are then the only text not in `text`).
     """
-    clean = sorted((max(0, s), min(len(text), e)) for s, e in spans if e > s)
+    clipped = [(min(max(0, s), len(text)), min(max(0, e), len(text))) for s, e in spans]
     merged: list[tuple[int, int]] = []
-    for start, end in clean:
-        if start >= end:
-            continue
+    for start, end in sorted(span for span in clipped if span[1] > span[0]):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], end))
         else:
             merged.append((start, end))
+    removals = sorted({s for s, e in clipped if s == e and not any(a < s < b for a, b in merged)}) if mark_removals else []
+    cuts = sorted(merged + [(r, r) for r in removals])
     segments: list[tuple[str, str | None]] = []
     cursor = 0
-    for start, end in merged:
+    for start, end in cuts:
         if start > cursor:
             segments.append((text[cursor:start], None))
-        segments.append((text[start:end], label))
-        cursor = end
+        if start == end:
+            segments.append((REMOVAL_MARK, REMOVED))
+        else:
+            segments.append((text[start:end], label))
+        cursor = max(cursor, end)
     if cursor < len(text) or not segments:
         segments.append((text[cursor:], None))
     return segments
@@ -60,9 +68,20 @@ def percent_change(before: float | None, after: float | None) -> float | None:
     return (after - before) / abs(before) * 100.0
 
 
-def availability_frame(rows: Sequence[dict]) -> pd.DataFrame:
-    """One row per metric: backbone and whether it ran (or why not)."""
-    return pd.DataFrame(rows, columns=["metric", "backbone", "status"])
+def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availability: Sequence[dict]
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The score table split for reading: the scored pairs (#, image, caption, language,
+    truncation), and one row per metric with its status, backbone and a column per pair."""
+    pairs = frame[["#", "image", "caption", "lang", "truncated by"]]
+    status = {row["metric"]: row for row in availability}
+    rows = []
+    for metric in metric_columns:
+        row = {"metric": metric, "status": status.get(metric, {}).get("status", ""),
+               "backbone": status.get(metric, {}).get("backbone", "")}
+        for number, value in zip(frame["#"], frame[metric]):
+            row[f"#{number}"] = None if value is None or pd.isna(value) else value
+        rows.append(row)
+    return pairs, pd.DataFrame(rows, columns=["metric", *[f"#{n}" for n in frame["#"]], "status", "backbone"])
 
 
 def scores_bar_chart(frame: pd.DataFrame, metric_columns: Sequence[str], title: str) -> go.Figure:

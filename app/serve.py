@@ -29,13 +29,17 @@ def create_app(profile: str | None = None):
 
 
 def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
+    """Arguments for `Blocks.launch`: the stored images may be served (thumbnails, opening
+    a failure case in the Score tab); uploads are capped before they reach our decoder."""
     from app.uploads import MAX_UPLOAD_BYTES
+    from db.config import image_store_dir
 
     return dict(
         server_name=host,
         server_port=port or None,
         share=share,
         max_file_size=MAX_UPLOAD_BYTES,
+        allowed_paths=[str(image_store_dir())],
         show_error=True,
     )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app import api, engine
-from app.tabs import annotate, perturb, score
+from app.tabs import analyze, annotate, data, failures, perturb, score
 
 TITLE = "CapLens"
 
@@ -14,13 +14,20 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
     with gr.Blocks(title=TITLE) as demo:
         gr.Markdown(f"# {TITLE}\nInspect, stress-test and annotate image-caption evaluation metrics.")
         gr.Markdown(ctx.banner, elem_id="profile-banner")
+        user_state = gr.State(None)  # the logged-in account of this browser session (Annotate tab)
         with gr.Tabs(selected="score") as tabs:
             with gr.Tab("Score", id="score"):
-                score.build(ctx)
+                score_tab = score.build(ctx)
             with gr.Tab("Perturbation lab", id="perturb"):
-                perturb.build(ctx)
+                perturb.build(ctx, user_state)
             with gr.Tab("Annotate", id="annotate"):
-                user_state = annotate.build()
+                annotate.build(user_state)
+            with gr.Tab("Analyze", id="analyze"):
+                analyze.build(ctx, user_state)
+            with gr.Tab("Failure cases", id="failures"):
+                failures.build(ctx, user_state, score_tab, tabs)
+            with gr.Tab("Data", id="data"):
+                data.build(user_state)
         api.build(ctx, user_state)
         demo.load(None, None, None, js=annotate.KEYBOARD_JS)
     return demo

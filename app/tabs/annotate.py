@@ -143,9 +143,9 @@ def _optional(value: float | None, use: bool) -> float | None:
     return float(value) if use and value is not None else None
 
 
-def build() -> gr.State:
-    """The Annotate tab; returns the per-session user state (the API's /login and /rate share it)."""
-    user_state = gr.State(None)
+def build(user_state: gr.State) -> None:
+    """The Annotate tab. `user_state` is the per-session login that the Analyze, Failure-cases
+    and Data tabs and the API's /login and /rate share."""
     history = gr.State([])  # caption ids shown in the rating queue this session, for Back
 
     with gr.Row():
@@ -411,7 +411,6 @@ def build() -> gr.State:
     cr_save.click(on_cr_save, [user_state, collection, cr_caption_id, cr_objects, cr_backgrounds, cr_relations],
                   cr_outputs, api_visibility="private")
     cr_skip.click(on_cr_skip, [user_state, collection, cr_caption_id], cr_outputs, api_visibility="private")
-    return user_state
 
 
 def instructions_markdown(instructions: str, examples) -> str:

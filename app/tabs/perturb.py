@@ -79,6 +79,35 @@ def robustness_table(profile: str, image: LoadedImage | None, original: str, per
     return pd.DataFrame(rows, columns=columns).fillna(""), drops
 
 
+def save_to_collection(user_state: dict | None, image: LoadedImage | None, original: str, lang: str,
+                       perturbations: list, collection_name: str, critical: list[str] | None) -> str:
+    """Store image, original caption (as a candidate), its critical objects and the perturbed
+    captions with their provenance in `collection_name` (researcher or admin)."""
+    from annotation import workflows as wf
+    from db.images import add_image
+
+    from app.tabs.annotate import _db, acting_user
+
+    if image is None:
+        raise ValueError("Upload the image first: stored captions belong to an image.")
+    if not perturbations:
+        raise ValueError("Run a perturbation first.")
+    if not (collection_name or "").strip():
+        raise ValueError("Name the collection to save into.")
+    with _db() as session:
+        user = acting_user(session, user_state)
+        collection = wf.get_or_create_collection(session, user, collection_name.strip())
+        stored_image = add_image(session, image.data, original_filename=image.name)
+        parent = wf.add_caption(session, user, stored_image, original, language=lang, kind="candidate",
+                                collection=collection)
+        if critical:
+            wf.mark_critical(session, user, parent.id, critical)
+        saved = [wf.store_perturbation(session, user, parent, pert, collection=collection)
+                 for pert in perturbations if not pert.noop]
+        return (f"Saved caption {parent.id} and {len(saved)} perturbed caption(s) into {collection.name}"
+                + (f", with {len(critical)} critical object(s)." if critical else "."))
+
+
 @dataclass
 class PerturbTab:
     image: gr.File
@@ -86,7 +115,7 @@ class PerturbTab:
     button: gr.Button
 
 
-def build(ctx: engine.AppContext) -> PerturbTab:
+def build(ctx: engine.AppContext, user_state: gr.State) -> PerturbTab:
     names = engine.metric_names(ctx.profile)
     with gr.Row():
         with gr.Column(scale=1):
@@ -109,12 +138,19 @@ def build(ctx: engine.AppContext) -> PerturbTab:
             original_view = gr.Textbox(label="Original", interactive=False, elem_id="perturb-original")
             slots = [
                 gr.HighlightedText(label=f"Perturbed {i + 1}", visible=i == 0, combine_adjacent=True,
-                                   show_legend=False, color_map={render.CHANGED: "#f59e0b"}, elem_id=f"perturb-slot-{i}")
+                                   show_legend=True, show_inline_category=False,
+                                   color_map={render.CHANGED: "#f59e0b", render.REMOVED: "#ef4444"}, elem_id=f"perturb-slot-{i}")
                 for i in range(SLOTS)
             ]
             table = gr.Dataframe(label="Scores before and after (PR-MCS Table 7 layout)", interactive=False,
                                  wrap=True, elem_id="perturb-table")
             chart = gr.Plot(label="Change per metric and operation")
+            with gr.Accordion("Save into a collection (researcher login, Annotate tab)", open=False):
+                with gr.Row():
+                    save_collection = gr.Textbox(label="Collection", value="perturbation-lab")
+                    save_button = gr.Button("Save original, critical objects and perturbations")
+                save_status = gr.Textbox(label="Saved", interactive=False, elem_id="perturb-save-status")
+    last_run = gr.State(None)
 
     def on_perturb(path, text, refs_text, lang_choice, op_name, p_value, seed_value, critical_text, chosen):
         images, messages = load_images([path] if path else [])
@@ -124,7 +160,7 @@ def build(ctx: engine.AppContext) -> PerturbTab:
                                               parse_critical(critical_text), split_lines(refs_text) or None)
         except (ValueError, LookupError) as exc:
             messages.append(str(exc))
-            return ("\n".join(messages), gr.skip(), *[gr.skip()] * SLOTS, gr.skip(), gr.skip())
+            return ("\n".join(messages), gr.skip(), *[gr.skip()] * SLOTS, gr.skip(), gr.skip(), gr.skip())
         for pert in perturbations:
             if pert.noop:
                 messages.append(f"{pert.op}: no change ({pert.noop_reason or 'nothing to perturb'})")
@@ -133,7 +169,8 @@ def build(ctx: engine.AppContext) -> PerturbTab:
             if i < len(perturbations):
                 pert = perturbations[i]
                 slot_updates.append(gr.HighlightedText(
-                    value=render.highlight_spans(pert.text, pert.changed_spans), label=pert.op, visible=True))
+                    value=render.highlight_spans(pert.text, pert.changed_spans, mark_removals=True), label=pert.op,
+                    visible=True))
             else:
                 slot_updates.append(gr.HighlightedText(value=None, visible=False))
         table_frame, chart_figure = gr.skip(), gr.skip()
@@ -143,12 +180,24 @@ def build(ctx: engine.AppContext) -> PerturbTab:
             chart_figure = render.drop_bar_chart(drop_rows, "Change vs original (%)")
         else:
             messages.append("No metric chosen: perturbations shown without scores.")
-        return ("\n".join(messages), text, *slot_updates, table_frame, chart_figure)
+        run = {"image": images[0] if images else None, "text": text, "lang": lang, "perturbations": perturbations,
+               "critical": parse_critical(critical_text)}
+        return ("\n".join(messages), text, *slot_updates, table_frame, chart_figure, run)
+
+    def on_save(state, run, name):
+        if not run:
+            return "Run a perturbation first."
+        try:
+            return save_to_collection(state, run["image"], run["text"], run["lang"], run["perturbations"], name,
+                                      run["critical"])
+        except (PermissionError, ValueError, LookupError) as exc:
+            return str(exc)
 
     button.click(
         on_perturb,
         [image, caption, references, lang, op, p, seed, critical, metrics],
-        [status, original_view, *slots, table, chart],
+        [status, original_view, *slots, table, chart, last_run],
         api_visibility="private",
     )
+    save_button.click(on_save, [user_state, last_run, save_collection], save_status, api_visibility="private")
     return PerturbTab(image=image, caption=caption, button=button)

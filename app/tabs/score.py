@@ -147,10 +147,13 @@ class ScoreTab:
     metrics: gr.CheckboxGroup
     button: gr.Button
     status: gr.Textbox
+    items: gr.Dataframe
     table: gr.Dataframe
     chart: gr.Plot
-    availability: gr.Dataframe
     cache: gr.State
+    score_fn: object = None  # the click handler, so other tabs can chain a scoring run
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
 
 
 def build(ctx: engine.AppContext) -> ScoreTab:
@@ -168,11 +171,11 @@ def build(ctx: engine.AppContext) -> ScoreTab:
             button = gr.Button("Score", variant="primary", elem_id="score-button")
         with gr.Column(scale=2):
             status = gr.Textbox(label="Messages", interactive=False, lines=2, elem_id="score-status")
-            table = gr.Dataframe(label="Scores", interactive=False, wrap=True, elem_id="score-table")
+            items = gr.Dataframe(label="Scored pairs", interactive=False, wrap=True, elem_id="score-items")
+            table = gr.Dataframe(label="Scores: one row per metric, one column per pair", interactive=False,
+                                 wrap=True, elem_id="score-table")
             chart = gr.Plot(label="Scores by metric")
-            availability = gr.Dataframe(label="Metric availability", interactive=False, wrap=True, elem_id="score-availability")
     cache = gr.State({})
-    tab = ScoreTab(files, captions, references, lang, metrics, button, status, table, chart, availability, cache)
 
     def on_score(paths, captions_text, references_text, lang_choice, chosen, state):
         images, messages = load_images(paths)
@@ -187,13 +190,17 @@ def build(ctx: engine.AppContext) -> ScoreTab:
             messages.append("No usable image: only text metrics can score.")
         request = ScoreRequest(images, caption_list, split_lines(references_text), lang_choice, list(chosen))
         outcome = run_scoring(ctx.profile, request, state)
-        messages.append(f"Scored {outcome.scored_now} new image–caption pair(s); {len(outcome.frame) - outcome.scored_now} from this session's cache.")
+        reused = len(outcome.frame) - outcome.scored_now
+        messages.append(f"Scored {len(outcome.frame)} image–caption pair(s): {outcome.scored_now} computed now"
+                        + (f", {reused} unchanged ones reused." if reused else "."))
         chart_figure = render.scores_bar_chart(outcome.frame, outcome.metric_columns, "Scores by metric")
-        return "\n".join(messages), outcome.frame, chart_figure, render.availability_frame(outcome.availability), state
+        pairs, per_metric = render.score_tables(outcome.frame, outcome.metric_columns, outcome.availability)
+        return "\n".join(messages), pairs, per_metric, chart_figure, state
 
     inputs = [files, captions, references, lang, metrics, cache]
-    outputs = [status, table, chart, availability, cache]
+    outputs = [status, items, table, chart, cache]
     button.click(on_score, inputs, outputs, api_visibility="private")
     # Leaving the caption box after an edit re-scores; only the changed captions are new.
     captions.blur(on_score, inputs, outputs, api_visibility="private", trigger_mode="always_last")
-    return tab
+    return ScoreTab(files, captions, references, lang, metrics, button, status, items, table, chart, cache,
+                    on_score, inputs, outputs)

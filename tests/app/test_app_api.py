@@ -74,7 +74,7 @@ def test_perturb_all_five_with_spans(client):
         assert r["text"] == expected["text"]
         assert [list(s) for s in r["changed_spans"]] == [list(s) for s in expected["changed_spans"]]
         for start, end in r["changed_spans"]:
-            assert 0 <= start < end <= len(r["text"])
+            assert 0 <= start <= end <= len(r["text"])  # zero width: words removed here
 
 
 def test_perturb_rejects_empty_text(client):

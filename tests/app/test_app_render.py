@@ -2,7 +2,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.render import CHANGED, highlight_spans, percent_change, plotly_text
+from app.render import CHANGED, REMOVAL_MARK, REMOVED, highlight_spans, percent_change, plotly_text
 
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -19,6 +19,14 @@ def test_segments_always_concatenate_to_the_text(text, spans):
     assert "".join(part for part, _ in segments) == text
     for part, label in segments:
         assert label in (None, CHANGED)
+
+
+def test_removals_show_a_marker_where_words_were():
+    text = "a runs fast"
+    segments = highlight_spans(text, [(2, 2), (7, 11)], mark_removals=True)
+    assert segments == [("a ", None), (REMOVAL_MARK, REMOVED), ("runs ", None), ("fast", CHANGED)]
+    plain = "".join(part for part, label in segments if label != REMOVED)
+    assert plain == text
 
 
 def test_plotly_labels_escape_markup():
