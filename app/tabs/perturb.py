@@ -44,7 +44,8 @@ def run_perturbations(text: str, op: str, p: float, seed: int, lang: str, critic
 
 def robustness_table(profile: str, image: LoadedImage | None, original: str, perturbations: list,
                      references: list[str], lang: str, metrics: list[str]) -> tuple[pd.DataFrame, list[dict]]:
-    """Rows: metrics; columns: Original, each operation as "score (change %)", Average."""
+    """Rows: metrics; columns: Original, each operation as "score (change %)", Average, and
+    the metric's status (why it is unavailable); "—" where a metric needs what is missing."""
     from scoring.api import ScoreItem
 
     texts = [original] + [pert.text for pert in perturbations]
@@ -54,9 +55,9 @@ def robustness_table(profile: str, image: LoadedImage | None, original: str, per
     rows, drops = [], []
     for name in metrics:
         result = results[name]
-        row = {"metric": name}
+        row = {"metric": name, "status": "available"}
         if result.unavailable:
-            row["Original"] = f"unavailable: {result.unavailable}"
+            row["status"] = f"unavailable: {result.unavailable}"
             rows.append(row)
             continue
         base = result.values[0]
@@ -75,7 +76,8 @@ def robustness_table(profile: str, image: LoadedImage | None, original: str, per
             change = render.percent_change(base, mean)
             row["Average"] = f"{mean:.4f}" + ("" if change is None else f" ({change:+.2f}%)")
         rows.append(row)
-    columns = ["metric", "Original", *[p.op for p in perturbations]] + (["Average"] if len(perturbations) > 1 else [])
+    columns = (["metric", "Original", *[p.op for p in perturbations]] + (["Average"] if len(perturbations) > 1 else [])
+               + ["status"])
     return pd.DataFrame(rows, columns=columns).fillna(""), drops
 
 
