@@ -1,0 +1,225 @@
+"""The scoring API the app, the CLI and the analysis code use (see docs/CONTRACTS.md).
+
+    scorer = get_scorer("hub")
+    results = scorer.score([ScoreItem(image="cat.jpg", candidate="A cat on a mat.")])
+    results["CLIP-S"].values  # one float (or None) per item
+
+Backbones load lazily, once per Scorer, and are shared by every metric that uses them
+(CLIP-S, RefCLIP-S and MCS use one CLIP vision tower).  A backbone that cannot be had makes
+only its metrics unavailable, with the reason.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from scoring.backbones import BackboneUnavailable, fetch, load_backbone, select_placement
+from scoring.images import ImageInput, image_key
+from scoring.metrics import build_metric
+from scoring.metrics.base import MetricInfo, MetricUnavailable, ScoreContext
+from scoring.registry import Registry, canonical_metric_name, load_registry
+
+__all__ = ["MetricInfo", "MetricResult", "ScoreItem", "Scorer", "get_scorer", "metric_names"]
+
+Progress = Callable[..., object]  # called as progress(fraction, desc=...) — gr.Progress fits
+
+
+@dataclass
+class ScoreItem:
+    """One caption to score: its image (PIL, bytes or path), references, language."""
+
+    image: ImageInput | None
+    candidate: str
+    references: list[str] = field(default_factory=list)
+    lang: str = "en"
+    image_id: str | None = None
+
+
+@dataclass
+class MetricResult:
+    """Scores of one metric over the items of a score() call.
+
+    ``values[i]`` is None where item i lacks what the metric needs (image, references);
+    ``unavailable`` is the reason when the whole metric cannot run; ``aggregate`` is the
+    corpus-level value (the mean of the values, except BLEU and METEOR, whose toolkit
+    corpus scores are not means).
+    """
+
+    name: str
+    values: list[float | None]
+    unavailable: str | None = None
+    truncated: list[bool] = field(default_factory=list)
+    backbone: str = ""
+    aggregate: float | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.unavailable is None
+
+
+class Scorer:
+    """Metrics of one registry profile with shared, lazily loaded backbones and caches."""
+
+    def __init__(self, profile: str | Path | None = None, device: str | None = None):
+        self.registry: Registry = load_registry(profile)
+        if self.registry.profile == "tiny":
+            from scoring.tiny import ensure_tiny_checkpoints
+
+            ensure_tiny_checkpoints()
+        self.placement = select_placement(device)
+        self._metrics = {name: build_metric(spec) for name, spec in self.registry.metrics.items()}
+        self._backbones: dict[str, object] = {}
+        self._failures: dict[str, str] = {}
+        self._lock = threading.RLock()
+
+    # -- registry views ----------------------------------------------------------------
+    @property
+    def profile(self) -> str:
+        return self.registry.profile
+
+    def metric_names(self) -> list[str]:
+        """Metric names in registry order, spelled as the registry spells them."""
+        return list(self._metrics)
+
+    def canonical_name(self, name: str) -> str:
+        """Registry spelling of a case-insensitive metric name (LookupError if unknown)."""
+        return canonical_metric_name(self.registry, name)
+
+    def info(self, name: str) -> MetricInfo:
+        name = self.canonical_name(name)
+        spec = self.registry.metrics[name]
+        return self._metrics[name].info(self.backbone_label(name))
+
+    def backbone_label(self, name: str) -> str:
+        spec = self.registry.metrics[self.canonical_name(name)]
+        labels = [self.registry.backbones[b].label for b in (spec.backbone, spec.vision_backbone) if b]
+        return " + ".join(labels)
+
+    # -- backbones ---------------------------------------------------------------------
+    def backbone(self, name: str):
+        """The loaded backbone ``name``; BackboneUnavailable (remembered) when it cannot load."""
+        with self._lock:
+            if name in self._backbones:
+                return self._backbones[name]
+            if name in self._failures:
+                raise BackboneUnavailable(self._failures[name])
+            spec = self.registry.backbones[name]
+            try:
+                loaded = load_backbone(spec, self.placement, self._resolve_reference)
+            except BackboneUnavailable as exc:
+                self._failures[name] = str(exc)
+                raise
+            self._backbones[name] = loaded
+            return loaded
+
+    def _resolve_reference(self, name: str) -> Path:
+        if name not in self.registry.backbones:
+            raise BackboneUnavailable(f"tokenizer reference @{name} names no backbone")
+        return fetch(self.registry.backbones[name])
+
+    def unavailable_reason(self, name: str) -> str | None:
+        """Why metric ``name`` cannot run (loads its backbones to find out), else None."""
+        name = self.canonical_name(name)
+        spec = self.registry.metrics[name]
+        try:
+            for backbone in (spec.backbone, spec.vision_backbone):
+                if backbone:
+                    self.backbone(backbone)
+            check = getattr(self._metrics[name], "check_available", None)
+            if check:
+                check()
+        except (BackboneUnavailable, MetricUnavailable) as exc:
+            return str(exc)
+        return None
+
+    # -- embeddings for other areas (hard negatives, retrieval analysis) --------------------
+    def image_embeddings(self, images: Sequence[ImageInput], backbone: str = "clip") -> np.ndarray:
+        """(N, D) L2-normalised float32 image embeddings of a CLIP-like backbone (cached)."""
+        model = self.backbone(backbone)
+        if not hasattr(model, "image_embeddings"):
+            raise ValueError(f"backbone {backbone!r} has no image tower")
+        return model.image_embeddings(list(images))
+
+    def text_embeddings(self, texts: Sequence[str], backbone: str = "clip", prefix: str = "") -> np.ndarray:
+        """(N, D) L2-normalised float32 text embeddings (CLIP-like or multilingual backbone)."""
+        model = self.backbone(backbone)
+        if not hasattr(model, "text_embeddings"):
+            raise ValueError(f"backbone {backbone!r} has no text encoder")
+        embedded, _ = model.text_embeddings([prefix + t for t in texts])
+        return embedded
+
+    # -- scoring -----------------------------------------------------------------------
+    def score(
+        self, items: Sequence[ScoreItem], metrics: Sequence[str] | None = None, progress: Progress | None = None
+    ) -> dict[str, MetricResult]:
+        """Score every item with every requested metric (all by default), registry order.
+
+        Bad input (unknown metric, unreadable image, wrong types) raises before anything is
+        scored; a metric that cannot run returns ``unavailable`` and the others still score.
+        """
+        items = list(items)
+        names = self.metric_names() if metrics is None else [self.canonical_name(m) for m in metrics]
+        names = [n for n in self.metric_names() if n in set(names)]
+        keys = _validate(items)
+        context = ScoreContext(items=items, image_keys=keys, backbone=self.backbone)
+        results: dict[str, MetricResult] = {}
+        for index, name in enumerate(names):
+            if progress is not None:
+                progress(index / max(len(names), 1), desc=f"scoring {name}")
+            results[name] = self._score_one(name, context)
+        if progress is not None:
+            progress(1.0, desc="done")
+        return results
+
+    def _score_one(self, name: str, context: ScoreContext) -> MetricResult:
+        metric = self._metrics[name]
+        label = self.backbone_label(name)
+        n = len(context.items)
+        try:
+            output = metric.compute(context)
+        except (BackboneUnavailable, MetricUnavailable) as exc:
+            return MetricResult(name, [None] * n, str(exc), [False] * n, label, None)
+        present = [v for v in output.values if v is not None]
+        aggregate = output.aggregate if output.aggregate is not None else (float(np.mean(present)) if present else None)
+        return MetricResult(name, output.values, None, output.truncated, label, aggregate)
+
+
+def _validate(items: list[ScoreItem]) -> list[str | None]:
+    keys: list[str | None] = []
+    for position, item in enumerate(items):
+        if not isinstance(item, ScoreItem):
+            raise ValueError(f"item {position} is {type(item).__name__}, expected ScoreItem")
+        if not isinstance(item.candidate, str):
+            raise ValueError(f"item {position}: candidate must be a string")
+        if not isinstance(item.references, (list, tuple)) or not all(isinstance(r, str) for r in item.references):
+            raise ValueError(f"item {position}: references must be a list of strings")
+        keys.append(None if item.image is None else image_key(item.image))
+    return keys
+
+
+_shared: dict[tuple[str, str | None], Scorer] = {}
+_shared_lock = threading.Lock()
+
+
+def get_scorer(profile: str | Path | None = None, device: str | None = None) -> Scorer:
+    """Process-wide Scorer per (profile, device), so backbones and caches are shared."""
+    from scoring.registry import default_profile
+
+    key = (str(profile or default_profile()), device)
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = Scorer(profile, device)
+        return _shared[key]
+
+
+def metric_names(profile: str | Path | None = None) -> list[str]:
+    """Metric names of a profile without loading any model."""
+    return list(load_registry(profile).metrics)
+
+
+def info(name: str, profile: str | Path | None = None) -> MetricInfo:
+    return get_scorer(profile).info(name)

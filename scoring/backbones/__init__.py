@@ -1,0 +1,111 @@
+"""Backbones: the models behind the learned metrics, loaded lazily from the registry.
+
+One factory (:func:`load_backbone`) turns a :class:`~scoring.registry.BackboneSpec` into a
+loaded backbone object.  Every failure to obtain or load a checkpoint becomes
+:class:`BackboneUnavailable` with a one-line reason, so only the metrics on that backbone
+become unavailable.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from scoring.registry import BackboneSpec
+
+# Files a folder checkpoint never needs (other frameworks' weights).
+_IGNORE_ON_HUB = ["*.h5", "*.msgpack", "*.onnx", "*.ot", "tf_model*", "flax_model*", "onnx/*", "openvino/*", "*.tflite"]
+
+
+class BackboneUnavailable(RuntimeError):
+    """A checkpoint cannot be had or loaded; the message is the user-facing reason."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and in which precision the models run."""
+
+    device: torch.device
+    dtype: torch.dtype
+
+    @property
+    def label(self) -> str:
+        return f"{self.device.type}/{str(self.dtype).removeprefix('torch.')}"
+
+
+def select_placement(device: str | None = None) -> Placement:
+    """CUDA with bf16 (fp16 where bf16 is unsupported), then MPS, then CPU in fp32."""
+    if device is None:
+        if torch.cuda.is_available():
+            device = "cuda"
+        elif getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            device = "mps"
+        else:
+            device = "cpu"
+    resolved = torch.device(device)
+    if resolved.type == "cuda":
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    else:
+        dtype = torch.float32
+    return Placement(resolved, dtype)
+
+
+def fetch(spec: BackboneSpec) -> Path:
+    """Local path of the checkpoint: the configured path, or a hub download (cached)."""
+    if spec.path is not None:
+        if not spec.path.exists():
+            raise BackboneUnavailable(f"checkpoint not found: {spec.path}")
+        return spec.path
+    try:
+        import huggingface_hub
+
+        if spec.file:
+            return Path(huggingface_hub.hf_hub_download(spec.hub, spec.file, revision=spec.revision))
+        return Path(
+            huggingface_hub.snapshot_download(spec.hub, revision=spec.revision, ignore_patterns=_IGNORE_ON_HUB)
+        )
+    except Exception as exc:  # offline, unknown repo, gated, network error: all mean "cannot have it"
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BackboneUnavailable(f"cannot fetch {spec.source} from the hub: {detail[:200]}") from exc
+
+
+def fingerprint(spec: BackboneSpec, local: Path) -> str:
+    """Identifies the weights for cache keys: source plus size/mtime of local files."""
+    digest = hashlib.sha1(f"{spec.kind}|{spec.source}|{spec.max_tokens}".encode())
+    files = [local] if local.is_file() else sorted(p for p in local.rglob("*") if p.is_file())
+    for path in files:
+        stat = path.stat()
+        digest.update(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+def load_backbone(spec: BackboneSpec, placement: Placement, resolve_reference: Callable[[str], Path]):
+    """Load one backbone; ``resolve_reference("clip")`` fetches another backbone's folder
+    (state-dict checkpoints borrow the tokenizer and image processor of a CLIP folder)."""
+    from scoring.backbones.clip import ClipBackbone
+    from scoring.backbones.itm import ItmBackbone
+    from scoring.backbones.st_text import MultilingualTextEncoder
+
+    from transformers.utils import logging as hf_logging
+
+    local = fetch(spec)
+    loaders = {
+        "clip": ClipBackbone.from_folder,
+        "openai-clip": ClipBackbone.from_state_dict,
+        "longclip": ClipBackbone.from_state_dict,
+        "st-text": MultilingualTextEncoder.from_folder,
+        "blip-itm": ItmBackbone.from_folder,
+    }
+    hf_logging.disable_progress_bar()  # no "Loading weights" bars in the CLI or logs
+    try:
+        return loaders[spec.kind](spec, local, placement, resolve_reference)
+    except BackboneUnavailable:
+        raise
+    except Exception as exc:  # corrupt weights, wrong layout, missing tokenizer files …
+        detail = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise BackboneUnavailable(f"cannot load {spec.source} as {spec.kind}: {detail}") from exc
+    finally:
+        hf_logging.enable_progress_bar()

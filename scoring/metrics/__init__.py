@@ -1,0 +1,23 @@
+"""Metric families: one module per family, one factory keyed by the registry's `family`."""
+from __future__ import annotations
+
+from scoring.registry import MetricSpec
+
+
+def build_metric(spec: MetricSpec):
+    """The metric object for a registry entry (no model is loaded here)."""
+    from scoring.metrics import clip_score, coco, mcs, specs, umic
+
+    families = {
+        "clip-s": clip_score.ClipScore,
+        "refclip-s": clip_score.RefClipScore,
+        "mcs": mcs.MultilingualClipScore,
+        "specs": specs.Specs,
+        "itm": umic.ImageTextMatch,
+        "bleu": coco.Bleu,
+        "meteor": coco.Meteor,
+        "rouge-l": coco.RougeL,
+        "cider": coco.CiderD,
+        "spice": coco.Spice,
+    }
+    return families[spec.family](spec)

@@ -1,0 +1,91 @@
+"""The Metric protocol shared by every family, and the pieces metrics are built from."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
+
+import numpy as np
+
+from scoring.registry import MetricSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from scoring.api import ScoreItem
+
+
+class MetricUnavailable(RuntimeError):
+    """The whole metric cannot run here; the message is the reason shown to the user."""
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """What a metric measures and needs; shown in the UI and `caplens score --help`."""
+
+    name: str
+    family: str
+    needs_image: bool
+    needs_references: bool
+    languages: tuple[str, ...] | None  # None: any language
+    backbone: str  # human-readable backbone label ("" for n-gram metrics)
+    description: str
+    range: tuple[float, float]
+    citation: str
+    w: float = 1.0
+    prefix: str = ""
+
+
+@dataclass
+class MetricOutput:
+    values: list[float | None]
+    truncated: list[bool]
+    aggregate: float | None = None  # set when the metric's corpus value is not the mean
+
+
+@dataclass
+class ScoreContext:
+    """What a metric may use while scoring one batch of items."""
+
+    items: Sequence["ScoreItem"]
+    image_keys: list[str | None]
+    backbone: Any  # callable: name -> loaded backbone (raises BackboneUnavailable)
+    memo: dict = field(default_factory=dict)  # shared between metrics of one score() call
+
+
+class Metric(Protocol):
+    spec: MetricSpec
+    needs_image: bool
+    needs_references: bool
+
+    def info(self, backbone_label: str) -> MetricInfo: ...
+
+    def compute(self, context: ScoreContext) -> MetricOutput: ...
+
+
+def harmonic_mean(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise 2ab/(a+b), 0 where both are 0 (RefCLIP-S, RefPAC-S)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    total = a + b
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(total > 0, 2 * a * b / np.where(total > 0, total, 1), 0.0)
+    return out
+
+
+def rows_with(context: ScoreContext, *, image: bool = False, references: bool = False) -> list[int]:
+    """Indices of the items that have what a metric needs."""
+    picked = []
+    for i, item in enumerate(context.items):
+        if image and item.image is None:
+            continue
+        if references and not item.references:
+            continue
+        picked.append(i)
+    return picked
+
+
+def scatter(n: int, rows: list[int], values, flags=None) -> tuple[list[float | None], list[bool]]:
+    out: list[float | None] = [None] * n
+    truncated = [False] * n
+    for j, i in enumerate(rows):
+        out[i] = float(values[j])
+        if flags is not None:
+            truncated[i] = bool(flags[j])
+    return out, truncated
