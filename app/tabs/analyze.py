@@ -56,8 +56,6 @@ def inert_text(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def build(ctx: engine.AppContext, user_state: gr.State) -> None:
-    from scoring.analysis import plots
-
     names = engine.metric_names(ctx.profile)
     gr.Markdown("Log in as a researcher in the Annotate tab, choose a collection, and analyse it: "
                 "correlation of every metric with the human ratings per language (bootstrap 95 % intervals), "
@@ -87,6 +85,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
             return gr.skip(), str(exc)
 
     def on_analyse(state, name, chosen, metric, progress=gr.Progress()):
+        from scoring.analysis import plots
+
         try:
             table = collection_table(ctx.profile, state, name, list(chosen), progress)
             shown, numeric = correlation_view(table, list(chosen))
@@ -102,6 +102,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
         return " ".join(messages), shown, heat, scatter_figure, formatted, plots.robustness_drop_bars(robust), table
 
     def _scatter(table, metric):
+        from scoring.analysis import plots
+
         return plots.metric_vs_human_scatter(inert_text(table.dropna(subset=["human"])), metric,
                                              hover_cols=("image_id", "candidate"), color_col="lang")
 
