@@ -14,8 +14,9 @@ from app.tabs.score import ScoreRequest, load_images, outcome_to_json, run_scori
 
 
 def score_endpoint(profile: str, image_path: str | None, captions: str, references: str, lang: str,
-                   metrics: str) -> dict:
-    """Scores of every caption (one per line) for one image; unusable uploads are reported, not raised."""
+                   metrics: str, cache: dict | None = None) -> dict:
+    """Scores of every caption (one per line) for one image. `cache` is the client session's
+    memory of scored pairs, so re-sending five captions with one edited scores only that one."""
     images, messages = load_images([image_path] if image_path else [])
     if image_path and not images:
         raise gr.Error("\n".join(messages))
@@ -29,7 +30,8 @@ def score_endpoint(profile: str, image_path: str | None, captions: str, referenc
         if unknown:
             raise gr.Error(f"unknown metric(s): {', '.join(unknown)}; known: {', '.join(known.values())}")
         chosen = [known[m.lower()] for m in chosen]
-    outcome = run_scoring(profile, ScoreRequest(images, caption_list, split_lines(references), lang or AUTO, chosen))
+    outcome = run_scoring(profile, ScoreRequest(images, caption_list, split_lines(references), lang or AUTO, chosen),
+                          cache)
     outcome.messages = messages
     return outcome_to_json(outcome)
 
@@ -119,10 +121,15 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
         rate_result = gr.JSON(label="rating")
         rate_trigger = gr.Button("rate")
 
-    def score_api(image_path, captions_text, references_text, lang_code, metric_list):
-        return score_endpoint(ctx.profile, image_path, captions_text, references_text, lang_code, metric_list)
+    score_cache = gr.State({})
 
-    score_trigger.click(score_api, [image, captions, references, lang, metrics], score_result, api_name="score")
+    def score_api(image_path, captions_text, references_text, lang_code, metric_list, cache):
+        result = score_endpoint(ctx.profile, image_path, captions_text, references_text, lang_code, metric_list,
+                                cache)
+        return result, cache
+
+    score_trigger.click(score_api, [image, captions, references, lang, metrics, score_cache],
+                        [score_result, score_cache], api_name="score")
     perturb_trigger.click(perturb_endpoint, [text, op, p, seed, perturb_lang, critical], perturb_result,
                           api_name="perturb")
     login_trigger.click(login_endpoint, [user_name, user_password], [login_result, user_state],

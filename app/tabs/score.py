@@ -133,6 +133,7 @@ def outcome_to_json(outcome: ScoreOutcome) -> dict:
     records = outcome.frame.astype(object).where(outcome.frame.notna(), None).to_dict(orient="records")
     return {
         "rows": records,
+        "computed_now": outcome.scored_now,
         "metrics": {a["metric"]: {"backbone": a["backbone"], "status": a["status"]} for a in outcome.availability},
         "messages": outcome.messages,
     }

@@ -54,6 +54,20 @@ def test_score_metric_selection_and_unknown_metric(client, image_file):
         client.predict(handle_file(str(image_file)), "a red square", "", "en", "NOPE", api_name="/score")
 
 
+def test_resending_with_one_edited_caption_scores_only_that_one(server, image_file):
+    client = Client(server.url, verbose=False)  # its own session, so its own memory of scored pairs
+    captions = ["a red square", "a dog", "two cats", "a red car", "a horse"]
+    first = client.predict(handle_file(str(image_file)), "\n".join(captions), "", "en", "CLIP-S,BLEU-1",
+                           api_name="/score")
+    assert first["computed_now"] == 5
+    captions[2] = "two small cats"
+    second = client.predict(handle_file(str(image_file)), "\n".join(captions), "", "en", "CLIP-S,BLEU-1",
+                            api_name="/score")
+    assert second["computed_now"] == 1
+    assert [r["CLIP-S"] for i, r in enumerate(second["rows"]) if i != 2] == \
+        [r["CLIP-S"] for i, r in enumerate(first["rows"]) if i != 2]
+
+
 def test_bad_upload_gives_a_clear_error_and_the_server_stays_up(client, tmp_path, image_file):
     bad = tmp_path / "notes.png"
     bad.write_bytes(b"definitely not a PNG")
