@@ -83,7 +83,7 @@ def rated_rows(scenes: list[Scene], langs=LANGUAGES, annotators: int = 3, styles
                 continue
             for k, cand in enumerate(candidates_for(scene, caps[style]["en"].description, tuple(langs))):
                 key = f"{scene.scene_id}-{style}-{cand.caption.lang}-{k}"
-                base = {"item": key, "image_id": scene.scene_id, **cand.to_dict()}
+                base = {"caption_id": key, "image_id": scene.scene_id, **cand.to_dict()}
                 for rater in raters:
                     rows.append({**base, **rater.rate(cand, key)})
     return rows

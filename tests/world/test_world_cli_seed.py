@@ -48,3 +48,21 @@ def test_seed_fills_an_empty_database_once(tmp_path, monkeypatch):
             assert session.scalar(select(func.count()).select_from(Caption)) == captions
     finally:
         dispose_engines()
+
+
+def test_rated_collection_imports_through_the_importer(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    from annotation.importers import import_file
+    from db.session import dispose_engines, ensure_schema, session_scope
+    from db.users import create_user
+    from scoring.world.sets import split_scenes, write_rated_collection
+
+    rows = write_rated_collection(tmp_path / "rated", split_scenes("heldout", 2), annotators=3, size=32)
+    try:
+        engine = ensure_schema()
+        with session_scope(engine) as session:
+            user = create_user(session, "researcher-1", "researcher")
+            counts = import_file(session, user, tmp_path / "rated" / "ratings.jsonl", collection="w").counts
+        assert counts["ratings"] == rows and counts["captions"] * 3 == rows
+    finally:
+        dispose_engines()
