@@ -5,9 +5,9 @@ Splits use disjoint seed ranges: training scenes never appear in held-out sets.
 - scoring inputs: the CLIPScore command-line JSON (`{"image_id": "candidate"}`,
   `{"image_id": ["ref", ...]}`) plus `images/<image_id>.png`;
 - human-rated collection: `ratings.csv` / `ratings.jsonl`, one row per (candidate, annotator);
-- fine-tuning sets (JSONL): PR-MCS (captions with critical objects and their English source),
-  SPECS (detail units, positive and negative units), UMIC (positive + controlled-error
-  negatives), PAC-S (re-rendered image and alternative caption as generated positives);
+- fine-tuning sets (JSONL, the row fields of `annotation.finetune_sets`): MCS teacher pairs,
+  PR-MCS perturbation triplets, SPECS detail-unit triplets, UMIC positive + four
+  controlled-error negatives, PAC-S pairs with generated caption and re-rendered image;
 - retrieval split in the COCO-SM spirit: `meta/world.json` with one caption per language per image.
 """
 from __future__ import annotations
@@ -104,35 +104,82 @@ def write_rated_collection(out: Path, scenes: list[Scene], langs=LANGUAGES, anno
     return len(rows)
 
 
-def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: int = 128) -> dict[str, int]:
+SPECS_SHUFFLE = 0.9  # SPECS: negative detail units are token-shuffled with this probability
+UMIC_NEGATIVES = 4
+
+
+def _shuffled_unit(unit: str, lang: str, rng: random.Random) -> tuple[str, bool]:
+    """A detail unit from another caption, token-shuffled with probability 0.9 (SPECS §3)."""
+    from annotation.tokenize import detokenize, tokenize
+
+    lead = unit[: len(unit) - len(unit.lstrip())]
+    tokens = tokenize(unit.strip(), lang)
+    if len(tokens) < 2 or rng.random() >= SPECS_SHUFFLE:
+        return unit, False
+    rng.shuffle(tokens)
+    return lead + detokenize(tokens, lang), True
+
+
+def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: int = 128, seed: int = 0) -> dict[str, int]:
+    """Fine-tuning sets with the row fields of `annotation.finetune_sets`, plus the world's ground truth.
+
+    teacher: MCS teacher learning pairs (caption in a language, its English source);
+    prmcs: PR-MCS triplets (original, perturbed, operation) from annotation.perturb;
+    specs: SPECS triplets (base c_j, c_j + d+, c_j + d-) on the world's exact detail units;
+    umic: one positive and four negatives with controlled errors (another scene's caption
+    where fewer errors apply); pacs: caption, another description of the scene as generated
+    text and a re-rendered image as generated image.
+    """
+    from annotation.perturb import PRMCS_OPS, perturb
+
+    rng = random.Random(seed)
     paths = _write_images(out, scenes, size)
     variants = out / "images_generated"
     variants.mkdir(parents=True, exist_ok=True)
-    prmcs, specs, umic, pacs = [], [], [], []
-    long_units = {}
-    for scene in scenes:
-        caps = scene_captions(scene, tuple(langs))
-        if "long" in caps:
-            long_units[scene.scene_id] = caps["long"]["en"].units
+    teacher, prmcs, specs, umic, pacs = [], [], [], [], []
+    all_caps = {scene.scene_id: scene_captions(scene, tuple(langs)) for scene in scenes}
+    ids = list(all_caps)
+    unit_pool = {lang: [(sid, u) for sid, caps in all_caps.items() for st in caps.values() for u in st[lang].units[1:]]
+                 for lang in langs}  # SPECS negatives: detail units of other scenes' captions
+    for k, scene in enumerate(scenes):
+        image, caps = paths[scene.scene_id], all_caps[scene.scene_id]
+        other_caps = all_caps[ids[(k + 1) % len(ids)]] if len(ids) > 1 else None
+        variant = variants / f"{scene.scene_id}-v1.png"
+        render_scene(scene, size, variant=1).save(variant)
         for style, per_lang in caps.items():
             english = per_lang["en"].text if "en" in per_lang else None
             for lang, cap in per_lang.items():
-                prmcs.append({"image": paths[scene.scene_id], "lang": lang, "caption": cap.text, "english": english,
-                              "critical_objects": list(cap.critical_objects), "style": style})
-        for cand in candidates_for(scene, caps["short"]["en"].description, ("en",), damaged=False)[1:]:
-            umic.append({"image": paths[scene.scene_id], "positive": caps["short"]["en"].text,
-                         "negative": cand.text, "error": cand.errors[0]})
-        variant = variants / f"{scene.scene_id}-v1.png"
-        render_scene(scene, size, variant=1).save(variant)
-        alternative = realise(describe_short(scene, random.Random(scene.seed + 1)), "en").text
-        pacs.append({"image": paths[scene.scene_id], "caption": caps["short"]["en"].text,
-                     "generated_image": f"images_generated/{variant.name}", "generated_caption": alternative})
-    ids = list(long_units)
-    for i, scene_id in enumerate(ids):  # negatives come from another scene's caption, as in SPECS
-        other = long_units[ids[(i + 1) % len(ids)]] if len(ids) > 1 else ()
-        specs.append({"image": paths[scene_id], "caption": "".join(long_units[scene_id]),
-                      "detail_units": list(long_units[scene_id]), "negative_units": list(other[1:])})
-    sets = {"prmcs": prmcs, "specs": specs, "umic": umic, "pacs": pacs}
+                teacher.append({"image": image, "language": lang, "caption": cap.text, "english": english,
+                                "style": style})
+                for n, op in enumerate(PRMCS_OPS):
+                    p = perturb(cap.text, op, seed=seed + scene.seed + n, lang=lang, critical=list(cap.critical_objects))
+                    if not p.noop:
+                        prmcs.append({"image": image, "original": cap.text, "perturbed": p.text, "language": lang,
+                                      "operation": op, "p": p.p, "seed": p.seed,
+                                      "critical_objects": list(cap.critical_objects)})
+                # A unit that also occurs in this caption may be true here: not a negative.
+                foreign = [u for sid, u in unit_pool[lang] if sid != scene.scene_id and u not in cap.units]
+                if style == "long" and foreign:
+                    for j in range(1, len(cap.units)):
+                        base = "".join(cap.units[:j])
+                        negative, shuffled = _shuffled_unit(rng.choice(foreign), lang, rng)
+                        specs.append({"image": image, "base": base, "positive": base + cap.units[j],
+                                      "negative": base + negative, "language": lang, "j": j,
+                                      "negative_shuffled": shuffled})
+        short = caps["short"]
+        for lang, cap in short.items():
+            erred = candidates_for(scene, cap.description, (lang,), seed=seed, damaged=False)[1:]
+            negatives = [(c.text, c.errors[0]) for c in erred][:UMIC_NEGATIVES]
+            while len(negatives) < UMIC_NEGATIVES and other_caps is not None:
+                negatives.append((other_caps["short"][lang].text if len(negatives) % 2 else
+                                  other_caps.get("long", other_caps["short"])[lang].text, "random"))
+            umic.append({"image": image, "positive": cap.text, "negatives": [n[0] for n in negatives],
+                         "negative_kinds": [n[1] for n in negatives], "language": lang})
+            alternative = realise(describe_short(scene, random.Random(scene.seed + 1)), lang).text
+            pacs.append({"image": image, "caption": cap.text, "language": lang, "generated_caption": alternative,
+                         "generated_by": "world grammar (another description of the scene)",
+                         "generated_image": f"images_generated/{variant.name}"})
+    sets = {"teacher": teacher, "prmcs": prmcs, "specs": specs, "umic": umic, "pacs": pacs}
     for name, rows in sets.items():
         _dump_jsonl(out / f"{name}.jsonl", rows)
     return {name: len(rows) for name, rows in sets.items()}

@@ -25,12 +25,21 @@ def test_write_all_formats(tmp_path):
         rows = list(csv.DictReader(f))
     assert {"image", "text", "lang", "oracle", "annotator", "overall", "fluency"} <= set(rows[0])
     assert {r["lang"] for r in rows} == {"en", "de", "fr", "es", "ja"}
-    specs = [json.loads(line) for line in (tmp_path / "finetune" / "specs.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert all("".join(r["detail_units"]) == r["caption"] for r in specs)
-    prmcs = [json.loads(line) for line in (tmp_path / "finetune" / "prmcs.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert all(r["critical_objects"] and r["english"] for r in prmcs)
-    pacs = [json.loads(line) for line in (tmp_path / "finetune" / "pacs.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert all((tmp_path / "finetune" / r["generated_image"]).is_file() for r in pacs)
+    def rows(name):
+        text = (tmp_path / "finetune" / f"{name}.jsonl").read_text(encoding="utf-8")
+        return [json.loads(line) for line in text.splitlines()]
+
+    specs = rows("specs")
+    assert specs and all(r["positive"].startswith(r["base"]) and r["negative"].startswith(r["base"]) for r in specs)
+    assert all(r["positive"] != r["negative"] for r in specs)
+    prmcs = rows("prmcs")
+    assert {r["operation"] for r in prmcs} == {"repetition", "removal", "masking", "jumble", "substitution"}
+    assert all(r["original"] != r["perturbed"] for r in prmcs)
+    assert all(r["english"] for r in rows("teacher"))
+    umic = rows("umic")
+    assert all(len(r["negatives"]) == 4 and r["positive"] not in r["negatives"] for r in umic)
+    pacs = rows("pacs")
+    assert all((tmp_path / "finetune" / r["generated_image"]).is_file() and r["generated_caption"] for r in pacs)
     meta = json.loads((tmp_path / "retrieval" / "meta" / "world.json").read_text(encoding="utf-8"))
     assert meta["languages"] == ["en", "de", "fr", "es", "ja"]
     assert all(set(e["captions"]) == set(meta["languages"]) for e in meta["images"])
