@@ -79,7 +79,8 @@ def _correlation(scorer, scenes, images, langs, metrics) -> dict:
             for k, cand in enumerate(candidates_for(scene, per_lang["en"].description, tuple(langs))):
                 key = f"{scene.scene_id}-{style}-{cand.caption.lang}-{k}"
                 human = float(np.mean([r.rate(cand, key)["overall"] for r in raters]))
-                rows.append((cand.caption.lang, style, cand.text, cand.oracle.score, human, i))
+                kind = "+".join(cand.errors + cand.damage) or "correct"
+                rows.append((cand.caption.lang, style, cand.text, cand.oracle.score, human, i, kind))
     items = [ScoreItem(image=images[r[5]], candidate=r[2], lang=r[0]) for r in rows]
     results = scorer.score(items, metrics)
     out: dict = {"candidates": len(rows), "scenes": len(scenes)}
@@ -100,10 +101,25 @@ def _correlation(scorer, scenes, images, langs, metrics) -> dict:
                     "n": len(sel),
                 }
         out[name] = per
+        out.setdefault("pairwise", {})[name] = _pairwise(rows, result.values, langs)
     # Ceiling: how well the simulated annotators' mean agrees with the oracle they were drawn from.
     out["human_vs_oracle"] = {lang: _kendall_c([r[4] for r in rows if r[0] == lang], [r[3] for r in rows if r[0] == lang])
                               for lang in langs}
     return out
+
+
+def _pairwise(rows, values, langs) -> dict:
+    """Per language and error kind: share of (correct, erroneous) caption pairs of the same
+    scene and style where the metric scores the correct one higher (ties count half)."""
+    correct = {(r[0], r[5], r[1]): values[j] for j, r in enumerate(rows) if r[6] == "correct"}
+    tallies: dict = defaultdict(list)
+    for j, r in enumerate(rows):
+        truth = correct.get((r[0], r[5], r[1]))
+        if r[6] == "correct" or truth is None or values[j] is None:
+            continue
+        tallies[(r[0], r[6])].append(1.0 if truth > values[j] else 0.5 if truth == values[j] else 0.0)
+    return {lang: {kind: round(float(np.mean(v)), 3) for (l, kind), v in sorted(tallies.items()) if l == lang}
+            for lang in langs}
 
 
 def _perturbation(scorer, scenes, images, langs, seed) -> dict:
@@ -194,6 +210,14 @@ def report(result: dict) -> str:
             lines.append(f"| {name} | {lang} | " + " | ".join(_fmt(per.get(s, {}).get("tau_c_oracle")) for s in ("all", "short", "long"))
                          + f" | {_fmt(per['all']['tau_c_human'])} |")
     lines.append("| simulated humans | " + ", ".join(f"{k} {_fmt(v)}" for k, v in c["human_vs_oracle"].items()) + " | | | | |")
+    pairwise = c.get("pairwise", {})
+    kinds = sorted({k for per in pairwise.values() for lang in per.values() for k in lang})
+    if kinds:
+        lines += ["", "## Pairwise accuracy: correct caption scored above its erroneous version", "",
+                  "| metric | lang | " + " | ".join(kinds) + " |", "|---|---|" + "---|" * len(kinds)]
+        for name, per in pairwise.items():
+            for lang, accs in per.items():
+                lines.append(f"| {name} | {lang} | " + " | ".join(_fmt(accs.get(k)) for k in kinds) + " |")
     p = result["perturbation"]
     lines += ["", f"## Score change under PR-MCS perturbations, % ({p['captions']} captions)", ""]
     from annotation.perturb import PRMCS_OPS
