@@ -207,14 +207,17 @@ def _database(args):
         yield session, user
 
 
-def _fill_cache(session, user, args) -> None:
-    """Score the collection now (and cache the values) when --metrics are asked for."""
-    if args.metrics:
-        from .store import fill_metric_cache
+def _fill_cache(session, user, args) -> dict[str, str]:
+    """Score the collection now (and cache the values) when --metrics are asked for;
+    returns {metric: reason} for those that cannot run (already printed)."""
+    if not args.metrics:
+        return {}
+    from .store import fill_metric_cache
 
-        unavailable = fill_metric_cache(session, user, _scorer(args), args.collection, args.metrics)
-        for metric, reason in unavailable.items():
-            print(f"{metric}: unavailable: {reason}")
+    unavailable = fill_metric_cache(session, user, _scorer(args), args.collection, args.metrics)
+    for metric, reason in unavailable.items():
+        print(f"{metric}: unavailable: {reason}")
+    return unavailable
 
 
 def _scorer(args):
@@ -255,9 +258,9 @@ def _correlation(args) -> int:
         from .store import collection_table
 
         with _database(args) as (session, user):
-            _fill_cache(session, user, args)
+            unavailable = _fill_cache(session, user, args)
             table = collection_table(session, user, args.collection)
-        return _correlate(table.drop(columns=["references"]), args)
+        return _correlate(table.drop(columns=["references"]), args, unavailable)
     if args.scores is None:
         if not (args.dataset and args.dataset_path):
             raise ValueError("give --scores, or --dataset and --dataset-path with --metrics to score now")
@@ -266,7 +269,7 @@ def _correlation(args) -> int:
         table = score_table(_scorer(args), _load_dataset(args.dataset, args.dataset_path), args.metrics,
                             image_root=args.image_root)
         _report_unavailable(table)
-        return _correlate(table.drop(columns=["references"]), args)
+        return _correlate(table.drop(columns=["references"]), args, table.attrs.get("unavailable", {}))
     scores = _wide_scores(_read_csv(args.scores))
     if args.dataset:
         if not args.dataset_path:
@@ -287,12 +290,16 @@ def _correlation(args) -> int:
     return _correlate(table, args)
 
 
-def _correlate(table, args) -> int:
+def _correlate(table, args, unavailable=None) -> int:
+    """Correlation (and optional comparison / system level) of `table`; metrics reported
+    unavailable are left out so the others still get their rows."""
     from .correlation import compare_metrics, correlation_table, metric_columns, system_level_correlation
 
     if args.human_col not in table.columns:
         raise ValueError(f"no human column {args.human_col!r}; give --dataset or add it to {args.scores}")
-    metrics = args.metrics or metric_columns(table, args.human_col)
+    metrics = [m for m in (args.metrics or metric_columns(table, args.human_col)) if m not in (unavailable or {})]
+    if not metrics:
+        raise ValueError("no metric could be scored")
     group = args.group if args.group is not None else [c for c in ("collection", "lang") if c in table.columns]
     result = correlation_table(
         table, metrics, human_col=args.human_col, group_by=group, coefficients=args.coefficients,
@@ -300,16 +307,23 @@ def _correlate(table, args) -> int:
     )
     _emit(result, args)
     if args.compare:
-        comparison = compare_metrics(
-            table, *args.compare, human_col=args.human_col, coefficient_name=args.compare_coefficient,
-            test=args.test, n_boot=args.bootstrap or 1000, seed=args.seed,
-        )
-        print(
-            f"\n{comparison.test}: {args.compare[0]} {comparison.coefficient}={comparison.value_a:.4f} vs "
-            f"{args.compare[1]} {comparison.value_b:.4f}; difference {comparison.difference:+.4f}"
-            + (f" [{comparison.low:+.4f}, {comparison.high:+.4f}]" if comparison.low == comparison.low else "")
-            + f", p={comparison.p_value:.4g}, n={comparison.n}"
-        )
+        missing = [m for m in args.compare if m not in metrics]
+        if missing:
+            raise ValueError(f"cannot compare {', '.join(missing)}: not among the scored metrics")
+        print()
+        for key, part in (table.groupby(group, sort=True) if group else [((), table)]):
+            label = " ".join(map(str, key if isinstance(key, tuple) else (key,)))
+            comparison = compare_metrics(
+                part, *args.compare, human_col=args.human_col, coefficient_name=args.compare_coefficient,
+                test=args.test, n_boot=args.bootstrap or 1000, seed=args.seed,
+            )
+            print(
+                f"{label + ': ' if label else ''}{comparison.test}: {args.compare[0]} {comparison.coefficient}="
+                f"{comparison.value_a:.4f} vs {args.compare[1]} {comparison.value_b:.4f}; "
+                f"difference {comparison.difference:+.4f}"
+                + (f" [{comparison.low:+.4f}, {comparison.high:+.4f}]" if comparison.low == comparison.low else "")
+                + f", p={comparison.p_value:.4g}, n={comparison.n}"
+            )
     if args.system_col:
         print("\nsystem level:")
         print(system_level_correlation(table, metrics, human_col=args.human_col, system_col=args.system_col)
