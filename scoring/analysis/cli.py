@@ -322,13 +322,20 @@ def _correlate(table, args, unavailable=None) -> int:
                 f"{comparison.value_a:.4f} vs {args.compare[1]} {comparison.value_b:.4f}; "
                 f"difference {comparison.difference:+.4f}"
                 + (f" [{comparison.low:+.4f}, {comparison.high:+.4f}]" if comparison.low == comparison.low else "")
-                + f", p={comparison.p_value:.4g}, n={comparison.n}"
+                + f", {_p_text(comparison, args.bootstrap or 1000)}, n={comparison.n}"
             )
     if args.system_col:
         print("\nsystem level:")
         print(system_level_correlation(table, metrics, human_col=args.human_col, system_col=args.system_col)
               .to_string(index=False, float_format="{:.4f}".format))
     return 0
+
+
+def _p_text(comparison, n_boot: int) -> str:
+    """A bootstrap p of 0 only means 'below the resolution of n_boot replicates'."""
+    if comparison.test == "paired bootstrap" and comparison.p_value == 0:
+        return f"p<{2 / n_boot:.2g}"
+    return f"p={comparison.p_value:.4g}"
 
 
 def _robustness(args) -> int:
