@@ -68,6 +68,9 @@ def register(subparsers, parents) -> None:
     robustness.add_argument("--user", help="acting account for --collection (default: local CLI admin)")
     _scoring_options(robustness)
     robustness.add_argument("--numeric", action="store_true", help="print numbers instead of 'mean (change%%)' cells")
+    robustness.add_argument("--detection", action="store_true",
+                            help="also print, per op, the share of perturbed captions scored below their original "
+                                 "(needs item_id)")
 
     specificity = command("specificity", "specificity rates SR_pos / SR_neg (SPECS eq. 1-2)", _specificity)
     source = specificity.add_mutually_exclusive_group(required=True)
@@ -162,6 +165,8 @@ def _read_csv(path: Path):
         raise FileNotFoundError(f"no such file: {path}")
     try:
         return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: the file is empty") from None
     except pd.errors.ParserError as exc:
         raise ValueError(f"{path}: not a readable CSV ({exc})") from None
 
@@ -359,6 +364,12 @@ def _robustness(args) -> int:
         scores = _read_csv(args.scores)
     table = robustness_table(scores, args.ops)
     _emit(table, args, None if args.numeric else format_table7(table, [o.lower() for o in args.ops] if args.ops else None))
+    if args.detection:
+        from .robustness import detection_rates
+
+        rates = detection_rates(scores).pivot_table(index=["lang", "metric"], columns="op", values="detected")
+        print("\nshare of perturbed captions scored below their original:")
+        print(rates.reset_index().to_string(index=False, float_format="{:.3f}".format))
     return 0
 
 
