@@ -331,8 +331,8 @@ def _correlate(table, args, unavailable=None) -> int:
             )
     if args.system_col:
         print("\nsystem level:")
-        print(system_level_correlation(table, metrics, human_col=args.human_col, system_col=args.system_col)
-              .to_string(index=False, float_format="{:.4f}".format))
+        print(system_level_correlation(table, metrics, human_col=args.human_col, system_col=args.system_col,
+                                       group_by=group).to_string(index=False, float_format="{:.4f}".format))
     return 0
 
 

@@ -430,21 +430,26 @@ def system_level_correlation(
     *,
     human_col: str = "human",
     system_col: str = "system",
+    group_by: Sequence[str] = (),
     coefficients: Sequence[str] = ("pearson", "kendall_b", "spearman"),
 ) -> pd.DataFrame:
-    """Correlation between per-system means of metric and human scores (one row per metric).
+    """Correlation between per-system means of metric and human scores, one row per
+    (group..., metric).
 
     Each system (the captioning model that wrote the captions) is reduced to the mean of its
     items' scores; with few systems no bootstrap interval is given.
     """
     metrics = list(metrics) if metrics is not None else metric_columns(table, human_col)
-    _check_columns(table, [human_col, system_col, *metrics])
+    _check_columns(table, [human_col, system_col, *metrics, *group_by])
+    groups = table.groupby(list(group_by), sort=True) if group_by else [((), table)]
     rows = []
-    for metric in metrics:
-        data = table[[system_col, metric, human_col]].dropna()
-        means = data.groupby(system_col)[[metric, human_col]].mean()
-        row = {"metric": metric, "systems": len(means)}
-        for name in coefficients:
-            row[name] = coefficient(name)(means[metric].to_numpy(), means[human_col].to_numpy())
-        rows.append(row)
+    for key, part in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        for metric in metrics:
+            data = part[[system_col, metric, human_col]].dropna()
+            means = data.groupby(system_col)[[metric, human_col]].mean()
+            row = {**dict(zip(group_by, key)), "metric": metric, "systems": len(means)}
+            for name in coefficients:
+                row[name] = coefficient(name)(means[metric].to_numpy(), means[human_col].to_numpy())
+            rows.append(row)
     return pd.DataFrame(rows)

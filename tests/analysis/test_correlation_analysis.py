@@ -169,3 +169,16 @@ def test_kendall_with_many_distinct_values_on_both_sides():
     y = np.round(x + rng.normal(size=3000), 2)
     for variant in ("b", "c"):
         assert kendall_tau(x, y, variant) == pytest.approx(stats.kendalltau(x, y, variant=variant)[0], abs=1e-12)
+
+
+def test_system_level_per_group():
+    table = pd.DataFrame({
+        "lang": ["en"] * 6 + ["de"] * 6,
+        "system": ["a", "a", "b", "b", "c", "c"] * 2,
+        "human": [1, 1, 2, 2, 3, 3] * 2,
+        "M": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6] + [0.6, 0.5, 0.4, 0.3, 0.2, 0.1],
+    })
+    result = system_level_correlation(table, ["M"], group_by=["lang"]).set_index("lang")
+    assert result.loc["en", "kendall_b"] == pytest.approx(1.0)
+    assert result.loc["de", "kendall_b"] == pytest.approx(-1.0)
+    assert result.loc["en", "systems"] == 3
