@@ -121,9 +121,14 @@ def register(subparsers, parents) -> None:
     _scoring_options(foil)
 
     length = command("length", "correlation per caption-length bucket (SPECS Figure 3)", _length)
-    length.add_argument("--scores", type=Path, required=True,
+    source = length.add_mutually_exclusive_group(required=True)
+    source.add_argument("--scores", type=Path,
                         help="wide CSV with human, metric columns and n_tokens (or candidate, counted by words)")
+    source.add_argument("--collection", help="database collection: its ratings and cached (or --profile) scores")
     length.add_argument("--metrics", nargs="+", required=True)
+    length.add_argument("--user", help="acting account for --collection (default: local CLI admin)")
+    length.add_argument("--profile", help="with --collection: score missing metrics with this profile")
+    length.add_argument("--device", help="torch device for the scorer")
     length.add_argument("--human-col", default="human")
     length.add_argument("--edges", nargs="+", type=float, help="bucket edges (default 0 20 40 60 80 100 150 250 inf)")
     length.add_argument("--combine", nargs=2, metavar=("SHORT", "LONG"),
@@ -494,7 +499,18 @@ def _foil(args) -> int:
 def _length(args) -> int:
     from .length import DEFAULT_EDGES, length_bucket_table, length_switched_metric, token_counts
 
-    table = _read_csv(args.scores)
+    if args.collection:
+        from .store import collection_table
+
+        with _database(args) as (session, user):
+            unavailable = _fill_cache(session, user, args) if args.profile else {}
+            table = collection_table(session, user, args.collection)
+        args.metrics = [m for m in args.metrics if m not in unavailable]
+    else:
+        table = _read_csv(args.scores)
+    missing = [m for m in args.metrics if m not in table.columns]
+    if missing:
+        raise ValueError(f"no scores for {', '.join(missing)}" + (" (give --profile to compute them)" if args.collection else ""))
     if "n_tokens" not in table.columns:
         if "candidate" not in table.columns:
             raise ValueError(f"{args.scores}: needs n_tokens or candidate")

@@ -107,3 +107,15 @@ def test_specificity_from_a_collection(database, flickr_with_images, capsys):
     assert main(["analyze", "specificity", "--collection", "f8k", "--metrics", "ROUGE-L", "--profile", "tiny"]) == 0
     printed = capsys.readouterr().out
     assert "sr_pos" in printed and "ROUGE-L" in printed
+
+
+def test_length_buckets_from_a_collection(database, flickr_with_images, capsys):
+    path, root = flickr_with_images
+    with session_scope(database) as session:
+        into_collection(session, ADMIN, load_flickr8k_json(path), "f8k", root)
+    assert main(["analyze", "length", "--collection", "f8k", "--metrics", "BLEU-1"]) == 2
+    assert "give --profile" in capsys.readouterr().err
+    assert main(["analyze", "length", "--collection", "f8k", "--metrics", "BLEU-1", "--profile", "tiny",
+                 "--edges", "0", "3", "100"]) == 0
+    printed = capsys.readouterr().out
+    assert "0-2" in printed and "3-99" in printed
