@@ -1,5 +1,271 @@
-"""Subcommands of this package (filled in by its issue)."""
+"""`caplens db ...` and `caplens user ...`: migrations, import, export, agreement, accounts.
+
+The command line acts for the person who owns the data directory: without `--user` it acts
+as a local administrator (that person can open the database file anyway); with `--user NAME`
+(or `CAPLENS_USER`) it acts as that account and its role is checked like in the UI.
+"""
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import sys
+
+EXPORT_KINDS = ("ratings", "captions", "finetune-prmcs", "finetune-specs", "finetune-umic", "finetune-pacs",
+                "finetune-human")
 
 
 def register(subparsers, parents) -> None:
-    """Add this package's subcommands to the `caplens` parser."""
+    """Add `db` and `user` to the `caplens` parser."""
+    db = subparsers.add_parser("db", parents=parents, help="database: migrations, import, export, agreement")
+    db_commands = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+
+    upgrade = db_commands.add_parser("upgrade", parents=parents, help="create or upgrade the schema (Alembic)")
+    upgrade.add_argument("--revision", default="head")
+    upgrade.set_defaults(handler=_upgrade)
+
+    downgrade = db_commands.add_parser("downgrade", parents=parents, help="downgrade the schema to REVISION")
+    downgrade.add_argument("revision", help="target revision (`base` drops every table)")
+    downgrade.set_defaults(handler=_downgrade)
+
+    current = db_commands.add_parser("current", parents=parents, help="show the database URL and schema revision")
+    current.set_defaults(handler=_current)
+
+    importer = db_commands.add_parser("import", parents=parents,
+                                      help="import CSV / JSONL / zip+manifest / CLIPScore JSON (all or nothing)")
+    importer.add_argument("file")
+    importer.add_argument("--collection", help="collection to import into (default: the file name)")
+    importer.add_argument("--format", dest="fmt", choices=("csv", "jsonl", "zip", "clipscore"),
+                          help="default: from the file suffix (.json = CLIPScore / PAC-S candidates)")
+    importer.add_argument("--references", help="CLIPScore / PAC-S references JSON ({image_id: [refs]})")
+    importer.add_argument("--image-dir", help="CLIPScore / PAC-S image folder (<image_id>.<ext>)")
+    importer.add_argument("--model", help="captioning model that wrote CLIPScore / PAC-S candidates")
+    importer.add_argument("--allow-reimport", action="store_true", help="import a file already imported")
+    importer.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
+    importer.set_defaults(handler=_import)
+
+    exporter = db_commands.add_parser("export", parents=parents, help="export ratings, captions or fine-tuning sets")
+    exporter.add_argument("out", help="output file (ratings, captions) or folder (fine-tuning sets, hf)")
+    exporter.add_argument("--format", dest="fmt", required=True, choices=("csv", "jsonl", "parquet", "hf"))
+    exporter.add_argument("--what", default="ratings", choices=EXPORT_KINDS)
+    exporter.add_argument("--collection")
+    exporter.add_argument("--seed", type=int, default=0, help="seed for sampled negatives (fine-tuning sets)")
+    exporter.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
+    exporter.set_defaults(handler=_export)
+
+    agreement = db_commands.add_parser("agreement", parents=parents,
+                                       help="Krippendorff's alpha and pairwise correlations of a collection")
+    agreement.add_argument("--collection", required=True)
+    agreement.add_argument("--field", default="overall", choices=("overall", "fluency", "relevance", "descriptiveness"))
+    agreement.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
+    agreement.set_defaults(handler=_agreement)
+
+    perturb = db_commands.add_parser("perturb", parents=parents,
+                                     help="store PR-MCS perturbations of a collection's captions")
+    perturb.add_argument("--collection", required=True)
+    perturb.add_argument("--ops", nargs="+", help="operations (default: the five PR-MCS ones)")
+    perturb.add_argument("--seed", type=int, default=0)
+    perturb.add_argument("--p", type=float, help="per-token probability (default: the paper's)")
+    perturb.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
+    perturb.set_defaults(handler=_perturb)
+
+    gc = db_commands.add_parser("gc", parents=parents, help="delete stored image files no database row uses")
+    gc.add_argument("--dry-run", action="store_true")
+    gc.set_defaults(handler=_gc)
+
+    user = subparsers.add_parser("user", parents=parents, help="annotator, researcher and admin accounts")
+    user_commands = user.add_subparsers(dest="user_command", metavar="ACTION", required=True)
+    add = user_commands.add_parser("add", parents=parents, help="add an account")
+    add.add_argument("name")
+    add.add_argument("--role", required=True, choices=("annotator", "researcher", "admin"))
+    add.add_argument("--password-stdin", action="store_true",
+                     help="read the password from standard input (else $CAPLENS_PASSWORD, else a prompt)")
+    add.add_argument("--no-login", action="store_true", help="account without a password (cannot log in)")
+    add.set_defaults(handler=_user_add)
+    passwd = user_commands.add_parser("passwd", parents=parents, help="set an account's password")
+    passwd.add_argument("name")
+    passwd.add_argument("--password-stdin", action="store_true")
+    passwd.set_defaults(handler=_user_passwd)
+    role = user_commands.add_parser("set-role", parents=parents, help="change an account's role")
+    role.add_argument("name")
+    role.add_argument("role", choices=("annotator", "researcher", "admin"))
+    role.set_defaults(handler=_user_set_role)
+    listing = user_commands.add_parser("list", parents=parents, help="list accounts")
+    listing.set_defaults(handler=_user_list)
+
+
+def _acting_user(session, name: str | None):
+    from db.models import User
+    from db.users import get_user
+
+    if name:
+        return get_user(session, name)
+    return User(name="local-cli", role="admin")
+
+
+def _upgrade(args) -> int:
+    from db.config import database_url
+    from db.session import current_revision, upgrade
+
+    upgrade(revision=args.revision)
+    print(f"{_redacted(database_url())}: schema at revision {current_revision()}")
+    return 0
+
+
+def _downgrade(args) -> int:
+    from db.session import current_revision, downgrade
+
+    downgrade(revision=args.revision)
+    print(f"schema at revision {current_revision() or 'base (empty)'}")
+    return 0
+
+
+def _current(args) -> int:
+    from db.config import data_dir, database_url
+    from db.session import current_revision, head_revision
+
+    print(f"data directory: {data_dir()}")
+    print(f"database: {_redacted(database_url())}")
+    print(f"revision: {current_revision() or 'none (run caplens db upgrade)'} (code head: {head_revision()})")
+    return 0
+
+
+def _redacted(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _progress(stage: str, done: int, total: int) -> None:
+    print(f"{stage} {done}/{total}", file=sys.stderr, flush=True)
+
+
+def _import(args) -> int:
+    from annotation.importers import import_file
+    from db.session import ensure_schema, session_scope
+
+    engine = ensure_schema()
+    with session_scope(engine) as session:
+        report = import_file(session, _acting_user(session, args.user), args.file, collection=args.collection,
+                             fmt=args.fmt, references=args.references, image_dir=args.image_dir,
+                             source_model=args.model, allow_reimport=args.allow_reimport, progress=_progress)
+    print(json.dumps(report.to_dict(), indent=2))
+    return 0
+
+
+def _export(args) -> int:
+    from annotation.exporters import export_table
+    from annotation.finetune_sets import build_finetune_set
+    from annotation.workflows import get_collection
+    from db.session import ensure_schema, session_scope
+
+    engine = ensure_schema()
+    with session_scope(engine, read_only=True) as session:
+        user = _acting_user(session, args.user)
+        collection = get_collection(session, args.collection) if args.collection else None
+        if args.what.startswith("finetune-"):
+            summary = build_finetune_set(session, user, args.what.removeprefix("finetune-"), args.out,
+                                         collection=collection, fmt=args.fmt, seed=args.seed)
+        else:
+            summary = export_table(session, user, args.what, args.out, args.fmt, collection)
+    print(json.dumps(summary, indent=2, ensure_ascii=False))
+    return 0
+
+
+def _agreement(args) -> int:
+    from annotation.workflows import agreement, get_collection
+    from db.session import ensure_schema, session_scope
+
+    engine = ensure_schema()
+    with session_scope(engine, read_only=True) as session:
+        report = agreement(session, _acting_user(session, args.user), get_collection(session, args.collection),
+                           field=args.field)
+    print(json.dumps(report.to_dict(), indent=2))
+    return 0
+
+
+def _perturb(args) -> int:
+    from dataclasses import asdict
+
+    from annotation.workflows import get_collection, perturb_collection
+    from db.session import ensure_schema, session_scope
+
+    with session_scope(ensure_schema()) as session:
+        summary = perturb_collection(session, _acting_user(session, args.user), get_collection(session, args.collection),
+                                     args.ops, seed=args.seed, p=args.p)
+    print(json.dumps(asdict(summary), indent=2))
+    return 0
+
+
+def _gc(args) -> int:
+    from db.images import orphaned_files
+    from db.session import ensure_schema, session_scope
+
+    engine = ensure_schema()
+    with session_scope(engine) as session:  # a write lock: no import can add rows meanwhile
+        orphans = orphaned_files(session)
+        if not args.dry_run:
+            for path in orphans:
+                path.unlink(missing_ok=True)
+    print(f"{'would delete' if args.dry_run else 'deleted'} {len(orphans)} unreferenced image files")
+    return 0
+
+
+def _read_password(from_stdin: bool) -> str:
+    if from_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif os.environ.get("CAPLENS_PASSWORD"):
+        password = os.environ["CAPLENS_PASSWORD"]
+    elif sys.stdin.isatty():
+        password = getpass.getpass("password: ")
+        if getpass.getpass("again: ") != password:
+            raise ValueError("the passwords differ")
+    else:
+        raise ValueError("no password: use --password-stdin, CAPLENS_PASSWORD or a terminal prompt")
+    return password
+
+
+def _user_add(args) -> int:
+    from db.session import ensure_schema, session_scope
+    from db.users import create_user
+
+    password = None if args.no_login else _read_password(args.password_stdin)
+    engine = ensure_schema()
+    with session_scope(engine) as session:
+        user = create_user(session, args.name, args.role, password)
+        print(f"added {user.name} ({user.role})")
+    return 0
+
+
+def _user_passwd(args) -> int:
+    from db.session import ensure_schema, session_scope
+    from db.users import get_user, set_password
+
+    password = _read_password(args.password_stdin)
+    with session_scope(ensure_schema()) as session:
+        set_password(session, get_user(session, args.name), password)
+    print(f"password of {args.name} changed")
+    return 0
+
+
+def _user_set_role(args) -> int:
+    from db.session import ensure_schema, session_scope
+    from db.users import get_user, set_role
+
+    with session_scope(ensure_schema()) as session:
+        set_role(session, get_user(session, args.name), args.role)
+    print(f"{args.name} is now {args.role}")
+    return 0
+
+
+def _user_list(args) -> int:
+    from sqlalchemy import select
+
+    from db.models import User
+    from db.session import ensure_schema, session_scope
+
+    with session_scope(ensure_schema(), read_only=True) as session:
+        for user in session.scalars(select(User).order_by(User.name)):
+            login = "" if user.password_hash else "  (no login)"
+            print(f"{user.name}\t{user.role}{login}")
+    return 0

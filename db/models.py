@@ -1,0 +1,276 @@
+"""CapLens database schema (SQLAlchemy 2 typed models).
+
+The schema is created and changed only by the Alembic migrations in `db/migrations`;
+`tests/db` checks that a freshly migrated database matches these models exactly.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+ROLES = ("annotator", "researcher", "admin")
+CAPTION_KINDS = ("reference", "candidate", "perturbed", "transcreated")
+TASKS = ("rating", "transcreation", "critical")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+def _unit_interval(column: str) -> str:
+    return f"{column} IS NULL OR ({column} >= 0 AND {column} <= 1)"
+
+
+class Base(DeclarativeBase):
+    # Explicit constraint names keep migrations identical on SQLite and PostgreSQL.
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "ck": "ck_%(table_name)s_%(constraint_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+collection_captions = Table(
+    "collection_captions",
+    Base.metadata,
+    Column("collection_id", ForeignKey("collections.id", ondelete="CASCADE"), primary_key=True),
+    Column("caption_id", ForeignKey("captions.id", ondelete="CASCADE"), primary_key=True, index=True),
+)
+
+
+class User(Base):
+    """An account; `role` decides what the workflow functions allow."""
+
+    __tablename__ = "users"
+    __table_args__ = (CheckConstraint(_in("role", ROLES), name="role"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    role: Mapped[str] = mapped_column(String(20))
+    # NULL: the account cannot log in (e.g. annotators created by importing their ratings).
+    password_hash: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    def __repr__(self) -> str:
+        return f"User({self.name!r}, role={self.role!r})"
+
+
+class Collection(Base):
+    """A named group of captions (and through them, images) to annotate or export."""
+
+    __tablename__ = "collections"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+
+    captions: Mapped[list[Caption]] = relationship(secondary=collection_captions, back_populates="collections")
+
+
+class ImportRecord(Base):
+    """One completed import (provenance of the captions, images and ratings it created)."""
+
+    __tablename__ = "imports"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    format: Mapped[str] = mapped_column(String(20))
+    source_name: Mapped[str] = mapped_column(String(500))
+    source_sha256: Mapped[str] = mapped_column(String(64))
+    collection_id: Mapped[int | None] = mapped_column(ForeignKey("collections.id", ondelete="SET NULL"))
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    counts: Mapped[dict] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Image(Base):
+    """An image in the content-addressed store; `original_filename` is metadata only."""
+
+    __tablename__ = "images"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    format: Mapped[str] = mapped_column(String(10))
+    width: Mapped[int] = mapped_column(Integer)
+    height: Mapped[int] = mapped_column(Integer)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    original_filename: Mapped[str | None] = mapped_column(String(500))
+    external_id: Mapped[str | None] = mapped_column(String(200), index=True)
+    import_id: Mapped[int | None] = mapped_column(ForeignKey("imports.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    captions: Mapped[list[Caption]] = relationship(back_populates="image")
+
+
+class Caption(Base):
+    """A caption of an image: a reference, a model's candidate, a perturbation or a transcreation.
+
+    Perturbed and transcreated captions point at the caption they came from (`parent_id`);
+    perturbed ones also record the operation and its parameters (`perturbation`).
+    """
+
+    __tablename__ = "captions"
+    __table_args__ = (CheckConstraint(_in("kind", CAPTION_KINDS), name="kind"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    image_id: Mapped[int] = mapped_column(ForeignKey("images.id", ondelete="CASCADE"), index=True)
+    text: Mapped[str] = mapped_column(Text)
+    language: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(16))
+    source_model: Mapped[str | None] = mapped_column(String(200))
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("captions.id", ondelete="CASCADE"), index=True)
+    perturbation_op: Mapped[str | None] = mapped_column(String(40))
+    perturbation: Mapped[dict | None] = mapped_column(JSON)
+    external_id: Mapped[str | None] = mapped_column(String(200), index=True)
+    import_id: Mapped[int | None] = mapped_column(ForeignKey("imports.id", ondelete="SET NULL"), index=True)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    image: Mapped[Image] = relationship(back_populates="captions")
+    parent: Mapped[Caption | None] = relationship(remote_side=[id])
+    collections: Mapped[list[Collection]] = relationship(secondary=collection_captions, back_populates="captions")
+
+
+class CriticalAnnotation(Base):
+    """Critical objects, backgrounds and relationships of a caption (M-FineCap3k, PR-MCS §4)."""
+
+    __tablename__ = "critical_annotations"
+    __table_args__ = (UniqueConstraint("caption_id", "annotator_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    caption_id: Mapped[int] = mapped_column(ForeignKey("captions.id", ondelete="CASCADE"), index=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    critical_objects: Mapped[list] = mapped_column(JSON)
+    backgrounds: Mapped[list] = mapped_column(JSON)
+    relationships: Mapped[list] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Rating(Base):
+    """One annotator's judgement of one caption; earlier values live in `RatingRevision`."""
+
+    __tablename__ = "ratings"
+    __table_args__ = (
+        UniqueConstraint("caption_id", "annotator_id"),
+        CheckConstraint(_unit_interval("overall"), name="overall"),
+        CheckConstraint(_unit_interval("fluency"), name="fluency"),
+        CheckConstraint(_unit_interval("relevance"), name="relevance"),
+        CheckConstraint(_unit_interval("descriptiveness"), name="descriptiveness"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    caption_id: Mapped[int] = mapped_column(ForeignKey("captions.id", ondelete="CASCADE"), index=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    overall: Mapped[float] = mapped_column(Float)
+    fluency: Mapped[float | None] = mapped_column(Float)
+    relevance: Mapped[float | None] = mapped_column(Float)
+    descriptiveness: Mapped[float | None] = mapped_column(Float)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    import_id: Mapped[int | None] = mapped_column(ForeignKey("imports.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    caption: Mapped[Caption] = relationship()
+    annotator: Mapped[User] = relationship()
+    revisions: Mapped[list[RatingRevision]] = relationship(
+        back_populates="rating", order_by="RatingRevision.version", cascade="all, delete-orphan"
+    )
+
+
+class RatingRevision(Base):
+    """The values a rating had before an edit (edit history)."""
+
+    __tablename__ = "rating_revisions"
+    __table_args__ = (UniqueConstraint("rating_id", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    rating_id: Mapped[int] = mapped_column(ForeignKey("ratings.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    overall: Mapped[float] = mapped_column(Float)
+    fluency: Mapped[float | None] = mapped_column(Float)
+    relevance: Mapped[float | None] = mapped_column(Float)
+    descriptiveness: Mapped[float | None] = mapped_column(Float)
+    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    replaced_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    rating: Mapped[Rating] = relationship(back_populates="revisions")
+
+
+class Transcreation(Base):
+    """A caption re-written in another language so that it keeps its human score."""
+
+    __tablename__ = "transcreations"
+    __table_args__ = (
+        UniqueConstraint("source_caption_id", "target_language", "annotator_id"),
+        CheckConstraint(_unit_interval("source_score"), name="source_score"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    source_caption_id: Mapped[int] = mapped_column(ForeignKey("captions.id", ondelete="CASCADE"), index=True)
+    result_caption_id: Mapped[int] = mapped_column(ForeignKey("captions.id", ondelete="CASCADE"), unique=True)
+    target_language: Mapped[str] = mapped_column(String(16))
+    text: Mapped[str] = mapped_column(Text)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    source_score: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    source_caption: Mapped[Caption] = relationship(foreign_keys=[source_caption_id])
+    result_caption: Mapped[Caption] = relationship(foreign_keys=[result_caption_id])
+
+
+class QueueSkip(Base):
+    """An item an annotator skipped in a queue; the queue does not offer it to them again."""
+
+    __tablename__ = "queue_skips"
+    __table_args__ = (
+        UniqueConstraint("annotator_id", "caption_id", "task", "language"),
+        CheckConstraint(_in("task", TASKS), name="task"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    caption_id: Mapped[int] = mapped_column(ForeignKey("captions.id", ondelete="CASCADE"))
+    task: Mapped[str] = mapped_column(String(20))
+    # The target language for transcreation skips, "" otherwise (NULLs would defeat the unique key).
+    language: Mapped[str] = mapped_column(String(16), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class MetricScore(Base):
+    """A cached metric value, valid only for the checkpoint it was computed with."""
+
+    __tablename__ = "metric_scores"
+    __table_args__ = (UniqueConstraint("caption_id", "metric", "checkpoint_fingerprint"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    caption_id: Mapped[int] = mapped_column(ForeignKey("captions.id", ondelete="CASCADE"), index=True)
+    metric: Mapped[str] = mapped_column(String(40))
+    checkpoint_fingerprint: Mapped[str] = mapped_column(String(128))
+    value: Mapped[float | None] = mapped_column(Float)
+    computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,140 @@
+"""Engines, transactions and schema migrations.
+
+SQLite connections run in WAL mode with foreign keys on and a busy timeout, and every
+transaction starts with `BEGIN IMMEDIATE` so concurrent writers queue on the lock instead
+of failing when a read lock cannot be upgraded. Read-only work can use
+`session_scope(read_only=True)`, which starts a deferred transaction and never blocks.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from db import config
+
+SQLITE_BUSY_TIMEOUT_MS = 60_000
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+_engines: dict[str, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):
+        # Let SQLAlchemy, not the driver, decide when transactions begin.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection):
+        mode = connection.get_execution_options().get("sqlite_begin", "IMMEDIATE")
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def create_database_engine(url: str) -> Engine:
+    """A new engine for `url`, with CapLens' SQLite settings where it is SQLite."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        _configure_sqlite(engine)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def get_engine(url: str | None = None) -> Engine:
+    """The process-wide engine for `url` (default: `db.config.database_url()`)."""
+    url = url or config.database_url()
+    with _engines_lock:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = _engines[url] = create_database_engine(url)
+        return engine
+
+
+def dispose_engines() -> None:
+    """Close every cached engine (tests, forked workers)."""
+    with _engines_lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+
+
+@contextmanager
+def session_scope(engine: Engine | None = None, *, read_only: bool = False) -> Iterator[Session]:
+    """One transaction: committed when the block ends, rolled back if it raises."""
+    engine = engine or get_engine()
+    if read_only and engine.dialect.name == "sqlite":
+        engine = engine.execution_options(sqlite_begin="DEFERRED")
+    session = sessionmaker(bind=engine, expire_on_commit=False)()
+    try:
+        with session.begin():
+            yield session
+    finally:
+        session.close()
+
+
+def alembic_config(url: str | None = None):
+    """An Alembic configuration that works from any working directory or installed package."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # ConfigParser interpolation: a literal % in a password must be doubled.
+    cfg.set_main_option("sqlalchemy.url", (url or config.database_url()).replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str | None = None, revision: str = "head") -> None:
+    """Create or upgrade the schema (the only way CapLens creates tables)."""
+    from alembic import command
+
+    command.upgrade(alembic_config(url), revision)
+
+
+def downgrade(url: str | None = None, revision: str = "base") -> None:
+    from alembic import command
+
+    command.downgrade(alembic_config(url), revision)
+
+
+def current_revision(url: str | None = None) -> str | None:
+    """The revision the database is at (None for an empty database)."""
+    from alembic.runtime.migration import MigrationContext
+
+    with get_engine(url).connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+def ensure_schema(url: str | None = None) -> Engine:
+    """The engine, after making sure the schema is current.
+
+    An empty database is created through the migrations; a database at an older revision
+    is left alone with a clear error, because upgrading user data should be deliberate.
+    """
+    engine = get_engine(url)
+    current, head = current_revision(url), head_revision()
+    if current is None:
+        upgrade(url)
+    elif current != head:
+        raise ValueError(f"the database is at schema revision {current}, this CapLens needs {head}: "
+                         "run `caplens db upgrade`")
+    return engine
