@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 from sqlalchemy import and_, delete, func, select
 from sqlalchemy.exc import IntegrityError
@@ -34,6 +35,9 @@ from db.models import (
     utcnow,
 )
 from db.users import RESEARCH_ROLES, require_role
+
+if TYPE_CHECKING:
+    import numpy
 
 ALL_ROLES = ("annotator", "researcher", "admin")
 RATING_FIELDS = ("overall", "fluency", "relevance", "descriptiveness")
@@ -671,7 +675,7 @@ def _none_if_nan(value: float) -> float | None:
 
 
 def reliability_matrix(session: Session, user: User, collection: Collection,
-                       field: str = "overall") -> tuple[list[str], list[int], "np.ndarray"]:
+                       field: str = "overall") -> tuple[list[str], list[int], "numpy.ndarray"]:
     """(annotator names, caption ids, coders x units matrix with NaN gaps) of a collection."""
     import numpy as np
 

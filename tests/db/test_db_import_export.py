@@ -12,7 +12,7 @@ from annotation import workflows as wf
 from annotation.exporters import export_table
 from annotation.finetune_sets import build_finetune_set
 from annotation.importers import ImportRejected, import_file
-from db.models import Base, Caption, CriticalAnnotation, Image, ImportRecord, Rating, User
+from db.models import Base, Caption, CriticalAnnotation, Image, User
 from db.session import session_scope
 
 COLORS = [(255, 0, 0), (0, 0, 255), (0, 160, 0), (250, 250, 0)]
