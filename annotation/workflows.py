@@ -271,7 +271,9 @@ def next_rating_item(session: Session, user: User, collection: Collection,
     require_role(user, *ALL_ROLES)
     if k < 1:
         raise ValueError("k must be at least 1")
-    counts = (select(Rating.caption_id, func.count(Rating.id).label("n")).group_by(Rating.caption_id).subquery())
+    counts = (select(Rating.caption_id, func.count(Rating.id).label("n"))
+              .where(Rating.caption_id.in_(select(Caption.id).where(_in_collection(collection))))
+              .group_by(Rating.caption_id).subquery())
     n_ratings = func.coalesce(counts.c.n, 0)
     mine = select(Rating.caption_id).where(Rating.annotator_id == user.id)
     skipped = select(QueueSkip.caption_id).where(QueueSkip.annotator_id == user.id, QueueSkip.task == "rating")
