@@ -1,4 +1,4 @@
-"""`caplens serve`: start the Gradio app."""
+"""`caplens serve`: start the Gradio app on localhost (or wherever --host says)."""
 from __future__ import annotations
 
 import argparse
@@ -6,16 +6,46 @@ import argparse
 
 def register(subparsers, parents) -> None:
     p = subparsers.add_parser("serve", parents=parents, help="start the web app")
-    p.add_argument("--host", default="127.0.0.1", help="interface to bind (0.0.0.0 for all)")
-    p.add_argument("--port", type=int, default=7860)
-    p.add_argument("--share", action="store_true", help="create a public Gradio share link")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (0.0.0.0 for all; default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=7860, help="port (default 7860; 0 picks a free one)")
+    p.add_argument("--share", action="store_true", help="also create a public gradio.live share link")
+    p.add_argument("--profile", default=None,
+                   help="metric profile: hub, world or tiny (default: $CAPLENS_PROFILE, else hub when its "
+                        "checkpoints load, else world)")
     p.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    import gradio as gr
+def create_app(profile: str | None = None):
+    """Prepare the database and the scorer, and build the Blocks app. Returns (demo, ctx)."""
+    from app import engine
+    from app.ui import build_app
+    from db.session import upgrade
 
-    with gr.Blocks(title="CapLens") as demo:
-        gr.Markdown("# CapLens\nThe app is being built; the scoring engine is available from `caplens score`.")
-    demo.launch(server_name=args.host, server_port=args.port, share=args.share)
+    upgrade()  # creates the database on first run, migrates an older one
+
+    chosen, banner = engine.choose_profile(profile)
+    ctx = engine.AppContext(profile=chosen, banner=banner)
+    return build_app(ctx), ctx
+
+
+def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
+    """Arguments for `Blocks.launch`: the stored images may be served (thumbnails, opening
+    a failure case in the Score tab); uploads are capped before they reach our decoder."""
+    from app.uploads import MAX_UPLOAD_BYTES
+    from db.config import image_store_dir
+
+    return dict(
+        server_name=host,
+        server_port=port or None,
+        share=share,
+        max_file_size=MAX_UPLOAD_BYTES,
+        allowed_paths=[str(image_store_dir())],
+        show_error=True,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    demo, ctx = create_app(args.profile)
+    print(f"CapLens: profile '{ctx.profile}' in use.", flush=True)
+    demo.queue(default_concurrency_limit=2).launch(**launch_kwargs(args.host, args.port, args.share))
     return 0

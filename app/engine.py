@@ -1,0 +1,77 @@
+"""The app's single door to the scoring library.
+
+The scorer is the process-wide instance of `scoring.api.get_scorer`, so backbones load
+once and stay loaded between requests; on ZeroGPU Spaces scoring runs under `spaces.GPU`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.gpu import gpu
+
+
+@dataclass(frozen=True)
+class AppContext:
+    """What every tab needs to know about the running app."""
+
+    profile: str
+    banner: str
+
+
+def get_scorer(profile: str):
+    from scoring.api import get_scorer as library_get_scorer
+
+    return library_get_scorer(profile)
+
+
+def _score(profile: str, items: list, metrics: list[str] | None):
+    return get_scorer(profile).score(items, metrics=metrics)
+
+
+score_items = gpu(_score)
+
+
+def metric_names(profile: str) -> list[str]:
+    return list(get_scorer(profile).metric_names())
+
+
+def choose_profile(requested: str | None) -> tuple[str, str]:
+    """The profile to serve and a banner line saying which and why.
+
+    An explicit request (argument or CAPLENS_PROFILE) is honoured. Otherwise the real hub
+    checkpoints are tried with one probe scoring; when CLIP cannot be loaded (offline, no
+    cache) the app falls back to the synthetic `world` profile and says so.
+    """
+    import os
+
+    explicit = requested or os.environ.get("CAPLENS_PROFILE")
+    if explicit:
+        return explicit, f"Profile **{explicit}** (chosen explicitly)."
+    reason = _probe("hub")
+    if reason is None:
+        return "hub", "Profile **hub**: the published checkpoints."
+    return (
+        "world",
+        "Profile **world**: small models trained on CapLens's synthetic world, because the hub "
+        f"checkpoints could not be loaded ({_plain(reason)}). Scores are for demonstration and "
+        "testing, not comparable with published numbers.",
+    )
+
+
+def _probe(profile: str) -> str | None:
+    """None when the profile's CLIP backbone loads and scores, else the reason it does not."""
+    from PIL import Image
+
+    from scoring.api import ScoreItem
+
+    try:
+        probe = ScoreItem(image=Image.new("RGB", (32, 32), (127, 127, 127)), candidate="a grey square")
+        result = score_items(profile, [probe], ["CLIP-S"])["CLIP-S"]
+    except Exception as exc:  # any failure to build the profile means: not usable here
+        return f"{type(exc).__name__}: {exc}"
+    return result.unavailable
+
+
+def _plain(text: str) -> str:
+    """Library messages go into the Markdown banner: keep them from being read as markup."""
+    return "".join(f"\\{c}" if c in "\\`*_{}[]<>()#+-.!|" else c for c in text)[:300]

@@ -1,0 +1,128 @@
+"""Turning library results into what Gradio components display, with user text kept as text.
+
+Rule for the whole app: captions, file names, user names and any other user-supplied text
+go only into components that render plain text (Textbox, Dataframe "str" cells,
+HighlightedText, JSON). Never into Markdown or HTML. Plotly hover labels interpret a few
+HTML-like tags, so user text is escaped before it reaches a figure.
+"""
+from __future__ import annotations
+
+import html
+from typing import Iterable, Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+CHANGED = "changed"
+REMOVED = "removed"
+REMOVAL_MARK = "⌫"
+
+
+def plotly_text(text: str, limit: int = 120) -> str:
+    """User text made inert for Plotly labels (which understand <br>, <b>, <a> …)."""
+    shortened = text if len(text) <= limit else text[: limit - 1] + "…"
+    return html.escape(shortened, quote=True)
+
+
+def highlight_spans(text: str, spans: Iterable[tuple[int, int]], label: str = CHANGED,
+                    mark_removals: bool = False) -> list[tuple[str, str | None]]:
+    """Split `text` into HighlightedText segments, labelling the character spans that changed.
+
+    Overlapping or out-of-range spans are clipped and merged, so a faulty span never hides
+    or duplicates part of the caption. A zero-width span marks where words were removed;
+    with `mark_removals` it shows as a REMOVAL_MARK segment labelled REMOVED (the marks
+    are then the only text not in `text`).
+    """
+    clipped = [(min(max(0, s), len(text)), min(max(0, e), len(text))) for s, e in spans]
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(span for span in clipped if span[1] > span[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    removals = sorted({s for s, e in clipped if s == e and not any(a < s < b for a, b in merged)}) if mark_removals else []
+    cuts = sorted(merged + [(r, r) for r in removals])
+    segments: list[tuple[str, str | None]] = []
+    cursor = 0
+    for start, end in cuts:
+        if start > cursor:
+            segments.append((text[cursor:start], None))
+        if start == end:
+            segments.append((REMOVAL_MARK, REMOVED))
+        else:
+            segments.append((text[start:end], label))
+        cursor = max(cursor, end)
+    if cursor < len(text) or not segments:
+        segments.append((text[cursor:], None))
+    return segments
+
+
+def format_score(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def percent_change(before: float | None, after: float | None) -> float | None:
+    """Relative change in %, as PR-MCS Table 7 prints it; None when undefined."""
+    if before is None or after is None or before == 0:
+        return None
+    return (after - before) / abs(before) * 100.0
+
+
+def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availability: Sequence[dict]
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The score table split for reading: the scored pairs (#, image, caption, language,
+    truncation), and one row per metric with its status, backbone and a column per pair."""
+    pairs = frame[["#", "image", "caption", "lang", "truncated by"]]
+    status = {row["metric"]: row for row in availability}
+    rows = []
+    for metric in metric_columns:
+        row = {"metric": metric, "status": status.get(metric, {}).get("status", ""),
+               "backbone": status.get(metric, {}).get("backbone", "")}
+        for number, value in zip(frame["#"], frame[metric]):
+            row[f"#{number}"] = None if value is None or pd.isna(value) else value
+        rows.append(row)
+    return pairs, pd.DataFrame(rows, columns=["metric", *[f"#{n}" for n in frame["#"]], "status", "backbone"])
+
+
+def scores_bar_chart(frame: pd.DataFrame, metric_columns: Sequence[str], title: str) -> go.Figure:
+    """Grouped bars: one group per metric, one bar per scored (image, caption) row."""
+    fig = go.Figure()
+    for _, row in frame.iterrows():
+        values = [row.get(m) for m in metric_columns]
+        if all(v is None or pd.isna(v) for v in values):
+            continue
+        fig.add_bar(
+            name=str(row["#"]),
+            x=list(metric_columns),
+            y=[None if v is None or pd.isna(v) else v for v in values],
+            hovertext=[plotly_text(f"{row['image']} · {row['caption']}")] * len(metric_columns),
+            hovertemplate="%{x}: %{y:.4f}<br>%{hovertext}<extra>#%{fullData.name}</extra>",
+        )
+    fig.update_layout(
+        barmode="group",
+        title=title,
+        xaxis_title="metric",
+        yaxis_title="score",
+        legend_title="row",
+        margin=dict(l=40, r=10, t=50, b=40),
+        height=380,
+    )
+    return fig
+
+
+def drop_bar_chart(rows: Sequence[dict], title: str) -> go.Figure:
+    """Bars of % change per metric and operation (negative = the metric noticed the damage)."""
+    fig = go.Figure()
+    ops = list(dict.fromkeys(r["operation"] for r in rows))
+    for op in ops:
+        mine = [r for r in rows if r["operation"] == op]
+        fig.add_bar(name=op, x=[r["metric"] for r in mine], y=[r["change %"] for r in mine])
+    fig.update_layout(
+        barmode="group",
+        title=title,
+        xaxis_title="metric",
+        yaxis_title="change vs original (%)",
+        margin=dict(l=40, r=10, t=50, b=40),
+        height=380,
+    )
+    return fig

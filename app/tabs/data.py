@@ -1,0 +1,155 @@
+"""Data tab: import collections, export ratings and captions, build fine-tuning sets.
+
+Everything here is a researcher or admin action, checked by the library functions; the tab
+adds progress bars and packs directory outputs (Hugging Face datasets, fine-tuning sets)
+into a zip for download.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+
+IMPORT_FORMATS = ["auto", "csv", "jsonl", "zip"]
+EXPORT_WHAT = ["ratings", "captions"]
+EXPORT_FORMATS = ["csv", "jsonl", "parquet", "hf"]
+FINETUNE_KINDS = {
+    "PR-MCS triplets (image, original, perturbed, language, operation)": "prmcs",
+    "SPECS triplets (detail units)": "specs",
+    "UMIC groups (1 positive + 4 negatives)": "umic",
+    "PAC-S pairs": "pacs",
+    "Human-rated set (for correlation)": "human",
+}
+ALL_COLLECTIONS = "(all collections)"
+
+
+def _progress_callback(progress):
+    """Adapt gr.Progress to the importers' progress(stage, done, total) callback."""
+    def report(stage: str, done: int, total: int) -> None:
+        progress((done, max(total, 1)), desc=stage)
+    return report
+
+
+def import_upload(user_state, path: str, collection: str | None, fmt: str, progress=None) -> dict:
+    from annotation.importers import import_file
+
+    from app.tabs.annotate import _db, acting_user
+
+    if not path:
+        raise ValueError("Upload a file to import (CSV, JSONL, or a zip of images with a manifest).")
+    with _db() as session:
+        report = import_file(session, acting_user(session, user_state), path, collection=(collection or "").strip() or None,
+                             fmt=None if fmt == "auto" else fmt,
+                             progress=_progress_callback(progress) if progress else None)
+        return report.to_dict()
+
+
+def export_download(user_state, what: str, fmt: str, collection: str | None) -> tuple[str, dict]:
+    """Export into a fresh temporary folder; returns (file to download, summary)."""
+    from annotation.exporters import export_table
+    from annotation.workflows import get_collection
+
+    from app.tabs.annotate import _db, acting_user
+
+    folder = Path(tempfile.mkdtemp(prefix="caplens-export-"))
+    suffix = {"csv": ".csv", "jsonl": ".jsonl", "parquet": ".parquet", "hf": ""}[fmt]
+    out = folder / f"{what}{suffix}"
+    with _db() as session:
+        chosen = get_collection(session, collection) if collection and collection != ALL_COLLECTIONS else None
+        summary = export_table(session, acting_user(session, user_state), what, out, fmt, collection=chosen)
+    return _downloadable(Path(summary["path"])), summary
+
+
+def finetune_download(user_state, kind: str, fmt: str, collection: str | None, seed: int) -> tuple[str, dict]:
+    from annotation.finetune_sets import build_finetune_set
+    from annotation.workflows import get_collection
+
+    from app.tabs.annotate import _db, acting_user
+
+    out = Path(tempfile.mkdtemp(prefix="caplens-finetune-")) / f"{kind}-set"
+    with _db() as session:
+        chosen = get_collection(session, collection) if collection and collection != ALL_COLLECTIONS else None
+        manifest = build_finetune_set(session, acting_user(session, user_state), kind, out, collection=chosen,
+                                      fmt=fmt, seed=int(seed))
+    return _downloadable(out), manifest
+
+
+def _downloadable(path: Path) -> str:
+    """Directories become a zip next to them; files are offered as they are."""
+    if path.is_dir():
+        return shutil.make_archive(str(path), "zip", root_dir=path)
+    return str(path)
+
+
+def build(user_state: gr.State) -> None:
+    gr.Markdown("Researcher and admin actions (log in in the Annotate tab). Imports are all-or-nothing: "
+                "if any row is bad nothing is written and every bad row is listed.")
+    with gr.Row():
+        collection = gr.Dropdown([ALL_COLLECTIONS], value=ALL_COLLECTIONS, label="Collection", allow_custom_value=True,
+                                 elem_id="data-collection")
+        refresh = gr.Button("↻ collections", scale=0)
+    with gr.Tab("Import"):
+        upload = gr.File(label="CSV, JSONL, or zip (images + manifest.jsonl/csv)", elem_id="data-import-file")
+        with gr.Row():
+            target = gr.Textbox(label="Into collection (default: the file name)")
+            fmt = gr.Dropdown(IMPORT_FORMATS, value="auto", label="Format")
+        import_button = gr.Button("Import", variant="primary", elem_id="data-import-button")
+        import_report = gr.Textbox(label="Import report", interactive=False, lines=8, elem_id="data-import-report")
+    with gr.Tab("Export"):
+        with gr.Row():
+            what = gr.Dropdown(EXPORT_WHAT, value="ratings", label="What")
+            export_format = gr.Dropdown(EXPORT_FORMATS, value="csv", label="Format (hf = Hugging Face dataset, zipped)")
+        export_button = gr.Button("Export", variant="primary")
+        export_file = gr.File(label="Download", interactive=False)
+        export_summary = gr.JSON(label="Summary")
+    with gr.Tab("Fine-tuning sets"):
+        with gr.Row():
+            kind = gr.Dropdown(list(FINETUNE_KINDS), value=next(iter(FINETUNE_KINDS)), label="Set")
+            set_format = gr.Dropdown(EXPORT_FORMATS, value="jsonl", label="Format")
+            seed = gr.Number(value=0, precision=0, label="Seed")
+        set_button = gr.Button("Build set", variant="primary")
+        set_file = gr.File(label="Download (zip with manifest.json)", interactive=False)
+        set_manifest = gr.JSON(label="Manifest")
+    status = gr.Textbox(label="Status", interactive=False, elem_id="data-status")
+
+    def on_refresh(state):
+        from app.tabs.annotate import collection_names
+
+        try:
+            return gr.Dropdown(choices=[ALL_COLLECTIONS, *collection_names(state)]), ""
+        except PermissionError as exc:
+            return gr.skip(), str(exc)
+
+    def on_import(state, path, into, import_format, progress=gr.Progress()):
+        try:
+            report = import_upload(state, path, into, import_format, progress)
+        except (PermissionError, ValueError, LookupError, OSError) as exc:
+            return str(exc), "Import failed: nothing was written."
+        return json.dumps(report, indent=2, ensure_ascii=False), f"Imported into {report['collection']}."
+
+    def on_export(state, export_what, chosen_format, chosen_collection, progress=gr.Progress()):
+        progress(0.1, desc=f"exporting {export_what}")
+        try:
+            path, summary = export_download(state, export_what, chosen_format, chosen_collection)
+        except (PermissionError, ValueError, LookupError, OSError) as exc:
+            return None, None, str(exc)
+        return path, summary, f"Exported {summary['rows']} rows."
+
+    def on_set(state, label, chosen_format, chosen_collection, chosen_seed, progress=gr.Progress()):
+        progress(0.1, desc="building the set")
+        try:
+            path, manifest = finetune_download(state, FINETUNE_KINDS[label], chosen_format, chosen_collection,
+                                               chosen_seed or 0)
+        except (PermissionError, ValueError, LookupError, OSError) as exc:
+            return None, None, str(exc)
+        return path, manifest, f"Built {manifest['rows']} rows."
+
+    refresh.click(on_refresh, user_state, [collection, status], api_visibility="private")
+    import_button.click(on_import, [user_state, upload, target, fmt], [import_report, status], api_visibility="private")
+    export_button.click(on_export, [user_state, what, export_format, collection],
+                        [export_file, export_summary, status], api_visibility="private")
+    set_button.click(on_set, [user_state, kind, set_format, collection, seed], [set_file, set_manifest, status],
+                     api_visibility="private")

@@ -1,0 +1,157 @@
+"""Failure cases: where a metric and the humans disagree most, or where a perturbation barely
+moved a metric. Clicking a row (or a thumbnail) opens that item in the Score tab."""
+from __future__ import annotations
+
+import gradio as gr
+import pandas as pd
+
+from app import engine
+from app.collection_scores import collection_table
+from app.tabs.score import ScoreTab
+
+DISAGREE = "metric and humans disagree"
+UNMOVED = "perturbation barely moved the metric"
+ANY = "(any)"
+SHOWN = 200
+THUMBNAILS = 12
+COLUMNS = ["caption_id", "image_id", "candidate", "lang", "op", "metric", "metric score", "human",
+           "rank gap", "change %"]
+
+
+def disagreements(table: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """One row per (rated caption, metric): percentile rank of the metric minus that of the
+    humans within the same language; large |gap| first (positive: the metric overrates)."""
+    rated = table[(table["kind"] != "perturbed") & table["human"].notna()]
+    parts = []
+    for metric in metrics:
+        scored = rated[rated[metric].notna()].copy()
+        if len(scored) < 2:
+            continue
+        grouped = scored.groupby("lang")
+        scored["rank gap"] = grouped[metric].rank(pct=True) - grouped["human"].rank(pct=True)
+        scored["metric"] = metric
+        scored["metric score"] = scored[metric]
+        parts.append(scored)
+    if not parts:
+        return pd.DataFrame(columns=COLUMNS + ["image_file", "references"])
+    out = pd.concat(parts, ignore_index=True)
+    out["change %"] = None
+    out["order"] = -out["rank gap"].abs()
+    return out.sort_values("order").drop(columns="order")
+
+
+def unmoved(table: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """One row per (perturbed caption, metric) with the % change from its original; the
+    changes closest to zero or above it (the metric missed the damage) first."""
+    from scoring.analysis.robustness import paired_changes
+
+    perturbed = table[table["kind"] == "perturbed"]
+    if perturbed.empty:
+        return pd.DataFrame(columns=COLUMNS + ["image_file", "references"])
+    linked = table.copy()
+    linked["item_id"] = linked["caption_id"].where(linked["kind"] != "perturbed", linked["parent_caption_id"])
+    linked = linked[linked["caption_id"].isin(perturbed["caption_id"]) | linked["caption_id"].isin(perturbed["parent_caption_id"])]
+    long = linked.melt(id_vars=["item_id", "caption_id", "lang", "op"], value_vars=metrics,
+                       var_name="metric", value_name="score")
+    changes = paired_changes(long.dropna(subset=["score"]))
+    details = table.set_index("caption_id")
+    out = changes.join(details[["image_id", "image_file", "candidate", "human", "references"]], on="caption_id")
+    out["metric score"] = out["score"]
+    out["change %"] = out["change"]
+    out["rank gap"] = None
+    return out.sort_values("change", ascending=False)
+
+
+def filter_rows(rows: pd.DataFrame, metric: str, lang: str, op: str) -> pd.DataFrame:
+    if metric != ANY:
+        rows = rows[rows["metric"] == metric]
+    if lang != ANY:
+        rows = rows[rows["lang"] == lang]
+    if op != ANY:
+        rows = rows[rows["op"] == op]
+    return rows.head(SHOWN).reset_index(drop=True)
+
+
+def display(rows: pd.DataFrame) -> pd.DataFrame:
+    shown = rows.reindex(columns=COLUMNS).copy()
+    for column in ("metric score", "human", "rank gap", "change %"):
+        shown[column] = pd.to_numeric(shown[column], errors="coerce").round(3)
+    return shown
+
+
+def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tabs: gr.Tabs) -> None:
+    names = engine.metric_names(ctx.profile)
+    gr.Markdown("Find items where a metric and the human ratings disagree most (difference of percentile "
+                "ranks within a language), or perturbed captions whose score barely moved. Click a row or a "
+                "thumbnail to open the item in the Score tab. Needs a researcher login (Annotate tab).")
+    with gr.Row():
+        collection = gr.Dropdown([], label="Collection", allow_custom_value=True, elem_id="failures-collection")
+        refresh = gr.Button("↻ collections", scale=0)
+        mode = gr.Radio([DISAGREE, UNMOVED], value=DISAGREE, label="Show")
+        run = gr.Button("Find failure cases", variant="primary", elem_id="failures-button")
+    with gr.Row():
+        metric = gr.Dropdown([ANY, *names], value=ANY, label="Metric")
+        lang = gr.Dropdown([ANY], value=ANY, label="Language")
+        op = gr.Dropdown([ANY], value=ANY, label="Operation")
+    status = gr.Textbox(label="Status", interactive=False, elem_id="failures-status")
+    thumbnails = gr.Gallery(label="Top cases (click to open in Score)", columns=6, height=220,
+                            allow_preview=False, elem_id="failures-gallery")
+    table = gr.Dataframe(label="Cases (click a row to open it in Score)", interactive=False, wrap=True,
+                         elem_id="failures-table")
+    all_rows = gr.State(None)
+    shown_rows = gr.State(None)
+
+    def on_refresh(state):
+        from app.tabs.annotate import collection_names
+
+        try:
+            return gr.Dropdown(choices=collection_names(state)), ""
+        except PermissionError as exc:
+            return gr.skip(), str(exc)
+
+    def present(rows, metric_name, lang_name, op_name):
+        picked = filter_rows(rows, metric_name, lang_name, op_name)
+        gallery = [(path, f"#{i + 1}") for i, path in enumerate(picked["image_file"].head(THUMBNAILS))]
+        return display(picked), gallery, picked
+
+    def on_find(state, name, how, metric_name, lang_name, op_name, progress=gr.Progress()):
+        try:
+            wide = collection_table(ctx.profile, state, name, names, progress)
+        except (PermissionError, ValueError, LookupError) as exc:
+            return str(exc), *[gr.skip()] * 7
+        rows = disagreements(wide, names) if how == DISAGREE else unmoved(wide, names)
+        if rows.empty:
+            hint = ("no rated captions with metric scores" if how == DISAGREE
+                    else "no perturbed captions stored (save some from the Perturbation lab)")
+            return f"Nothing to show: {hint}.", None, [], None, None, gr.skip(), gr.skip(), gr.skip()
+        langs = [ANY, *sorted(rows["lang"].dropna().unique())]
+        ops = [ANY, *sorted(rows["op"].dropna().unique())]
+        lang_name = lang_name if lang_name in langs else ANY
+        op_name = op_name if op_name in ops else ANY
+        shown, gallery, picked = present(rows, metric_name, lang_name, op_name)
+        return (f"{len(rows)} cases; showing the first {len(picked)}.", shown, gallery, rows, picked,
+                gr.Dropdown(choices=langs, value=lang_name), gr.Dropdown(choices=ops, value=op_name), gr.skip())
+
+    def on_filter(rows, metric_name, lang_name, op_name):
+        if rows is None:
+            return gr.skip(), gr.skip(), gr.skip()
+        return present(rows, metric_name, lang_name, op_name)
+
+    def on_open(picked, evt: gr.SelectData):
+        index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
+        if picked is None or index is None or index >= len(picked):
+            return (gr.skip(),) * 5
+        row = picked.iloc[int(index)]
+        return ([row["image_file"]], row["candidate"], row.get("references") or "", row["lang"],
+                gr.Tabs(selected="score"))
+
+    refresh.click(on_refresh, user_state, [collection, status], api_visibility="private")
+    run.click(on_find, [user_state, collection, mode, metric, lang, op],
+              [status, table, thumbnails, all_rows, shown_rows, lang, op, metric], api_visibility="private")
+    for control in (metric, lang, op):
+        control.input(on_filter, [all_rows, metric, lang, op], [table, thumbnails, shown_rows],
+                      api_visibility="private")
+    open_outputs = [score_tab.files, score_tab.captions, score_tab.references, score_tab.lang, tabs]
+    for source in (table, thumbnails):
+        source.select(on_open, shown_rows, open_outputs, api_visibility="private").then(
+            score_tab.score_fn, score_tab.inputs, score_tab.outputs, api_visibility="private")

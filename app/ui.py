@@ -1,0 +1,33 @@
+"""The CapLens Blocks layout: a banner naming the metric profile, one tab per task, and the
+named API endpoints. Each tab lives in `app/tabs/`; all logic is in the libraries."""
+from __future__ import annotations
+
+import gradio as gr
+
+from app import api, engine
+from app.tabs import analyze, annotate, data, failures, perturb, score
+
+TITLE = "CapLens"
+
+
+def build_app(ctx: engine.AppContext) -> gr.Blocks:
+    with gr.Blocks(title=TITLE) as demo:
+        gr.Markdown(f"# {TITLE}\nInspect, stress-test and annotate image-caption evaluation metrics.")
+        gr.Markdown(ctx.banner, elem_id="profile-banner")
+        user_state = gr.State(None)  # the logged-in account of this browser session (Annotate tab)
+        with gr.Tabs(selected="score") as tabs:
+            with gr.Tab("Score", id="score"):
+                score_tab = score.build(ctx)
+            with gr.Tab("Perturbation lab", id="perturb"):
+                perturb.build(ctx, user_state)
+            with gr.Tab("Annotate", id="annotate"):
+                annotate.build(user_state)
+            with gr.Tab("Analyze", id="analyze"):
+                analyze.build(ctx, user_state)
+            with gr.Tab("Failure cases", id="failures"):
+                failures.build(ctx, user_state, score_tab, tabs)
+            with gr.Tab("Data", id="data"):
+                data.build(user_state)
+        api.build(ctx, user_state)
+        demo.load(None, None, None, js=annotate.KEYBOARD_JS)
+    return demo

@@ -1,0 +1,123 @@
+"""The named endpoints through gradio_client against a live local server (tiny profile)."""
+from __future__ import annotations
+
+import pytest
+from gradio_client import Client, handle_file
+from PIL import Image
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return Client(server.url, verbose=False)
+
+
+def test_api_lists_the_named_endpoints(client):
+    names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert {"/score", "/perturb", "/login", "/next_item", "/rate"} <= names
+
+
+def test_score_returns_every_metric_and_matches_the_library(server, client, image_file):
+    from scoring.api import ScoreItem, get_scorer
+
+    captions = ["a red square", "a blue circle on the grass"]
+    refs = ["a red square on white", "a square that is red"]
+    result = client.predict(handle_file(str(image_file)), "\n".join(captions), "\n".join(refs), "en", "",
+                            api_name="/score")
+    scorer = get_scorer(server.ctx.profile)
+    names = scorer.metric_names()
+    assert set(result["metrics"]) == set(names)
+    assert [row["caption"] for row in result["rows"]] == captions
+    for name, info in result["metrics"].items():
+        assert info["status"] == "available" or info["status"].startswith(("unavailable: ", "available (needs"))
+    # Same numbers as calling the library directly on the same inputs.
+    image = Image.open(image_file).convert("RGB")
+    direct = scorer.score([ScoreItem(image=image, candidate=c, references=refs, lang="en") for c in captions])
+    checked = 0
+    for name in names:
+        if direct[name].unavailable:
+            assert result["metrics"][name]["status"].startswith("unavailable: ")
+            continue
+        for row, value in zip(result["rows"], direct[name].values):
+            if value is None:
+                assert row[name] is None
+            else:
+                assert row[name] == pytest.approx(value, abs=1e-4)
+                checked += 1
+    assert checked >= 4  # at least CLIP-S and BLEU-1 for both captions ran for real
+
+
+def test_score_metric_selection_and_unknown_metric(client, image_file):
+    result = client.predict(handle_file(str(image_file)), "a red square", "", "en", "clip-s", api_name="/score")
+    assert list(result["metrics"]) == ["CLIP-S"]
+    assert 0.0 <= result["rows"][0]["CLIP-S"] <= 2.5
+    with pytest.raises(Exception, match="unknown metric"):
+        client.predict(handle_file(str(image_file)), "a red square", "", "en", "NOPE", api_name="/score")
+
+
+def test_resending_with_one_edited_caption_scores_only_that_one(server, image_file):
+    client = Client(server.url, verbose=False)  # its own session, so its own memory of scored pairs
+    captions = ["a red square", "a dog", "two cats", "a red car", "a horse"]
+    first = client.predict(handle_file(str(image_file)), "\n".join(captions), "", "en", "CLIP-S,BLEU-1",
+                           api_name="/score")
+    assert first["computed_now"] == 5
+    captions[2] = "two small cats"
+    second = client.predict(handle_file(str(image_file)), "\n".join(captions), "", "en", "CLIP-S,BLEU-1",
+                            api_name="/score")
+    assert second["computed_now"] == 1
+    assert [r["CLIP-S"] for i, r in enumerate(second["rows"]) if i != 2] == \
+        [r["CLIP-S"] for i, r in enumerate(first["rows"]) if i != 2]
+
+
+def test_bad_upload_gives_a_clear_error_and_the_server_stays_up(client, tmp_path, image_file):
+    bad = tmp_path / "notes.png"
+    bad.write_bytes(b"definitely not a PNG")
+    with pytest.raises(Exception, match="not an image"):
+        client.predict(handle_file(str(bad)), "a red square", "", "en", "CLIP-S", api_name="/score")
+    ok = client.predict(handle_file(str(image_file)), "a red square", "", "en", "CLIP-S", api_name="/score")
+    assert ok["rows"][0]["CLIP-S"] is not None
+
+
+def test_perturb_all_five_with_spans(client):
+    from annotation.perturb import PRMCS_OPS, perturb
+
+    text = "a man in a white shirt rides a brown horse on the beach"
+    results = client.predict(text, "all", 0.4, 3, "en", "", api_name="/perturb")
+    assert [r["op"] for r in results] == list(PRMCS_OPS)
+    for r in results:
+        expected = perturb(text, r["op"], p=0.4, seed=3, lang="en").to_dict()
+        assert r["text"] == expected["text"]
+        assert [list(s) for s in r["changed_spans"]] == [list(s) for s in expected["changed_spans"]]
+        for start, end in r["changed_spans"]:
+            assert 0 <= start <= end <= len(r["text"])  # zero width: words removed here
+
+
+def test_perturb_rejects_empty_text(client):
+    with pytest.raises(Exception, match="caption|empty|text"):
+        client.predict("   ", "masking", 0.4, 0, "en", "", api_name="/perturb")
+
+
+def test_rate_requires_login_then_stores_the_rating(server):
+    from annotation.workflows import list_ratings
+    from db.session import session_scope
+    from db.users import get_user
+
+    client = Client(server.url, verbose=False)
+    caption_id = server.caption_ids["a green field"]
+    with pytest.raises(Exception, match="Log in"):
+        client.predict(caption_id, 0.7, None, None, None, api_name="/rate")
+    with pytest.raises(Exception, match="Wrong user name or password"):
+        client.predict(server.annotator[0], "wrong-password", api_name="/login")
+    who = client.predict(*server.annotator, api_name="/login")
+    assert who["user"] == server.annotator[0] and who["role"] == "annotator"
+    item = client.predict(server.collection, api_name="/next_item")
+    assert item["caption_id"] in server.caption_ids.values()
+    stored = client.predict(caption_id, 0.7, 0.9, None, 0.4, api_name="/rate")
+    assert stored["overall"] == pytest.approx(0.7) and stored["annotator"] == server.annotator[0]
+    with session_scope() as session:
+        user = get_user(session, server.annotator[0])
+        mine = {r.caption_id: r for r in list_ratings(session, user, annotator=user)}
+        assert mine[caption_id].overall == pytest.approx(0.7)
+        assert mine[caption_id].fluency == pytest.approx(0.9)
+        assert mine[caption_id].relevance is None
+    with pytest.raises(Exception, match="0|1|range"):
+        client.predict(caption_id, 1.5, None, None, None, api_name="/rate")

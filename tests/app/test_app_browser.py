@@ -1,0 +1,127 @@
+"""End to end in headless Debian Chromium through Playwright. Screenshots go to test-artifacts/."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium not installed (/usr/bin/chromium)"),
+]
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    """A fresh page on the app that records any JavaScript dialog (an XSS would open one)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.dialogs = []
+
+    def on_dialog(dialog):
+        page.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(server.url)
+    page.wait_for_selector("#score-button")
+    yield page
+    context.close()
+
+
+def cell_texts(page, selector: str) -> list[str]:
+    return [(t or "").strip() for t in page.locator(f"{selector} td").all_text_contents()]
+
+
+def test_upload_then_scores_appear(page, image_file, artifacts):
+    page.locator("#score-images input[type=file]").set_input_files(str(image_file))
+    page.wait_for_selector("#score-images :text('red.png')")
+    page.locator("#score-captions textarea").fill("a red square\na dog on the grass")
+    page.locator("#score-references textarea").fill("a red square")
+    page.locator("#score-button").click()
+    page.wait_for_function(
+        "() => document.querySelector('#score-status textarea')?.value.includes('Scored')", timeout=TIMEOUT_MS)
+    assert "a dog on the grass" in cell_texts(page, "#score-items")
+    table = page.locator("#score-table").inner_text()
+    assert "CLIP-S" in table and "BLEU-1" in table and "available" in table
+    assert re.search(r"\b\d\.\d{2,4}\b", table), table
+    page.screenshot(path=str(artifacts / "score-tab.png"), full_page=True)
+
+
+def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts):
+    page.get_by_role("tab", name="Perturbation lab").click()
+    page.locator("#perturb-image input[type=file]").set_input_files(str(image_file))
+    page.wait_for_selector("#perturb-image :text('red.png')")
+    page.locator("#perturb-caption textarea").fill("a man in a white shirt rides a brown horse on the beach")
+    page.locator("#perturb-button").click()
+    page.wait_for_function(
+        "() => document.querySelectorAll('#perturb-table td').length > 0", timeout=TIMEOUT_MS)
+    # Five operations, each with at least one highlighted (changed) span.
+    for slot in range(5):
+        highlighted = page.locator(f"#perturb-slot-{slot} .textspan.hl, #perturb-slot-{slot} [class*=hl]")
+        assert highlighted.count() >= 1, f"no highlighted span in slot {slot}"
+    table = page.locator("#perturb-table").inner_text()
+    assert re.search(r"\([+-]\d+\.\d+%\)", table), table
+    page.screenshot(path=str(artifacts / "perturbation-lab.png"), full_page=True)
+
+
+def test_login_rate_and_rating_is_in_the_database(page, server, artifacts):
+    from annotation.workflows import list_ratings
+    from db.session import session_scope
+    from db.users import get_user
+
+    page.get_by_role("tab", name="Annotate").click()
+    page.locator("#login-name textarea").fill(server.annotator[0])
+    page.locator("#login-password input, #login-password textarea").first.fill(server.annotator[1])
+    page.locator("#login-button").click()
+    page.wait_for_function(
+        "() => document.querySelector('#login-status textarea')?.value.startsWith('Logged in')")
+    page.wait_for_function("() => Number(document.querySelector('#rate-caption-id input')?.value) > 0")
+    caption_id = int(page.locator("#rate-caption-id input").input_value())
+    overall = page.locator("#rate-overall input[type=number]")
+    overall.fill("0.85")
+    overall.press("Enter")
+    page.locator("#rate-save").click()
+    page.wait_for_function(
+        "() => document.querySelector('#rate-status textarea')?.value.includes('Saved rating')")
+    page.screenshot(path=str(artifacts / "annotate-rate.png"), full_page=True)
+    with session_scope() as session:
+        user = get_user(session, server.annotator[0])
+        ratings = {r.caption_id: r.overall for r in list_ratings(session, user, annotator=user)}
+    assert ratings.get(caption_id) == pytest.approx(0.85)
+
+
+def test_script_in_a_caption_is_shown_as_text_and_never_runs(page, server, image_file, artifacts):
+    xss = server.xss
+    page.locator("#score-images input[type=file]").set_input_files(str(image_file))
+    page.wait_for_selector("#score-images :text('red.png')")
+    page.locator("#score-captions textarea").fill(xss)
+    page.locator("#score-button").click()
+    page.wait_for_function(
+        "() => document.querySelector('#score-status textarea')?.value.includes('Scored')")
+    assert xss in cell_texts(page, "#score-items")
+    page.get_by_role("tab", name="Perturbation lab").click()
+    page.locator("#perturb-caption textarea").fill(xss + " on a table")
+    page.locator("#perturb-button").click()
+    page.wait_for_function("() => document.querySelectorAll('#perturb-table td').length > 0")
+    assert "onerror" in page.locator("#perturb-original textarea").input_value()
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(artifacts / "xss-as-text.png"), full_page=True)
+    assert page.locator("img[src='x']").count() == 0
+    assert page.dialogs == []

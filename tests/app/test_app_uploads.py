@@ -1,0 +1,101 @@
+"""Bad and odd uploads: clear UploadError messages, or a correct RGB conversion with a note."""
+import io
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from app.uploads import MAX_PIXELS, UploadError, load_upload
+
+
+def encode(img: Image.Image, fmt: str = "PNG", **kwargs) -> bytes:
+    buffer = io.BytesIO()
+    img.save(buffer, format=fmt, **kwargs)
+    return buffer.getvalue()
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height but holds almost no data (a decompression bomb's shape)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b"")
+
+
+def test_plain_rgb_passes_unchanged():
+    loaded = load_upload(encode(Image.new("RGB", (20, 10), (10, 200, 30))), name="ok.png")
+    assert loaded.image.mode == "RGB" and loaded.image.size == (20, 10)
+    assert loaded.notes == []
+    assert loaded.image.getpixel((3, 3)) == (10, 200, 30)
+
+
+@pytest.mark.parametrize("data, expected", [
+    (b"this is not an image at all", "not an image"),
+    (b"", "empty"),
+])
+def test_non_images_are_rejected_with_a_reason(data, expected):
+    with pytest.raises(UploadError, match=expected):
+        load_upload(data, name="notes.txt")
+
+
+def test_truncated_file_is_rejected():
+    data = encode(Image.effect_noise((64, 64), 40).convert("RGB"), "JPEG")
+    with pytest.raises(UploadError, match="damaged or truncated"):
+        load_upload(data[: len(data) // 2], name="cut.jpg")
+
+
+@pytest.mark.parametrize("width, height", [(30_000, 30_000), (100_000, 10), (9000, 9000)])
+def test_huge_dimensions_are_refused_before_decoding(width, height):
+    with pytest.raises(UploadError, match="too large"):
+        load_upload(png_header_only(width, height), name="bomb.png")
+    assert width * height > MAX_PIXELS or max(width, height) > 20_000
+
+
+def test_cmyk_is_converted_with_a_note():
+    data = encode(Image.new("CMYK", (8, 8), (0, 255, 255, 0)), "JPEG")
+    loaded = load_upload(data, name="print.jpg")
+    assert loaded.image.mode == "RGB"
+    assert any("CMYK" in note for note in loaded.notes)
+    r, g, b = loaded.image.getpixel((4, 4))
+    assert r > 200 and g < 60 and b < 60  # cyan 0, magenta+yellow full = red
+
+
+def test_sixteen_bit_is_scaled_not_clipped():
+    array = np.full((6, 6), 32768, dtype=np.uint16)  # half of full scale
+    data = encode(Image.fromarray(array), "PNG")
+    loaded = load_upload(data, name="depth.png")
+    assert loaded.image.mode == "RGB"
+    assert any("16-bit" in note for note in loaded.notes)
+    assert 120 <= loaded.image.getpixel((0, 0))[0] <= 135
+
+
+def test_palette_with_transparency_composites_on_white():
+    img = Image.new("P", (4, 4), 0)
+    img.putpalette([0, 0, 0] * 256)
+    data = encode(img, "PNG", transparency=0)
+    loaded = load_upload(data, name="icon.png")
+    assert loaded.image.getpixel((0, 0)) == (255, 255, 255)
+    assert loaded.notes
+
+
+def test_animated_gif_uses_first_frame():
+    frames = [Image.new("RGB", (5, 5), colour) for colour in [(255, 0, 0), (0, 0, 255)]]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, format="GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    loaded = load_upload(buffer.getvalue(), name="anim.gif")
+    assert loaded.image.mode == "RGB"
+    assert any("animated" in note and "2 frames" in note for note in loaded.notes)
+    r, g, b = loaded.image.getpixel((2, 2))
+    assert r > 200 and b < 50
+
+
+def test_path_input_and_missing_file(tmp_path):
+    path = tmp_path / "x.png"
+    path.write_bytes(encode(Image.new("L", (3, 3), 80)))
+    loaded = load_upload(path)
+    assert loaded.name == "x.png" and loaded.image.mode == "RGB"
+    with pytest.raises(UploadError, match="could not be read"):
+        load_upload(tmp_path / "missing.png")
