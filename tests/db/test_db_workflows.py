@@ -186,3 +186,34 @@ def test_metric_scores_are_cached_per_checkpoint(engine, accounts, collection):
         assert wf.cached_metric_scores(s, "PAC-S", "sha-a", ids) == {}
         assert wf.invalidate_metric_scores(s, accounts["rita"], "CLIP-S", keep_fingerprint="sha-b") == 2
         assert wf.cached_metric_scores(s, "CLIP-S", "sha-b", ids) == {ids[0]: 0.1}
+
+
+def test_same_annotator_rating_twice_at_once_ends_as_one_edited_rating(engine, accounts, collection):
+    """Two tabs of one annotator submit together: one rating (version 2), never a crash or a copy."""
+    import threading
+
+    with session_scope(engine) as s:
+        caption_id = s.query(Caption).filter_by(kind="candidate").first().id
+    first = session_scope(engine)
+    session = first.__enter__()
+    wf.submit_rating(session, accounts["ann"], caption_id, 0.1)  # inserted, not yet committed
+    outcome = {}
+
+    def second_tab():
+        try:
+            with session_scope(engine) as other:
+                outcome["version"] = wf.submit_rating(other, accounts["ann"], caption_id, 0.9).version
+        except Exception as exc:  # surfaced by the assertion below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=second_tab)
+    thread.start()
+    thread.join(timeout=1.0)
+    assert thread.is_alive()  # the second tab waits for the first transaction
+    first.__exit__(None, None, None)
+    thread.join(timeout=60)
+    assert "error" not in outcome, outcome
+    with session_scope(engine) as s:
+        ratings = s.query(Rating).filter_by(caption_id=caption_id).all()
+        assert [(r.overall, r.version) for r in ratings] == [(0.9, 2)]
+        assert [h.overall for h in ratings[0].revisions] == [0.1]
