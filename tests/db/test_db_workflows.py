@@ -1,7 +1,10 @@
 """Rating / transcreation / critical-object workflows and the role rules they enforce."""
 from __future__ import annotations
 
+import io
+
 import pytest
+from PIL import Image as PILImage
 
 from annotation import workflows as wf
 from annotation.exporters import export_table
@@ -40,7 +43,10 @@ def test_images_are_content_addressed_and_client_names_are_metadata(engine, make
         path = image_path(first)
         assert path == stored_path(first.sha256, "PNG") and path.read_bytes() == data
         assert path.is_relative_to(data_dir / "images")
-        for bad, why in [(b"", "empty"), (b"GIF89a not really", "not an image"), (data[:-30], "damaged")]:
+        bomb = io.BytesIO()
+        PILImage.new("1", (15000, 15000)).save(bomb, "PNG")  # 225 Mpixel: over Pillow's safety limit
+        for bad, why in [(b"", "empty"), (b"GIF89a not really", "not an image"), (data[:-30], "damaged"),
+                         (bomb.getvalue(), "too large")]:
             with pytest.raises(ValueError, match=why):
                 add_image(s, bad, "x.png")
 
