@@ -41,7 +41,7 @@ def server():
     """The real app (same code as `caplens serve --profile tiny`) on 127.0.0.1:<free port>."""
     from app.serve import create_app, launch_kwargs
 
-    demo, ctx = create_app("tiny")
+    demo, ctx = create_app("tiny", seed_demo=False)
     seeded = seed_annotation_data()
     kwargs = launch_kwargs("127.0.0.1", free_port(), False)
     kwargs.update(prevent_thread_lock=True, quiet=True)
