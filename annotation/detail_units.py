@@ -32,6 +32,8 @@ CONTENT_UPOS = frozenset({"NOUN", "PROPN", "ADJ", "VERB", "NUM"})
 NOUN_END_UPOS = frozenset({"NOUN", "PROPN", "NUM"})
 PREDICATE_UPOS = frozenset({"VERB", "AUX"})
 COMPLEMENT_UPOS = frozenset({"DET", "NOUN", "PROPN", "PRON", "NUM", "ADJ", "ADP"})
+NOUN_PHRASE_UPOS = frozenset({"DET", "ADJ", "NOUN", "PROPN", "NUM", "PRON"})
+NOUN_COMPLEMENT_PREPOSITIONS = frozenset({"of", "de", "du", "des", "d'", "d’", "del", "von", "vom"})
 # Words that can open a new phrase after a conjunction.
 PHRASE_START_UPOS = frozenset({"DET", "NOUN", "PROPN", "PRON", "NUM", "ADJ", "VERB", "AUX", "ADP"})
 DEFINITE_ARTICLES = {
@@ -104,13 +106,40 @@ def _opens_unit(tokens: Sequence[TaggedToken], i: int) -> bool:
         if previous.upos == "ADJ":  # "chat noir et ..." closes a noun phrase, "black and" not
             return _ends_noun_phrase(tokens, i - 1)
         return previous.upos not in ("ADV", "DET", "CCONJ", "ADP")
-    if token.relative or token.upos == "SCONJ":  # a clause opens
-        return previous.upos != "ADP"
+    if token.upos == "ADP" and i + 1 < len(tokens) and tokens[i + 1].upos in NOUN_PHRASE_UPOS:
+        return _pp_may_split(tokens, i)
+    if token.relative or token.upos == "SCONJ":  # a clause opens (not inside "tandis que")
+        return previous.upos not in ("ADP", "ADV", "SCONJ", "CCONJ")
     if token.upos in PREDICATE_UPOS and previous.upos not in PREDICATE_UPOS:
         # CLAUSE: <NP><VP>: a verb phrase after a noun phrase adds a detail of its own, but
         # only a verb with a complement makes a VP (<VB.*><NP|PP|CLAUSE>+).
         return _ends_noun_phrase(tokens, i - 1) and _has_complement(tokens, i)
     return False
+
+
+def _pp_may_split(tokens: Sequence[TaggedToken], i: int) -> bool:
+    """May the prepositional phrase at token i become a unit of its own?
+
+    Rule 2 keeps a PP with the noun phrase it modifies ("a red square on a table",
+    "A front view of a statue"). A PP that follows another PP attached to a verb ("tucked
+    under a blanket | with fringed edges", SPECS Figure 1), or that ends a chain of two or
+    more PPs ("A front view of a statue on cement | in a park", §4.2 case a), adds a detail
+    of its own. Noun complements ("of", "de") never split.
+    """
+    if tokens[i].text.casefold() in NOUN_COMPLEMENT_PREPOSITIONS:
+        return False
+    chain, j = 0, i - 1
+    while True:
+        k = j
+        while k >= 0 and tokens[k].upos in NOUN_PHRASE_UPOS:
+            k -= 1
+        if k == j or k < 0 or tokens[k].upos != "ADP":
+            break
+        chain, j = chain + 1, k - 1
+    if chain == 0:
+        return False
+    anchor = tokens[j] if j >= 0 else None
+    return chain >= 2 or (anchor is not None and anchor.upos in PREDICATE_UPOS)
 
 
 def _has_complement(tokens: Sequence[TaggedToken], i: int) -> bool:
@@ -136,7 +165,8 @@ def _grammar_groups(tokens: Sequence[TaggedToken], lang: str) -> list[list[int]]
     for sentence in _sentences(tokens):
         units: list[list[int]] = [[sentence[0]]]
         for i in sentence[1:]:
-            if _opens_unit(tokens, i):
+            # Units start only where a space separates words ("l'homme" stays whole).
+            if tokens[i].start > tokens[i - 1].end and _opens_unit(tokens, i):
                 units.append([i])
             else:
                 units[-1].append(i)
@@ -155,23 +185,34 @@ def _merge_rules(tokens, units: list[list[int]], articles: set[str]) -> list[lis
             and not _has(tokens, units[0], PREDICATE_UPOS)
         ):
             units[0:2] = [units[0] + units[1]]
-    # Rule 3: a prepositional segment without a verb stays with the segment after it.
+    # Rules 2 and 3 concern a verbless prepositional segment cut off by a comma or opening
+    # the sentence ("In the background, | there is ..."). Prepositional units split by the
+    # grammar itself (see `_pp_may_split`) already passed rule 2 and stay.
+    loose = [
+        _starts_with_preposition(tokens, unit)
+        and not _has(tokens, unit, PREDICATE_UPOS)
+        and (index == 0 or tokens[units[index - 1][-1]].text in COMMAS)
+        for index, unit in enumerate(units)
+    ]
+    # Rule 3: it stays with the segment after it.
     forward: list[list[int]] = []
+    forward_loose: list[bool] = []
     carry: list[int] = []
     for index, unit in enumerate(units):
-        unit = carry + unit
-        carry = []
-        if index < len(units) - 1 and _starts_with_preposition(tokens, unit) and not _has(
-            tokens, unit, PREDICATE_UPOS
-        ):
-            carry = unit
+        merged = carry + unit
+        # Keep carrying until the segment holds a verb ("In the foreground, two children
+        # are building ...").
+        pending = loose[index] or (carry and not _has(tokens, merged, PREDICATE_UPOS))
+        if pending and index < len(units) - 1:
+            carry = merged
             continue
-        forward.append(unit)
-    # Rule 2: a prepositional phrase left over (the sentence's last segment) stays with the
-    # noun phrase before it.
+        forward.append(merged)
+        forward_loose.append(loose[index] and not carry)
+        carry = []
+    # Rule 2: at the end of the sentence, it stays with the noun phrase before it.
     result: list[list[int]] = []
-    for unit in forward:
-        if result and _starts_with_preposition(tokens, unit) and not _has(tokens, unit, PREDICATE_UPOS):
+    for unit, is_loose in zip(forward, forward_loose):
+        if result and is_loose:
             before = [i for i in result[-1] if tokens[i].upos not in ("PUNCT", "SYM")]
             if before and _ends_noun_phrase(tokens, before[-1]):
                 result[-1] = result[-1] + unit

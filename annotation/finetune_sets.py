@@ -9,8 +9,9 @@ operations, the collection, import ids the captions came from, seed, creation ti
 - `specs`: SPECS triplets (image, c_j, c_j + d+, c_j + d-) from detail units of the stored
   captions, negatives drawn from another image's caption and token-shuffled with
   probability 0.9 (SPECS §3).
-- `umic`: UMIC groups, one positive caption and four negatives: stored perturbations of it
-  first, then captions of other images (UMIC §3).
+- `umic`: UMIC groups, one positive caption and four negatives (keyword substitution, a
+  random or hard caption of another image, repetition & removal, word-order permutation;
+  UMIC §3.2, from `annotation.negatives`).
 - `pacs`: PAC-S pairs (image, human caption) with a model caption of the same image as the
   generated text T' when one is stored (PAC-S §3).
 - `human`: human-rated sets for correlation (candidate, references, mean score, ratings).
@@ -23,6 +24,7 @@ import json
 import random
 from collections import Counter, defaultdict
 from datetime import datetime, timezone
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -37,7 +39,6 @@ from db.users import RESEARCH_ROLES, require_role
 SET_KINDS = ("prmcs", "specs", "umic", "pacs", "human")
 PRMCS_OPS = ("repetition", "removal", "masking", "jumble", "substitution")
 UMIC_NEGATIVES = 4
-SPECS_SHUFFLE_RATIO = 0.9
 HUMAN_CAPTION_KINDS = ("reference",)
 MODEL_CAPTION_KINDS = ("candidate",)
 
@@ -46,7 +47,8 @@ def _scoped(query, collection: Collection | None):
     return query.where(_in_collection(collection)) if collection is not None else query
 
 
-def _prmcs_rows(session: Session, collection: Collection | None, rng: random.Random) -> tuple[list[dict], dict]:
+def _prmcs_rows(session: Session, collection: Collection | None, rng: random.Random,
+                options: dict) -> tuple[list[dict], dict]:
     parent = aliased(Caption)
     query = (select(Caption, parent, Image).join(parent, parent.id == Caption.parent_id)
              .join(Image, Image.id == Caption.image_id)
@@ -62,72 +64,84 @@ def _prmcs_rows(session: Session, collection: Collection | None, rng: random.Ran
     return rows, {"operations": dict(Counter(r["operation"] for r in rows))}
 
 
-def _specs_rows(session: Session, collection: Collection | None, rng: random.Random) -> tuple[list[dict], dict]:
-    try:
-        from annotation.detail_units import detail_units
-        from annotation.tokenize import detokenize, tokenize
-    except ImportError as exc:
-        raise ValueError(f"unavailable: SPECS triplets need annotation.detail_units ({exc})") from exc
+def _specs_rows(session: Session, collection: Collection | None, rng: random.Random,
+                options: dict) -> tuple[list[dict], dict]:
+    from annotation.detail_units import SHUFFLE_RATIO, specs_triplets
+
     query = (select(Caption, Image).join(Image, Image.id == Caption.image_id)
              .where(Caption.kind.in_(("reference", "candidate", "transcreated"))).order_by(Caption.id))
-    captions = list(session.execute(_scoped(query, collection)))
-    units = {caption.id: detail_units(caption.text, caption.language) for caption, _image in captions}
-    by_language: dict[str, list[tuple[Caption, list[str]]]] = defaultdict(list)
-    for caption, _image in captions:
-        by_language[caption.language].append((caption, units[caption.id]))
-    rows, shuffled = [], 0
-    for caption, image in captions:
-        parts = units[caption.id]
-        donors = [(c, u) for c, u in by_language[caption.language] if c.image_id != caption.image_id and u]
-        if len(parts) < 2 or not donors:
+    by_language: dict[str, list[tuple[Caption, Image]]] = defaultdict(list)
+    for caption, image in session.execute(_scoped(query, collection)):
+        by_language[caption.language].append((caption, image))
+    rows, skipped_languages = [], []
+    for language, items in sorted(by_language.items()):
+        if len({image.id for _c, image in items}) < 2:
+            skipped_languages.append(language)  # negatives need a caption of another image
             continue
-        for j in range(1, len(parts)):
-            base = "".join(parts[:j])
-            donor_caption, donor_units = rng.choice(donors)
-            negative_unit = rng.choice(donor_units)
-            if rng.random() < SPECS_SHUFFLE_RATIO:
-                tokens = tokenize(negative_unit, caption.language)
-                rng.shuffle(tokens)
-                negative_unit = _keep_leading_space(negative_unit, detokenize(tokens, caption.language))
-                shuffled += 1
-            rows.append({"image": image, "base": base.strip(), "positive": (base + parts[j]).strip(),
-                         "negative": (base + negative_unit).strip(), "language": caption.language, "j": j,
-                         "caption_id": caption.id, "negative_source_caption_id": donor_caption.id,
+        triplets = specs_triplets([c.text for c, _i in items], lang=language, seed=rng.randrange(2**31),
+                                  image_ids=[str(image.id) for _c, image in items])
+        for triplet in triplets:
+            caption, image = items[triplet.caption_index]
+            rows.append({"image": image, "base": triplet.base, "positive": triplet.positive,
+                         "negative": triplet.negative, "language": language, "j": triplet.unit_index,
+                         "negative_shuffled": triplet.shuffled, "caption_id": caption.id,
+                         "negative_source_caption_id": items[triplet.negative_source][0].id,
                          "import_id": caption.import_id})
-    return rows, {"negatives_shuffled": shuffled, "shuffle_ratio": SPECS_SHUFFLE_RATIO}
+    return rows, {"negatives_shuffled": sum(r["negative_shuffled"] for r in rows), "shuffle_ratio": SHUFFLE_RATIO,
+                  "languages_without_other_images": skipped_languages}
 
 
-def _keep_leading_space(original: str, rebuilt: str) -> str:
-    return (" " + rebuilt.lstrip()) if original[:1].isspace() else rebuilt
+def _umic_rows(session: Session, collection: Collection | None, rng: random.Random,
+               options: dict) -> tuple[list[dict], dict]:
+    """UMIC's four negatives per caption (annotation.negatives); a negative the perturbation
+    could not produce is replaced by a stored perturbation of the caption, else by a
+    caption of another image."""
+    import numpy as np
 
+    from annotation.negatives import umic_negatives
 
-def _umic_rows(session: Session, collection: Collection | None, rng: random.Random) -> tuple[list[dict], dict]:
     query = (select(Caption, Image).join(Image, Image.id == Caption.image_id)
              .where(Caption.kind.in_(("reference", "candidate"))).order_by(Caption.id))
     positives = list(session.execute(_scoped(query, collection)))
-    children: dict[int, list[Caption]] = defaultdict(list)
+    stored: dict[int, list[Caption]] = defaultdict(list)
     for child in session.scalars(select(Caption).where(Caption.kind == "perturbed").order_by(Caption.id)):
-        children[child.parent_id].append(child)
-    pool = [(c.image_id, c.text, c.id) for c, _image in positives]
+        stored[child.parent_id].append(child)
+    by_language: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for caption, image in positives:
+        by_language[caption.language][image.sha256].append(caption.text)
+    embeddings = options.get("image_embeddings")
     sources: Counter = Counter()
     rows = []
     for caption, image in positives:
-        negatives = [(c.text, f"perturbed:{c.perturbation_op}", c.id) for c in children.get(caption.id, [])]
-        rng.shuffle(negatives)
-        negatives = negatives[:UMIC_NEGATIVES]
-        others = [p for p in pool if p[0] != caption.image_id]
-        if len(negatives) + len(others) < UMIC_NEGATIVES:
+        captions_by_image = by_language[caption.language]
+        if len(captions_by_image) < 2:
             continue
-        for _image_id, text, other_id in rng.sample(others, UMIC_NEGATIVES - len(negatives)):
-            negatives.append((text, "random-caption", other_id))
-        sources.update(source for _t, source, _i in negatives)
+        hard = {}
+        if embeddings is not None:
+            known = [sha for sha in captions_by_image if sha in embeddings]
+            if image.sha256 in embeddings and len(known) > 1:
+                hard = {"image_ids": known, "embeddings": np.asarray([embeddings[sha] for sha in known])}
+        negatives = []
+        replacements = [(c.text, f"stored:{c.perturbation_op}") for c in stored.get(caption.id, [])]
+        others = [t for sha, texts in sorted(captions_by_image.items()) if sha != image.sha256 for t in texts]
+        for negative in umic_negatives(image.sha256, caption.text, captions_by_image, lang=caption.language,
+                                       seed=rng.randrange(2**31), **hard):
+            if not negative.noop and negative.text != caption.text:
+                negatives.append((negative.text, negative.kind))
+            elif replacements:
+                negatives.append(replacements.pop(0))
+            else:
+                negatives.append((rng.choice(others), "random"))
+        sources.update(kind for _t, kind in negatives)
         rows.append({"image": image, "positive": caption.text, "negatives": [n[0] for n in negatives],
-                     "negative_sources": [n[1] for n in negatives], "negative_caption_ids": [n[2] for n in negatives],
-                     "language": caption.language, "caption_id": caption.id, "import_id": caption.import_id})
-    return rows, {"negative_sources": dict(sources), "negatives_per_group": UMIC_NEGATIVES}
+                     "negative_kinds": [n[1] for n in negatives], "language": caption.language,
+                     "caption_id": caption.id, "import_id": caption.import_id})
+    return rows, {"negative_kinds": dict(sources), "negatives_per_group": UMIC_NEGATIVES,
+                  "hard_negatives": "from image embeddings" if embeddings is not None else "none (no embeddings given)"}
 
 
-def _pacs_rows(session: Session, collection: Collection | None, rng: random.Random) -> tuple[list[dict], dict]:
+def _pacs_rows(session: Session, collection: Collection | None, rng: random.Random,
+               options: dict) -> tuple[list[dict], dict]:
     query = (select(Caption, Image).join(Image, Image.id == Caption.image_id)
              .where(Caption.kind.in_(HUMAN_CAPTION_KINDS)).order_by(Caption.id))
     generated: dict[int, list[Caption]] = defaultdict(list)
@@ -147,7 +161,8 @@ def _pacs_rows(session: Session, collection: Collection | None, rng: random.Rand
                   "generated_images": "not stored in the database; add them as extra pairs"}
 
 
-def _human_rows(session: Session, collection: Collection | None, rng: random.Random) -> tuple[list[dict], dict]:
+def _human_rows(session: Session, collection: Collection | None, rng: random.Random,
+                options: dict) -> tuple[list[dict], dict]:
     query = (select(Caption, Image).join(Image, Image.id == Caption.image_id)
              .where(Caption.kind != "reference", Caption.id.in_(select(Rating.caption_id))).order_by(Caption.id))
     results = list(session.execute(_scoped(query, collection)))
@@ -179,8 +194,13 @@ _BUILDERS = {"prmcs": _prmcs_rows, "specs": _specs_rows, "umic": _umic_rows, "pa
 
 
 def build_finetune_set(session: Session, user: User, kind: str, out_dir: str | Path, *,
-                       collection: Collection | None = None, fmt: str = "jsonl", seed: int = 0) -> dict:
-    """Write fine-tuning set `kind` to `out_dir`; returns its manifest."""
+                       collection: Collection | None = None, fmt: str = "jsonl", seed: int = 0,
+                       image_embeddings: Mapping[str, Sequence[float]] | None = None) -> dict:
+    """Write fine-tuning set `kind` to `out_dir`; returns its manifest.
+
+    `image_embeddings` (image sha256 -> vector, computed by `scoring`) turns on UMIC's hard
+    negatives: half of the borrowed captions come from the most similar images.
+    """
     require_role(user, *RESEARCH_ROLES)
     if kind not in SET_KINDS:
         raise ValueError(f"unknown fine-tuning set {kind!r}: choose one of {', '.join(SET_KINDS)}")
@@ -190,7 +210,7 @@ def build_finetune_set(session: Session, user: User, kind: str, out_dir: str | P
     if out_dir.exists() and any(out_dir.iterdir()):
         raise ValueError(f"{out_dir}: exists and is not empty")
     rng = random.Random(seed)
-    rows, details = _BUILDERS[kind](session, collection, rng)
+    rows, details = _BUILDERS[kind](session, collection, rng, {"image_embeddings": image_embeddings})
     if not rows:
         where = f"collection {collection.name!r}" if collection is not None else "the database"
         raise ValueError(f"no {kind} examples in {where}: {_WHAT_IS_NEEDED[kind]}")
@@ -220,7 +240,7 @@ def build_finetune_set(session: Session, user: User, kind: str, out_dir: str | P
 _WHAT_IS_NEEDED = {
     "prmcs": "store perturbed captions (PR-MCS operations) of captions first",
     "specs": "needs captions with at least two detail units and captions of other images in the same language",
-    "umic": "needs captions of at least two images",
+    "umic": "needs captions of at least two images in the same language",
     "pacs": "needs reference (human) captions",
     "human": "needs rated captions",
 }

@@ -12,19 +12,32 @@ caption unchanged.
 """
 from __future__ import annotations
 
+import operator
 import random
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from annotation.pos import TaggedToken, tag
-from annotation.tokenize import detokenize, joiner, normalize_lang, tokenize
+from annotation.tokenize import joiner, normalize_lang, tokenize
 
 PRMCS_OPS = ("repetition", "removal", "masking", "jumble", "substitution")
 UMIC_OPS = ("keyword-substitution", "repeat-remove", "permutation")
 ALL_OPS = PRMCS_OPS + UMIC_OPS
 
 MASK_TOKEN = "[MASK]"
+
+# One line per operation, for menus and help texts.
+OP_DESCRIPTIONS = {
+    "repetition": "PR-MCS: each drawn token is written twice, in place",
+    "removal": "PR-MCS: tokens are dropped (Algorithm 1 keeps about 40 %)",
+    "masking": "PR-MCS: drawn tokens become [MASK], positions kept",
+    "jumble": "PR-MCS: all tokens shuffled",
+    "substitution": "PR-MCS: critical objects (else nouns) swap places",
+    "keyword-substitution": "UMIC: 30 % of nouns/verbs/adjectives replaced by same-POS corpus words",
+    "repeat-remove": "UMIC: 30 % of words repeated or removed (50/50)",
+    "permutation": "UMIC: word order permuted",
+}
 
 # Per-token probability each paper uses; operations missing here take no probability.
 # Removal: Algorithm 1 keeps the tokens it draws at 0.4 and drops the others, so each token
@@ -103,11 +116,18 @@ def perturb(
         raise ValueError(f"unknown operation {op!r}; choose one of: {', '.join(ALL_OPS)}")
     code = normalize_lang(lang)
     probability = _resolve_p(op, p)
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if isinstance(seed, bool):
         raise ValueError(f"seed must be an integer, got {seed!r}")
+    try:
+        seed = operator.index(seed)  # accepts numpy integers too
+    except TypeError:
+        raise ValueError(f"seed must be an integer, got {seed!r}") from None
     critical_objects = _clean_critical(critical)
     rng = random.Random(seed)
-    outcome = _OPERATIONS[op](text, rng, probability, code, critical_objects, corpus)
+    try:
+        outcome = _OPERATIONS[op](text, rng, probability, code, critical_objects, corpus)
+    except _NoTokens:
+        outcome = _Outcome(text, [], (), "the caption has no tokens to perturb")
     if outcome.noop_reason is not None:
         return Perturbation(
             text, op, probability, seed, code, text, [], True, outcome.noop_reason,
@@ -212,12 +232,23 @@ def _draws(rng: random.Random, count: int, p: float) -> list[bool]:
     return [rng.random() < p for _ in range(count)]
 
 
+class _NoTokens(Exception):
+    """The caption has no tokens (e.g. only characters the tokenizer drops)."""
+
+
+def _words(text: str, lang: str) -> list[str]:
+    words = tokenize(text, lang)
+    if not words:
+        raise _NoTokens
+    return words
+
+
 def _no_draw_reason(count: int, p: float) -> str:
     return f"no token was drawn (p={p:g}, {count} token{'s' if count != 1 else ''})"
 
 
 def _repetition(text, rng, p, lang, critical, corpus) -> _Outcome:
-    words = tokenize(text, lang)
+    words = _words(text, lang)
     drawn = _draws(rng, len(words), p)
     if not any(drawn):
         return _Outcome(text, [], tuple(words), _no_draw_reason(len(words), p))
@@ -230,7 +261,7 @@ def _repetition(text, rng, p, lang, critical, corpus) -> _Outcome:
 
 
 def _removal(text, rng, p, lang, critical, corpus) -> _Outcome:
-    words = tokenize(text, lang)
+    words = _words(text, lang)
     # A token is removed when its draw lands in the top p of [0, 1) (see `_draws`).
     drawn = [rng.random() >= 1.0 - p for _ in words]
     if not any(drawn):
@@ -245,7 +276,7 @@ def _removal(text, rng, p, lang, critical, corpus) -> _Outcome:
 
 
 def _masking(text, rng, p, lang, critical, corpus) -> _Outcome:
-    words = tokenize(text, lang)
+    words = _words(text, lang)
     drawn = _draws(rng, len(words), p)
     if not any(drawn):
         return _Outcome(text, [], tuple(words), _no_draw_reason(len(words), p))
@@ -254,7 +285,7 @@ def _masking(text, rng, p, lang, critical, corpus) -> _Outcome:
 
 
 def _shuffle_words(text, rng, lang) -> _Outcome:
-    words = tokenize(text, lang)
+    words = _words(text, lang)
     if len(set(words)) < 2:
         return _Outcome(text, [], tuple(words), "fewer than two distinct tokens: no order to change")
     order = list(words)
@@ -277,7 +308,7 @@ def _permutation(text, rng, p, lang, critical, corpus) -> _Outcome:
 
 def _repeat_remove(text, rng, p, lang, critical, corpus) -> _Outcome:
     """UMIC: each word drawn with probability p is repeated or removed (50/50)."""
-    words = tokenize(text, lang)
+    words = _words(text, lang)
     actions = []
     for _ in words:
         drawn = rng.random() < p
@@ -346,7 +377,10 @@ def _critical_slots(text: str, objects: tuple[str, ...], lang: str) -> list[tupl
     for index in sorted(range(len(objects)), key=lambda i: (-len(objects[i]), i)):
         slot = _find_slot(text, objects[index], taken, lang)
         if slot is None:
-            raise ValueError(f"critical object {objects[index]!r} does not occur in the caption")
+            where = "in the caption" if _find_slot(text, objects[index], [], lang) is None else (
+                "in the caption outside the other critical objects"
+            )
+            raise ValueError(f"critical object {objects[index]!r} does not occur {where}")
         slots[index] = slot
         taken.append(slot)
     return [slots[i] for i in range(len(objects))]

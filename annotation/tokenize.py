@@ -104,12 +104,13 @@ def _mecab():
 def japanese_morphemes(text: str) -> list[Morpheme]:
     """Morphemes of Japanese `text` with offsets; whitespace between them is skipped."""
     tagger = _mecab()
+    # MeCab stops at a NUL character; a space of the same length keeps the offsets.
     with _MECAB_LOCK:
-        nodes = [(node.surface, node.feature) for node in tagger(text)]
+        nodes = [(node.surface, node.feature) for node in tagger(text.replace("\x00", " "))]
     morphemes = []
     cursor = 0
     for surface, feature in nodes:
-        if not surface:
+        if not surface or surface.isspace():  # MeCab returns some spaces (U+3000, \r) as nodes
             continue
         start = text.find(surface, cursor)
         if start < 0:  # MeCab normalised the surface: fall back to the running position

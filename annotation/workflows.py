@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-import numpy as np
 from sqlalchemy import and_, delete, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.models import (
@@ -177,6 +177,46 @@ def store_perturbation(session: Session, user: User, parent: Caption, perturbati
                        perturbation=details, collection=collection)
 
 
+@dataclass
+class PerturbationSummary:
+    stored: dict[str, int]  # op -> perturbed captions stored
+    unchanged: dict[str, int]  # op -> captions the operation could not change
+    already_present: int
+
+
+def perturb_collection(session: Session, user: User, collection: Collection, ops: Sequence[str] | None = None, *,
+                       seed: int = 0, p: float | None = None) -> PerturbationSummary:
+    """Store PR-MCS perturbations of every reference / candidate caption of a collection.
+
+    Substitution uses the critical objects annotators marked (else nouns, see
+    `annotation.perturb`). Perturbations already stored with the same op and seed are kept,
+    so running it again only fills gaps.
+    """
+    from annotation.perturb import PRMCS_OPS, perturb
+
+    require_role(user, *RESEARCH_ROLES)
+    ops = tuple(ops or PRMCS_OPS)
+    sources = list(session.scalars(select(Caption).where(
+        _in_collection(collection), Caption.kind.in_(("reference", "candidate", "transcreated"))).order_by(Caption.id)))
+    existing = {(c.parent_id, c.perturbation_op, (c.perturbation or {}).get("seed")) for c in session.scalars(
+        select(Caption).where(Caption.kind == "perturbed", Caption.parent_id.in_([c.id for c in sources])))}
+    stored, unchanged, present = dict.fromkeys(ops, 0), dict.fromkeys(ops, 0), 0
+    for caption in sources:
+        critical = critical_objects(session, caption.id) or None
+        for op in ops:
+            if (caption.id, op, seed) in existing:
+                present += 1
+                continue
+            result = perturb(caption.text, op, p=p, seed=seed, lang=caption.language, critical=critical)
+            if result.noop:
+                unchanged[op] += 1
+                continue
+            details = {**result.to_dict(), "critical": list(result.critical) if result.critical else None}
+            store_perturbation(session, user, caption, details, collection)
+            stored[op] += 1
+    return PerturbationSummary(stored, unchanged, present)
+
+
 def get_caption(session: Session, caption_id: int) -> Caption:
     caption = session.get(Caption, caption_id)
     if caption is None:
@@ -312,9 +352,13 @@ def submit_rating(session: Session, user: User, caption_id: int, overall: float,
     existing = _own_rating(session, user, caption_id)
     if existing is not None:
         return _apply_edit(session, existing, values)
-    rating = Rating(caption_id=caption_id, annotator_id=user.id, **values)
-    session.add(rating)
-    session.flush()
+    try:
+        with session.begin_nested():
+            rating = Rating(caption_id=caption_id, annotator_id=user.id, **values)
+            session.add(rating)
+    except IntegrityError:
+        # The same annotator's other request (another tab) inserted it first: edit that one.
+        return _apply_edit(session, _own_rating(session, user, caption_id), values)
     return rating
 
 
@@ -560,13 +604,15 @@ def critical_objects(session: Session, caption_id: int) -> list[str]:
 # agreement
 
 
-def krippendorff_alpha_interval(reliability: np.ndarray) -> float:
+def krippendorff_alpha_interval(reliability) -> float:
     """Krippendorff's alpha with the interval metric (squared differences).
 
     `reliability` is coders x units with NaN where a coder gave no value. Units with fewer
     than two values are not pairable and are ignored. Returns NaN when there is no
     variation to judge agreement against.
     """
+    import numpy as np
+
     data = np.asarray(reliability, dtype=float)
     if data.ndim != 2:
         raise ValueError("reliability data must be a 2-D array (coders x units)")
@@ -625,8 +671,10 @@ def _none_if_nan(value: float) -> float | None:
 
 
 def reliability_matrix(session: Session, user: User, collection: Collection,
-                       field: str = "overall") -> tuple[list[str], list[int], np.ndarray]:
+                       field: str = "overall") -> tuple[list[str], list[int], "np.ndarray"]:
     """(annotator names, caption ids, coders x units matrix with NaN gaps) of a collection."""
+    import numpy as np
+
     require_role(user, *RESEARCH_ROLES)
     if field not in RATING_FIELDS:
         raise ValueError(f"unknown rating field {field!r}: choose one of {', '.join(RATING_FIELDS)}")
@@ -649,6 +697,7 @@ def reliability_matrix(session: Session, user: User, collection: Collection,
 def agreement(session: Session, user: User, collection: Collection, field: str = "overall",
               min_pair_items: int = 3) -> AgreementReport:
     """Krippendorff's alpha (interval) and pairwise Pearson/Spearman between annotators."""
+    import numpy as np
     from scipy.stats import pearsonr, spearmanr
 
     names, _captions, matrix = reliability_matrix(session, user, collection, field)

@@ -60,6 +60,15 @@ def register(subparsers, parents) -> None:
     agreement.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
     agreement.set_defaults(handler=_agreement)
 
+    perturb = db_commands.add_parser("perturb", parents=parents,
+                                     help="store PR-MCS perturbations of a collection's captions")
+    perturb.add_argument("--collection", required=True)
+    perturb.add_argument("--ops", nargs="+", help="operations (default: the five PR-MCS ones)")
+    perturb.add_argument("--seed", type=int, default=0)
+    perturb.add_argument("--p", type=float, help="per-token probability (default: the paper's)")
+    perturb.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
+    perturb.set_defaults(handler=_perturb)
+
     gc = db_commands.add_parser("gc", parents=parents, help="delete stored image files no database row uses")
     gc.add_argument("--dry-run", action="store_true")
     gc.set_defaults(handler=_gc)
@@ -172,6 +181,19 @@ def _agreement(args) -> int:
         report = agreement(session, _acting_user(session, args.user), get_collection(session, args.collection),
                            field=args.field)
     print(json.dumps(report.to_dict(), indent=2))
+    return 0
+
+
+def _perturb(args) -> int:
+    from dataclasses import asdict
+
+    from annotation.workflows import get_collection, perturb_collection
+    from db.session import ensure_schema, session_scope
+
+    with session_scope(ensure_schema()) as session:
+        summary = perturb_collection(session, _acting_user(session, args.user), get_collection(session, args.collection),
+                                     args.ops, seed=args.seed, p=args.p)
+    print(json.dumps(asdict(summary), indent=2))
     return 0
 
 

@@ -136,6 +136,22 @@ class Scorer:
             return str(exc)
         return None
 
+    def warm_up(self, metrics: Sequence[str] | None = None) -> dict[str, str | None]:
+        """Load the backbones of ``metrics`` (all by default) and start METEOR's Java
+        process, so the first score() is fast; returns each metric's unavailable reason.
+        Safe to run in a background thread while the app starts."""
+        names = self.metric_names() if metrics is None else [self.canonical_name(m) for m in metrics]
+        reasons = {}
+        for name in names:
+            reasons[name] = self.unavailable_reason(name)
+            warm = getattr(self._metrics[name], "warm_up", None)
+            if warm is not None and reasons[name] is None:
+                try:
+                    warm()
+                except MetricUnavailable as exc:
+                    reasons[name] = str(exc)
+        return reasons
+
     # -- embeddings for other areas (hard negatives, retrieval analysis) --------------------
     def image_embeddings(self, images: Sequence[ImageInput], backbone: str = "clip") -> np.ndarray:
         """(N, D) L2-normalised float32 image embeddings of a CLIP-like backbone (cached)."""

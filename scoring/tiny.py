@@ -29,7 +29,7 @@ PATCH = 8
 IMAGE_SIZE = 32
 EMBED_DIM = 64
 ST_WIDTH = 64
-FORMAT_VERSION = "1"  # bump when the layout changes, so stale folders get rebuilt
+FORMAT_VERSION = "2"  # bump when the layout changes, so stale folders get rebuilt
 
 # Words that get whole-word tokens; anything else falls back to characters / bytes.
 WORDS = (
@@ -194,6 +194,14 @@ def random_openai_state_dict(
         state["positional_embedding_res"] = rnd(text_positions, TEXT_WIDTH, scale=0.01)
     state |= ln("visual.ln_pre", VISION_WIDTH) | ln("visual.ln_post", VISION_WIDTH) | ln("ln_final", TEXT_WIDTH)
     state |= blocks("visual.transformer", VISION_WIDTH, LAYERS) | blocks("transformer", TEXT_WIDTH, LAYERS)
+    # Both towers' output layer-norm biases project onto one shared direction, so image and
+    # text embeddings are partly aligned (cosines of both signs) as in a trained CLIP;
+    # fully random towers give cosines around 0 that max(·, 0) mostly clips away.
+    shared = torch.randn(EMBED_DIM, generator=gen)
+    shared = shared / shared.norm()
+    for bias_key, proj_key in (("visual.ln_post.bias", "visual.proj"), ("ln_final.bias", "text_projection")):
+        bias = state[bias_key]
+        state[proj_key] = state[proj_key] + torch.outer(bias / bias.dot(bias), shared) * 0.8
     return state
 
 

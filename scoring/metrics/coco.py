@@ -156,6 +156,12 @@ class MeteorProcess:
             raise MetricUnavailable("the METEOR process exited unexpectedly")
         return line
 
+    def warm_up(self) -> None:
+        """Start the Java process now (it takes seconds to load) without waiting for it."""
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+
     def score(self, gts: dict, res: dict) -> tuple[float, list[float]]:
         """(corpus METEOR, per-item METEOR) for tokenised ``gts``/``res`` as the toolkit."""
         with self._lock:
@@ -249,6 +255,10 @@ class Bleu(_CocoMetric):
 
 
 class Meteor(_CocoMetric):
+    def warm_up(self) -> None:
+        require_java()
+        _meteor.warm_up()
+
     description = (
         "METEOR 1.5: unigram alignment with stems, synonyms and paraphrases; harmonic mean of precision and "
         "recall with a fragmentation penalty (Java, as in the COCO toolkit)."

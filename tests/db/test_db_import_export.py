@@ -217,9 +217,11 @@ def test_finetune_sets_have_rows_images_and_manifests(engine, accounts, filled, 
     assert json.loads((tmp_path / "prmcs" / "manifest.json").read_text()) == prmcs
     groups = [json.loads(line) for line in (tmp_path / "umic" / "data.jsonl").read_text().splitlines()]
     assert all(len(g["negatives"]) == 4 and g["positive"] not in g["negatives"] for g in groups)
-    blue = next(g for g in groups if g["positive"] == "a blue square")
-    assert "a blue blue square" in blue["negatives"] and "perturbed:repetition" in blue["negative_sources"]
-    assert umic["rows"] == len(groups) and sum(umic["negative_sources"].values()) == 4 * len(groups)
+    assert umic["rows"] == len(groups) == 7  # every English caption; German has no other German image
+    assert sum(umic["negative_kinds"].values()) == 4 * len(groups)
+    assert {"keyword-substitution", "random", "repeat-remove", "permutation"} <= set(umic["negative_kinds"])
+    assert umic["hard_negatives"].startswith("none")
+    assert all(g["negative_kinds"][1] == "random" for g in groups)
     pairs = [json.loads(line) for line in (tmp_path / "pacs" / "data.jsonl").read_text().splitlines()]
     red = [p for p in pairs if p["caption"] in ("a red square", "red block on a table")]
     assert pacs["rows"] == 4 and all(p["generated_by"] == "blip" for p in red)
@@ -231,11 +233,31 @@ def test_finetune_sets_have_rows_images_and_manifests(engine, accounts, filled, 
 
 
 def test_specs_triplets_from_detail_units(engine, accounts, filled, tmp_path):
-    pytest.importorskip("annotation.detail_units")
-    with session_scope(engine, read_only=True) as s:
+    with session_scope(engine) as s:
+        images = list(s.scalars(select(Image).order_by(Image.id)))
+        for image, text in [(images[0], "A man in a white shirt is playing golf on a green field, and a dog sleeps"),
+                            (images[1], "A small cat sits on a sofa, while a woman reads a book near the window")]:
+            wf.add_caption(s, accounts["rita"], image, text, kind="reference")
         manifest = build_finetune_set(s, accounts["rita"], "specs", tmp_path / "specs", seed=0)
     rows = [json.loads(line) for line in (tmp_path / "specs" / "data.jsonl").read_text().splitlines()]
-    assert manifest["rows"] == len(rows) > 0
+    assert manifest["rows"] == len(rows) > 0 and manifest["languages_without_other_images"] == ["de"]
     for row in rows:
         assert row["positive"].startswith(row["base"]) and row["negative"].startswith(row["base"])
-        assert len(row["positive"]) > len(row["base"])
+        assert len(row["positive"]) > len(row["base"]) and row["negative"] != row["positive"]
+
+
+def test_perturbing_a_collection_feeds_the_prmcs_set(engine, accounts, filled, tmp_path):
+    with session_scope(engine) as s:
+        col = wf.get_collection(s, filled)
+        first = wf.perturb_collection(s, accounts["rita"], col, seed=5)
+        again = wf.perturb_collection(s, accounts["rita"], col, seed=5)
+        with pytest.raises(PermissionError):
+            wf.perturb_collection(s, accounts["ann"], col)
+        manifest = build_finetune_set(s, accounts["rita"], "prmcs", tmp_path / "p", collection=col)
+    made = sum(first.stored.values())
+    assert made > 0 and sum(again.stored.values()) == 0 and again.already_present == made
+    assert manifest["rows"] == made + 1  # plus the imported repetition
+    triplets = [json.loads(line) for line in (tmp_path / "p" / "data.jsonl").read_text().splitlines()]
+    substituted = [t for t in triplets if t["operation"] == "substitution" and t["original"].startswith("a red square on")]
+    # the marked critical objects (red square, white table) are what substitution swapped
+    assert substituted and substituted[0]["perturbed"] == "a white table on a red square"

@@ -1,0 +1,396 @@
+"""Agreement between metric scores and human judgments.
+
+Measures (all caption level unless named otherwise):
+
+- Kendall tau-b and tau-c (Kendall 1938/1945; Stuart 1953), the rank correlations used by
+  CLIPScore, PAC-S and PR-MCS (Flickr8k-Expert is conventionally reported as tau-c,
+  Flickr8k-CF as tau-b). Range [-1, 1].
+- Pearson r (linear) and Spearman rho (Pearson on average ranks). Range [-1, 1].
+
+Every coefficient comes with a seeded percentile-bootstrap 95 % interval over items, and two
+metrics scored on the same items can be compared with a paired bootstrap test (any
+coefficient) or Williams' test (Pearson only; Williams 1959, as used for dependent
+correlations by Graham & Baldwin 2014).
+
+Input tables are "wide": one row per judged item (one row per rating when an item has several
+raters, as in the Flickr8k-Expert protocol), a human column and one numeric column per
+metric. Nothing here reads files or the database.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as _scipy_stats  # distributions only (t, normal); no correlation code
+
+COEFFICIENTS = ("kendall_b", "kendall_c", "pearson", "spearman")
+# Columns that describe items rather than score them; never taken for metric columns.
+RESERVED_COLUMNS = frozenset(
+    {
+        "human", "lang", "collection", "system", "item_id", "image_id", "image", "image_path",
+        "candidate", "caption", "references", "rater", "n_tokens", "caption_id", "subset",
+        "aspect", "split", "fluency", "relevance", "descriptiveness", "n_yes", "n_no", "rating_version",
+    }
+)
+
+
+def _as_float_array(values, name: str) -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
+    return array
+
+
+def _paired(x, y) -> tuple[np.ndarray, np.ndarray]:
+    x = _as_float_array(x, "x")
+    y = _as_float_array(y, "y")
+    if x.shape != y.shape:
+        raise ValueError(f"x and y differ in length ({x.size} vs {y.size})")
+    return x, y
+
+
+def _dense_ranks(values: np.ndarray) -> np.ndarray:
+    """0-based ranks where equal values share a rank and ranks have no gaps."""
+    _, inverse = np.unique(values, return_inverse=True)
+    return inverse.astype(np.int64)
+
+
+def _count_inversions(values: np.ndarray) -> int:
+    """Number of pairs i < j with values[i] > values[j] (non-negative integer values).
+
+    A bottom-up merge sort done level by level with numpy: at each level the left half of
+    every block is already sorted, so for each element of a right half one binary search
+    counts the larger elements to its left. O(n log^2 n) and no Python loop over items.
+    """
+    n = values.size
+    if n < 2:
+        return 0
+    current = values.astype(np.int64)
+    stride = int(current.max()) + 1
+    positions = np.arange(n)
+    total = 0
+    width = 1
+    while width < n:
+        block = positions // (2 * width)
+        in_right = (positions // width) % 2 == 1
+        left_keys = block[~in_right] * stride + current[~in_right]  # globally sorted
+        right_block = block[in_right]
+        right_values = current[in_right]
+        block_end = np.searchsorted(left_keys, right_block * stride + (stride - 1), side="right")
+        not_greater = np.searchsorted(left_keys, right_block * stride + right_values, side="right")
+        total += int((block_end - not_greater).sum())
+        current = np.sort(block * stride + current) - block * stride
+        width *= 2
+    return total
+
+
+def _tie_pairs(ranks: np.ndarray) -> int:
+    counts = np.bincount(ranks)
+    return int((counts * (counts - 1) // 2).sum())
+
+
+def _kendall_parts(x: np.ndarray, y: np.ndarray) -> tuple[int, int, int, int, int, int]:
+    """(n, S = concordant - discordant, pairs tied in x, tied in y, classes x, classes y)."""
+    rx = _dense_ranks(x)
+    ry = _dense_ranks(y)
+    n = x.size
+    order = np.lexsort((ry, rx))  # by x, then y: tied-x pairs are never inversions
+    discordant = _count_inversions(ry[order])
+    tied_x = _tie_pairs(rx)
+    tied_y = _tie_pairs(ry)
+    tied_both = _tie_pairs(_dense_ranks(rx * (int(ry.max()) + 1) + ry))
+    all_pairs = n * (n - 1) // 2
+    concordant = all_pairs - tied_x - tied_y + tied_both - discordant
+    return n, concordant - discordant, tied_x, tied_y, int(rx.max()) + 1, int(ry.max()) + 1
+
+
+def kendall_tau(x, y, variant: str = "b") -> float:
+    """Kendall's tau between two score lists, ties handled.
+
+    variant "b": S / sqrt((n0 - n1)(n0 - n2)), adjusting for ties in either list.
+    variant "c" (Stuart's tau-c): 2S / (n^2 (m - 1) / m), m = the smaller number of distinct
+    values; suited to a few-level human scale against a continuous metric.
+    Returns nan when undefined (fewer than two items, or a constant list).
+    """
+    if variant not in ("b", "c"):
+        raise ValueError(f"variant must be 'b' or 'c', got {variant!r}")
+    x, y = _paired(x, y)
+    if x.size < 2 or np.isnan(x).any() or np.isnan(y).any():
+        return math.nan
+    n, s, tied_x, tied_y, classes_x, classes_y = _kendall_parts(x, y)
+    if variant == "b":
+        all_pairs = n * (n - 1) // 2
+        denominator = math.sqrt((all_pairs - tied_x) * (all_pairs - tied_y))
+        return math.nan if denominator == 0 else s / denominator
+    classes = min(classes_x, classes_y)
+    if classes < 2:
+        return math.nan
+    return 2.0 * s / (n * n * (classes - 1) / classes)
+
+
+def pearson(x, y) -> float:
+    """Pearson's r; nan when either list is constant or shorter than two."""
+    x, y = _paired(x, y)
+    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan
+    dx = x - x.mean()
+    dy = y - y.mean()
+    # r is scale free; rescaling keeps tiny (subnormal) spreads from underflowing to 0.
+    dx = dx / (np.abs(dx).max() or 1.0)
+    dy = dy / (np.abs(dy).max() or 1.0)
+    denominator = math.sqrt(float(dx @ dx) * float(dy @ dy))
+    return math.nan if denominator == 0 else float(dx @ dy) / denominator
+
+
+def average_ranks(values) -> np.ndarray:
+    """1-based ranks, tied values sharing the mean of their positions."""
+    values = _as_float_array(values, "values")
+    order = np.argsort(values, kind="mergesort")
+    sorted_values = values[order]
+    starts = np.r_[True, sorted_values[1:] != sorted_values[:-1]]
+    group = np.cumsum(starts) - 1
+    first = np.flatnonzero(starts)
+    last = np.r_[first[1:], values.size] - 1
+    mean_position = (first + last) / 2.0 + 1.0
+    ranks = np.empty(values.size)
+    ranks[order] = mean_position[group]
+    return ranks
+
+
+def spearman(x, y) -> float:
+    """Spearman's rho: Pearson's r of average ranks."""
+    x, y = _paired(x, y)
+    return pearson(average_ranks(x), average_ranks(y))
+
+
+_COEFFICIENT_FUNCTIONS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+    "kendall_b": lambda x, y: kendall_tau(x, y, "b"),
+    "kendall_c": lambda x, y: kendall_tau(x, y, "c"),
+    "pearson": pearson,
+    "spearman": spearman,
+}
+
+
+def coefficient(name: str) -> Callable[[np.ndarray, np.ndarray], float]:
+    try:
+        return _COEFFICIENT_FUNCTIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown coefficient {name!r}; choose from {', '.join(COEFFICIENTS)}") from None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A coefficient with its percentile-bootstrap interval."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+
+
+def _bootstrap_indices(n: int, n_boot: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, n, size=(n_boot, n))
+
+
+def bootstrap_estimate(
+    x, y, name: str = "kendall_c", *, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> Estimate:
+    """Coefficient `name` on (x, y) with a seeded percentile-bootstrap interval over items."""
+    x, y = _paired(x, y)
+    function = coefficient(name)
+    value = function(x, y)
+    if n_boot <= 0 or x.size < 2:
+        return Estimate(value, math.nan, math.nan, x.size)
+    samples = np.array([function(x[i], y[i]) for i in _bootstrap_indices(x.size, n_boot, seed)])
+    samples = samples[~np.isnan(samples)]
+    if samples.size == 0:
+        return Estimate(value, math.nan, math.nan, x.size)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(samples, [tail, 100.0 - tail])
+    return Estimate(value, float(low), float(high), x.size)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Difference coef(metric_a, human) - coef(metric_b, human) on the same items."""
+
+    coefficient: str
+    value_a: float
+    value_b: float
+    difference: float
+    low: float
+    high: float
+    p_value: float
+    test: str
+    n: int
+
+
+def paired_bootstrap_test(
+    human, metric_a, metric_b, name: str = "kendall_c", *, n_boot: int = 1000, seed: int = 0,
+    confidence: float = 0.95,
+) -> Comparison:
+    """Paired bootstrap over items for the difference of two metrics' correlations.
+
+    Items are resampled once per replicate and both coefficients are computed on the same
+    resample, so the dependence between the two metrics (same items, same humans) is kept.
+    Two-sided p = 2 * min(share of replicates with difference <= 0, share >= 0), capped at 1
+    (Koehn 2004 style paired resampling).
+    """
+    human, metric_a = _paired(human, metric_a)
+    _, metric_b = _paired(human, metric_b)
+    function = coefficient(name)
+    value_a = function(metric_a, human)
+    value_b = function(metric_b, human)
+    differences = []
+    for index in _bootstrap_indices(human.size, n_boot, seed):
+        differences.append(function(metric_a[index], human[index]) - function(metric_b[index], human[index]))
+    differences = np.asarray(differences)
+    differences = differences[~np.isnan(differences)]
+    if differences.size == 0:
+        low = high = p_value = math.nan
+    else:
+        tail = (1.0 - confidence) / 2.0 * 100.0
+        low, high = (float(v) for v in np.percentile(differences, [tail, 100.0 - tail]))
+        p_value = min(1.0, 2.0 * min((differences <= 0).mean(), (differences >= 0).mean()))
+    return Comparison(name, value_a, value_b, value_a - value_b, low, high, float(p_value), "paired bootstrap", human.size)
+
+
+def williams_test(human, metric_a, metric_b) -> Comparison:
+    """Williams' t-test for two dependent Pearson correlations sharing the human variable.
+
+    t = (r12 - r13) sqrt((n-1)(1+r23)) / sqrt(2K (n-1)/(n-3) + (r12+r13)^2/4 (1-r23)^3),
+    K = 1 - r12^2 - r13^2 - r23^2 + 2 r12 r13 r23, df = n - 3; two-sided p.
+    """
+    human, metric_a = _paired(human, metric_a)
+    _, metric_b = _paired(human, metric_b)
+    n = human.size
+    if n < 4:
+        raise ValueError("Williams' test needs at least 4 items")
+    r12 = pearson(human, metric_a)
+    r13 = pearson(human, metric_b)
+    r23 = pearson(metric_a, metric_b)
+    k = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23
+    denominator = math.sqrt(max(2 * k * (n - 1) / (n - 3) + ((r12 + r13) ** 2 / 4) * (1 - r23) ** 3, 0.0))
+    if denominator == 0 or any(math.isnan(r) for r in (r12, r13, r23)):
+        t_value, p_value = math.nan, math.nan
+    else:
+        t_value = (r12 - r13) * math.sqrt((n - 1) * (1 + r23)) / denominator
+        p_value = float(2 * _scipy_stats.t.sf(abs(t_value), df=n - 3))
+    return Comparison("pearson", r12, r13, r12 - r13, math.nan, math.nan, p_value, "Williams t-test", n)
+
+
+def metric_columns(table: pd.DataFrame, human_col: str = "human") -> list[str]:
+    """Numeric columns of `table` that hold metric scores (everything not reserved)."""
+    return [
+        column
+        for column in table.columns
+        if column != human_col and column not in RESERVED_COLUMNS and pd.api.types.is_numeric_dtype(table[column])
+    ]
+
+
+def _check_columns(table: pd.DataFrame, columns: Iterable[str]) -> None:
+    missing = [column for column in columns if column not in table.columns]
+    if missing:
+        raise ValueError(f"missing column(s) {', '.join(map(repr, missing))}; table has {', '.join(map(str, table.columns))}")
+
+
+def correlation_table(
+    table: pd.DataFrame,
+    metrics: Sequence[str] | None = None,
+    *,
+    human_col: str = "human",
+    group_by: Sequence[str] = (),
+    coefficients: Sequence[str] = COEFFICIENTS,
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """One row per (group..., metric): n and, per coefficient, value, low and high.
+
+    Rows where the metric or the human score is missing are dropped per metric (a metric that
+    needs references simply has fewer items). `group_by` names columns such as `collection`
+    and `lang`; a group with fewer than two items gives nan.
+    """
+    metrics = list(metrics) if metrics is not None else metric_columns(table, human_col)
+    if not metrics:
+        raise ValueError("no metric columns to correlate")
+    for name in coefficients:
+        coefficient(name)
+    _check_columns(table, [human_col, *metrics, *group_by])
+    groups = table.groupby(list(group_by), sort=True, dropna=False) if group_by else [((), table)]
+    rows = []
+    for key, part in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        for metric in metrics:
+            pair = part[[metric, human_col]].apply(pd.to_numeric, errors="coerce").dropna()
+            row = dict(zip(group_by, key))
+            row.update(metric=metric, n=len(pair))
+            for name in coefficients:
+                estimate = bootstrap_estimate(
+                    pair[metric].to_numpy(), pair[human_col].to_numpy(), name,
+                    n_boot=n_boot, seed=seed, confidence=confidence,
+                )
+                row[name] = estimate.value
+                row[f"{name}_low"] = estimate.low
+                row[f"{name}_high"] = estimate.high
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def compare_metrics(
+    table: pd.DataFrame,
+    metric_a: str,
+    metric_b: str,
+    *,
+    human_col: str = "human",
+    coefficient_name: str = "kendall_c",
+    test: str = "bootstrap",
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> Comparison:
+    """Is metric_a's correlation with humans different from metric_b's on the same items?
+
+    test "bootstrap" (any coefficient) or "williams" (Pearson only). Only items that both
+    metrics scored are used.
+    """
+    _check_columns(table, [human_col, metric_a, metric_b])
+    data = table[[human_col, metric_a, metric_b]].apply(pd.to_numeric, errors="coerce").dropna()
+    if test == "williams":
+        if coefficient_name != "pearson":
+            raise ValueError("Williams' test compares Pearson correlations; use coefficient 'pearson'")
+        return williams_test(data[human_col], data[metric_a], data[metric_b])
+    if test != "bootstrap":
+        raise ValueError(f"test must be 'bootstrap' or 'williams', got {test!r}")
+    return paired_bootstrap_test(
+        data[human_col], data[metric_a], data[metric_b], coefficient_name, n_boot=n_boot, seed=seed
+    )
+
+
+def system_level_correlation(
+    table: pd.DataFrame,
+    metrics: Sequence[str] | None = None,
+    *,
+    human_col: str = "human",
+    system_col: str = "system",
+    coefficients: Sequence[str] = ("pearson", "kendall_b", "spearman"),
+) -> pd.DataFrame:
+    """Correlation between per-system means of metric and human scores (one row per metric).
+
+    Each system (the captioning model that wrote the captions) is reduced to the mean of its
+    items' scores; with few systems no bootstrap interval is given.
+    """
+    metrics = list(metrics) if metrics is not None else metric_columns(table, human_col)
+    _check_columns(table, [human_col, system_col, *metrics])
+    rows = []
+    for metric in metrics:
+        data = table[[system_col, metric, human_col]].dropna()
+        means = data.groupby(system_col)[[metric, human_col]].mean()
+        row = {"metric": metric, "systems": len(means)}
+        for name in coefficients:
+            row[name] = coefficient(name)(means[metric].to_numpy(), means[human_col].to_numpy())
+        rows.append(row)
+    return pd.DataFrame(rows)

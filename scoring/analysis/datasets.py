@@ -1,0 +1,583 @@
+"""Loaders for public human-judgment sets, in the file formats they are published in.
+
+Users download the files themselves; every loader takes local paths and fetches nothing.
+Each returns a tidy pandas DataFrame:
+
+Rating sets (Flickr8k-Expert, Flickr8k-CF, Composite, CapEval1k, M-CapEval1k), one row per
+(caption, rating): `collection`, `lang`, `image_id`, `image_path`, `item_id` (stable id of
+the image-caption pair; several ratings of one caption share it), `candidate`,
+`references` (list of str), `human`, `rater`, plus set-specific columns.
+
+Pair sets: Pascal-50S (`pair_id`, `image_id`, `caption_a`, `caption_b`, `category`,
+`votes_a`, `votes_b`, `references`) and FOIL (`pair_id`, `image_id`, `image_path`,
+`correct`, `foil`, `target_word`, `foil_word`, `references`).
+
+Retrieval: COCO-SM meta files (`lang`, `image_index`, `filename`, `caption_index`,
+`caption`).
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import random
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+RATING_COLUMNS = ["collection", "lang", "image_id", "image_path", "item_id", "candidate", "references", "human", "rater"]
+
+
+def make_item_id(image_id: str, caption: str) -> str:
+    """Stable 16-hex id of an (image, caption) pair, used to join ratings with metric scores."""
+    digest = hashlib.sha1(f"{image_id}\n{caption}".encode("utf-8")).hexdigest()
+    return digest[:16]
+
+
+def _normalise_space(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _path(path, what: str) -> Path:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{what} not found: {path}")
+    return path
+
+
+def _read_json(path: Path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _ratings_frame(rows: list[dict], extra: Sequence[str] = ()) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=[*RATING_COLUMNS, *extra])
+    frame["human"] = pd.to_numeric(frame["human"], errors="coerce")
+    return frame
+
+
+# --- Flickr8k (Hodosh et al. 2013) ----------------------------------------------------------
+
+
+def load_flickr8k_json(path, kind: str = "expert") -> pd.DataFrame:
+    """flickr8k.json / crowdflower_flickr8k.json as written by CLIPScore's download.py.
+
+    Layout: {key: {"image_id", "image_path", "ground_truth": [refs],
+    "human_judgement": [{"caption", "rating", ...}, ...]}}. Each judgement is one row
+    (Flickr8k-Expert lists each of the three expert scores separately); NaN ratings are
+    skipped as in the CLIPScore and PAC-S evaluation code.
+    """
+    collection = _flickr_collection(kind)
+    data = _read_json(_path(path, "Flickr8k JSON"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected an object keyed by image, got {type(data).__name__}")
+    rows = []
+    for key, entry in data.items():
+        try:
+            judgements = entry["human_judgement"]
+            references = [_normalise_space(r) for r in entry.get("ground_truth", [])]
+        except (TypeError, KeyError):
+            raise ValueError(f"{path}: entry {key!r} lacks 'human_judgement'") from None
+        image_id = str(entry.get("image_id", key))
+        image_path = entry.get("image_path", "")
+        counts: dict[str, int] = defaultdict(int)
+        for judgement in judgements:
+            rating = judgement.get("rating")
+            if rating is None or (isinstance(rating, float) and np.isnan(rating)):
+                continue
+            candidate = _normalise_space(judgement["caption"])
+            rows.append(
+                dict(
+                    collection=collection, lang="en", image_id=image_id, image_path=image_path,
+                    item_id=make_item_id(image_id, candidate), candidate=candidate,
+                    references=list(references), human=float(rating), rater=counts[candidate],
+                )
+            )
+            counts[candidate] += 1
+    return _ratings_frame(rows)
+
+
+def _flickr_collection(kind: str) -> str:
+    if kind not in ("expert", "cf"):
+        raise ValueError(f"kind must be 'expert' or 'cf', got {kind!r}")
+    return "Flickr8k-Expert" if kind == "expert" else "Flickr8k-CF"
+
+
+def _read_tsv(path: Path, columns: int, what: str) -> list[list[str]]:
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) != columns:
+                raise ValueError(f"{path}:{number}: {what} lines have {columns} tab-separated fields, got {len(fields)}")
+            rows.append(fields)
+    return rows
+
+
+def load_flickr8k_raw(directory, kind: str = "expert") -> pd.DataFrame:
+    """The original Flickr8k text release: Flickr8k.token.txt plus ExpertAnnotations.txt
+    (image, caption id, three 1-4 expert scores) or CrowdFlowerAnnotations.txt (image,
+    caption id, share of yes, #yes, #no).
+
+    Follows the CLIPScore preprocessing: for Expert, candidates identical to one of the
+    image's own references are skipped (as in SPICE) and each expert score is a row; for CF,
+    the human score is the share of "yes" and the candidate is removed from the references.
+    """
+    collection = _flickr_collection(kind)
+    directory = _path(directory, "Flickr8k text directory")
+    tokens = _read_tsv(_path(directory / "Flickr8k.token.txt", "Flickr8k.token.txt"), 2, "token")
+    captions = {caption_id: text for caption_id, text in tokens}
+    references: dict[str, list[str]] = defaultdict(list)
+    for caption_id, text in tokens:
+        references[caption_id.split("#")[0]].append(text)
+    rows = []
+    if kind == "expert":
+        annotations = _read_tsv(_path(directory / "ExpertAnnotations.txt", "ExpertAnnotations.txt"), 5, "expert")
+        for image, caption_id, *scores in annotations:
+            candidate = _lookup_caption(captions, caption_id)
+            if candidate in references[image]:
+                continue
+            for rater, score in enumerate(scores):
+                rows.append(
+                    dict(
+                        collection=collection, lang="en", image_id=image, image_path=f"Flicker8k_Dataset/{image}",
+                        item_id=make_item_id(image, _normalise_space(candidate)), candidate=_normalise_space(candidate),
+                        references=[_normalise_space(r) for r in references[image]], human=float(score), rater=rater,
+                    )
+                )
+        return _ratings_frame(rows)
+    annotations = _read_tsv(_path(directory / "CrowdFlowerAnnotations.txt", "CrowdFlowerAnnotations.txt"), 5, "CrowdFlower")
+    for image, caption_id, share, n_yes, n_no in annotations:
+        candidate = _lookup_caption(captions, caption_id)
+        rows.append(
+            dict(
+                collection=collection, lang="en", image_id=image, image_path=f"Flicker8k_Dataset/{image}",
+                item_id=make_item_id(image, _normalise_space(candidate)), candidate=_normalise_space(candidate),
+                references=[_normalise_space(r) for r in references[image] if r != candidate],
+                human=float(share), rater=0, n_yes=int(n_yes), n_no=int(n_no),
+            )
+        )
+    return _ratings_frame(rows, extra=("n_yes", "n_no"))
+
+
+def _lookup_caption(captions: Mapping[str, str], caption_id: str) -> str:
+    try:
+        return captions[caption_id]
+    except KeyError:
+        raise ValueError(f"caption id {caption_id!r} is not in Flickr8k.token.txt") from None
+
+
+# --- Composite (Aditya et al. 2015) ---------------------------------------------------------
+
+
+def load_composite(
+    paths: Iterable | str | Path,
+    *,
+    references: Mapping[str, Sequence[str]] | None = None,
+) -> pd.DataFrame:
+    """Composite's Mechanical Turk result files (`8k_correctness.csv`, `30k_correctness.csv`,
+    `coco_correctness.csv`, and the `*_throughness.csv` twins), semicolon-separated.
+
+    Each row holds `Input.image_url`, candidates `Input.text1..N` and their 1-5 ratings
+    `Answer.Q1Answer..QN`; the files end in summary lines, which are dropped. `paths` is a
+    directory (all matching files in it) or a list of files. The files carry no references:
+    pass `references` (image file name -> captions) to attach them. Columns `subset`
+    (8k/30k/coco) and `aspect` (correctness/throughness) come from the file name.
+    """
+    files = _composite_files(paths)
+    rows = []
+    for file in files:
+        subset, _, aspect = file.stem.partition("_")
+        with open(file, encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle, delimiter=";")
+            if not reader.fieldnames or "Input.image_url" not in reader.fieldnames:
+                raise ValueError(f"{file}: no 'Input.image_url' column; is this a Composite AMT file?")
+            slots = sorted(
+                int(name[len("Input.text"):]) for name in reader.fieldnames
+                if name.startswith("Input.text") and name[len("Input.text"):].isdigit()
+            )
+            for record in reader:
+                url = (record.get("Input.image_url") or "").strip()
+                if not url:
+                    continue
+                image_id = url.rstrip("/").split("/")[-1]
+                for slot in slots:
+                    candidate = _normalise_space(record.get(f"Input.text{slot}") or "")
+                    answer = (record.get(f"Answer.Q{slot}Answer") or "").strip()
+                    if not candidate or not answer:
+                        continue
+                    try:
+                        rating = float(answer)
+                    except ValueError:
+                        raise ValueError(f"{file}: rating {answer!r} for {image_id} is not a number") from None
+                    rows.append(
+                        dict(
+                            collection="Composite", lang="en", image_id=image_id, image_path=url,
+                            item_id=make_item_id(image_id, candidate), candidate=candidate,
+                            references=list(references.get(image_id, [])) if references else [],
+                            human=rating, rater=0, subset=subset, aspect=aspect,
+                        )
+                    )
+    return _ratings_frame(rows, extra=("subset", "aspect"))
+
+
+def _composite_files(paths) -> list[Path]:
+    if isinstance(paths, (str, Path)):
+        path = _path(paths, "Composite path")
+        if path.is_dir():
+            files = sorted(path.glob("*_correctness.csv")) + sorted(path.glob("*_throughness.csv"))
+            if not files:
+                raise FileNotFoundError(f"no *_correctness.csv / *_throughness.csv files in {path}")
+            return files
+        return [path]
+    return [_path(p, "Composite file") for p in paths]
+
+
+# --- CapEval1k (Lee et al. 2021) and M-CapEval1k (Kim et al. 2023) --------------------------
+
+_ALIASES = {
+    "image_id": ("image_id", "imgid", "img_id", "image", "img", "filename", "file_name"),
+    "candidate": ("candidate", "caption", "cand", "text", "hyp"),
+    "human": ("human", "score", "human_score", "rating", "overall", "mean_score"),
+    "lang": ("lang", "language"),
+    "references": ("references", "refs", "ground_truth"),
+    "system": ("system", "model"),
+    "image_path": ("image_path", "path", "image_url", "url"),
+}
+
+
+def _pick(record: Mapping, field: str):
+    for alias in _ALIASES[field]:
+        if alias in record and record[alias] is not None and not (isinstance(record[alias], float) and np.isnan(record[alias])):
+            return record[alias]
+    return None
+
+
+def _records(path: Path) -> list[dict]:
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".tsv"):
+        return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",").to_dict("records")
+    if suffix == ".jsonl":
+        with open(path, encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle if line.strip()]
+    data = _read_json(path)
+    if isinstance(data, dict):
+        return [{"image_id": key, **value} if isinstance(value, dict) else {"image_id": key, "caption": value} for key, value in data.items()]
+    if isinstance(data, list):
+        return data
+    raise ValueError(f"{path}: expected a list or an object of records")
+
+
+def load_rating_table(path, collection: str, *, lang: str | None = None) -> pd.DataFrame:
+    """A per-caption rating export (JSON list/object, JSONL, CSV or TSV).
+
+    Recognised fields (first alias found wins): image (`image_id`/`imgid`/`image`...),
+    caption (`candidate`/`caption`...), score (`human`/`score`/`human_score`/`rating`),
+    optional `lang`, `references`/`refs`, `system`/`model`, `image_path`; other numeric
+    fields (CapEval1k's `fluency`, `relevance`, `descriptiveness`) are kept as columns.
+    """
+    path = _path(path, f"{collection} file")
+    rows = []
+    extra_columns: list[str] = []
+    known = {alias for aliases in _ALIASES.values() for alias in aliases}
+    for number, record in enumerate(_records(path), 1):
+        if not isinstance(record, Mapping):
+            raise ValueError(f"{path}: record {number} is not an object")
+        image_id, candidate, human = (_pick(record, f) for f in ("image_id", "candidate", "human"))
+        if image_id is None or candidate is None or human is None:
+            raise ValueError(f"{path}: record {number} needs an image id, a caption and a score; has {sorted(record)}")
+        references = _pick(record, "references") or []
+        if isinstance(references, str):
+            references = [r for r in references.split("|") if r.strip()] if "|" in references else [references]
+        candidate = _normalise_space(candidate)
+        image_id = str(image_id)
+        row = dict(
+            collection=collection, lang=str(_pick(record, "lang") or lang or "en"), image_id=image_id,
+            image_path=str(_pick(record, "image_path") or ""), item_id=make_item_id(image_id, candidate),
+            candidate=candidate, references=[_normalise_space(r) for r in references], human=human, rater=0,
+        )
+        system = _pick(record, "system")
+        if system is not None:
+            row["system"] = str(system)
+        for key, value in record.items():
+            if key not in known and isinstance(value, (int, float)) and not isinstance(value, bool):
+                row[key] = value
+                if key not in extra_columns:
+                    extra_columns.append(key)
+        rows.append(row)
+    extra = (["system"] if any("system" in r for r in rows) else []) + extra_columns
+    frame = _ratings_frame(rows, extra=extra)
+    if frame["human"].isna().any():
+        raise ValueError(f"{path}: some scores are not numbers")
+    return frame
+
+
+def load_capeval1k(path) -> pd.DataFrame:
+    """CapEval1k (English, 1-5 overall score from fluency, relevance, descriptiveness)."""
+    return load_rating_table(path, "CapEval1k", lang="en")
+
+
+def load_m_capeval1k(paths: Mapping[str, str | Path] | str | Path) -> pd.DataFrame:
+    """M-CapEval1k: one file per language ({"de": path, ...}) or one file with a `lang` field.
+
+    The transcreated captions keep the English score, so languages share human scores.
+    """
+    if isinstance(paths, Mapping):
+        frames = [load_rating_table(path, "M-CapEval1k", lang=lang) for lang, path in paths.items()]
+        return pd.concat(frames, ignore_index=True)
+    return load_rating_table(paths, "M-CapEval1k")
+
+
+# --- CLIPScore / PAC-S command-line JSON ---------------------------------------------------
+
+
+def load_candidates_json(candidates_path, references_path=None, *, lang: str = "en", collection: str = "candidates") -> pd.DataFrame:
+    """CLIPScore / PAC-S CLI inputs: {"image_id": "candidate"} and optional
+    {"image_id": ["ref", ...]}. No human scores (`human` is nan)."""
+    candidates = _read_json(_path(candidates_path, "candidates JSON"))
+    if not isinstance(candidates, dict) or not all(isinstance(v, str) for v in candidates.values()):
+        raise ValueError(f"{candidates_path}: expected {{\"image_id\": \"candidate\"}}")
+    references: dict = {}
+    if references_path is not None:
+        references = _read_json(_path(references_path, "references JSON"))
+        if not isinstance(references, dict):
+            raise ValueError(f"{references_path}: expected {{\"image_id\": [\"ref\", ...]}}")
+    rows = []
+    for image_id, candidate in candidates.items():
+        refs = references.get(image_id, [])
+        refs = [refs] if isinstance(refs, str) else list(refs)
+        candidate = _normalise_space(candidate)
+        rows.append(
+            dict(
+                collection=collection, lang=lang, image_id=str(image_id), image_path="",
+                item_id=make_item_id(str(image_id), candidate), candidate=candidate,
+                references=[_normalise_space(r) for r in refs], human=np.nan, rater=0,
+            )
+        )
+    return _ratings_frame(rows)
+
+
+# --- Pascal-50S (Vedantam et al. 2015) ------------------------------------------------------
+
+
+def _leaves(value) -> list:
+    """Strings and numbers inside a scipy.io.loadmat value, in order, whatever the nesting
+    (cells, structs and char arrays come back as nested object/structured/unicode arrays)."""
+    if isinstance(value, (str, np.str_)):
+        return [str(value)]
+    if isinstance(value, bytes):
+        return [value.decode("utf-8", "replace")]
+    if isinstance(value, np.void) and value.dtype.names:
+        return [leaf for name in value.dtype.names for leaf in _leaves(value[name])]
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "US":
+            return ["".join(str(v) for v in value.ravel())] if value.size else [""]
+        if value.dtype.names:
+            return [leaf for item in value.ravel() for leaf in _leaves(item)]
+        if value.dtype.kind == "O":
+            return [leaf for item in value.ravel() for leaf in _leaves(item)]
+        return [v.item() for v in value.ravel()]
+    if isinstance(value, (int, float, np.number)):
+        return [value.item() if isinstance(value, np.number) else value]
+    return [value]
+
+
+def load_pascal50s(directory) -> pd.DataFrame:
+    """Pascal-50S from its MATLAB files: `pair_pascal.mat` (`new_input`: per pair the image
+    file name and captions A and B; `category`: 1 HC, 2 HI, 3 HM, 4 MM) and
+    `consensus_pascal.mat` (`triplets`: per judgement a reference, the two candidates and
+    the winner D, 1 = the first candidate), an equal number of judgements per pair, in pair
+    order. Both files may sit in `directory` or its `pyCIDErConsensus/` folder.
+
+    Votes are counted by matching the winning caption's text against A and B; all
+    judgement references of a pair are kept in `references` (the common protocol samples 5
+    of them, see `sample_references`).
+    """
+    from scipy.io import loadmat
+
+    directory = _path(directory, "Pascal-50S directory")
+    folder = directory / "pyCIDErConsensus" if (directory / "pyCIDErConsensus").is_dir() else directory
+    pairs_mat = loadmat(_path(folder / "pair_pascal.mat", "pair_pascal.mat"))
+    consensus_mat = loadmat(_path(folder / "consensus_pascal.mat", "consensus_pascal.mat"))
+    try:
+        entries = pairs_mat["new_input"].ravel()
+        categories = pairs_mat["category"].ravel()
+        triplets = consensus_mat["triplets"].ravel()
+    except KeyError as exc:
+        raise ValueError(f"Pascal-50S .mat files lack variable {exc}") from None
+    if entries.size != categories.size or entries.size == 0:
+        raise ValueError("pair_pascal.mat: new_input and category differ in length")
+    if triplets.size % entries.size:
+        raise ValueError(f"consensus_pascal.mat: {triplets.size} judgements do not split evenly over {entries.size} pairs")
+    per_pair = triplets.size // entries.size
+    from .pairwise import normalise_category
+
+    rows = []
+    for index, entry in enumerate(entries):
+        leaves = [leaf for leaf in _leaves(entry) if isinstance(leaf, str)]
+        if len(leaves) < 3:
+            raise ValueError(f"pair_pascal.mat: pair {index} has {len(leaves)} strings, expected image, A, B")
+        image_id, caption_a, caption_b = (leaf.strip() for leaf in leaves[:3])
+        votes = {caption_a: 0, caption_b: 0}
+        references = []
+        for judgement in triplets[index * per_pair:(index + 1) * per_pair]:
+            parts = _leaves(judgement)
+            if len(parts) != 4:
+                raise ValueError(f"consensus_pascal.mat: judgement of pair {index} has {len(parts)} fields, expected 4")
+            reference, first, second, winner = parts
+            chosen = str(first if float(winner) == 1 else second).strip()
+            if chosen not in votes:
+                raise ValueError(f"consensus_pascal.mat: pair {index} judgement picks {chosen!r}, which is neither caption")
+            votes[chosen] += 1
+            references.append(_normalise_space(reference))
+        rows.append(
+            dict(
+                pair_id=index, image_id=image_id, caption_a=caption_a, caption_b=caption_b,
+                category=normalise_category(categories[index]), votes_a=votes[caption_a],
+                votes_b=votes[caption_b], references=references,
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def sample_references(references: Sequence[str], k: int = 5, *, seed: int = 0) -> list[str]:
+    """k references drawn without replacement (all when fewer), reproducibly per seed."""
+    references = list(references)
+    if len(references) <= k:
+        return references
+    return random.Random(seed).sample(references, k)
+
+
+# --- FOIL (Shekhar et al. 2017) -------------------------------------------------------------
+
+
+def load_foil(path) -> pd.DataFrame:
+    """FOIL-COCO annotations (`foilv1.0_test_2017.json`): COCO-style {"images", "annotations"}
+    where each annotation has `id`, `image_id`, `caption`, `foil` (bool), `foil_id`,
+    `target_word`, `foil_word`.
+
+    Each foil is paired with its correct caption: the non-foil annotation of the same image
+    sharing its `id` when there is one, else the foil with `foil_word` put back to `target_word` (the
+    reconstruction used by other FOIL readers). References are the image's other correct
+    captions (the FOIL "4 references" setting; take one for "1 reference").
+    """
+    data = _read_json(_path(path, "FOIL JSON"))
+    if not isinstance(data, dict) or "annotations" not in data:
+        raise ValueError(f"{path}: expected a COCO-style object with 'annotations'")
+    file_names = {image.get("id"): image.get("file_name", "") for image in data.get("images", [])}
+    originals_by_id: dict = {}
+    originals_by_image: dict = defaultdict(list)
+    foils = []
+    for annotation in data["annotations"]:
+        try:
+            is_foil = bool(annotation["foil"])
+            caption = _normalise_space(annotation["caption"])
+            image_id = annotation["image_id"]
+        except KeyError as exc:
+            raise ValueError(f"{path}: an annotation lacks {exc}") from None
+        if is_foil:
+            foils.append(annotation)
+        else:
+            originals_by_id.setdefault((annotation.get("id"), image_id), caption)
+            if caption not in originals_by_image[image_id]:
+                originals_by_image[image_id].append(caption)
+    rows = []
+    for annotation in foils:
+        image_id = annotation["image_id"]
+        foil = _normalise_space(annotation["caption"])
+        correct = originals_by_id.get((annotation.get("id"), image_id))
+        if correct is None:
+            target, foil_word = annotation.get("target_word", ""), annotation.get("foil_word", "")
+            correct = _normalise_space(foil.replace(foil_word, target, 1)) if foil_word else foil
+        rows.append(
+            dict(
+                pair_id=annotation.get("foil_id", len(rows)), image_id=image_id,
+                image_path=file_names.get(image_id) or f"COCO_val2014_{int(image_id):012d}.jpg",
+                correct=correct, foil=foil, target_word=annotation.get("target_word", ""),
+                foil_word=annotation.get("foil_word", ""),
+                references=[c for c in originals_by_image[image_id] if c != correct],
+            )
+        )
+    return pd.DataFrame(
+        rows, columns=["pair_id", "image_id", "image_path", "correct", "foil", "target_word", "foil_word", "references"]
+    )
+
+
+# --- COCO-SM (unum-cloud) ------------------------------------------------------------------
+
+
+def load_coco_sm(meta_path, langs: Sequence[str] | None = None) -> pd.DataFrame:
+    """A COCO-SM meta file (`meta/google.json`, `bing.json`, `nllb.json`):
+    {lang: [{"filename": ..., "captions": [...]}, ...]}, the same images in the same order
+    for every language. Captions are numbered consecutively over images, which is the
+    text index `meta/id_mapping.json` uses. `translator` is the file's stem.
+    """
+    meta_path = _path(meta_path, "COCO-SM meta file")
+    data = _read_json(meta_path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{meta_path}: expected an object keyed by language")
+    langs = list(langs) if langs is not None else list(data)
+    rows = []
+    reference_files = None
+    for lang in langs:
+        if lang not in data:
+            raise ValueError(f"{meta_path}: no language {lang!r} (has {', '.join(sorted(data))})")
+        files = [sample["filename"] for sample in data[lang]]
+        if reference_files is None:
+            reference_files = files
+        elif files != reference_files:
+            raise ValueError(f"{meta_path}: language {lang!r} lists different images than {langs[0]!r}")
+        caption_index = 0
+        for image_index, sample in enumerate(data[lang]):
+            for caption in sample["captions"]:
+                rows.append(
+                    dict(
+                        lang=lang, translator=meta_path.stem, image_index=image_index,
+                        filename=sample["filename"], caption_index=caption_index, caption=caption,
+                    )
+                )
+                caption_index += 1
+    return pd.DataFrame(rows, columns=["lang", "translator", "image_index", "filename", "caption_index", "caption"])
+
+
+def load_coco_sm_id_mapping(path) -> np.ndarray:
+    """`meta/id_mapping.json` -> array text index -> image index (from its "text2image")."""
+    data = _read_json(_path(path, "COCO-SM id mapping"))
+    try:
+        text_to_image = {int(k): v for k, v in data["text2image"].items()}
+    except (KeyError, AttributeError, TypeError, ValueError):
+        raise ValueError(f"{path}: expected {{'text2image': {{text: image}}}}") from None
+    result = np.empty(len(text_to_image), dtype=int)
+    for text, image in text_to_image.items():
+        image = image[0] if isinstance(image, list) else image
+        if not 0 <= text < len(result):
+            raise ValueError(f"{path}: text indices are not 0..{len(result) - 1}")
+        result[text] = int(image)
+    return result
+
+
+def coco_sm_text_to_image(captions: pd.DataFrame, lang: str) -> np.ndarray:
+    """Image index of each caption of `lang`, in caption order."""
+    part = captions[captions["lang"] == lang].sort_values("caption_index")
+    if part.empty:
+        raise ValueError(f"no captions for language {lang!r}")
+    return part["image_index"].to_numpy()
+
+
+LOADERS = {
+    "flickr8k-expert": lambda path: (load_flickr8k_json if Path(path).is_file() else load_flickr8k_raw)(path, "expert"),
+    "flickr8k-cf": lambda path: (load_flickr8k_json if Path(path).is_file() else load_flickr8k_raw)(path, "cf"),
+    "composite": load_composite,
+    "capeval1k": load_capeval1k,
+    "m-capeval1k": load_m_capeval1k,
+}
+"""Rating-set loaders by CLI name (a file or a directory path each)."""

@@ -1,0 +1,250 @@
+"""Producing the score tables the measures consume, with the real scorer and perturbations.
+
+The measures in this package are pure; these functions are the glue that scores captions
+with `scoring.api.Scorer` (any object with the same `score(items, metrics)` method) and
+perturbs them with `annotation.perturb`, returning tables in the documented layouts.
+Metrics that cannot run come back as all-NaN columns, with the reason in
+`table.attrs["unavailable"]` ({metric: reason}).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .robustness import ORIGINAL, PRMCS_OPS
+
+
+def _references(value) -> list[str]:
+    """A references cell: a list, a JSON list, '|'-separated text, or empty."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return []
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [str(v) for v in value]
+    text = str(value).strip()
+    if not text:
+        return []
+    if text.startswith("["):
+        try:
+            return [str(v) for v in json.loads(text)]
+        except json.JSONDecodeError:
+            raise ValueError(f"references cell is not a JSON list: {text[:80]!r}") from None
+    return [part.strip() for part in text.split("|") if part.strip()]
+
+
+def _image(row: pd.Series, image_root: Path | None):
+    for column in ("image", "image_path"):
+        value = row.get(column)
+        if isinstance(value, str) and value.strip():
+            path = Path(value)
+            if image_root is not None and not path.is_absolute():
+                path = image_root / path
+            if not path.exists():
+                raise FileNotFoundError(f"image not found: {path}")
+            return str(path)
+        if value is not None and not isinstance(value, (str, float)):
+            return value  # PIL image or bytes
+    return None
+
+
+def score_texts(
+    scorer, rows: pd.DataFrame, texts: Sequence[str], metrics: Sequence[str], *, image_root=None
+) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """Score `texts[i]` against the image, references and language of `rows.iloc[i]`."""
+    from scoring.api import ScoreItem
+
+    image_root = Path(image_root) if image_root else None
+    if len(texts) != len(rows):
+        raise ValueError("one text per row is needed")
+    items = [
+        ScoreItem(
+            image=_image(row, image_root), candidate=str(text),
+            references=_references(row.get("references")), lang=str(row.get("lang") or "en"),
+            image_id=str(row.get("image_id")) if row.get("image_id") is not None else None,
+        )
+        for (_, row), text in zip(rows.iterrows(), texts)
+    ]
+    results = scorer.score(items, list(metrics))
+    values, unavailable = {}, {}
+    for name, result in results.items():
+        if result.unavailable:
+            unavailable[name] = result.unavailable
+            values[name] = [np.nan] * len(items)
+        else:
+            values[name] = [np.nan if v is None else float(v) for v in result.values]
+    return values, unavailable
+
+
+def score_table(scorer, table: pd.DataFrame, metrics: Sequence[str], *, text_col: str = "candidate",
+                image_root=None) -> pd.DataFrame:
+    """`table` with one score column per metric, each distinct caption scored once."""
+    if text_col not in table.columns:
+        raise ValueError(f"table has no {text_col!r} column")
+    key = "item_id" if "item_id" in table.columns else None
+    unique = table.drop_duplicates(key or text_col).reset_index(drop=True)
+    values, unavailable = score_texts(scorer, unique, unique[text_col].tolist(), metrics, image_root=image_root)
+    scores = pd.DataFrame(values)
+    scores[key or text_col] = unique[key or text_col]
+    merged = table.drop(columns=[c for c in values if c in table.columns]).merge(scores, on=key or text_col, how="left")
+    merged.attrs["unavailable"] = unavailable
+    return merged
+
+
+def perturbation_scores(
+    scorer,
+    captions: pd.DataFrame,
+    metrics: Sequence[str],
+    ops: Sequence[str] = PRMCS_OPS,
+    *,
+    p: float | None = None,
+    seed: int = 0,
+    image_root=None,
+) -> pd.DataFrame:
+    """Long robustness table: every caption and each of its perturbations, scored.
+
+    `captions` needs `candidate` (or `caption`) and may have `lang`, `image`/`image_path`,
+    `references`, `item_id`, `critical` (critical objects for substitution). Each caption
+    gets its own perturbation seed (seed + row number) so the draws differ between captions
+    but the table is reproducible. Rows: item_id, lang, op, text, noop, metric, score.
+    """
+    from annotation.perturb import perturb
+
+    text_col = "candidate" if "candidate" in captions.columns else "caption"
+    if text_col not in captions.columns:
+        raise ValueError("captions need a 'candidate' or 'caption' column")
+    captions = captions.reset_index(drop=True).copy()
+    if "item_id" not in captions.columns:
+        captions["item_id"] = [f"c{index}" for index in range(len(captions))]
+    if "lang" not in captions.columns:
+        captions["lang"] = "en"
+    rows, texts, meta = [], [], []
+    for index, row in captions.iterrows():
+        text = str(row[text_col])
+        rows.append(row)
+        texts.append(text)
+        meta.append((row["item_id"], row["lang"], ORIGINAL, False))
+        critical = _references(row.get("critical")) or None
+        for op in ops:
+            result = perturb(text, op, p=p, seed=seed + index, lang=str(row["lang"]), critical=critical)
+            rows.append(row)
+            texts.append(result.text)
+            meta.append((row["item_id"], row["lang"], op, result.noop))
+    frame = pd.DataFrame(rows).reset_index(drop=True)
+    values, unavailable = score_texts(scorer, frame, texts, metrics, image_root=image_root)
+    long_rows = []
+    for metric, scores in values.items():
+        for (item_id, lang, op, noop), text, score in zip(meta, texts, scores):
+            long_rows.append(dict(item_id=item_id, lang=lang, op=op, text=text, noop=noop, metric=metric, score=score))
+    table = pd.DataFrame(long_rows, columns=["item_id", "lang", "op", "text", "noop", "metric", "score"])
+    table.attrs["unavailable"] = unavailable
+    return table
+
+
+def triplet_scores(
+    scorer, captions: pd.DataFrame, metrics: Sequence[str], *, seed: int = 0, image_root=None
+) -> pd.DataFrame:
+    """SPECS triplets of every caption (per language), scored: kind, metric, base, extended.
+
+    Uses `annotation.detail_units.specs_triplets`: positives extend c_j with the caption's
+    next unit, negatives with a (mostly token-shuffled) unit of another image's caption.
+    """
+    from annotation.detail_units import specs_triplets
+
+    text_col = "candidate" if "candidate" in captions.columns else "caption"
+    captions = captions.reset_index(drop=True)
+    if "lang" not in captions.columns:
+        captions = captions.assign(lang="en")
+    records, unavailable = [], {}
+    for lang, part in captions.groupby("lang", sort=True):
+        part = part.reset_index(drop=True)
+        image_ids = part["image_id"].astype(str).tolist() if "image_id" in part.columns else None
+        triplets = specs_triplets(part[text_col].astype(str).tolist(), lang=str(lang), seed=seed, image_ids=image_ids)
+        if not triplets:
+            continue
+        owners = part.iloc[[t.caption_index for t in triplets]]
+        texts = [t.base for t in triplets] + [t.positive for t in triplets] + [t.negative for t in triplets]
+        values, missing = score_texts(scorer, pd.concat([owners] * 3, ignore_index=True), texts, metrics,
+                                      image_root=image_root)
+        unavailable.update(missing)
+        n = len(triplets)
+        for metric, scores in values.items():
+            for i, triplet in enumerate(triplets):
+                common = dict(lang=lang, metric=metric, caption_index=triplet.caption_index,
+                              unit_index=triplet.unit_index, base_text=triplet.base, base=scores[i])
+                records.append({**common, "kind": "pos", "extended_text": triplet.positive, "extended": scores[n + i]})
+                records.append({**common, "kind": "neg", "extended_text": triplet.negative, "extended": scores[2 * n + i]})
+    if not records:
+        raise ValueError("no triplets: every caption is a single detail unit (or every metric was unavailable)")
+    table = pd.DataFrame(records)
+    table.attrs["unavailable"] = unavailable
+    return table
+
+
+def pair_scores(
+    scorer, pairs: pd.DataFrame, metrics: Sequence[str], columns: tuple[str, str], suffixes: tuple[str, str], *,
+    n_references: int | None = None, seed: int = 0, image_root=None,
+) -> pd.DataFrame:
+    """Score both captions of each pair (Pascal-50S: caption_a/caption_b -> M_a/M_b; FOIL:
+    correct/foil -> M_correct/M_foil) against the pair's image and references.
+
+    `n_references` samples that many references per pair, seeded (the Pascal-50S protocol
+    uses 5 of the 48; FOIL's "1 ref" and "4 refs" settings use 1 or 4).
+    """
+    from .datasets import sample_references
+
+    missing = [c for c in columns if c not in pairs.columns]
+    if missing:
+        raise ValueError(f"pairs lack column(s) {', '.join(missing)}")
+    pairs = pairs.reset_index(drop=True).copy()
+    if n_references is not None and "references" in pairs.columns:
+        pairs["references"] = [
+            sample_references(refs, n_references, seed=seed + index) for index, refs in enumerate(pairs["references"])
+        ]
+    both = pd.concat([pairs, pairs], ignore_index=True)
+    texts = pairs[columns[0]].astype(str).tolist() + pairs[columns[1]].astype(str).tolist()
+    values, unavailable = score_texts(scorer, both, texts, metrics, image_root=image_root)
+    n = len(pairs)
+    for metric, scores in values.items():
+        pairs[metric + suffixes[0]] = scores[:n]
+        pairs[metric + suffixes[1]] = scores[n:]
+    pairs.attrs["unavailable"] = unavailable
+    return pairs
+
+
+def retrieval_similarities(
+    scorer, captions: pd.DataFrame, metric: str = "MCS", *, image_root=None, langs: Sequence[str] | None = None
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Texts x images cosine similarities per language for COCO-SM style retrieval.
+
+    Uses the text and vision backbones of `metric` in the scorer's registry (MCS: the
+    multilingual text encoder with CLIP's vision tower; CLIP-S: CLIP for both). `captions`
+    is a `datasets.load_coco_sm` table; returns ({lang: matrix}, text_to_image).
+    """
+    from .datasets import coco_sm_text_to_image
+    from .retrieval import cosine_similarity
+
+    spec = scorer.registry.metrics[scorer.canonical_name(metric)]
+    if not spec.backbone:
+        raise ValueError(f"{metric} has no embedding backbone; retrieval needs an embedding metric such as MCS or CLIP-S")
+    text_backbone = spec.backbone
+    image_backbone = spec.vision_backbone or spec.backbone
+    langs = list(langs) if langs else list(dict.fromkeys(captions["lang"]))
+    first = captions[captions["lang"] == langs[0]]
+    files = first.drop_duplicates("image_index").sort_values("image_index")["filename"].tolist()
+    root = Path(image_root) if image_root else Path(".")
+    paths = [root / name for name in files]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise FileNotFoundError(f"{len(missing)} images not found, e.g. {missing[0]}")
+    images = scorer.image_embeddings([str(p) for p in paths], image_backbone)
+    similarities = {}
+    text_to_image = coco_sm_text_to_image(captions, langs[0])
+    for lang in langs:
+        part = captions[captions["lang"] == lang].sort_values("caption_index")
+        if not np.array_equal(coco_sm_text_to_image(captions, lang), text_to_image):
+            raise ValueError(f"captions of {lang!r} are not aligned with those of {langs[0]!r}")
+        similarities[lang] = cosine_similarity(scorer.text_embeddings(part["caption"].astype(str).tolist(), text_backbone), images)
+    return similarities, text_to_image

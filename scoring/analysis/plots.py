@@ -1,0 +1,101 @@
+"""Plotly figures over the analysis tables (the app's Analyze tab calls these).
+
+Every function takes a table produced by this package (or the wide score table) and returns a
+`plotly.graph_objects.Figure`; none reads files or the database.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+from .correlation import kendall_tau
+
+
+def metric_vs_human_scatter(
+    table: pd.DataFrame,
+    metric: str,
+    *,
+    human_col: str = "human",
+    hover_cols: Sequence[str] = ("image_id", "candidate"),
+    color_col: str | None = "lang",
+    jitter: float = 0.0,
+    seed: int = 0,
+) -> go.Figure:
+    """Metric score (x) against human score (y), hovering shows image and caption.
+
+    Human scales are coarse (1-4, 1-5), so `jitter` adds seeded uniform noise of that
+    half-width to the y position only (the hover still shows the true score).
+    """
+    missing = [c for c in [metric, human_col] if c not in table.columns]
+    if missing:
+        raise ValueError(f"missing column(s) {', '.join(missing)}")
+    data = table.dropna(subset=[metric, human_col]).copy()
+    data["_y"] = data[human_col].astype(float)
+    if jitter:
+        data["_y"] += np.random.default_rng(seed).uniform(-jitter, jitter, len(data))
+    hover = [c for c in hover_cols if c in data.columns] + [human_col]
+    color = color_col if color_col and color_col in data.columns and data[color_col].nunique() > 1 else None
+    tau = kendall_tau(data[metric], data[human_col], "c") if len(data) > 1 else float("nan")
+    figure = px.scatter(
+        data, x=metric, y="_y", color=color, hover_data={c: True for c in hover} | {"_y": False},
+        labels={"_y": human_col, metric: metric},
+        title=f"{metric} vs. {human_col} (n={len(data)}, Kendall τc={tau:.3f})",
+    )
+    figure.update_traces(marker={"size": 6, "opacity": 0.6})
+    return figure
+
+
+def robustness_drop_bars(robustness: pd.DataFrame, ops: Sequence[str] | None = None) -> go.Figure:
+    """Grouped bars of % change per operation, one colour per language, one panel per metric.
+
+    Takes `robustness_table(...)` output; bars below zero are drops (the metric noticed).
+    """
+    if ops is None:
+        ops = [c[: -len("_change")] for c in robustness.columns if c.endswith("_change") and c != "average_change"]
+    if not ops:
+        raise ValueError("robustness table has no '<op>_change' columns")
+    keys = [c for c in ("lang", "metric") if c in robustness.columns]
+    long = robustness.melt(id_vars=keys, value_vars=[f"{op}_change" for op in ops], var_name="op", value_name="change")
+    long["op"] = long["op"].str[: -len("_change")]
+    figure = px.bar(
+        long, x="op", y="change", color="lang" if "lang" in long else None, barmode="group",
+        facet_col="metric" if "metric" in long and long["metric"].nunique() > 1 else None,
+        labels={"change": "score change vs. original (%)", "op": "perturbation"},
+        title="Score change under perturbation (negative = detected)",
+    )
+    figure.add_hline(y=0, line_width=1, line_color="black")
+    return figure
+
+
+def correlation_heatmap(correlations: pd.DataFrame, value: str = "kendall_c") -> go.Figure:
+    """Metric x language heat map of one coefficient from `correlation_table(...)` output
+    grouped by `lang` (other group columns are averaged over)."""
+    missing = [c for c in ["metric", "lang", value] if c not in correlations.columns]
+    if missing:
+        raise ValueError(f"correlation table lacks column(s) {', '.join(missing)}; group it by 'lang'")
+    grid = correlations.pivot_table(index="metric", columns="lang", values=value, aggfunc="mean")
+    figure = go.Figure(
+        go.Heatmap(
+            z=grid.to_numpy(), x=list(grid.columns), y=list(grid.index), colorscale="RdBu", zmid=0,
+            text=np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.3f}")(grid.to_numpy()),
+            texttemplate="%{text}", colorbar={"title": value},
+        )
+    )
+    figure.update_layout(title=f"{value} by metric and language", xaxis_title="language", yaxis_title="metric")
+    return figure
+
+
+def length_bucket_lines(buckets: pd.DataFrame, value: str = "pearson") -> go.Figure:
+    """Correlation per caption-length bucket, one line per metric (SPECS Figure 3)."""
+    missing = [c for c in ["bucket", "metric", value] if c not in buckets.columns]
+    if missing:
+        raise ValueError(f"bucket table lacks column(s) {', '.join(missing)}")
+    figure = px.line(
+        buckets, x="bucket", y=value, color="metric", markers=True, hover_data=["n"] if "n" in buckets else None,
+        labels={"bucket": "caption length (tokens)", value: value}, title=f"{value} by caption length",
+    )
+    return figure

@@ -1,0 +1,125 @@
+"""Perturbation robustness in the layout of PR-MCS Table 7 (Kim et al. 2023, appendix H).
+
+For each language and metric: the mean score of the original captions, the mean score of
+the captions perturbed by each operation with its change relative to the original mean,
+and "Average" = the mean of the per-operation means with its change. The change is
+100 * (perturbed - original) / original, so a metric that notices the damage shows a
+negative number (e.g. PR-MCS, English, Masking: 0.0112 (-99.21%)).
+
+A change counts toward robustness only when it is negative: a perturbed caption scored
+*higher* than the original (e.g. *MCS, English, Repetition: +0.21%) means the metric missed
+that perturbation, and must not offset drops elsewhere. `robustness` is therefore the mean
+over operations of max(0, -change), and `missed_ops` counts operations with change >= 0.
+
+Input is a long table, one row per scored caption: `lang`, `metric`, `op` ("original" for
+the unperturbed caption, else the operation name), `score`, and optionally `noop` (True
+where the operation could not change the caption; such rows are left out).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+ORIGINAL = "original"
+PRMCS_OPS = ("repetition", "removal", "masking", "jumble", "substitution")
+
+
+def percent_change(original: float, perturbed: float) -> float:
+    """100 (perturbed - original) / original; nan when the original mean is 0 or missing."""
+    if original is None or not np.isfinite(original) or original == 0:
+        return float("nan")
+    return 100.0 * (perturbed - original) / original
+
+
+def robustness_table(
+    scores: pd.DataFrame, ops: Sequence[str] | None = None, *, group_by: Sequence[str] = ("lang", "metric")
+) -> pd.DataFrame:
+    """Numeric Table-7 frame, one row per (lang, metric).
+
+    Columns: original, then per op `<op>` (mean) and `<op>_change` (%), then `average`,
+    `average_change`, `robustness` (mean of max(0, -change) over ops, in %), `missed_ops`
+    and `n_original`. Ops default to the PR-MCS five in paper order, followed by any other
+    op present in the data.
+    """
+    required = {"op", "score", *group_by}
+    missing = required - set(scores.columns)
+    if missing:
+        raise ValueError(f"robustness table needs column(s) {', '.join(sorted(missing))}")
+    data = scores.copy()
+    data["score"] = pd.to_numeric(data["score"], errors="coerce")
+    data = data.dropna(subset=["score"])
+    if data.empty:
+        raise ValueError("no numeric scores in the table (were the metrics unavailable?)")
+    if "noop" in data.columns:
+        data = data[~data["noop"].fillna(False).astype(bool)]
+    data["op"] = data["op"].astype(str).str.lower()
+    present = [op for op in data["op"].unique() if op != ORIGINAL]
+    if ops is None:
+        ops = [op for op in PRMCS_OPS if op in present] + sorted(op for op in present if op not in PRMCS_OPS)
+    else:
+        ops = [op.lower() for op in ops]
+    if not ops:
+        raise ValueError("no perturbed captions in the table (every op is 'original')")
+    means = data.groupby([*group_by, "op"])["score"].mean().unstack("op")
+    counts = data[data["op"] == ORIGINAL].groupby(list(group_by)).size()
+    if ORIGINAL not in means.columns:
+        raise ValueError("no original captions in the table (op == 'original')")
+    rows = []
+    for key, row in means.iterrows():
+        key = key if isinstance(key, tuple) else (key,)
+        original = row[ORIGINAL]
+        record = dict(zip(group_by, key))
+        record["original"] = original
+        op_means, changes = [], []
+        for op in ops:
+            mean = row.get(op, np.nan)
+            change = percent_change(original, mean)
+            record[op] = mean
+            record[f"{op}_change"] = change
+            if np.isfinite(mean):
+                op_means.append(mean)
+                changes.append(change)
+        average = float(np.mean(op_means)) if op_means else np.nan
+        record["average"] = average
+        record["average_change"] = percent_change(original, average)
+        finite = [c for c in changes if np.isfinite(c)]
+        record["robustness"] = float(np.mean([max(0.0, -c) for c in finite])) if finite else np.nan
+        record["missed_ops"] = int(sum(c >= 0 for c in finite))
+        record["n_original"] = int(counts.get(key if len(key) > 1 else key[0], 0))
+        rows.append(record)
+    return pd.DataFrame(rows)
+
+
+def format_table7(table: pd.DataFrame, ops: Sequence[str] | None = None, digits: int = 4) -> pd.DataFrame:
+    """Printable Table-7 cells: 'mean (change%)' per op and for Average, as in the paper."""
+    if ops is None:
+        ops = [c[: -len("_change")] for c in table.columns if c.endswith("_change") and c != "average_change"]
+    keys = [c for c in ("lang", "metric") if c in table.columns]
+    out = table[keys].copy()
+    out["Original"] = table["original"].map(lambda v: f"{v:.{digits}f}")
+    for op in [*ops, "average"]:
+        out[op.capitalize()] = [
+            f"{mean:.{digits}f} ({change:+.2f}%)" if np.isfinite(mean) and np.isfinite(change) else "-"
+            for mean, change in zip(table[op], table[f"{op}_change"])
+        ]
+    out["Robustness"] = table["robustness"].map(lambda v: f"{v:.2f}" if np.isfinite(v) else "-")
+    return out
+
+
+def paired_changes(scores: pd.DataFrame, *, item_col: str = "item_id") -> pd.DataFrame:
+    """Per perturbed caption: its score, its original's score and the % change.
+
+    Useful for the scatter/box plots of single failures; needs `item_id` linking each
+    perturbed caption to its original (same lang and metric).
+    """
+    keys = [item_col, "lang", "metric"]
+    missing = set(keys + ["op", "score"]) - set(scores.columns)
+    if missing:
+        raise ValueError(f"paired changes need column(s) {', '.join(sorted(missing))}")
+    originals = scores[scores["op"] == ORIGINAL][keys + ["score"]].rename(columns={"score": "original_score"})
+    perturbed = scores[scores["op"] != ORIGINAL]
+    merged = perturbed.merge(originals, on=keys, how="inner")
+    merged["change"] = [percent_change(o, p) for o, p in zip(merged["original_score"], merged["score"])]
+    return merged

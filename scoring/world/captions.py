@@ -1,0 +1,90 @@
+"""Captions of a scene: descriptions chosen from the scene graph, realised in five languages.
+
+Short captions name one or two objects (CLIP's regime); long captions describe every object
+with its attributes and position plus the relations between neighbours in reading order
+(40-120 tokens for scenes of three or more objects, SPECS's regime).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from .grammar import LANGUAGES, Description, Mention, get_grammar
+from .scene import Scene
+
+LONG_MIN_OBJECTS = 3  # fewer objects cannot fill 40 tokens without padding
+
+
+@dataclass(frozen=True)
+class Caption:
+    """A caption with its detail units (joining them gives `text`) and what it claims."""
+
+    lang: str
+    text: str
+    units: tuple[str, ...]
+    unit_facts: tuple[tuple[tuple, ...], ...]
+    critical_objects: tuple[str, ...]  # shape nouns as written, in order of mention
+    description: Description
+
+    @property
+    def style(self) -> str:
+        return self.description.style
+
+    def to_dict(self) -> dict:
+        return {"lang": self.lang, "text": self.text, "style": self.style, "detail_units": list(self.units),
+                "critical_objects": list(self.critical_objects)}
+
+
+def mention_of(scene: Scene, oid: int) -> Mention:
+    o = scene.objects[oid]
+    return Mention(o.shape, o.colour, o.size, o.cell, oid)
+
+
+def describe_long(scene: Scene) -> Description:
+    """Every object in reading order, each related to the next one."""
+    mentions = tuple(mention_of(scene, o.oid) for o in scene.objects)
+    relations = tuple((i, scene.relation(i, i + 1), i + 1) for i in range(len(mentions) - 1))
+    return Description("long", mentions, relations, count=len(mentions), background=scene.background)
+
+
+def describe_short(scene: Scene, rng: random.Random, objects: int | None = None) -> Description:
+    """One object, or two related ones (chosen by `rng`)."""
+    n = objects if objects is not None else rng.choice((1, 2)) if len(scene.objects) > 1 else 1
+    if n not in (1, 2) or n > len(scene.objects):
+        raise ValueError(f"a short caption of this scene names 1..{min(2, len(scene.objects))} objects, not {n}")
+    oids = rng.sample(range(len(scene.objects)), n)
+    mentions = tuple(mention_of(scene, oid) for oid in oids)
+    relations = ((0, scene.relation(oids[0], oids[1]), 1),) if n == 2 else ()
+    return Description("short", mentions, relations)
+
+
+def realise(description: Description, lang: str) -> Caption:
+    """The caption of `description` in `lang`."""
+    grammar = get_grammar(lang)
+    units = grammar.units(description)
+    text = "".join(u.text for u in units)
+    nouns: list[str] = []
+    for m in description.mentions:
+        noun = grammar.shape_noun(m.shape)
+        if noun not in nouns:
+            nouns.append(noun)
+    return Caption(lang, text, tuple(u.text for u in units), tuple(u.facts for u in units), tuple(nouns), description)
+
+
+def scene_captions(scene: Scene, langs: tuple[str, ...] = LANGUAGES, seed: int = 0) -> dict[str, dict[str, Caption]]:
+    """{"short": {lang: Caption}, "long": {lang: Caption}} (long only for scenes with >= 3 objects).
+
+    Every language realises the same description, so the captions are exact translations.
+    """
+    rng = random.Random(scene.seed * 7919 + seed)
+    descriptions = {"short": describe_short(scene, rng)}
+    if len(scene.objects) >= LONG_MIN_OBJECTS:
+        descriptions["long"] = describe_long(scene)
+    return {style: {lang: realise(d, lang) for lang in langs} for style, d in descriptions.items()}
+
+
+def token_count(text: str, lang: str) -> int:
+    """Whitespace tokens; for Japanese, characters (it has no spaces) as a rough morpheme proxy."""
+    if lang == "ja":
+        return sum(1 for ch in text if not ch.isspace())
+    return len(text.split())

@@ -1,0 +1,209 @@
+"""Measure a profile's models on held-out world scenes: the baseline fine-tuning has to beat.
+
+- retrieval: text -> image Recall@1/5/10 (world-CLIP on English; MCS per language, COCO-SM
+  style) with chance level k/N;
+- correlation: Kendall tau_c of CLIP-S and MCS against the oracle score (and against the
+  simulated annotators' mean rating), per language, over candidates with controlled errors;
+- robustness: mean % change of MCS (and CLIP-S on English) under each PR-MCS perturbation
+  (PR-MCS Table 7 layout: negative = the score dropped).
+
+Everything goes through `scoring.api.Scorer`, i.e. the normal loading code of the profile.
+"""
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+import numpy as np
+
+from .annotators import panel
+from .captions import scene_captions
+from .errors import candidates_for
+from .grammar import LANGUAGES
+from .render import render_scene
+from .sets import split_scenes
+
+MEASURE_FIRST = 0  # held-out scenes start at the split's first seed
+
+
+def recall_at(similarity: np.ndarray, ks=(1, 5, 10)) -> dict[str, float]:
+    """Text->image recall: query i's correct image is column i."""
+    correct = np.diag(similarity)[:, None]
+    rank = (similarity > correct).sum(axis=1)
+    return {f"R@{k}": float((rank < k).mean()) for k in ks}
+
+
+def _retrieval(scorer, scenes, images, langs) -> dict:
+    out = {"images": len(scenes), "chance": {f"R@{k}": min(1.0, k / len(scenes)) for k in (1, 5, 10)}}
+    image_clip = scorer.image_embeddings(images, "clip")
+    caps = [scene_captions(s, tuple(langs)) for s in scenes]
+    long_idx = [i for i, c in enumerate(caps) if "long" in c]
+    out["clip_en_short"] = recall_at(scorer.text_embeddings([c["short"]["en"].text for c in caps], "clip") @ image_clip.T)
+    if long_idx:
+        sub = image_clip[long_idx]
+        texts = [caps[i]["long"]["en"].text for i in long_idx]
+        out["clip_en_long"] = recall_at(scorer.text_embeddings(texts, "clip") @ sub.T)
+        out["long_images"] = len(long_idx)
+        out["long_chance"] = {f"R@{k}": min(1.0, k / len(long_idx)) for k in (1, 5, 10)}
+    reason = scorer.unavailable_reason("MCS")
+    if reason:
+        out["mcs"] = f"unavailable: {reason}"
+        return out
+    text_backbone = scorer.registry.metrics["MCS"].backbone
+    out["mcs_short"], out["mcs_long"] = {}, {}
+    for lang in langs:
+        short = scorer.text_embeddings([c["short"][lang].text for c in caps], text_backbone)
+        out["mcs_short"][lang] = recall_at(short @ image_clip.T)
+        if long_idx:
+            long = scorer.text_embeddings([caps[i]["long"][lang].text for i in long_idx], text_backbone)
+            out["mcs_long"][lang] = recall_at(long @ image_clip[long_idx].T)
+    return out
+
+
+def _kendall_c(x, y) -> float | None:
+    from scipy.stats import kendalltau
+
+    if len(set(x)) < 2 or len(set(y)) < 2:
+        return None
+    return float(kendalltau(x, y, variant="c").statistic)
+
+
+def _correlation(scorer, scenes, images, langs, metrics) -> dict:
+    from scoring.api import ScoreItem
+
+    raters = panel(3)
+    rows = []  # (lang, style, candidate, oracle, human mean, image index)
+    for i, scene in enumerate(scenes):
+        caps = scene_captions(scene, ("en",))
+        for style, per_lang in caps.items():
+            for k, cand in enumerate(candidates_for(scene, per_lang["en"].description, tuple(langs))):
+                key = f"{scene.scene_id}-{style}-{cand.caption.lang}-{k}"
+                human = float(np.mean([r.rate(cand, key)["overall"] for r in raters]))
+                rows.append((cand.caption.lang, style, cand.text, cand.oracle.score, human, i))
+    items = [ScoreItem(image=images[r[5]], candidate=r[2], lang=r[0]) for r in rows]
+    results = scorer.score(items, metrics)
+    out: dict = {"candidates": len(rows), "scenes": len(scenes)}
+    for name, result in results.items():
+        if result.unavailable:
+            out[name] = f"unavailable: {result.unavailable}"
+            continue
+        per = {}
+        for lang in langs:
+            for style in ("all", "short", "long"):
+                sel = [j for j, r in enumerate(rows) if r[0] == lang and (style == "all" or r[1] == style)]
+                if not sel:
+                    continue
+                values = [result.values[j] for j in sel]
+                per.setdefault(lang, {})[style] = {
+                    "tau_c_oracle": _kendall_c(values, [rows[j][3] for j in sel]),
+                    "tau_c_human": _kendall_c(values, [rows[j][4] for j in sel]),
+                    "n": len(sel),
+                }
+        out[name] = per
+    # Ceiling: how well the simulated annotators' mean agrees with the oracle they were drawn from.
+    out["human_vs_oracle"] = {lang: _kendall_c([r[4] for r in rows if r[0] == lang], [r[3] for r in rows if r[0] == lang])
+                              for lang in langs}
+    return out
+
+
+def _perturbation(scorer, scenes, images, langs, seed) -> dict:
+    from annotation.perturb import PRMCS_OPS, perturb
+    from scoring.api import ScoreItem
+
+    originals, perturbed = [], defaultdict(list)  # items per (op)
+    for i, scene in enumerate(scenes):
+        for style, per_lang in scene_captions(scene, tuple(langs)).items():
+            for lang, cap in per_lang.items():
+                originals.append((lang, i, cap.text))
+                for op in PRMCS_OPS:
+                    p = perturb(cap.text, op, seed=seed + i, lang=lang, critical=list(cap.critical_objects))
+                    perturbed[op].append((lang, i, p.text, p.noop))
+    metrics = ["MCS", "CLIP-S"]
+    base = scorer.score([ScoreItem(images[i], t, lang=lang) for lang, i, t in originals], metrics)
+    out: dict = {"captions": len(originals)}
+    for op in PRMCS_OPS:
+        rows = perturbed[op]
+        res = scorer.score([ScoreItem(images[i], t, lang=lang) for lang, i, t, _ in rows], metrics)
+        for name in metrics:
+            if base[name].unavailable:
+                out[name] = f"unavailable: {base[name].unavailable}"
+                continue
+            metric_langs = langs if name == "MCS" else ("en",)
+            for lang in metric_langs:
+                sel = [j for j, r in enumerate(rows) if r[0] == lang]
+                before = float(np.mean([base[name].values[j] for j in sel]))
+                after = float(np.mean([res[name].values[j] for j in sel]))
+                out.setdefault(name, {}).setdefault(lang, {})[op] = {
+                    "before": round(before, 4), "after": round(after, 4),
+                    "change_pct": round(100.0 * (after - before) / before, 2) if before else None,
+                    "noop": sum(rows[j][3] for j in sel), "n": len(sel)}
+    return out
+
+
+def measure(profile: str = "world", retrieval_scenes: int = 1000, rated_scenes: int = 60,
+            perturb_scenes: int = 60, langs=LANGUAGES, seed: int = 0, device: str | None = None) -> dict:
+    """All three measurements on held-out scenes (disjoint from training seeds)."""
+    from scoring.api import Scorer
+
+    if min(retrieval_scenes, rated_scenes, perturb_scenes) < 10:
+        raise ValueError("measure needs at least 10 scenes per part")
+    scorer = Scorer(profile, device)
+    scenes = split_scenes("heldout", max(retrieval_scenes, rated_scenes, perturb_scenes))
+    images = [render_scene(s) for s in scenes]
+    rng = random.Random(seed)
+    rated = sorted(rng.sample(range(len(scenes)), rated_scenes))
+    perturbed = sorted(rng.sample(range(len(scenes)), perturb_scenes))
+    return {
+        "profile": profile,
+        "heldout_first_seed": scenes[0].seed,
+        "retrieval": _retrieval(scorer, scenes[:retrieval_scenes], images[:retrieval_scenes], langs),
+        "correlation": _correlation(scorer, [scenes[i] for i in rated], [images[i] for i in rated], langs,
+                                    ["CLIP-S", "MCS"]),
+        "perturbation": _perturbation(scorer, [scenes[i] for i in perturbed], [images[i] for i in perturbed],
+                                      langs, seed),
+    }
+
+
+def _fmt(value) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def report(result: dict) -> str:
+    """Markdown tables of a `measure` result."""
+    lines = [f"# World measurement (profile {result['profile']}, held-out seeds from {result['heldout_first_seed']})", ""]
+    r = result["retrieval"]
+    lines += ["## Text -> image retrieval", "", "| model | queries | images | R@1 | R@5 | R@10 |", "|---|---|---|---|---|---|"]
+    lines.append(f"| chance | - | {r['images']} | " + " | ".join(_fmt(r["chance"][k]) for k in ("R@1", "R@5", "R@10")) + " |")
+    lines.append(f"| world-CLIP | en short | {r['images']} | " + " | ".join(_fmt(r["clip_en_short"][k]) for k in ("R@1", "R@5", "R@10")) + " |")
+    if "clip_en_long" in r:
+        lines.append(f"| chance | - | {r['long_images']} | " + " | ".join(_fmt(r["long_chance"][k]) for k in ("R@1", "R@5", "R@10")) + " |")
+        lines.append(f"| world-CLIP | en long | {r['long_images']} | " + " | ".join(_fmt(r["clip_en_long"][k]) for k in ("R@1", "R@5", "R@10")) + " |")
+    if isinstance(r.get("mcs_short"), dict):
+        for style in ("short", "long"):
+            for lang, rec in r[f"mcs_{style}"].items():
+                n = r["images"] if style == "short" else r["long_images"]
+                lines.append(f"| MCS | {lang} {style} | {n} | " + " | ".join(_fmt(rec[k]) for k in ("R@1", "R@5", "R@10")) + " |")
+    c = result["correlation"]
+    lines += ["", f"## Kendall tau_c against the oracle ({c['candidates']} candidates, {c['scenes']} scenes)", "",
+              "| metric | lang | all | short | long | all vs simulated humans |", "|---|---|---|---|---|---|"]
+    for name in ("CLIP-S", "MCS"):
+        if isinstance(c.get(name), str):
+            lines.append(f"| {name} | - | {c[name]} | | | |")
+            continue
+        for lang, per in c[name].items():
+            lines.append(f"| {name} | {lang} | " + " | ".join(_fmt(per.get(s, {}).get("tau_c_oracle")) for s in ("all", "short", "long"))
+                         + f" | {_fmt(per['all']['tau_c_human'])} |")
+    lines.append("| simulated humans | " + ", ".join(f"{k} {_fmt(v)}" for k, v in c["human_vs_oracle"].items()) + " | | | | |")
+    p = result["perturbation"]
+    lines += ["", f"## Score change under PR-MCS perturbations, % ({p['captions']} captions)", ""]
+    from annotation.perturb import PRMCS_OPS
+
+    lines += ["| metric | lang | " + " | ".join(PRMCS_OPS) + " |", "|---|---|" + "---|" * len(PRMCS_OPS)]
+    for name in ("MCS", "CLIP-S"):
+        if isinstance(p.get(name), str):
+            lines.append(f"| {name} | - | {p[name]} |")
+            continue
+        for lang, per in p.get(name, {}).items():
+            lines.append(f"| {name} | {lang} | " + " | ".join(
+                "n/a" if per[op]["change_pct"] is None else f"{per[op]['change_pct']:+.2f}" for op in PRMCS_OPS) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,163 @@
+"""World data sets written in the formats the rest of CapLens reads.
+
+Splits use disjoint seed ranges: training scenes never appear in held-out sets.
+
+- scoring inputs: the CLIPScore command-line JSON (`{"image_id": "candidate"}`,
+  `{"image_id": ["ref", ...]}`) plus `images/<image_id>.png`;
+- human-rated collection: `ratings.csv` / `ratings.jsonl`, one row per (candidate, annotator);
+- fine-tuning sets (JSONL): PR-MCS (captions with critical objects and their English source),
+  SPECS (detail units, positive and negative units), UMIC (positive + controlled-error
+  negatives), PAC-S (re-rendered image and alternative caption as generated positives);
+- retrieval split in the COCO-SM spirit: `meta/world.json` with one caption per language per image.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+
+from .annotators import panel
+from .captions import describe_short, realise, scene_captions
+from .errors import candidates_for
+from .grammar import LANGUAGES
+from .render import render_scene
+from .scene import Scene, generate_scenes
+
+SPLITS = {"train": 0, "validation": 500_000, "heldout": 1_000_000}  # first seed of each split
+
+
+def split_scenes(split: str, count: int) -> list[Scene]:
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+    if count < 1:
+        raise ValueError("a split needs at least one scene")
+    return generate_scenes(SPLITS[split], count)
+
+
+def _write_images(out: Path, scenes: list[Scene], size: int) -> dict[str, str]:
+    images = out / "images"
+    images.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for scene in scenes:
+        path = images / f"{scene.scene_id}.png"
+        render_scene(scene, size).save(path)
+        paths[scene.scene_id] = f"images/{path.name}"
+    return paths
+
+
+def _dump_json(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
+def _dump_jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def write_scoring_inputs(out: Path, scenes: list[Scene], langs=LANGUAGES, size: int = 128) -> None:
+    """Per language: candidates_<lang>.json (short caption) and references_<lang>.json (the long one and another short one)."""
+    _write_images(out, scenes, size)
+    for lang in langs:
+        candidates, references = {}, {}
+        for scene in scenes:
+            caps = scene_captions(scene, (lang,))
+            candidates[scene.scene_id] = caps["short"][lang].text
+            other = realise(describe_short(scene, random.Random(scene.seed + 1)), lang).text
+            references[scene.scene_id] = [other] + ([caps["long"][lang].text] if "long" in caps else [])
+        _dump_json(out / f"candidates_{lang}.json", candidates)
+        _dump_json(out / f"references_{lang}.json", references)
+
+
+def rated_rows(scenes: list[Scene], langs=LANGUAGES, annotators: int = 3, styles=("short", "long")) -> list[dict]:
+    """One row per candidate and annotator: caption, its errors, oracle and the simulated rating."""
+    raters = panel(annotators)
+    rows = []
+    for scene in scenes:
+        caps = scene_captions(scene, ("en",))
+        for style in styles:
+            if style not in caps:
+                continue
+            for k, cand in enumerate(candidates_for(scene, caps[style]["en"].description, tuple(langs))):
+                key = f"{scene.scene_id}-{style}-{cand.caption.lang}-{k}"
+                base = {"item": key, "image_id": scene.scene_id, **cand.to_dict()}
+                for rater in raters:
+                    rows.append({**base, **rater.rate(cand, key)})
+    return rows
+
+
+def write_rated_collection(out: Path, scenes: list[Scene], langs=LANGUAGES, annotators: int = 3,
+                           size: int = 128) -> int:
+    paths = _write_images(out, scenes, size)
+    rows = rated_rows(scenes, langs, annotators)
+    for row in rows:
+        row["image"] = paths[row["image_id"]]
+    _dump_jsonl(out / "ratings.jsonl", rows)
+    flat = [{k: json.dumps(v, ensure_ascii=False) if isinstance(v, list) else v for k, v in row.items()} for row in rows]
+    with (out / "ratings.csv").open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(flat[0]))
+        writer.writeheader()
+        writer.writerows(flat)
+    return len(rows)
+
+
+def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: int = 128) -> dict[str, int]:
+    paths = _write_images(out, scenes, size)
+    variants = out / "images_generated"
+    variants.mkdir(parents=True, exist_ok=True)
+    prmcs, specs, umic, pacs = [], [], [], []
+    long_units = {}
+    for scene in scenes:
+        caps = scene_captions(scene, tuple(langs))
+        if "long" in caps:
+            long_units[scene.scene_id] = caps["long"]["en"].units
+        for style, per_lang in caps.items():
+            english = per_lang["en"].text if "en" in per_lang else None
+            for lang, cap in per_lang.items():
+                prmcs.append({"image": paths[scene.scene_id], "lang": lang, "caption": cap.text, "english": english,
+                              "critical_objects": list(cap.critical_objects), "style": style})
+        for cand in candidates_for(scene, caps["short"]["en"].description, ("en",), damaged=False)[1:]:
+            umic.append({"image": paths[scene.scene_id], "positive": caps["short"]["en"].text,
+                         "negative": cand.text, "error": cand.errors[0]})
+        variant = variants / f"{scene.scene_id}-v1.png"
+        render_scene(scene, size, variant=1).save(variant)
+        alternative = realise(describe_short(scene, random.Random(scene.seed + 1)), "en").text
+        pacs.append({"image": paths[scene.scene_id], "caption": caps["short"]["en"].text,
+                     "generated_image": f"images_generated/{variant.name}", "generated_caption": alternative})
+    ids = list(long_units)
+    for i, scene_id in enumerate(ids):  # negatives come from another scene's caption, as in SPECS
+        other = long_units[ids[(i + 1) % len(ids)]] if len(ids) > 1 else ()
+        specs.append({"image": paths[scene_id], "caption": "".join(long_units[scene_id]),
+                      "detail_units": list(long_units[scene_id]), "negative_units": list(other[1:])})
+    sets = {"prmcs": prmcs, "specs": specs, "umic": umic, "pacs": pacs}
+    for name, rows in sets.items():
+        _dump_jsonl(out / f"{name}.jsonl", rows)
+    return {name: len(rows) for name, rows in sets.items()}
+
+
+def write_retrieval_split(out: Path, scenes: list[Scene], langs=LANGUAGES, size: int = 128) -> int:
+    """COCO-SM-style: one image per scene, its caption (same content) in every language."""
+    paths = _write_images(out, scenes, size)
+    entries = []
+    for scene in scenes:
+        caps = scene_captions(scene, tuple(langs))
+        entries.append({"image_id": scene.scene_id, "filename": paths[scene.scene_id],
+                        "captions": {lang: [caps["short"][lang].text] + ([caps["long"][lang].text] if "long" in caps else [])
+                                     for lang in langs}})
+    _dump_json(out / "meta" / "world.json", {"languages": list(langs), "images": entries})
+    return len(entries)
+
+
+def write_all(out: Path, split: str = "heldout", count: int = 200, langs=LANGUAGES, size: int = 128) -> dict:
+    """Every set for `count` scenes of `split` under `out`."""
+    out = Path(out)
+    scenes = split_scenes(split, count)
+    _dump_jsonl(out / "scenes.jsonl", [s.to_dict() for s in scenes])
+    write_scoring_inputs(out / "scoring", scenes, langs, size)
+    summary = {"scenes": len(scenes), "rated_rows": write_rated_collection(out / "rated", scenes, langs, size=size)}
+    summary.update(write_finetune_sets(out / "finetune", scenes, langs, size))
+    summary["retrieval_images"] = write_retrieval_split(out / "retrieval", scenes, langs, size)
+    return summary

@@ -1,0 +1,152 @@
+"""Kendall tau-b/c, Pearson, Spearman against scipy, bootstrap intervals and paired tests."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from scoring.analysis.correlation import (
+    average_ranks, bootstrap_estimate, compare_metrics, correlation_table, kendall_tau,
+    paired_bootstrap_test, pearson, spearman, system_level_correlation, williams_test,
+)
+
+
+def _same(ours, reference):
+    if math.isnan(reference):
+        return math.isnan(ours)
+    return ours == pytest.approx(reference, abs=1e-12)
+
+
+tied_lists = st.integers(min_value=2, max_value=60).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.integers(0, 4), min_size=n, max_size=n),  # a coarse human scale: many ties
+        st.lists(st.one_of(st.integers(0, 6), st.floats(-3, 3, allow_nan=False)), min_size=n, max_size=n),
+    )
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tied_lists)
+def test_kendall_b_and_c_match_scipy_with_ties(pair):
+    x, y = (np.asarray(v, dtype=float) for v in pair)
+    for variant in ("b", "c"):
+        assert _same(kendall_tau(x, y, variant), stats.kendalltau(x, y, variant=variant)[0])
+
+
+def test_kendall_on_a_known_small_example():
+    # x ties (1,1); y ties (2,2): pairs (0,1) tie x, (2,3) tie y; C=4, D=0 of the other 4
+    x = [1, 1, 2, 3]
+    y = [1, 2, 3, 3]
+    assert kendall_tau(x, y, "b") == pytest.approx(4 / math.sqrt(5 * 5))
+    assert kendall_tau(x, y, "c") == pytest.approx(2 * 4 / (16 * (3 - 1) / 3))
+
+
+def test_kendall_large_input_matches_scipy():
+    rng = np.random.default_rng(3)
+    human = rng.integers(1, 5, 5000).astype(float)
+    metric = np.round(human + rng.normal(0, 1.5, 5000), 1)
+    for variant in ("b", "c"):
+        assert kendall_tau(metric, human, variant) == pytest.approx(stats.kendalltau(metric, human, variant=variant)[0], abs=1e-12)
+
+
+def test_kendall_undefined_cases_are_nan():
+    assert math.isnan(kendall_tau([1], [2]))
+    assert math.isnan(kendall_tau([1, 1, 1], [1, 2, 3], "b"))
+    assert math.isnan(kendall_tau([1, 1, 1], [1, 2, 3], "c"))
+    with pytest.raises(ValueError, match="variant"):
+        kendall_tau([1, 2], [1, 2], "a")
+    with pytest.raises(ValueError, match="length"):
+        kendall_tau([1, 2], [1, 2, 3])
+
+
+@settings(max_examples=100, deadline=None)
+@given(tied_lists)
+def test_pearson_and_spearman_match_scipy(pair):
+    x, y = (np.asarray(v, dtype=float) for v in pair)
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        assert math.isnan(pearson(x, y)) and math.isnan(spearman(x, y))
+        return
+    assert pearson(x, y) == pytest.approx(stats.pearsonr(x, y)[0], abs=1e-9)
+    assert spearman(x, y) == pytest.approx(stats.spearmanr(x, y)[0], abs=1e-9)
+
+
+def test_average_ranks_share_ties():
+    assert average_ranks([10, 20, 20, 5]).tolist() == [2.0, 3.5, 3.5, 1.0]
+
+
+def test_bootstrap_is_seeded_and_brackets_the_value():
+    rng = np.random.default_rng(0)
+    human = rng.integers(1, 5, 300).astype(float)
+    metric = human + rng.normal(0, 1, 300)
+    first = bootstrap_estimate(metric, human, "kendall_c", n_boot=300, seed=7)
+    again = bootstrap_estimate(metric, human, "kendall_c", n_boot=300, seed=7)
+    other = bootstrap_estimate(metric, human, "kendall_c", n_boot=300, seed=8)
+    assert first == again
+    assert first.low != other.low
+    assert first.low < first.value < first.high
+    assert first.high - first.low < 0.2
+
+
+def test_paired_bootstrap_tells_a_better_metric_apart():
+    rng = np.random.default_rng(1)
+    human = rng.integers(1, 5, 400).astype(float)
+    good = human + rng.normal(0, 0.5, 400)
+    poor = human + rng.normal(0, 3.0, 400)
+    result = paired_bootstrap_test(human, good, poor, "kendall_b", n_boot=400, seed=0)
+    assert result.difference > 0.2
+    assert result.low > 0
+    assert result.p_value < 0.01
+    same = paired_bootstrap_test(human, good, good, "kendall_b", n_boot=100, seed=0)
+    assert same.difference == 0 and same.p_value == 1.0
+
+
+def test_williams_test_matches_the_formula_and_is_antisymmetric():
+    rng = np.random.default_rng(2)
+    human = rng.normal(size=200)
+    a = human + rng.normal(0, 0.7, 200)
+    b = human + rng.normal(0, 1.5, 200)
+    result = williams_test(human, a, b)
+    r12, r13, r23 = np.corrcoef([human, a, b])[0, 1], np.corrcoef([human, a, b])[0, 2], np.corrcoef([human, a, b])[1, 2]
+    n = 200
+    k = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23
+    t = (r12 - r13) * math.sqrt((n - 1) * (1 + r23)) / math.sqrt(2 * k * (n - 1) / (n - 3) + (r12 + r13) ** 2 / 4 * (1 - r23) ** 3)
+    assert result.p_value == pytest.approx(2 * stats.t.sf(abs(t), n - 3))
+    assert result.p_value < 0.001
+    swapped = williams_test(human, b, a)
+    assert swapped.difference == pytest.approx(-result.difference)
+    assert swapped.p_value == pytest.approx(result.p_value)
+
+
+def test_correlation_table_groups_and_skips_missing_scores():
+    table = pd.DataFrame({
+        "lang": ["en"] * 4 + ["de"] * 4,
+        "human": [1, 2, 3, 4, 1, 2, 3, 4],
+        "CLIP-S": [0.1, 0.2, 0.3, 0.4, 0.4, 0.3, 0.2, 0.1],
+        "BLEU-4": [0.1, None, 0.3, 0.2, 0.1, 0.2, 0.3, 0.4],
+    })
+    result = correlation_table(table, group_by=["lang"], n_boot=50)
+    assert set(result["metric"]) == {"CLIP-S", "BLEU-4"}
+    row = result.set_index(["lang", "metric"])
+    assert row.loc[("en", "CLIP-S"), "kendall_b"] == pytest.approx(1.0)
+    assert row.loc[("de", "CLIP-S"), "kendall_b"] == pytest.approx(-1.0)
+    assert row.loc[("en", "BLEU-4"), "n"] == 3
+    assert {"kendall_c_low", "kendall_c_high", "pearson", "spearman"} <= set(result.columns)
+    with pytest.raises(ValueError, match="missing column"):
+        correlation_table(table, ["nope"])
+
+
+def test_compare_metrics_and_system_level():
+    rng = np.random.default_rng(4)
+    table = pd.DataFrame({"human": rng.integers(1, 5, 120).astype(float)})
+    table["A"] = table["human"] + rng.normal(0, 0.5, 120)
+    table["B"] = rng.normal(size=120)
+    table["system"] = np.repeat(["s1", "s2", "s3", "s4"], 30)
+    assert compare_metrics(table, "A", "B", n_boot=200).p_value < 0.05
+    assert compare_metrics(table, "A", "B", coefficient_name="pearson", test="williams").test == "Williams t-test"
+    with pytest.raises(ValueError, match="Pearson"):
+        compare_metrics(table, "A", "B", test="williams")
+    system = system_level_correlation(table, ["A", "B"])
+    assert system.set_index("metric").loc["A", "systems"] == 4

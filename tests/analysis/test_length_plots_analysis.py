@@ -1,0 +1,60 @@
+"""Length buckets, the SPECS length switch, and the Plotly figures the app shows."""
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from scoring.analysis.correlation import correlation_table
+from scoring.analysis.length import bucket_labels, length_bucket_table, length_switched_metric
+from scoring.analysis.plots import (
+    correlation_heatmap, length_bucket_lines, metric_vs_human_scatter, robustness_drop_bars,
+)
+from scoring.analysis.robustness import robustness_table
+
+
+@pytest.fixture
+def scored():
+    rng = np.random.default_rng(0)
+    n = 200
+    lengths = rng.integers(5, 120, n)
+    human = rng.normal(size=n)
+    # CLIP-S tracks humans on short captions only, SPECS on long ones
+    clip = np.where(lengths < 60, human + rng.normal(0, 0.3, n), rng.normal(size=n)) * 2.5
+    specs = np.where(lengths >= 60, human + rng.normal(0, 0.3, n), rng.normal(size=n))
+    return pd.DataFrame({"human": human, "CLIP-S": clip, "SPECS": specs, "n_tokens": lengths,
+                         "lang": rng.choice(["en", "de"], n), "image_id": np.arange(n).astype(str),
+                         "candidate": ["a caption"] * n})
+
+
+def test_buckets_and_switch(scored):
+    assert list(bucket_labels([0, 19, 20, 300], (0, 20, 60, float("inf")))) == ["0-19", "0-19", "20-59", "60+"]
+    table = length_bucket_table(scored, ["CLIP-S", "SPECS"], edges=(0, 60, float("inf")))
+    short = table[table["bucket"] == "0-59"].set_index("metric")
+    long = table[table["bucket"] == "60+"].set_index("metric")
+    assert short.loc["CLIP-S", "pearson"] > 0.8 > abs(short.loc["SPECS", "pearson"])
+    assert long.loc["SPECS", "pearson"] > 0.8 > abs(long.loc["CLIP-S", "pearson"])
+    combined = length_switched_metric(scored)
+    scored["combined"] = combined
+    overall = correlation_table(scored, ["CLIP-S", "SPECS", "combined"], n_boot=0).set_index("metric")
+    assert overall.loc["combined", "pearson"] > max(overall.loc["CLIP-S", "pearson"], overall.loc["SPECS", "pearson"])
+    with pytest.raises(ValueError, match="normalise"):
+        length_switched_metric(scored, normalise="minmax")
+
+
+def test_figures(scored):
+    scatter = metric_vs_human_scatter(scored, "CLIP-S", jitter=0.1)
+    assert isinstance(scatter, go.Figure) and len(scatter.data) == 2  # one trace per language
+    assert "candidate" in scatter.data[0].hovertemplate
+    correlations = correlation_table(scored, ["CLIP-S", "SPECS"], group_by=["lang"], n_boot=0)
+    heat = correlation_heatmap(correlations, "pearson")
+    assert heat.data[0].z.shape == (2, 2)
+    with pytest.raises(ValueError, match="lang"):
+        correlation_heatmap(correlation_table(scored, ["CLIP-S"], n_boot=0))
+    scores = pd.DataFrame({
+        "lang": ["en", "en", "en", "de", "de", "de"], "metric": ["M"] * 6,
+        "op": ["original", "removal", "jumble"] * 2, "score": [1.0, 0.5, 1.1, 1.0, 0.8, 0.9],
+    })
+    bars = robustness_drop_bars(robustness_table(scores))
+    assert {trace.name for trace in bars.data} == {"en", "de"}
+    lines = length_bucket_lines(length_bucket_table(scored, ["CLIP-S"]))
+    assert isinstance(lines, go.Figure)

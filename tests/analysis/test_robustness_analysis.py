@@ -1,0 +1,76 @@
+"""PR-MCS Table 7 layout on a tiny example computed by hand."""
+import pandas as pd
+import pytest
+
+from scoring.analysis.robustness import format_table7, paired_changes, percent_change, robustness_table
+
+
+def _scores():
+    rows = []
+    # English, metric M: originals 1.0 and 3.0 (mean 2.0)
+    for item, score in (("a", 1.0), ("b", 3.0)):
+        rows.append(dict(item_id=item, lang="en", metric="M", op="original", score=score))
+    # repetition: 1.2, 2.8 -> mean 2.0 (0 %); removal: 0.5, 1.5 -> 1.0 (-50 %)
+    # masking: 2.2, 2.6 -> 2.4 (+20 %, a miss, must not offset drops)
+    for op, scores in (("repetition", (1.2, 2.8)), ("removal", (0.5, 1.5)), ("masking", (2.2, 2.6))):
+        for item, score in zip("ab", scores):
+            rows.append(dict(item_id=item, lang="en", metric="M", op=op, score=score))
+    # a no-op perturbation that must be ignored
+    rows.append(dict(item_id="a", lang="en", metric="M", op="removal", score=100.0, noop=True))
+    # German: original 0.5, jumble 0.25 (-50 %)
+    rows.append(dict(item_id="c", lang="de", metric="M", op="original", score=0.5))
+    rows.append(dict(item_id="c", lang="de", metric="M", op="Jumble", score=0.25))
+    frame = pd.DataFrame(rows)
+    frame["noop"] = frame["noop"].fillna(False).astype(bool)
+    return frame
+
+
+def test_table7_matches_hand_computation():
+    table = robustness_table(_scores()).set_index(["lang", "metric"])
+    english = table.loc[("en", "M")]
+    assert english["original"] == pytest.approx(2.0)
+    assert english["repetition"] == pytest.approx(2.0) and english["repetition_change"] == pytest.approx(0.0)
+    assert english["removal"] == pytest.approx(1.0) and english["removal_change"] == pytest.approx(-50.0)
+    assert english["masking"] == pytest.approx(2.4) and english["masking_change"] == pytest.approx(20.0)
+    # Average = mean of the op means, as in the paper: (2.0 + 1.0 + 2.4) / 3 = 1.8 -> -10 %
+    assert english["average"] == pytest.approx(1.8)
+    assert english["average_change"] == pytest.approx(-10.0)
+    # only negative changes count toward robustness: (0 + 50 + 0) / 3
+    assert english["robustness"] == pytest.approx(50 / 3)
+    assert english["missed_ops"] == 2
+    assert english["n_original"] == 2
+    german = table.loc[("de", "M")]
+    assert german["jumble_change"] == pytest.approx(-50.0)
+    assert german["robustness"] == pytest.approx(50.0)
+
+
+def test_paper_row_is_reproduced():
+    """*MCS, English, PR-MCS Table 7: Average 1.05808 (-3.27%) from the five op means."""
+    op_means = {"repetition": 1.0963, "removal": 1.0177, "masking": 0.987, "jumble": 1.0966, "substitution": 1.0928}
+    rows = [dict(lang="en", metric="*MCS", op="original", score=1.0939)]
+    rows += [dict(lang="en", metric="*MCS", op=op, score=mean) for op, mean in op_means.items()]
+    table = robustness_table(pd.DataFrame(rows))
+    assert table.loc[0, "average"] == pytest.approx(1.05808)
+    assert round(table.loc[0, "average_change"], 2) == -3.27
+    assert round(table.loc[0, "masking_change"], 2) == -9.77
+    assert list(format_table7(table).columns) == [
+        "lang", "metric", "Original", "Repetition", "Removal", "Masking", "Jumble", "Substitution", "Average", "Robustness"
+    ]
+    assert format_table7(table).loc[0, "Masking"] == "0.9870 (-9.77%)"
+
+
+def test_formatting_and_errors():
+    formatted = format_table7(robustness_table(_scores()))
+    assert formatted.set_index("lang").loc["en", "Removal"] == "1.0000 (-50.00%)"
+    assert formatted.set_index("lang").loc["de", "Removal"] == "-"
+    with pytest.raises(ValueError, match="no perturbed"):
+        robustness_table(pd.DataFrame({"lang": ["en"], "metric": ["M"], "op": ["original"], "score": [1.0]}))
+    with pytest.raises(ValueError, match="column"):
+        robustness_table(pd.DataFrame({"score": [1.0]}))
+    assert percent_change(0.0, 1.0) != percent_change(0.0, 1.0)  # nan
+
+
+def test_paired_changes_link_each_perturbation_to_its_original():
+    changes = paired_changes(_scores()[lambda f: ~f["noop"]])
+    removal_a = changes[(changes["op"] == "removal") & (changes["item_id"] == "a")]
+    assert removal_a["change"].iloc[0] == pytest.approx(-50.0)

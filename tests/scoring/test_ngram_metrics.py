@@ -1,0 +1,120 @@
+"""BLEU, METEOR, ROUGE-L and CIDEr-D agree with the COCO caption toolkit's own pipeline."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from scoring.api import ScoreItem
+from scoring.metrics import coco
+
+pytestmark = pytest.mark.java
+
+CANDIDATES = [
+    "A man is riding a horse on the beach.",
+    "Two dogs play with a red ball in the grass!",
+    "a plate of food, with broccoli and rice",
+    "A group of people standing next to a yellow bus.",
+    "The cat sits on the window-sill, looking out.",
+]
+REFERENCES = [
+    ["A person rides a brown horse along the beach.", "Man riding horse near the ocean", "a horse and rider on sand"],
+    ["Two dogs are playing in the grass with a ball.", "dogs chasing a red ball"],
+    ["A plate with broccoli, rice and meat.", "Food on a white plate.", "a healthy meal"],
+    ["People waiting for a yellow school bus.", "A yellow bus parked near a crowd of people."],
+    ["A cat sitting on a windowsill.", "The cat looks out of the window."],
+]
+
+
+def _toolkit_scores():
+    """What pycocoevalcap's COCOEvalCap does: PTB-tokenise, then each scorer."""
+    from pycocoevalcap.bleu.bleu import Bleu
+    from pycocoevalcap.cider.cider import Cider
+    from pycocoevalcap.meteor.meteor import Meteor
+    from pycocoevalcap.rouge.rouge import Rouge
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    meteor = Meteor()  # its JVM loads while the tokenizer runs
+    gts = {i: [{"caption": r} for r in refs] for i, refs in enumerate(REFERENCES)}
+    res = {i: [{"caption": c}] for i, c in enumerate(CANDIDATES)}
+    tokenizer = PTBTokenizer()
+    gts, res = tokenizer.tokenize(gts), tokenizer.tokenize(res)
+    out = {}
+    bleu, bleu_items = Bleu(4).compute_score(gts, res, verbose=0)
+    for n in range(4):
+        out[f"BLEU-{n + 1}"] = (bleu[n], bleu_items[n])
+    try:
+        out["METEOR"] = meteor.compute_score(gts, res)
+    finally:
+        meteor.meteor_p.kill()
+        meteor.meteor_p.wait()
+    rouge, rouge_items = Rouge().compute_score(gts, res)
+    out["ROUGE-L"] = (rouge, list(rouge_items))
+    cider, cider_items = Cider().compute_score(gts, res)
+    out["CIDEr"] = (cider, list(cider_items))
+    return out, gts, res
+
+
+def test_ngram_metrics_match_the_toolkit(java, tiny_scorer):
+    names = ["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr"]
+    items = [ScoreItem(None, c, r) for c, r in zip(CANDIDATES, REFERENCES)]
+    tiny_scorer.warm_up(["METEOR"])  # both JVMs load side by side
+    expected, gts, res = _toolkit_scores()
+    ours = tiny_scorer.score(items, names)
+    for name in names:
+        corpus, per_item = expected[name]
+        assert ours[name].unavailable is None, name
+        assert ours[name].values == pytest.approx(list(per_item), abs=1e-9), name
+        assert ours[name].aggregate == pytest.approx(corpus, abs=1e-9), name
+    # Our PTB tokenisation is the toolkit's, string for string.
+    assert coco.ptb_tokenize(CANDIDATES) == [res[i][0] for i in range(len(CANDIDATES))]
+    assert coco.ptb_tokenize(REFERENCES[2]) == gts[2]
+    # BLEU's corpus value pools counts; it is not the mean of the per-item values.
+    assert ours["BLEU-4"].aggregate != pytest.approx(sum(ours["BLEU-4"].values) / 5, abs=1e-6)
+
+
+def test_cider_idf_comes_from_the_scored_set(java, tiny_scorer):
+    alone = tiny_scorer.score([ScoreItem(None, CANDIDATES[0], REFERENCES[0])], ["CIDEr"])["CIDEr"]
+    together = tiny_scorer.score([ScoreItem(None, c, r) for c, r in zip(CANDIDATES, REFERENCES)], ["CIDEr"])["CIDEr"]
+    assert alone.values == [0.0]
+    assert together.values[0] > 0
+
+
+def test_items_without_references_get_none(java, tiny_scorer):
+    items = [ScoreItem(None, CANDIDATES[0], REFERENCES[0]), ScoreItem(None, "no refs here", [])]
+    results = tiny_scorer.score(items, ["BLEU-1", "ROUGE-L"])
+    assert results["BLEU-1"].values[1] is None and results["ROUGE-L"].values[1] is None
+    assert results["BLEU-1"].values[0] is not None
+
+
+def test_meteor_is_thread_safe_and_restarts_after_a_crash(java, tiny_scorer):
+    items = [ScoreItem(None, c, r) for c, r in zip(CANDIDATES, REFERENCES)]
+    baseline = tiny_scorer.score(items, ["METEOR"])["METEOR"].values
+    outputs, errors = [], []
+
+    def work(subset):
+        try:
+            outputs.append((subset, tiny_scorer.score([items[i] for i in subset], ["METEOR"])["METEOR"].values))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=([0, 1, 2],)), threading.Thread(target=work, args=([3, 4],))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors and len(outputs) == 2
+    for subset, values in outputs:
+        assert values == pytest.approx([baseline[i] for i in subset], abs=1e-12)
+
+    coco._meteor._proc.kill()  # the Java process dies: the next call starts a new one
+    coco._meteor._proc.wait()
+    again = tiny_scorer.score(items[:2], ["METEOR"])["METEOR"]
+    assert again.unavailable is None and again.values == pytest.approx(baseline[:2], abs=1e-12)
+
+
+def test_spice_reports_missing_resources(java, tiny_scorer):
+    result = tiny_scorer.score([ScoreItem(None, "a dog", ["a dog"])], ["SPICE"])["SPICE"]
+    if coco.Spice._missing_resources():
+        assert result.unavailable.startswith("SPICE needs the Stanford CoreNLP 3.6.0 models")
+        assert result.values == [None]
