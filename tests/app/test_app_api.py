@@ -110,7 +110,7 @@ def test_rate_requires_login_then_stores_the_rating(server):
     who = client.predict(*server.annotator, api_name="/login")
     assert who["user"] == server.annotator[0] and who["role"] == "annotator"
     item = client.predict(server.collection, api_name="/next_item")
-    assert item["caption_id"] in server.caption_ids.values()
+    assert isinstance(item["caption_id"], int) and item["text"] and "rated" in item["progress"]
     stored = client.predict(caption_id, 0.7, 0.9, None, 0.4, api_name="/rate")
     assert stored["overall"] == pytest.approx(0.7) and stored["annotator"] == server.annotator[0]
     with session_scope() as session:
