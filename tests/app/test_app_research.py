@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import io
 import json
 import zipfile
@@ -113,3 +114,14 @@ def test_import_is_all_or_nothing_and_annotators_cannot_import(server, researche
     annotator, _ = login(*server.annotator)
     with pytest.raises(PermissionError):
         data.import_upload(annotator, str(_bundle(tmp_path, good, "again.zip")), "imported-by-annotator", "auto")
+
+
+def test_pick_an_image_from_a_collection(server, researcher):
+    from app.tabs.score import collection_images
+
+    images = collection_images(researcher, server.collection)
+    assert len(images) == 3
+    texts = {c for entry in images.values() for c in entry["captions"]}
+    assert {"a red square on a white table", server.xss, "a green field"} <= texts
+    assert all(entry["references"] == ["a photo of a square"] for entry in images.values())
+    assert all(os.path.isfile(entry["file"]) for entry in images.values())
