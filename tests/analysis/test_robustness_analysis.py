@@ -74,3 +74,13 @@ def test_paired_changes_link_each_perturbation_to_its_original():
     changes = paired_changes(_scores()[lambda f: ~f["noop"]])
     removal_a = changes[(changes["op"] == "removal") & (changes["item_id"] == "a")]
     assert removal_a["change"].iloc[0] == pytest.approx(-50.0)
+
+
+def test_detection_rates_count_only_drops():
+    from scoring.analysis.robustness import detection_rates
+
+    rates = detection_rates(_scores()).set_index(["lang", "op"])
+    # removal: a 1.0 -> 0.5, b 3.0 -> 1.5 both drop; masking: a rises, b falls; repetition: a rises, b falls
+    assert rates.loc[("en", "removal"), "detected"] == 1.0 and rates.loc[("en", "removal"), "n"] == 2
+    assert rates.loc[("en", "masking"), "detected"] == 0.5
+    assert rates.loc[("de", "jumble"), "detected"] == 1.0
