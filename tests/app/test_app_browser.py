@@ -94,17 +94,18 @@ def test_login_rate_and_rating_is_in_the_database(page, server, artifacts):
         "() => document.querySelector('#login-status textarea')?.value.startsWith('Logged in')")
     page.wait_for_function("() => Number(document.querySelector('#rate-caption-id input')?.value) > 0")
     caption_id = int(page.locator("#rate-caption-id input").input_value())
-    overall = page.locator("#rate-overall input[type=number]")
-    overall.fill("0.85")
-    overall.press("Enter")
-    page.locator("#rate-save").click()
+    # Keyboard only: "8" sets overall to 0.8 (focus outside text fields), Alt+N saves and moves on.
+    page.locator("#rate-panel").get_by_text("Rate how well").click()
+    page.keyboard.press("8")
+    page.wait_for_function("() => document.querySelector('#rate-overall input[type=number]').value === '0.8'")
+    page.keyboard.press("Alt+n")
     page.wait_for_function(
         "() => document.querySelector('#rate-status textarea')?.value.includes('Saved rating')")
     page.screenshot(path=str(artifacts / "annotate-rate.png"), full_page=True)
     with session_scope() as session:
         user = get_user(session, server.annotator[0])
         ratings = {r.caption_id: r.overall for r in list_ratings(session, user, annotator=user)}
-    assert ratings.get(caption_id) == pytest.approx(0.85)
+    assert ratings.get(caption_id) == pytest.approx(0.8)
 
 
 def test_script_in_a_caption_is_shown_as_text_and_never_runs(page, server, image_file, artifacts):
