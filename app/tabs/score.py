@@ -218,7 +218,11 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         if paths and not images:
             messages.append("No usable image: only text metrics can score.")
         request = ScoreRequest(images, caption_list, split_lines(references_text), lang_choice, list(chosen))
-        outcome = run_scoring(ctx.profile, request, state)
+        try:
+            outcome = run_scoring(ctx.profile, request, state)
+        except (ValueError, LookupError, OSError) as exc:  # the scorer's "bad input" signals
+            messages.append(f"Could not score: {exc}")
+            return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), state
         reused = len(outcome.frame) - outcome.scored_now
         messages.append(f"Scored {len(outcome.frame)} image–caption pair(s): {outcome.scored_now} computed now"
                         + (f", {reused} unchanged ones reused." if reused else "."))
