@@ -224,8 +224,9 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
             messages.append(f"Could not score: {exc}")
             return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), state
         reused = len(outcome.frame) - outcome.scored_now
-        messages.append(f"Scored {len(outcome.frame)} image–caption pair(s): {outcome.scored_now} computed now"
-                        + (f", {reused} unchanged ones reused." if reused else "."))
+        refs = len(request.references)
+        messages.append(f"Scored {len(outcome.frame)} image–caption pair(s) with {refs} reference(s): "
+                        f"{outcome.scored_now} computed now" + (f", {reused} unchanged ones reused." if reused else "."))
         chart_figure = render.scores_bar_chart(outcome.frame, outcome.metric_columns, "Scores by metric")
         pairs, per_metric = render.score_tables(outcome.frame, outcome.metric_columns, outcome.availability)
         return "\n".join(messages), pairs, per_metric, chart_figure, state

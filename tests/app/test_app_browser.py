@@ -49,18 +49,23 @@ def cell_texts(page, selector: str) -> list[str]:
     return [(t or "").strip() for t in page.locator(f"{selector} td").all_text_contents()]
 
 
-def test_upload_then_scores_appear(page, image_file, artifacts):
-    page.locator("#score-images input[type=file]").set_input_files(str(image_file))
-    page.wait_for_selector("#score-images td.filename[aria-label='red.png']")
+def test_upload_then_scores_appear(page, image_file, artifacts, tmp_path):
+    broken = tmp_path / "holiday.jpg"
+    broken.write_bytes(b"this is a text file pretending to be a JPEG")
+    page.locator("#score-images input[type=file]").set_input_files([str(image_file), str(broken)])
+    page.wait_for_selector("#score-images td.filename[aria-label='holiday.jpg']")
     page.locator("#score-captions textarea").fill("a red square\na dog on the grass")
     page.locator("#score-references textarea").fill("a red square")
     page.locator("#score-button").click()
     page.wait_for_function(
-        "() => document.querySelector('#score-status textarea')?.value.includes('Scored')", timeout=TIMEOUT_MS)
+        "() => document.querySelector('#score-status textarea')?.value.includes('with 1 reference')")
+    assert "holiday.jpg: not an image" in page.locator("#score-status textarea").input_value()
     assert "a dog on the grass" in cell_texts(page, "#score-items")
     table = page.locator("#score-table").inner_text()
     assert "CLIP-S" in table and "BLEU-1" in table and "available" in table
+    assert "needs references" not in table
     assert re.search(r"\b\d\.\d{2,4}\b", table), table
+    page.wait_for_timeout(1000)  # let Plotly draw before the screenshot
     page.screenshot(path=str(artifacts / "score-tab.png"), full_page=True)
 
 
