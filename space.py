@@ -1,11 +1,31 @@
 """Hugging Face Spaces entry point (README front matter: `app_file: space.py`).
 
 Spaces run this file directly; it builds the same app as `caplens serve` and listens on the
-address the Space expects.
+address the Space expects. Space secrets CAPLENS_ADMIN_USER and CAPLENS_ADMIN_PASSWORD, when
+set, create that admin account on first start so the owner can log in and add annotators.
 """
+import os
+
 from app.serve import create_app, launch_kwargs
 
+
+def ensure_admin_from_secrets() -> None:
+    from sqlalchemy import select
+
+    from db.models import User
+    from db.session import ensure_schema, session_scope
+    from db.users import create_user
+
+    name, password = os.environ.get("CAPLENS_ADMIN_USER"), os.environ.get("CAPLENS_ADMIN_PASSWORD")
+    if not name or not password:
+        return
+    with session_scope(ensure_schema()) as session:
+        if session.scalar(select(User).where(User.name == name)) is None:
+            create_user(session, name, "admin", password)
+
+
 demo, ctx = create_app()
+ensure_admin_from_secrets()
 
 if __name__ == "__main__":
     print(f"CapLens: profile '{ctx.profile}' in use.", flush=True)

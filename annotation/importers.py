@@ -20,7 +20,8 @@ Row fields (CSV columns, JSONL keys, manifest entries):
   references       list of reference captions of the image
   annotator        who gave the rating in this row (accounts are created, without login)
   score | overall, fluency, relevance, descriptiveness   rating values in [0, 1]
-  critical_objects, backgrounds, relationships   lists of phrases of the caption
+  critical_objects, backgrounds, relationships   lists of phrases of the caption (credited
+                   to `annotator`, else to the login-less account "imported")
 In CSV, list and object fields are JSON text (e.g. `["a man", "a dog"]`).
 """
 from __future__ import annotations
@@ -46,6 +47,8 @@ FORMATS = ("csv", "jsonl", "zip", "clipscore")
 MANIFEST_NAMES = ("manifest.jsonl", "manifest.csv", "manifest.json")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tiff", ".tif", ".gif", ".webp", ".bmp")
 BATCH_SIZE = 50
+# Account credited with critical-object markings whose row names no annotator.
+UNNAMED_ANNOTATOR = "imported"
 
 Progress = Callable[[str, int, int], None]
 
@@ -514,7 +517,7 @@ def _write(session: Session, user: User, rows: list[_Row], record: ImportRecord,
             session.add(Rating(caption_id=caption.id, annotator_id=annotator.id, import_id=record.id, **row.rating))
             counts["ratings"] += 1
         if row.critical:
-            marker = annotator_for(row.annotator) if row.annotator else user
+            marker = annotator_for(row.annotator or UNNAMED_ANNOTATOR)
             workflows.mark_critical(session, marker, caption.id, **row.critical)
             counts["critical_annotations"] += 1
         if index % BATCH_SIZE == 0:

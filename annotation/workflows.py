@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 from sqlalchemy import and_, delete, func, select
 from sqlalchemy.exc import IntegrityError
@@ -34,6 +35,9 @@ from db.models import (
     utcnow,
 )
 from db.users import RESEARCH_ROLES, require_role
+
+if TYPE_CHECKING:
+    import numpy
 
 ALL_ROLES = ("annotator", "researcher", "admin")
 RATING_FIELDS = ("overall", "fluency", "relevance", "descriptiveness")
@@ -267,7 +271,9 @@ def next_rating_item(session: Session, user: User, collection: Collection,
     require_role(user, *ALL_ROLES)
     if k < 1:
         raise ValueError("k must be at least 1")
-    counts = (select(Rating.caption_id, func.count(Rating.id).label("n")).group_by(Rating.caption_id).subquery())
+    counts = (select(Rating.caption_id, func.count(Rating.id).label("n"))
+              .where(Rating.caption_id.in_(select(Caption.id).where(_in_collection(collection))))
+              .group_by(Rating.caption_id).subquery())
     n_ratings = func.coalesce(counts.c.n, 0)
     mine = select(Rating.caption_id).where(Rating.annotator_id == user.id)
     skipped = select(QueueSkip.caption_id).where(QueueSkip.annotator_id == user.id, QueueSkip.task == "rating")
@@ -671,7 +677,7 @@ def _none_if_nan(value: float) -> float | None:
 
 
 def reliability_matrix(session: Session, user: User, collection: Collection,
-                       field: str = "overall") -> tuple[list[str], list[int], "np.ndarray"]:
+                       field: str = "overall") -> tuple[list[str], list[int], "numpy.ndarray"]:
     """(annotator names, caption ids, coders x units matrix with NaN gaps) of a collection."""
     import numpy as np
 

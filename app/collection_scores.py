@@ -13,7 +13,12 @@ import pandas as pd
 from app import engine
 
 Progress = Callable[..., object]
-BATCH = 32
+BATCH = 128
+MEMO_LIMIT = 200_000
+
+# (profile, metric, image sha256, caption, references, language) -> value. Collections are
+# analysed again and again while ratings come in; only captions not seen before are scored.
+_memo: dict[tuple, float | None] = {}
 
 
 def collection_table(profile: str, user_state: dict | None, collection_name: str, metrics: list[str],
@@ -48,17 +53,25 @@ def collection_table(profile: str, user_state: dict | None, collection_name: str
         "references": ["\n".join(r["references"]) for r in rows],
         "collection": collection_name,
     })
-    values: dict[str, list] = {name: [] for name in metrics}
-    for start in range(0, len(rows), BATCH):
+    def key(row: dict, metric: str) -> tuple:
+        return (profile, metric, row["image_sha256"], row["caption"], tuple(row["references"]), row["language"])
+
+    missing = [r for r in rows if any(key(r, m) not in _memo for m in metrics)]
+    for start in range(0, len(missing), BATCH):
         if progress is not None:
-            progress(start / len(rows), desc=f"scoring captions {start + 1}-{min(start + BATCH, len(rows))} of {len(rows)}")
-        chunk = rows[start:start + BATCH]
+            progress(start / len(missing), desc=f"scoring captions {start + 1}-{min(start + BATCH, len(missing))} "
+                                                 f"of {len(missing)} not scored before")
+        chunk = missing[start:start + BATCH]
         items = [ScoreItem(image=r["image_file"], candidate=r["caption"], references=list(r["references"]),
                            lang=r["language"], image_id=r["image_sha256"]) for r in chunk]
         results = engine.score_items(profile, items, metrics)
         for name in metrics:
-            values[name].extend(results[name].values)
+            for row, value in zip(chunk, results[name].values):
+                _memo[key(row, name)] = value
+    if len(_memo) > MEMO_LIMIT:
+        _memo.clear()  # rare; the next analysis simply scores again
     for name in metrics:
-        table[name] = pd.to_numeric(pd.Series(values[name], dtype="object"), errors="coerce")
+        table[name] = pd.to_numeric(pd.Series([_memo.get(key(r, name)) for r in rows], dtype="object"),
+                                    errors="coerce")
     table["human"] = pd.to_numeric(table["human"], errors="coerce")
     return table

@@ -40,21 +40,29 @@ def choose_profile(requested: str | None) -> tuple[str, str]:
 
     An explicit request (argument or CAPLENS_PROFILE) is honoured. Otherwise the real hub
     checkpoints are tried with one probe scoring; when CLIP cannot be loaded (offline, no
-    cache) the app falls back to the synthetic `world` profile and says so.
+    cache) the app falls back to the synthetic `world` profile and says so. If neither
+    loads, it stays on `hub`, whose rows then each say why they are unavailable.
     """
     import os
 
     explicit = requested or os.environ.get("CAPLENS_PROFILE")
     if explicit:
         return explicit, f"Profile **{explicit}** (chosen explicitly)."
-    reason = _probe("hub")
-    if reason is None:
+    hub_problem = _probe("hub")
+    if hub_problem is None:
         return "hub", "Profile **hub**: the published checkpoints."
+    world_problem = _probe("world")
+    if world_problem is None:
+        return (
+            "world",
+            "Profile **world**: small models trained on CapLens's synthetic world, because the hub "
+            f"checkpoints could not be loaded ({_plain(hub_problem)}). Scores are for demonstration and "
+            "testing, not comparable with published numbers.",
+        )
     return (
-        "world",
-        "Profile **world**: small models trained on CapLens's synthetic world, because the hub "
-        f"checkpoints could not be loaded ({_plain(reason)}). Scores are for demonstration and "
-        "testing, not comparable with published numbers.",
+        "hub",
+        f"Profile **hub**, but its checkpoints could not be loaded ({_plain(hub_problem)}) and neither could "
+        f"the offline world models ({_plain(world_problem)}): model-based metrics show why they are unavailable.",
     )
 
 

@@ -12,20 +12,36 @@ def register(subparsers, parents) -> None:
     p.add_argument("--profile", default=None,
                    help="metric profile: hub, world or tiny (default: $CAPLENS_PROFILE, else hub when its "
                         "checkpoints load, else world)")
+    p.add_argument("--no-demo", action="store_true",
+                   help="do not fill the synthetic-world demo collection into an empty database")
     p.set_defaults(handler=run)
 
 
-def create_app(profile: str | None = None):
-    """Prepare the database and the scorer, and build the Blocks app. Returns (demo, ctx)."""
+def create_app(profile: str | None = None, seed_demo: bool = True):
+    """Prepare the database and the scorer, and build the Blocks app. Returns (demo, ctx).
+
+    On first run this creates the database (through the migrations) and, with `seed_demo`,
+    fills the synthetic-world demo collection so every tab has something to show offline.
+    """
     from app import engine
     from app.ui import build_app
-    from db.session import upgrade
+    from db.session import ensure_schema
 
-    upgrade()  # creates the database on first run, migrates an older one
+    ensure_schema()
+    if seed_demo:
+        _seed_demo()
 
     chosen, banner = engine.choose_profile(profile)
     ctx = engine.AppContext(profile=chosen, banner=banner)
     return build_app(ctx), ctx
+
+
+def _seed_demo() -> None:
+    from scoring.world.seed import seed_demo_if_empty
+
+    report = seed_demo_if_empty()
+    if report:
+        print(f"CapLens: first run, demo collection {report.get('collection', 'world-demo')!r} created.", flush=True)
 
 
 def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
@@ -45,7 +61,7 @@ def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    demo, ctx = create_app(args.profile)
+    demo, ctx = create_app(args.profile, seed_demo=not args.no_demo)
     print(f"CapLens: profile '{ctx.profile}' in use.", flush=True)
     demo.queue(default_concurrency_limit=2).launch(**launch_kwargs(args.host, args.port, args.share))
     return 0

@@ -17,7 +17,7 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
         user_state = gr.State(None)  # the logged-in account of this browser session (Annotate tab)
         with gr.Tabs(selected="score") as tabs:
             with gr.Tab("Score", id="score"):
-                score_tab = score.build(ctx)
+                score_tab = score.build(ctx, user_state)
             with gr.Tab("Perturbation lab", id="perturb"):
                 perturb.build(ctx, user_state)
             with gr.Tab("Annotate", id="annotate"):

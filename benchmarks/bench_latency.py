@@ -64,7 +64,7 @@ def main() -> int:
 
     from app.serve import create_app, launch_kwargs
 
-    demo, ctx = create_app(args.profile)
+    demo, ctx = create_app(args.profile, seed_demo=False)
     kwargs = launch_kwargs("127.0.0.1", free_port(), False)
     kwargs.update(prevent_thread_lock=True, quiet=True)
     demo.queue(default_concurrency_limit=2).launch(**kwargs)

@@ -49,6 +49,8 @@ def inspect_image(data: bytes, name: str = "upload") -> ImageFacts:
             width, height = img.size
     except UnidentifiedImageError:
         raise ValueError(f"{name}: not an image (no known image format recognised)") from None
+    except PILImage.DecompressionBombError as exc:
+        raise ValueError(f"{name}: image too large to decode safely ({exc})") from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise ValueError(f"{name}: damaged or unreadable image ({exc})") from exc
     if fmt not in STORED_FORMATS:

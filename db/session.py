@@ -64,11 +64,12 @@ def get_engine(url: str | None = None) -> Engine:
         return engine
 
 
-def dispose_engines() -> None:
-    """Close every cached engine (tests, forked workers)."""
+def dispose_engines(close: bool = True) -> None:
+    """Forget every cached engine. A forked child passes close=False: the parent's
+    connections are the parent's to close, the child opens its own."""
     with _engines_lock:
         for engine in _engines.values():
-            engine.dispose()
+            engine.dispose(close=close)
         _engines.clear()
 
 

@@ -91,7 +91,6 @@ class Scorer:
 
     def info(self, name: str) -> MetricInfo:
         name = self.canonical_name(name)
-        spec = self.registry.metrics[name]
         return self._metrics[name].info(self.backbone_label(name))
 
     def backbone_label(self, name: str) -> str:

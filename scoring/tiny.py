@@ -272,7 +272,11 @@ def build_blip_itm_folder(folder: Path, seed: int = SEED) -> Path:
 
 
 def build_tiny_checkpoints(folder: str | Path | None = None) -> Path:
-    """Write every tiny checkpoint into ``folder`` (atomically: built aside, then renamed)."""
+    """Write every tiny checkpoint into ``folder``.
+
+    Built in a staging folder beside the target and renamed into place, so a reader (or a
+    second process building at the same time) never sees a half-written set.
+    """
     from transformers.utils import logging as hf_logging
 
     target = Path(folder) if folder is not None else tiny_dir()
@@ -280,7 +284,7 @@ def build_tiny_checkpoints(folder: str | Path | None = None) -> Path:
     hf_logging.disable_progress_bar()
     staging = Path(tempfile.mkdtemp(prefix=".tiny-build-", dir=target.parent))
     try:
-        clip = build_clip_folder(staging / "clip", SEED)
+        build_clip_folder(staging / "clip", SEED)
         vocab_size = len(build_clip_tokenizer())
         (staging / "pacs").mkdir()
         torch.save(random_openai_state_dict(SEED + 10, vocab_size), staging / "pacs" / "clip_tiny.pth")
@@ -292,10 +296,17 @@ def build_tiny_checkpoints(folder: str | Path | None = None) -> Path:
         build_blip_itm_folder(staging / "blip-itm", SEED + 50)
         build_blip_itm_folder(staging / "umic-itm", SEED + 60)
         (staging / "VERSION").write_text(FORMAT_VERSION)
-        assert clip.is_dir()
         if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
+            if _is_current(target):
+                return target  # another process finished first; its set is identical
+            stale = Path(tempfile.mkdtemp(prefix=".tiny-stale-", dir=target.parent))
+            os.replace(target, stale / "old")
+            shutil.rmtree(stale, ignore_errors=True)
+        try:
+            os.replace(staging, target)
+        except OSError:
+            if not _is_current(target):
+                raise
     finally:
         hf_logging.enable_progress_bar()
         if staging.exists():
@@ -303,12 +314,16 @@ def build_tiny_checkpoints(folder: str | Path | None = None) -> Path:
     return target
 
 
+def _is_current(folder: Path) -> bool:
+    version = folder / "VERSION"
+    return version.is_file() and version.read_text().strip() == FORMAT_VERSION
+
+
 def ensure_tiny_checkpoints(folder: str | Path | None = None) -> Path:
     """Build the tiny checkpoints unless an up-to-date set is already there."""
     target = Path(folder) if folder is not None else tiny_dir()
     with _build_lock:
-        version = target / "VERSION"
-        if not (version.is_file() and version.read_text().strip() == FORMAT_VERSION):
+        if not _is_current(target):
             build_tiny_checkpoints(target)
     return target
 

@@ -80,9 +80,10 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
         from app.tabs.annotate import collection_names
 
         try:
-            return gr.Dropdown(choices=collection_names(state)), ""
+            available = collection_names(state)
         except PermissionError as exc:
             return gr.skip(), str(exc)
+        return gr.Dropdown(choices=available, value=available[0] if available else None), ""
 
     def on_analyse(state, name, chosen, metric, progress=gr.Progress()):
         from scoring.analysis import plots
@@ -113,6 +114,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
         return _scatter(table, metric)
 
     refresh.click(on_refresh, user_state, [collection, status], api_visibility="private")
+    user_state.change(on_refresh, user_state, [collection, status], api_visibility="private")
     run.click(on_analyse, [user_state, collection, metrics, scatter_metric],
               [status, correlations, heatmap, scatter, table7, drops, table_state], api_visibility="private")
     scatter_metric.change(on_metric, [table_state, scatter_metric], scatter, api_visibility="private")

@@ -119,9 +119,10 @@ def build(user_state: gr.State) -> None:
         from app.tabs.annotate import collection_names
 
         try:
-            return gr.Dropdown(choices=[ALL_COLLECTIONS, *collection_names(state)]), ""
+            available = collection_names(state)
         except PermissionError as exc:
             return gr.skip(), str(exc)
+        return gr.Dropdown(choices=[ALL_COLLECTIONS, *available]), ""
 
     def on_import(state, path, into, import_format, progress=gr.Progress()):
         try:
@@ -148,6 +149,7 @@ def build(user_state: gr.State) -> None:
         return path, manifest, f"Built {manifest['rows']} rows."
 
     refresh.click(on_refresh, user_state, [collection, status], api_visibility="private")
+    user_state.change(on_refresh, user_state, [collection, status], api_visibility="private")
     import_button.click(on_import, [user_state, upload, target, fmt], [import_report, status], api_visibility="private")
     export_button.click(on_export, [user_state, what, export_format, collection],
                         [export_file, export_summary, status], api_visibility="private")

@@ -105,9 +105,10 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
         from app.tabs.annotate import collection_names
 
         try:
-            return gr.Dropdown(choices=collection_names(state)), ""
+            available = collection_names(state)
         except PermissionError as exc:
             return gr.skip(), str(exc)
+        return gr.Dropdown(choices=available, value=available[0] if available else None), ""
 
     def present(rows, metric_name, lang_name, op_name):
         picked = filter_rows(rows, metric_name, lang_name, op_name)
@@ -146,6 +147,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
                 gr.Tabs(selected="score"))
 
     refresh.click(on_refresh, user_state, [collection, status], api_visibility="private")
+    user_state.change(on_refresh, user_state, [collection, status], api_visibility="private")
     run.click(on_find, [user_state, collection, mode, metric, lang, op],
               [status, table, thumbnails, all_rows, shown_rows, lang, op, metric], api_visibility="private")
     for control in (metric, lang, op):

@@ -177,9 +177,12 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> PerturbTab:
                 slot_updates.append(gr.HighlightedText(value=None, visible=False))
         table_frame, chart_figure = gr.skip(), gr.skip()
         if chosen:
-            table_frame, drop_rows = robustness_table(
-                ctx.profile, images[0] if images else None, text, perturbations, split_lines(refs_text), lang, list(chosen))
-            chart_figure = render.drop_bar_chart(drop_rows, "Change vs original (%)")
+            try:
+                table_frame, drop_rows = robustness_table(ctx.profile, images[0] if images else None, text,
+                                                          perturbations, split_lines(refs_text), lang, list(chosen))
+                chart_figure = render.drop_bar_chart(drop_rows, "Change vs original (%)")
+            except (ValueError, LookupError, OSError) as exc:
+                messages.append(f"Could not score: {exc}")
         else:
             messages.append("No metric chosen: perturbations shown without scores.")
         run = {"image": images[0] if images else None, "text": text, "lang": lang, "perturbations": perturbations,

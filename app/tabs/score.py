@@ -157,11 +157,39 @@ class ScoreTab:
     outputs: list = field(default_factory=list)
 
 
-def build(ctx: engine.AppContext) -> ScoreTab:
+def collection_images(user_state: dict | None, collection_name: str) -> dict[str, dict]:
+    """Images of a stored collection with their candidate captions and references, by sha256
+    (researcher or admin: the library checks)."""
+    from annotation.exporters import captions_table
+    from annotation.workflows import get_collection
+
+    from app.tabs.annotate import _db, acting_user
+
+    with _db() as session:
+        rows = captions_table(session, acting_user(session, user_state), get_collection(session, collection_name))
+    images: dict[str, dict] = {}
+    for row in rows:
+        entry = images.setdefault(row["image_sha256"], {
+            "file": row["image_file"], "name": row["image_filename"] or row["image_sha256"][:12],
+            "captions": [], "references": list(row["references"]), "languages": set()})
+        if row["kind"] == "candidate":
+            entry["captions"].append(row["caption"])
+            entry["languages"].add(row["language"])
+    return images
+
+
+def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     names = engine.metric_names(ctx.profile)
     with gr.Row():
         with gr.Column(scale=1):
             files = gr.File(label="Images (one or more)", file_count="multiple", elem_id="score-images")
+            with gr.Accordion("…or pick an image from a collection (researcher login, Annotate tab)", open=False):
+                pick_collection = gr.Dropdown([], label="Collection", allow_custom_value=True,
+                                              elem_id="score-pick-collection")
+                pick_image = gr.Dropdown([], label="Image", elem_id="score-pick-image")
+                pick_button = gr.Button("Use this image and its captions")
+                pick_status = gr.Textbox(label="", show_label=False, interactive=False)
+                picked = gr.State({})
             captions = gr.Textbox(
                 label="Captions, one per line (any language)", lines=5, elem_id="score-captions",
                 placeholder="a dog runs across the grass\nein Hund läuft über die Wiese",
@@ -190,10 +218,15 @@ def build(ctx: engine.AppContext) -> ScoreTab:
         if paths and not images:
             messages.append("No usable image: only text metrics can score.")
         request = ScoreRequest(images, caption_list, split_lines(references_text), lang_choice, list(chosen))
-        outcome = run_scoring(ctx.profile, request, state)
+        try:
+            outcome = run_scoring(ctx.profile, request, state)
+        except (ValueError, LookupError, OSError) as exc:  # the scorer's "bad input" signals
+            messages.append(f"Could not score: {exc}")
+            return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), state
         reused = len(outcome.frame) - outcome.scored_now
-        messages.append(f"Scored {len(outcome.frame)} image–caption pair(s): {outcome.scored_now} computed now"
-                        + (f", {reused} unchanged ones reused." if reused else "."))
+        refs = len(request.references)
+        messages.append(f"Scored {len(outcome.frame)} image–caption pair(s) with {refs} reference(s): "
+                        f"{outcome.scored_now} computed now" + (f", {reused} unchanged ones reused." if reused else "."))
         chart_figure = render.scores_bar_chart(outcome.frame, outcome.metric_columns, "Scores by metric")
         pairs, per_metric = render.score_tables(outcome.frame, outcome.metric_columns, outcome.availability)
         return "\n".join(messages), pairs, per_metric, chart_figure, state
@@ -203,5 +236,38 @@ def build(ctx: engine.AppContext) -> ScoreTab:
     button.click(on_score, inputs, outputs, api_visibility="private")
     # Leaving the caption box after an edit re-scores; only the changed captions are new.
     captions.blur(on_score, inputs, outputs, api_visibility="private", trigger_mode="always_last")
+
+    def on_login(state):
+        from app.tabs.annotate import collection_names
+
+        try:
+            available = collection_names(state)
+        except PermissionError:
+            return gr.Dropdown(choices=[], value=None)
+        return gr.Dropdown(choices=available, value=available[0] if available else None)
+
+    def on_collection(state, name):
+        if not name:
+            return gr.skip(), {}, ""
+        try:
+            found = collection_images(state, name)
+        except (PermissionError, ValueError, LookupError) as exc:
+            return gr.Dropdown(choices=[], value=None), {}, str(exc)
+        choices = [(f"{entry['name']} ({len(entry['captions'])} captions)", sha) for sha, entry in found.items()]
+        return gr.Dropdown(choices=choices, value=choices[0][1] if choices else None), found, f"{len(found)} images."
+
+    def on_pick(found, sha):
+        entry = (found or {}).get(sha)
+        if not entry:
+            return (gr.skip(),) * 4 + ("Choose a collection and an image.",)
+        languages = entry["languages"]
+        return ([entry["file"]], "\n".join(entry["captions"]), "\n".join(entry["references"]),
+                next(iter(languages)) if len(languages) == 1 else AUTO, "")
+
+    user_state.change(on_login, user_state, pick_collection, api_visibility="private")
+    pick_collection.change(on_collection, [user_state, pick_collection], [pick_image, picked, pick_status],
+                           api_visibility="private")
+    pick_button.click(on_pick, [picked, pick_image], [files, captions, references, lang, pick_status],
+                      api_visibility="private")
     return ScoreTab(files, captions, references, lang, metrics, button, status, items, table, chart, cache,
                     on_score, inputs, outputs)

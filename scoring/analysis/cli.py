@@ -68,6 +68,9 @@ def register(subparsers, parents) -> None:
     robustness.add_argument("--user", help="acting account for --collection (default: local CLI admin)")
     _scoring_options(robustness)
     robustness.add_argument("--numeric", action="store_true", help="print numbers instead of 'mean (change%%)' cells")
+    robustness.add_argument("--detection", action="store_true",
+                            help="also print, per op, the share of perturbed captions scored below their original "
+                                 "(needs item_id)")
 
     specificity = command("specificity", "specificity rates SR_pos / SR_neg (SPECS eq. 1-2)", _specificity)
     source = specificity.add_mutually_exclusive_group(required=True)
@@ -118,9 +121,14 @@ def register(subparsers, parents) -> None:
     _scoring_options(foil)
 
     length = command("length", "correlation per caption-length bucket (SPECS Figure 3)", _length)
-    length.add_argument("--scores", type=Path, required=True,
+    source = length.add_mutually_exclusive_group(required=True)
+    source.add_argument("--scores", type=Path,
                         help="wide CSV with human, metric columns and n_tokens (or candidate, counted by words)")
+    source.add_argument("--collection", help="database collection: its ratings and cached (or --profile) scores")
     length.add_argument("--metrics", nargs="+", required=True)
+    length.add_argument("--user", help="acting account for --collection (default: local CLI admin)")
+    length.add_argument("--profile", help="with --collection: score missing metrics with this profile")
+    length.add_argument("--device", help="torch device for the scorer")
     length.add_argument("--human-col", default="human")
     length.add_argument("--edges", nargs="+", type=float, help="bucket edges (default 0 20 40 60 80 100 150 250 inf)")
     length.add_argument("--combine", nargs=2, metavar=("SHORT", "LONG"),
@@ -162,6 +170,8 @@ def _read_csv(path: Path):
         raise FileNotFoundError(f"no such file: {path}")
     try:
         return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: the file is empty") from None
     except pd.errors.ParserError as exc:
         raise ValueError(f"{path}: not a readable CSV ({exc})") from None
 
@@ -207,14 +217,17 @@ def _database(args):
         yield session, user
 
 
-def _fill_cache(session, user, args) -> None:
-    """Score the collection now (and cache the values) when --metrics are asked for."""
-    if args.metrics:
-        from .store import fill_metric_cache
+def _fill_cache(session, user, args) -> dict[str, str]:
+    """Score the collection now (and cache the values) when --metrics are asked for;
+    returns {metric: reason} for those that cannot run (already printed)."""
+    if not args.metrics:
+        return {}
+    from .store import fill_metric_cache
 
-        unavailable = fill_metric_cache(session, user, _scorer(args), args.collection, args.metrics)
-        for metric, reason in unavailable.items():
-            print(f"{metric}: unavailable: {reason}")
+    unavailable = fill_metric_cache(session, user, _scorer(args), args.collection, args.metrics)
+    for metric, reason in unavailable.items():
+        print(f"{metric}: unavailable: {reason}")
+    return unavailable
 
 
 def _scorer(args):
@@ -255,9 +268,9 @@ def _correlation(args) -> int:
         from .store import collection_table
 
         with _database(args) as (session, user):
-            _fill_cache(session, user, args)
+            unavailable = _fill_cache(session, user, args)
             table = collection_table(session, user, args.collection)
-        return _correlate(table.drop(columns=["references"]), args)
+        return _correlate(table.drop(columns=["references"]), args, unavailable)
     if args.scores is None:
         if not (args.dataset and args.dataset_path):
             raise ValueError("give --scores, or --dataset and --dataset-path with --metrics to score now")
@@ -266,7 +279,7 @@ def _correlation(args) -> int:
         table = score_table(_scorer(args), _load_dataset(args.dataset, args.dataset_path), args.metrics,
                             image_root=args.image_root)
         _report_unavailable(table)
-        return _correlate(table.drop(columns=["references"]), args)
+        return _correlate(table.drop(columns=["references"]), args, table.attrs.get("unavailable", {}))
     scores = _wide_scores(_read_csv(args.scores))
     if args.dataset:
         if not args.dataset_path:
@@ -287,12 +300,16 @@ def _correlation(args) -> int:
     return _correlate(table, args)
 
 
-def _correlate(table, args) -> int:
+def _correlate(table, args, unavailable=None) -> int:
+    """Correlation (and optional comparison / system level) of `table`; metrics reported
+    unavailable are left out so the others still get their rows."""
     from .correlation import compare_metrics, correlation_table, metric_columns, system_level_correlation
 
     if args.human_col not in table.columns:
         raise ValueError(f"no human column {args.human_col!r}; give --dataset or add it to {args.scores}")
-    metrics = args.metrics or metric_columns(table, args.human_col)
+    metrics = [m for m in (args.metrics or metric_columns(table, args.human_col)) if m not in (unavailable or {})]
+    if not metrics:
+        raise ValueError("no metric could be scored")
     group = args.group if args.group is not None else [c for c in ("collection", "lang") if c in table.columns]
     result = correlation_table(
         table, metrics, human_col=args.human_col, group_by=group, coefficients=args.coefficients,
@@ -300,21 +317,35 @@ def _correlate(table, args) -> int:
     )
     _emit(result, args)
     if args.compare:
-        comparison = compare_metrics(
-            table, *args.compare, human_col=args.human_col, coefficient_name=args.compare_coefficient,
-            test=args.test, n_boot=args.bootstrap or 1000, seed=args.seed,
-        )
-        print(
-            f"\n{comparison.test}: {args.compare[0]} {comparison.coefficient}={comparison.value_a:.4f} vs "
-            f"{args.compare[1]} {comparison.value_b:.4f}; difference {comparison.difference:+.4f}"
-            + (f" [{comparison.low:+.4f}, {comparison.high:+.4f}]" if comparison.low == comparison.low else "")
-            + f", p={comparison.p_value:.4g}, n={comparison.n}"
-        )
+        missing = [m for m in args.compare if m not in metrics]
+        if missing:
+            raise ValueError(f"cannot compare {', '.join(missing)}: not among the scored metrics")
+        print()
+        for key, part in (table.groupby(group, sort=True) if group else [((), table)]):
+            label = " ".join(map(str, key if isinstance(key, tuple) else (key,)))
+            comparison = compare_metrics(
+                part, *args.compare, human_col=args.human_col, coefficient_name=args.compare_coefficient,
+                test=args.test, n_boot=args.bootstrap or 1000, seed=args.seed,
+            )
+            print(
+                f"{label + ': ' if label else ''}{comparison.test}: {args.compare[0]} {comparison.coefficient}="
+                f"{comparison.value_a:.4f} vs {args.compare[1]} {comparison.value_b:.4f}; "
+                f"difference {comparison.difference:+.4f}"
+                + (f" [{comparison.low:+.4f}, {comparison.high:+.4f}]" if comparison.low == comparison.low else "")
+                + f", {_p_text(comparison, args.bootstrap or 1000)}, n={comparison.n}"
+            )
     if args.system_col:
         print("\nsystem level:")
-        print(system_level_correlation(table, metrics, human_col=args.human_col, system_col=args.system_col)
-              .to_string(index=False, float_format="{:.4f}".format))
+        print(system_level_correlation(table, metrics, human_col=args.human_col, system_col=args.system_col,
+                                       group_by=group).to_string(index=False, float_format="{:.4f}".format))
     return 0
+
+
+def _p_text(comparison, n_boot: int) -> str:
+    """A bootstrap p of 0 only means 'below the resolution of n_boot replicates'."""
+    if comparison.test == "paired bootstrap" and comparison.p_value == 0:
+        return f"p<{2 / n_boot:.2g}"
+    return f"p={comparison.p_value:.4g}"
 
 
 def _robustness(args) -> int:
@@ -338,6 +369,12 @@ def _robustness(args) -> int:
         scores = _read_csv(args.scores)
     table = robustness_table(scores, args.ops)
     _emit(table, args, None if args.numeric else format_table7(table, [o.lower() for o in args.ops] if args.ops else None))
+    if args.detection:
+        from .robustness import detection_rates
+
+        rates = detection_rates(scores).pivot_table(index=["lang", "metric"], columns="op", values="detected")
+        print("\nshare of perturbed captions scored below their original:")
+        print(rates.reset_index().to_string(index=False, float_format="{:.3f}".format))
     return 0
 
 
@@ -462,7 +499,18 @@ def _foil(args) -> int:
 def _length(args) -> int:
     from .length import DEFAULT_EDGES, length_bucket_table, length_switched_metric, token_counts
 
-    table = _read_csv(args.scores)
+    if args.collection:
+        from .store import collection_table
+
+        with _database(args) as (session, user):
+            unavailable = _fill_cache(session, user, args) if args.profile else {}
+            table = collection_table(session, user, args.collection)
+        args.metrics = [m for m in args.metrics if m not in unavailable]
+    else:
+        table = _read_csv(args.scores)
+    missing = [m for m in args.metrics if m not in table.columns]
+    if missing:
+        raise ValueError(f"no scores for {', '.join(missing)}" + (" (give --profile to compute them)" if args.collection else ""))
     if "n_tokens" not in table.columns:
         if "candidate" not in table.columns:
             raise ValueError(f"{args.scores}: needs n_tokens or candidate")

@@ -82,9 +82,23 @@ def _count_inversions(values: np.ndarray) -> int:
         block_end = np.searchsorted(left_keys, right_block * stride + (stride - 1), side="right")
         not_greater = np.searchsorted(left_keys, right_block * stride + right_values, side="right")
         total += int((block_end - not_greater).sum())
-        current = np.sort(block * stride + current) - block * stride
+        current = np.sort(block * stride + current, kind="stable") - block * stride  # merges sorted runs
         width *= 2
     return total
+
+
+SMALL_ALPHABET = 64
+
+
+def _count_inversions_few_values(values: np.ndarray, classes: int) -> int:
+    """Inversions of a sequence over few distinct values (a human rating scale) in O(n k):
+    for each position, the items before it minus those before it that are not larger."""
+    n = values.size
+    onehot = np.zeros((n, classes), dtype=np.int64)
+    onehot[np.arange(n), values] = 1
+    before = np.cumsum(onehot, axis=0) - onehot
+    not_larger = np.cumsum(before, axis=1)[np.arange(n), values]
+    return int((np.arange(n) - not_larger).sum())
 
 
 def _tie_pairs(ranks: np.ndarray) -> int:
@@ -97,14 +111,22 @@ def _kendall_parts(x: np.ndarray, y: np.ndarray) -> tuple[int, int, int, int, in
     rx = _dense_ranks(x)
     ry = _dense_ranks(y)
     n = x.size
-    order = np.lexsort((ry, rx))  # by x, then y: tied-x pairs are never inversions
-    discordant = _count_inversions(ry[order])
+    classes_x, classes_y = int(rx.max()) + 1, int(ry.max()) + 1
+    # Discordant pairs are the strict inversions of one list once the items are sorted by
+    # the other (ties broken by the first, so tied pairs never count); scan the list with
+    # fewer distinct values, which a rating scale makes cheap.
+    lead, scanned, classes = (rx, ry, classes_y) if classes_y <= classes_x else (ry, rx, classes_x)
+    sequence = scanned[np.lexsort((scanned, lead))]
+    if classes <= SMALL_ALPHABET:
+        discordant = _count_inversions_few_values(sequence, classes)
+    else:
+        discordant = _count_inversions(sequence)
     tied_x = _tie_pairs(rx)
     tied_y = _tie_pairs(ry)
     tied_both = _tie_pairs(_dense_ranks(rx * (int(ry.max()) + 1) + ry))
     all_pairs = n * (n - 1) // 2
     concordant = all_pairs - tied_x - tied_y + tied_both - discordant
-    return n, concordant - discordant, tied_x, tied_y, int(rx.max()) + 1, int(ry.max()) + 1
+    return n, concordant - discordant, tied_x, tied_y, classes_x, classes_y
 
 
 def kendall_tau(x, y, variant: str = "b") -> float:
@@ -196,22 +218,54 @@ def _bootstrap_indices(n: int, n_boot: int, seed: int) -> np.ndarray:
     return rng.integers(0, n, size=(n_boot, n))
 
 
+def _coefficients(x: np.ndarray, y: np.ndarray, names: Sequence[str]) -> dict[str, float]:
+    """Several coefficients at once; tau-b and tau-c share one concordance count."""
+    values = {}
+    if {"kendall_b", "kendall_c"} <= set(names) and x.size >= 2 and not (np.isnan(x).any() or np.isnan(y).any()):
+        n, s, tied_x, tied_y, classes_x, classes_y = _kendall_parts(x, y)
+        all_pairs = n * (n - 1) // 2
+        denominator = math.sqrt((all_pairs - tied_x) * (all_pairs - tied_y))
+        values["kendall_b"] = math.nan if denominator == 0 else s / denominator
+        classes = min(classes_x, classes_y)
+        values["kendall_c"] = math.nan if classes < 2 else 2.0 * s / (n * n * (classes - 1) / classes)
+    for name in names:
+        if name not in values:
+            values[name] = coefficient(name)(x, y)
+    return values
+
+
+def bootstrap_estimates(
+    x, y, names: Sequence[str] = COEFFICIENTS, *, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> dict[str, Estimate]:
+    """Each coefficient in `names` on (x, y) with a seeded percentile-bootstrap interval.
+
+    All coefficients see the same item resamples, so their intervals are comparable.
+    """
+    x, y = _paired(x, y)
+    for name in names:
+        coefficient(name)
+    point = _coefficients(x, y, names)
+    if n_boot <= 0 or x.size < 2:
+        return {name: Estimate(point[name], math.nan, math.nan, x.size) for name in names}
+    replicates = [_coefficients(x[i], y[i], names) for i in _bootstrap_indices(x.size, n_boot, seed)]
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    estimates = {}
+    for name in names:
+        samples = np.array([replicate[name] for replicate in replicates])
+        samples = samples[~np.isnan(samples)]
+        if samples.size == 0:
+            estimates[name] = Estimate(point[name], math.nan, math.nan, x.size)
+        else:
+            low, high = np.percentile(samples, [tail, 100.0 - tail])
+            estimates[name] = Estimate(point[name], float(low), float(high), x.size)
+    return estimates
+
+
 def bootstrap_estimate(
     x, y, name: str = "kendall_c", *, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
 ) -> Estimate:
     """Coefficient `name` on (x, y) with a seeded percentile-bootstrap interval over items."""
-    x, y = _paired(x, y)
-    function = coefficient(name)
-    value = function(x, y)
-    if n_boot <= 0 or x.size < 2:
-        return Estimate(value, math.nan, math.nan, x.size)
-    samples = np.array([function(x[i], y[i]) for i in _bootstrap_indices(x.size, n_boot, seed)])
-    samples = samples[~np.isnan(samples)]
-    if samples.size == 0:
-        return Estimate(value, math.nan, math.nan, x.size)
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = np.percentile(samples, [tail, 100.0 - tail])
-    return Estimate(value, float(low), float(high), x.size)
+    return bootstrap_estimates(x, y, [name], n_boot=n_boot, seed=seed, confidence=confidence)[name]
 
 
 @dataclass(frozen=True)
@@ -329,11 +383,11 @@ def correlation_table(
             pair = part[[metric, human_col]].apply(pd.to_numeric, errors="coerce").dropna()
             row = dict(zip(group_by, key))
             row.update(metric=metric, n=len(pair))
-            for name in coefficients:
-                estimate = bootstrap_estimate(
-                    pair[metric].to_numpy(), pair[human_col].to_numpy(), name,
-                    n_boot=n_boot, seed=seed, confidence=confidence,
-                )
+            estimates = bootstrap_estimates(
+                pair[metric].to_numpy(), pair[human_col].to_numpy(), coefficients,
+                n_boot=n_boot, seed=seed, confidence=confidence,
+            )
+            for name, estimate in estimates.items():
                 row[name] = estimate.value
                 row[f"{name}_low"] = estimate.low
                 row[f"{name}_high"] = estimate.high
@@ -376,21 +430,26 @@ def system_level_correlation(
     *,
     human_col: str = "human",
     system_col: str = "system",
+    group_by: Sequence[str] = (),
     coefficients: Sequence[str] = ("pearson", "kendall_b", "spearman"),
 ) -> pd.DataFrame:
-    """Correlation between per-system means of metric and human scores (one row per metric).
+    """Correlation between per-system means of metric and human scores, one row per
+    (group..., metric).
 
     Each system (the captioning model that wrote the captions) is reduced to the mean of its
     items' scores; with few systems no bootstrap interval is given.
     """
     metrics = list(metrics) if metrics is not None else metric_columns(table, human_col)
-    _check_columns(table, [human_col, system_col, *metrics])
+    _check_columns(table, [human_col, system_col, *metrics, *group_by])
+    groups = table.groupby(list(group_by), sort=True) if group_by else [((), table)]
     rows = []
-    for metric in metrics:
-        data = table[[system_col, metric, human_col]].dropna()
-        means = data.groupby(system_col)[[metric, human_col]].mean()
-        row = {"metric": metric, "systems": len(means)}
-        for name in coefficients:
-            row[name] = coefficient(name)(means[metric].to_numpy(), means[human_col].to_numpy())
-        rows.append(row)
+    for key, part in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        for metric in metrics:
+            data = part[[system_col, metric, human_col]].dropna()
+            means = data.groupby(system_col)[[metric, human_col]].mean()
+            row = {**dict(zip(group_by, key)), "metric": metric, "systems": len(means)}
+            for name in coefficients:
+                row[name] = coefficient(name)(means[metric].to_numpy(), means[human_col].to_numpy())
+            rows.append(row)
     return pd.DataFrame(rows)

@@ -197,7 +197,7 @@ def load_composite(
     rows = []
     for file in files:
         subset, _, aspect = file.stem.partition("_")
-        with open(file, encoding="utf-8", newline="") as handle:
+        with open(file, encoding=_text_encoding(file), newline="") as handle:
             reader = csv.DictReader(handle, delimiter=";")
             if not reader.fieldnames or "Input.image_url" not in reader.fieldnames:
                 raise ValueError(f"{file}: no 'Input.image_url' column; is this a Composite AMT file?")
@@ -228,6 +228,15 @@ def load_composite(
                         )
                     )
     return _ratings_frame(rows, extra=("subset", "aspect"))
+
+
+def _text_encoding(path: Path) -> str:
+    """UTF-8 (with or without BOM) when the file decodes as such, else Latin-1 (AMT exports)."""
+    try:
+        path.read_bytes().decode("utf-8")
+        return "utf-8-sig"
+    except UnicodeDecodeError:
+        return "latin-1"
 
 
 def _composite_files(paths) -> list[Path]:
@@ -426,7 +435,7 @@ def load_pascal50s(directory) -> pd.DataFrame:
         leaves = [leaf for leaf in _leaves(entry) if isinstance(leaf, str)]
         if len(leaves) < 3:
             raise ValueError(f"pair_pascal.mat: pair {index} has {len(leaves)} strings, expected image, A, B")
-        image_id, caption_a, caption_b = (leaf.strip() for leaf in leaves[:3])
+        image_id, caption_a, caption_b = (_normalise_space(leaf) for leaf in leaves[:3])
         votes = {caption_a: 0, caption_b: 0}
         references = []
         for judgement in triplets[index * per_pair:(index + 1) * per_pair]:
@@ -434,7 +443,7 @@ def load_pascal50s(directory) -> pd.DataFrame:
             if len(parts) != 4:
                 raise ValueError(f"consensus_pascal.mat: judgement of pair {index} has {len(parts)} fields, expected 4")
             reference, first, second, winner = parts
-            chosen = str(first if float(winner) == 1 else second).strip()
+            chosen = _normalise_space(first if float(winner) == 1 else second)
             if chosen not in votes:
                 raise ValueError(f"consensus_pascal.mat: pair {index} judgement picks {chosen!r}, which is neither caption")
             votes[chosen] += 1

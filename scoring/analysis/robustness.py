@@ -26,9 +26,14 @@ ORIGINAL = "original"
 PRMCS_OPS = ("repetition", "removal", "masking", "jumble", "substitution")
 
 
+# Below this an original mean is numerically zero (the COCO toolkit's BLEU smoothing leaves
+# values near 1e-9): a relative change off it is noise, so it is reported as undefined.
+NEGLIGIBLE_ORIGINAL = 1e-6
+
+
 def percent_change(original: float, perturbed: float) -> float:
-    """100 (perturbed - original) / original; nan when the original mean is 0 or missing."""
-    if original is None or not np.isfinite(original) or original == 0:
+    """100 (perturbed - original) / original; nan when the original mean is ~0 or missing."""
+    if original is None or not np.isfinite(original) or abs(original) < NEGLIGIBLE_ORIGINAL:
         return float("nan")
     return 100.0 * (perturbed - original) / original
 
@@ -123,3 +128,18 @@ def paired_changes(scores: pd.DataFrame, *, item_col: str = "item_id") -> pd.Dat
     merged = perturbed.merge(originals, on=keys, how="inner")
     merged["change"] = [percent_change(o, p) for o, p in zip(merged["original_score"], merged["score"])]
     return merged
+
+
+def detection_rates(scores: pd.DataFrame, *, item_col: str = "item_id") -> pd.DataFrame:
+    """Per (lang, metric, op): share of perturbed captions scored strictly below their own
+    original (`detected`), with n. The per-caption view of the same rule: a change counts
+    only when it is a drop."""
+    changes = paired_changes(scores[~scores["noop"].fillna(False).astype(bool)] if "noop" in scores else scores,
+                             item_col=item_col)
+    changes = changes.dropna(subset=["score", "original_score"])
+    if changes.empty:
+        raise ValueError("no perturbed caption could be paired with its original")
+    changes["detected"] = changes["score"] < changes["original_score"]
+    changes["op"] = changes["op"].astype(str).str.lower()
+    grouped = changes.groupby(["lang", "metric", "op"])["detected"]
+    return grouped.agg(detected="mean", n="size").reset_index()

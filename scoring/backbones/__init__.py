@@ -16,8 +16,11 @@ import torch
 
 from scoring.registry import BackboneSpec
 
-# Files a folder checkpoint never needs (other frameworks' weights).
-_IGNORE_ON_HUB = ["*.h5", "*.msgpack", "*.onnx", "*.ot", "tf_model*", "flax_model*", "onnx/*", "openvino/*", "*.tflite"]
+# What a folder checkpoint needs from a hub repository: configs, tokenizer files and
+# safetensors weights (small module folders such as 2_Dense whole).  PyTorch .bin weights are
+# fetched only when a repository has no safetensors, so nothing is downloaded twice.
+_HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors", "1_Pooling/*", "2_Dense/*"]
+_HUB_BIN_FALLBACK = ["*.json", "*.txt", "*.model", "*.bin", "1_Pooling/*", "2_Dense/*"]
 
 
 class BackboneUnavailable(RuntimeError):
@@ -45,7 +48,14 @@ def select_placement(device: str | None = None) -> Placement:
             device = "mps"
         else:
             device = "cpu"
-    resolved = torch.device(device)
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"unknown device {device!r}: {exc}") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available here")
+    if resolved.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError(f"device {device!r} requested but MPS is not available here")
     if resolved.type == "cuda":
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     else:
@@ -57,16 +67,20 @@ def fetch(spec: BackboneSpec) -> Path:
     """Local path of the checkpoint: the configured path, or a hub download (cached)."""
     if spec.path is not None:
         if not spec.path.exists():
-            raise BackboneUnavailable(f"checkpoint not found: {spec.path}")
+            hint = spec.extra.get("missing_hint")
+            raise BackboneUnavailable(f"checkpoint not found: {spec.path}" + (f" ({hint})" if hint else ""))
         return spec.path
     try:
         import huggingface_hub
 
         if spec.file:
             return Path(huggingface_hub.hf_hub_download(spec.hub, spec.file, revision=spec.revision))
-        return Path(
-            huggingface_hub.snapshot_download(spec.hub, revision=spec.revision, ignore_patterns=_IGNORE_ON_HUB)
-        )
+        folder = Path(huggingface_hub.snapshot_download(spec.hub, revision=spec.revision, allow_patterns=_HUB_FILES))
+        if not any(folder.glob("*.safetensors")):
+            folder = Path(
+                huggingface_hub.snapshot_download(spec.hub, revision=spec.revision, allow_patterns=_HUB_BIN_FALLBACK)
+            )
+        return folder
     except Exception as exc:  # offline, unknown repo, gated, network error: all mean "cannot have it"
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BackboneUnavailable(f"cannot fetch {spec.source} from the hub: {detail[:200]}") from exc

@@ -34,7 +34,7 @@ class ItmBackbone:
         limit = model.config.text_config.max_position_embeddings
         self.max_tokens = min(spec.max_tokens or limit, limit)
         self.fingerprint = print_
-        self.vision_cache = LRUCache(256)  # full patch states are large: keep few
+        self.vision_cache = LRUCache(64)  # full patch states are large (~1.7 MB each for ViT-B): keep few
         self.pair_cache = LRUCache(262144)
         self.batch_size = 32
 

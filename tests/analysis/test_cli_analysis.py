@@ -34,11 +34,13 @@ def test_correlation_long_scores_with_human_column(tmp_path, capsys):
 
 
 def test_robustness_prints_table7(tmp_path, capsys):
-    rows = [("en", "M", "original", 2.0), ("en", "M", "removal", 1.0), ("en", "M", "repetition", 2.2)]
-    pd.DataFrame(rows, columns=["lang", "metric", "op", "score"]).to_csv(tmp_path / "r.csv", index=False)
-    assert main(["analyze", "robustness", "--scores", str(tmp_path / "r.csv"), "--out", str(tmp_path / "t.csv")]) == 0
+    rows = [("a", "en", "M", "original", 2.0), ("a", "en", "M", "removal", 1.0), ("a", "en", "M", "repetition", 2.2)]
+    pd.DataFrame(rows, columns=["item_id", "lang", "metric", "op", "score"]).to_csv(tmp_path / "r.csv", index=False)
+    assert main(["analyze", "robustness", "--scores", str(tmp_path / "r.csv"), "--out", str(tmp_path / "t.csv"),
+                 "--detection"]) == 0
     printed = capsys.readouterr().out
     assert "1.0000 (-50.00%)" in printed and "2.2000 (+10.00%)" in printed
+    assert "scored below their original" in printed
     assert pd.read_csv(tmp_path / "t.csv").loc[0, "robustness"] == pytest.approx(25.0)
 
 
@@ -78,6 +80,9 @@ def test_load_writes_tidy_csv(tmp_path, composite_dir, capsys):
 def test_bad_input_gives_one_clear_line(tmp_path, capsys):
     assert main(["analyze", "robustness", "--scores", str(tmp_path / "missing.csv")]) == 2
     assert "no such file" in capsys.readouterr().err
+    (tmp_path / "empty.csv").write_text("")
+    assert main(["analyze", "robustness", "--scores", str(tmp_path / "empty.csv")]) == 2
+    assert "empty" in capsys.readouterr().err
     pd.DataFrame({"x": [1]}).to_csv(tmp_path / "x.csv", index=False)
     assert main(["analyze", "correlation", "--scores", str(tmp_path / "x.csv")]) == 2
     assert "human" in capsys.readouterr().err

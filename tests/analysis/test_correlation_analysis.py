@@ -150,3 +150,35 @@ def test_compare_metrics_and_system_level():
         compare_metrics(table, "A", "B", test="williams")
     system = system_level_correlation(table, ["A", "B"])
     assert system.set_index("metric").loc["A", "systems"] == 4
+
+
+def test_both_inversion_counters_agree_with_brute_force():
+    from scoring.analysis.correlation import _count_inversions, _count_inversions_few_values
+
+    rng = np.random.default_rng(5)
+    for n, k in ((1, 1), (2, 2), (7, 3), (50, 5), (300, 40)):
+        values = rng.integers(0, k, n)
+        brute = sum(int(values[i] > values[j]) for i in range(n) for j in range(i + 1, n))
+        assert _count_inversions(values) == brute
+        assert _count_inversions_few_values(values, k) == brute
+
+
+def test_kendall_with_many_distinct_values_on_both_sides():
+    rng = np.random.default_rng(6)
+    x = np.round(rng.normal(size=3000), 2)  # hundreds of distinct values, with ties
+    y = np.round(x + rng.normal(size=3000), 2)
+    for variant in ("b", "c"):
+        assert kendall_tau(x, y, variant) == pytest.approx(stats.kendalltau(x, y, variant=variant)[0], abs=1e-12)
+
+
+def test_system_level_per_group():
+    table = pd.DataFrame({
+        "lang": ["en"] * 6 + ["de"] * 6,
+        "system": ["a", "a", "b", "b", "c", "c"] * 2,
+        "human": [1, 1, 2, 2, 3, 3] * 2,
+        "M": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6] + [0.6, 0.5, 0.4, 0.3, 0.2, 0.1],
+    })
+    result = system_level_correlation(table, ["M"], group_by=["lang"]).set_index("lang")
+    assert result.loc["en", "kendall_b"] == pytest.approx(1.0)
+    assert result.loc["de", "kendall_b"] == pytest.approx(-1.0)
+    assert result.loc["en", "systems"] == 3

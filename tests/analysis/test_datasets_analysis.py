@@ -121,3 +121,12 @@ def test_coco_sm(coco_sm_meta):
     assert np.array_equal(mapping, [0, 0, 1])
     with pytest.raises(ValueError, match="no language"):
         load_coco_sm(coco_sm_meta, langs=["xx"])
+
+
+def test_composite_latin1_and_bom(tmp_path):
+    header = "Input.image_url;Input.text1;Answer.Q1Answer\n"
+    (tmp_path / "coco_correctness.csv").write_bytes(("\ufeff" + header + "http://x/a.jpg;a café;4\n").encode("utf-8"))
+    (tmp_path / "30k_correctness.csv").write_bytes((header + "http://x/b.jpg;a café;3\n").encode("latin-1"))
+    table = load_composite(tmp_path)
+    assert sorted(table["candidate"]) == ["a café", "a café"]
+    assert set(table["subset"]) == {"coco", "30k"}

@@ -1,3 +1,4 @@
+import numpy as np
 """PR-MCS Table 7 layout on a tiny example computed by hand."""
 import pandas as pd
 import pytest
@@ -68,9 +69,22 @@ def test_formatting_and_errors():
     with pytest.raises(ValueError, match="column"):
         robustness_table(pd.DataFrame({"score": [1.0]}))
     assert percent_change(0.0, 1.0) != percent_change(0.0, 1.0)  # nan
+    # BLEU's toolkit smoothing leaves ~1e-9 originals: a % change off them is undefined too.
+    assert np.isnan(percent_change(3e-9, 2e-8))
+    assert percent_change(0.01, 0.005) == pytest.approx(-50.0)
 
 
 def test_paired_changes_link_each_perturbation_to_its_original():
     changes = paired_changes(_scores()[lambda f: ~f["noop"]])
     removal_a = changes[(changes["op"] == "removal") & (changes["item_id"] == "a")]
     assert removal_a["change"].iloc[0] == pytest.approx(-50.0)
+
+
+def test_detection_rates_count_only_drops():
+    from scoring.analysis.robustness import detection_rates
+
+    rates = detection_rates(_scores()).set_index(["lang", "op"])
+    # removal: a 1.0 -> 0.5, b 3.0 -> 1.5 both drop; masking: a rises, b falls; repetition: a rises, b falls
+    assert rates.loc[("en", "removal"), "detected"] == 1.0 and rates.loc[("en", "removal"), "n"] == 2
+    assert rates.loc[("en", "masking"), "detected"] == 0.5
+    assert rates.loc[("de", "jumble"), "detected"] == 1.0

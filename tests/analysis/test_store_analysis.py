@@ -89,8 +89,10 @@ def test_cli_imports_and_correlates_a_collection(database, flickr_with_images, c
     assert main(["analyze", "load", "flickr8k-expert", str(path), "--collection", "f8k", "--image-root", str(root)]) == 0
     assert '"collection": "f8k"' in capsys.readouterr().out
     out = tmp_path / "corr.csv"
-    assert main(["analyze", "correlation", "--collection", "f8k", "--metrics", "BLEU-1", "ROUGE-L",
-                 "--profile", "tiny", "--bootstrap", "0", "--out", str(out)]) == 0
+    assert main(["analyze", "correlation", "--collection", "f8k", "--metrics", "BLEU-1", "ROUGE-L", "SPICE",
+                 "--profile", "tiny", "--bootstrap", "0", "--compare", "BLEU-1", "ROUGE-L", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "SPICE: unavailable:" in printed and "paired bootstrap: BLEU-1" in printed
     table = pd.read_csv(out)
     assert set(table["metric"]) == {"BLEU-1", "ROUGE-L"} and (table["n"] == 4).all()
 
@@ -105,3 +107,15 @@ def test_specificity_from_a_collection(database, flickr_with_images, capsys):
     assert main(["analyze", "specificity", "--collection", "f8k", "--metrics", "ROUGE-L", "--profile", "tiny"]) == 0
     printed = capsys.readouterr().out
     assert "sr_pos" in printed and "ROUGE-L" in printed
+
+
+def test_length_buckets_from_a_collection(database, flickr_with_images, capsys):
+    path, root = flickr_with_images
+    with session_scope(database) as session:
+        into_collection(session, ADMIN, load_flickr8k_json(path), "f8k", root)
+    assert main(["analyze", "length", "--collection", "f8k", "--metrics", "BLEU-1"]) == 2
+    assert "give --profile" in capsys.readouterr().err
+    assert main(["analyze", "length", "--collection", "f8k", "--metrics", "BLEU-1", "--profile", "tiny",
+                 "--edges", "0", "3", "100"]) == 0
+    printed = capsys.readouterr().out
+    assert "0-2" in printed and "3-99" in printed

@@ -41,12 +41,12 @@ def server():
     """The real app (same code as `caplens serve --profile tiny`) on 127.0.0.1:<free port>."""
     from app.serve import create_app, launch_kwargs
 
-    demo, ctx = create_app("tiny")
+    demo, ctx = create_app("tiny", seed_demo=False)
     seeded = seed_annotation_data()
     kwargs = launch_kwargs("127.0.0.1", free_port(), False)
     kwargs.update(prevent_thread_lock=True, quiet=True)
     demo.queue(default_concurrency_limit=2).launch(**kwargs)
-    yield SimpleNamespace(url=demo.local_url, demo=demo, ctx=ctx, xss=XSS, annotator=ANNOTATOR,
+    yield SimpleNamespace(url=demo.local_url, demo=demo, ctx=ctx, xss=XSS, annotator=ANNOTATOR, researcher=RESEARCHER,
                           collection=COLLECTION, **seeded)
     demo.close()
 
@@ -58,16 +58,27 @@ def seed_annotation_data() -> dict:
     from db.session import session_scope
     from db.users import create_user
 
+    from annotation.perturb import PRMCS_OPS, perturb
+
     captions = {}
     with session_scope() as session:
         create_user(session, ANNOTATOR[0], "annotator", ANNOTATOR[1])
         researcher = create_user(session, RESEARCHER[0], "researcher", RESEARCHER[1])
+        raters = [create_user(session, f"rater{i}", "annotator", f"rater-password-{i}") for i in (1, 2)]
         collection = wf.get_or_create_collection(session, researcher, COLLECTION)
-        for colour, text in [((200, 30, 30), "a red square"), ((30, 30, 200), XSS), ((30, 200, 30), "a green field")]:
+        seeded = [((200, 30, 30), "a red square on a white table", (0.9, 0.8)),
+                  ((30, 30, 200), XSS, (0.1, 0.2)),
+                  ((30, 200, 30), "a green field", (0.5, 0.7))]
+        for colour, text, scores in seeded:
             image = add_image(session, png_bytes(colour), original_filename=f"{text[:5]}.png")
             wf.add_caption(session, researcher, image, "a photo of a square", kind="reference", collection=collection)
             caption = wf.add_caption(session, researcher, image, text, collection=collection)
             captions[text] = caption.id
+            for rater, score in zip(raters, scores):
+                wf.submit_rating(session, rater, caption.id, score)
+        parent = wf.get_caption(session, captions["a red square on a white table"])
+        for n, op in enumerate(PRMCS_OPS[:4]):
+            wf.store_perturbation(session, researcher, parent, perturb(parent.text, op, seed=n), collection=collection)
     return {"caption_ids": captions}
 
 

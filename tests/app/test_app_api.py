@@ -77,6 +77,38 @@ def test_bad_upload_gives_a_clear_error_and_the_server_stays_up(client, tmp_path
     assert ok["rows"][0]["CLIP-S"] is not None
 
 
+def test_decompression_bomb_and_truncated_uploads_are_refused(client, tmp_path, image_file):
+    import struct
+    import zlib
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    bomb = tmp_path / "bomb.png"
+    bomb.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 60000, 60000, 8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b""))
+    with pytest.raises(Exception, match="too large"):
+        client.predict(handle_file(str(bomb)), "a red square", "", "en", "CLIP-S", api_name="/score")
+    truncated = tmp_path / "cut.png"
+    truncated.write_bytes(image_file.read_bytes()[:60])
+    with pytest.raises(Exception, match="damaged or truncated|could not be read|not an image"):
+        client.predict(handle_file(str(truncated)), "a red square", "", "en", "CLIP-S", api_name="/score")
+    assert client.predict(handle_file(str(image_file)), "a red square", "", "en", "CLIP-S",
+                          api_name="/score")["rows"][0]["CLIP-S"] is not None
+
+
+def test_models_stay_loaded_between_requests(client, image_file, monkeypatch):
+    import scoring.api
+
+    loads = []
+    real = scoring.api.load_backbone
+    monkeypatch.setattr(scoring.api, "load_backbone", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
+    client.predict(handle_file(str(image_file)), "a cat on a mat", "a cat", "en", "", api_name="/score")
+    first = len(loads)
+    client.predict(handle_file(str(image_file)), "a dog on a rug", "a dog", "en", "", api_name="/score")
+    assert len(loads) == first  # the second request loaded nothing
+
+
 def test_perturb_all_five_with_spans(client):
     from annotation.perturb import PRMCS_OPS, perturb
 
@@ -110,7 +142,7 @@ def test_rate_requires_login_then_stores_the_rating(server):
     who = client.predict(*server.annotator, api_name="/login")
     assert who["user"] == server.annotator[0] and who["role"] == "annotator"
     item = client.predict(server.collection, api_name="/next_item")
-    assert item["caption_id"] in server.caption_ids.values()
+    assert isinstance(item["caption_id"], int) and item["text"] and "rated" in item["progress"]
     stored = client.predict(caption_id, 0.7, 0.9, None, 0.4, api_name="/rate")
     assert stored["overall"] == pytest.approx(0.7) and stored["annotator"] == server.annotator[0]
     with session_scope() as session:

@@ -49,25 +49,30 @@ def cell_texts(page, selector: str) -> list[str]:
     return [(t or "").strip() for t in page.locator(f"{selector} td").all_text_contents()]
 
 
-def test_upload_then_scores_appear(page, image_file, artifacts):
-    page.locator("#score-images input[type=file]").set_input_files(str(image_file))
-    page.wait_for_selector("#score-images :text('red.png')")
+def test_upload_then_scores_appear(page, image_file, artifacts, tmp_path):
+    broken = tmp_path / "holiday.jpg"
+    broken.write_bytes(b"this is a text file pretending to be a JPEG")
+    page.locator("#score-images input[type=file]").set_input_files([str(image_file), str(broken)])
+    page.wait_for_selector("#score-images td.filename[aria-label='holiday.jpg']")
     page.locator("#score-captions textarea").fill("a red square\na dog on the grass")
     page.locator("#score-references textarea").fill("a red square")
     page.locator("#score-button").click()
     page.wait_for_function(
-        "() => document.querySelector('#score-status textarea')?.value.includes('Scored')", timeout=TIMEOUT_MS)
+        "() => document.querySelector('#score-status textarea')?.value.includes('with 1 reference')")
+    assert "holiday.jpg: not an image" in page.locator("#score-status textarea").input_value()
     assert "a dog on the grass" in cell_texts(page, "#score-items")
     table = page.locator("#score-table").inner_text()
     assert "CLIP-S" in table and "BLEU-1" in table and "available" in table
+    assert "needs references" not in table
     assert re.search(r"\b\d\.\d{2,4}\b", table), table
+    page.wait_for_timeout(1000)  # let Plotly draw before the screenshot
     page.screenshot(path=str(artifacts / "score-tab.png"), full_page=True)
 
 
 def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts):
     page.get_by_role("tab", name="Perturbation lab").click()
     page.locator("#perturb-image input[type=file]").set_input_files(str(image_file))
-    page.wait_for_selector("#perturb-image :text('red.png')")
+    page.wait_for_selector("#perturb-image td.filename[aria-label='red.png']")
     page.locator("#perturb-caption textarea").fill("a man in a white shirt rides a brown horse on the beach")
     page.locator("#perturb-button").click()
     page.wait_for_function(
@@ -94,23 +99,24 @@ def test_login_rate_and_rating_is_in_the_database(page, server, artifacts):
         "() => document.querySelector('#login-status textarea')?.value.startsWith('Logged in')")
     page.wait_for_function("() => Number(document.querySelector('#rate-caption-id input')?.value) > 0")
     caption_id = int(page.locator("#rate-caption-id input").input_value())
-    overall = page.locator("#rate-overall input[type=number]")
-    overall.fill("0.85")
-    overall.press("Enter")
-    page.locator("#rate-save").click()
+    # Keyboard only: "8" sets overall to 0.8 (focus outside text fields), Alt+N saves and moves on.
+    page.locator("#rate-panel").get_by_text("Rate how well").click()
+    page.keyboard.press("8")
+    page.wait_for_function("() => document.querySelector('#rate-overall input[type=number]').value === '0.8'")
+    page.keyboard.press("Alt+n")
     page.wait_for_function(
         "() => document.querySelector('#rate-status textarea')?.value.includes('Saved rating')")
     page.screenshot(path=str(artifacts / "annotate-rate.png"), full_page=True)
     with session_scope() as session:
         user = get_user(session, server.annotator[0])
         ratings = {r.caption_id: r.overall for r in list_ratings(session, user, annotator=user)}
-    assert ratings.get(caption_id) == pytest.approx(0.85)
+    assert ratings.get(caption_id) == pytest.approx(0.8)
 
 
 def test_script_in_a_caption_is_shown_as_text_and_never_runs(page, server, image_file, artifacts):
     xss = server.xss
     page.locator("#score-images input[type=file]").set_input_files(str(image_file))
-    page.wait_for_selector("#score-images :text('red.png')")
+    page.wait_for_selector("#score-images td.filename[aria-label='red.png']")
     page.locator("#score-captions textarea").fill(xss)
     page.locator("#score-button").click()
     page.wait_for_function(
@@ -124,4 +130,54 @@ def test_script_in_a_caption_is_shown_as_text_and_never_runs(page, server, image
     page.wait_for_timeout(500)
     page.screenshot(path=str(artifacts / "xss-as-text.png"), full_page=True)
     assert page.locator("img[src='x']").count() == 0
+    assert page.dialogs == []
+
+
+def log_in(page, name: str, password: str) -> None:
+    page.get_by_role("tab", name="Annotate").click()
+    page.locator("#login-name textarea").fill(name)
+    page.locator("#login-password input, #login-password textarea").first.fill(password)
+    page.locator("#login-button").click()
+    page.wait_for_function(
+        "() => document.querySelector('#login-status textarea')?.value.startsWith('Logged in')")
+
+
+def choose(page, elem_id: str, value: str) -> None:
+    box = page.locator(f"#{elem_id} input")
+    box.fill(value)
+    box.press("Enter")
+
+
+def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
+    log_in(page, *server.researcher)
+    page.get_by_role("tab", name="Failure cases").click()
+    choose(page, "failures-collection", server.collection)
+    page.locator("#failures-button").click()
+    page.wait_for_function(
+        "() => document.querySelector('#failures-status textarea')?.value.includes('cases')")
+    page.screenshot(path=str(artifacts / "failure-cases.png"), full_page=True)
+    page.locator("#failures-table").scroll_into_view_if_needed()  # the table renders rows in view only
+    first_caption = page.locator("#failures-table [role=gridcell], #failures-table [role=cell]").nth(2)  # id, image, caption
+    text = (first_caption.text_content() or "").strip()
+    first_caption.click()
+    page.wait_for_function(
+        "() => document.querySelector('#score-status textarea')?.value.includes('Scored')")
+    assert page.get_by_role("tab", name="Score").get_attribute("aria-selected") == "true"
+    assert page.locator("#score-captions textarea").input_value() == text
+    assert page.dialogs == []
+    page.wait_for_timeout(1000)  # let Plotly draw before the screenshot
+    page.screenshot(path=str(artifacts / "failure-opened-in-score.png"), full_page=True)
+
+
+def test_analyze_tab_shows_correlations(page, server, artifacts):
+    log_in(page, *server.researcher)
+    page.get_by_role("tab", name="Analyze").click()
+    choose(page, "analyze-collection", server.collection)
+    page.locator("#analyze-button").click()
+    page.wait_for_function(
+        "() => document.querySelector('#analyze-status textarea')?.value.includes('with human ratings')")
+    table = page.locator("#analyze-correlations").inner_text()
+    assert "CLIP-S" in table and "[" in table
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(artifacts / "analyze-tab.png"), full_page=True)
     assert page.dialogs == []

@@ -52,11 +52,13 @@ def test_import_export_and_agreement_commands(db_url, tmp_path, make_png):
             for n, s in (("u1", 0.2), ("u2", 0.3), ("u3", 0.25))]
     rows += [{"image": "b.png", "caption": "blue", "caption_id": "b", "annotator": n, "score": s}
              for n, s in (("u1", 0.9), ("u2", 0.8), ("u3", 1.0))]
+    rows.append({"image": "b.png", "caption": "a blue square", "critical_objects": ["blue square"]})
     (tmp_path / "r.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     imported = caplens("db", "import", str(tmp_path / "r.jsonl"), "--collection", "cli")
     assert imported.returncode == 0, imported.stderr
-    assert json.loads(imported.stdout)["counts"]["ratings"] == 6
-    assert "writing 6/6" in imported.stderr
+    counts = json.loads(imported.stdout)["counts"]
+    assert counts["ratings"] == 6 and counts["critical_annotations"] == 1
+    assert "writing 7/7" in imported.stderr
     bad = tmp_path / "bad.csv"
     bad.write_text("image,caption\nmissing.png,x\na.png,\n")
     rejected = caplens("db", "import", str(bad))
@@ -67,6 +69,7 @@ def test_import_export_and_agreement_commands(db_url, tmp_path, make_png):
     assert exported.returncode == 0 and json.loads(exported.stdout)["rows"] == 6 and out.is_file()
     human = caplens("db", "export", "--format", "jsonl", "--what", "finetune-human", str(tmp_path / "h"))
     assert human.returncode == 0 and json.loads(human.stdout)["rows"] == 2
+    assert "imported\tannotator  (no login)" in caplens("user", "list").stdout
     agreement = caplens("db", "agreement", "--collection", "cli")
     assert agreement.returncode == 0
     assert json.loads(agreement.stdout)["krippendorff_alpha_interval"] > 0.9

@@ -11,8 +11,8 @@ from sqlalchemy import func, select
 from annotation import workflows as wf
 from annotation.exporters import export_table
 from annotation.finetune_sets import build_finetune_set
-from annotation.importers import ImportRejected, import_file
-from db.models import Base, Caption, CriticalAnnotation, Image, ImportRecord, Rating, User
+from annotation.importers import ImportRejected, import_file, import_rows
+from db.models import Base, Caption, CriticalAnnotation, Image, User
 from db.session import session_scope
 
 COLORS = [(255, 0, 0), (0, 0, 255), (0, 160, 0), (250, 250, 0)]
@@ -82,6 +82,16 @@ def _write_csv(path, rows):
         for row in rows:
             writer.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
                              for k, v in row.items()})
+
+
+def test_parsed_rows_import_all_or_nothing(engine, accounts, image_files):
+    with session_scope(engine) as s:
+        _check_imported(s, import_rows(s, accounts["rita"], _rows(), collection="r", base_dir=image_files))
+    with session_scope(engine) as s, pytest.raises(ImportRejected, match="row 2: caption text is empty"):
+        import_rows(s, accounts["rita"], [_rows()[0], {"image": "img0.png", "caption": ""}], collection="r2",
+                    base_dir=image_files)
+    with session_scope(engine, read_only=True) as s, pytest.raises(LookupError):
+        wf.get_collection(s, "r2")
 
 
 def test_csv_import(engine, accounts, image_files):

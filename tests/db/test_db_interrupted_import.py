@@ -16,7 +16,7 @@ from db.models import Base
 from db.session import dispose_engines, get_engine, session_scope
 
 REPO = Path(__file__).resolve().parents[2]
-ROWS, IMAGES, KILL_AFTER = 3000, 60, 1000
+ROWS, IMAGES, KILL_AFTER = 1500, 40, 500
 
 
 def _counts(engine) -> dict:

@@ -1,7 +1,10 @@
 """Rating / transcreation / critical-object workflows and the role rules they enforce."""
 from __future__ import annotations
 
+import io
+
 import pytest
+from PIL import Image as PILImage
 
 from annotation import workflows as wf
 from annotation.exporters import export_table
@@ -40,7 +43,10 @@ def test_images_are_content_addressed_and_client_names_are_metadata(engine, make
         path = image_path(first)
         assert path == stored_path(first.sha256, "PNG") and path.read_bytes() == data
         assert path.is_relative_to(data_dir / "images")
-        for bad, why in [(b"", "empty"), (b"GIF89a not really", "not an image"), (data[:-30], "damaged")]:
+        bomb = io.BytesIO()
+        PILImage.new("1", (15000, 15000)).save(bomb, "PNG")  # 225 Mpixel: over Pillow's safety limit
+        for bad, why in [(b"", "empty"), (b"GIF89a not really", "not an image"), (data[:-30], "damaged"),
+                         (bomb.getvalue(), "too large")]:
             with pytest.raises(ValueError, match=why):
                 add_image(s, bad, "x.png")
 
@@ -186,3 +192,34 @@ def test_metric_scores_are_cached_per_checkpoint(engine, accounts, collection):
         assert wf.cached_metric_scores(s, "PAC-S", "sha-a", ids) == {}
         assert wf.invalidate_metric_scores(s, accounts["rita"], "CLIP-S", keep_fingerprint="sha-b") == 2
         assert wf.cached_metric_scores(s, "CLIP-S", "sha-b", ids) == {ids[0]: 0.1}
+
+
+def test_same_annotator_rating_twice_at_once_ends_as_one_edited_rating(engine, accounts, collection):
+    """Two tabs of one annotator submit together: one rating (version 2), never a crash or a copy."""
+    import threading
+
+    with session_scope(engine) as s:
+        caption_id = s.query(Caption).filter_by(kind="candidate").first().id
+    first = session_scope(engine)
+    session = first.__enter__()
+    wf.submit_rating(session, accounts["ann"], caption_id, 0.1)  # inserted, not yet committed
+    outcome = {}
+
+    def second_tab():
+        try:
+            with session_scope(engine) as other:
+                outcome["version"] = wf.submit_rating(other, accounts["ann"], caption_id, 0.9).version
+        except Exception as exc:  # surfaced by the assertion below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=second_tab)
+    thread.start()
+    thread.join(timeout=1.0)
+    assert thread.is_alive()  # the second tab waits for the first transaction
+    first.__exit__(None, None, None)
+    thread.join(timeout=60)
+    assert "error" not in outcome, outcome
+    with session_scope(engine) as s:
+        ratings = s.query(Rating).filter_by(caption_id=caption_id).all()
+        assert [(r.overall, r.version) for r in ratings] == [(0.9, 2)]
+        assert [h.overall for h in ratings[0].revisions] == [0.1]

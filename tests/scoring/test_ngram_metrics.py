@@ -118,3 +118,16 @@ def test_spice_reports_missing_resources(java, tiny_scorer):
     if coco.Spice._missing_resources():
         assert result.unavailable.startswith("SPICE needs the Stanford CoreNLP 3.6.0 models")
         assert result.values == [None]
+
+
+def test_degenerate_candidates_do_not_break_alignment(java, tiny_scorer, images):
+    """Empty and punctuation-only captions tokenise to '' and keep every other row in place."""
+    candidates = ["", "...", CANDIDATES[1], "   "]
+    refs = [REFERENCES[0], REFERENCES[0], REFERENCES[1], REFERENCES[2]]
+    items = [ScoreItem(images[i], c, r) for i, (c, r) in enumerate(zip(candidates, refs))]
+    results = tiny_scorer.score(items, ["BLEU-1", "ROUGE-L", "CIDEr", "METEOR", "CLIP-S"])
+    assert all(r.unavailable is None for r in results.values())
+    alone = tiny_scorer.score([ScoreItem(None, CANDIDATES[1], REFERENCES[1])], ["ROUGE-L"])["ROUGE-L"]
+    assert results["ROUGE-L"].values[2] == pytest.approx(alone.values[0])
+    assert results["ROUGE-L"].values[0] == 0.0 and results["ROUGE-L"].values[1] == 0.0
+    assert all(isinstance(v, float) for v in results["CLIP-S"].values)

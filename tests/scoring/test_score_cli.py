@@ -92,3 +92,16 @@ def test_bad_inputs_give_one_error_line_and_exit_2(inputs, capsys, problem, mess
     code, out, err = _run(capsys, *argv)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err
+
+
+def test_long_runs_show_a_progress_bar(tmp_path, tiny_dir, make_image, capsys):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    candidates = {}
+    for i in range(40):
+        make_image(100 + i, size=(32, 32)).save(folder / f"im{i}.png")
+        candidates[f"im{i}"] = f"caption number {i}"
+    (tmp_path / "many.json").write_text(json.dumps(candidates))
+    code, out, err = _run(capsys, tmp_path / "many.json", folder, "--profile", "tiny", "--metrics", "CLIP-S,PAC-S")
+    assert code == 0 and len(out.strip().splitlines()) == 2
+    assert "metric" in err and "\r" in err  # tqdm's bar on stderr

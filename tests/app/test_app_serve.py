@@ -1,0 +1,70 @@
+"""`caplens serve` as a user runs it: a subprocess on a free port, first run on an empty data dir."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_serve_creates_the_database_and_names_the_profile(tmp_path):
+    port = free_port()
+    env = {**os.environ, "CAPLENS_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1"}
+    env.pop("CAPLENS_PROFILE", None)
+    log = tmp_path / "serve.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--profile", "tiny", "--no-demo",
+                                 "--port", str(port)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 120
+        page = None
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read().decode()
+                break
+            except OSError:
+                time.sleep(1)
+        output = log.read_text()
+        assert page is not None, output
+        assert "CapLens" in page
+        assert "profile 'tiny' in use" in output
+        assert (tmp_path / "data" / "caplens.db").is_file()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_profile_choice_says_why_hub_is_not_used(monkeypatch):
+    from app.engine import choose_profile
+
+    monkeypatch.delenv("CAPLENS_PROFILE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    profile, banner = choose_profile(None)
+    assert profile in ("hub", "world")
+    assert "could not be loaded" in banner  # offline: the hub checkpoints are not reachable
+    assert choose_profile("tiny") == ("tiny", "Profile **tiny** (chosen explicitly).")
+
+
+def test_serve_help_lists_gradio_style_options():
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--help"], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert proc.returncode == 0
+    for option in ("--host", "--port", "--share", "--profile", "--no-demo"):
+        assert option in proc.stdout
+
+
+def test_library_reasons_in_the_banner_are_escaped():
+    from app.engine import _plain
+
+    assert "<" not in _plain("<img src=x onerror=alert(1)>").replace("\\<", "")

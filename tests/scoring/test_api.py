@@ -1,0 +1,59 @@
+"""The Scorer API surface the app relies on (docs/CONTRACTS.md)."""
+from __future__ import annotations
+
+from scoring.api import MetricResult, ScoreItem, get_scorer
+
+
+def test_info_documents_every_metric(tiny_scorer):
+    for name in tiny_scorer.metric_names():
+        info = tiny_scorer.info(name)
+        assert info.name == name and info.description and info.citation
+        assert info.range[0] == 0.0 and info.range[1] > 0
+    assert tiny_scorer.info("MCS").languages is None and tiny_scorer.info("CLIP-S").languages == ("en",)
+    assert tiny_scorer.info("RefPAC-S").needs_references and not tiny_scorer.info("PAC-S").needs_references
+    assert tiny_scorer.info("UMIC-C").backbone == "tiny BLIP ITM (random)"
+    assert tiny_scorer.info("MCS").backbone == "tiny multilingual text encoder (random, sentence-transformers layout) + tiny CLIP (random)"
+
+
+def test_progress_and_result_shape(tiny_scorer, images):
+    calls = []
+    results = tiny_scorer.score(
+        [ScoreItem(images[0], "a dog"), ScoreItem(images[1], "a cat")], ["pac-s", "CLIP-S"],
+        progress=lambda fraction, desc="": calls.append((fraction, desc)),
+    )
+    assert list(results) == ["CLIP-S", "PAC-S"]  # registry order, registry spelling
+    assert [c[0] for c in calls] == [0.0, 0.5, 1.0] and calls[0][1] == "scoring CLIP-S"
+    result = results["PAC-S"]
+    assert isinstance(result, MetricResult) and result.available
+    assert len(result.values) == len(result.truncated) == 2 and result.backbone.startswith("tiny PAC-S")
+
+
+def test_get_scorer_shares_one_instance(tiny_dir):
+    assert get_scorer("tiny") is get_scorer("tiny")
+    assert get_scorer("tiny").score([], ["CLIP-S"])["CLIP-S"].values == []
+
+
+def test_warm_up_reports_availability(tiny_scorer):
+    reasons = tiny_scorer.warm_up(["CLIP-S", "SPICE"])
+    assert reasons["CLIP-S"] is None
+    assert reasons["SPICE"] is None or "SPICE" in reasons["SPICE"] or "Java" in reasons["SPICE"]
+
+
+def test_device_selection():
+    import pytest
+    import torch
+
+    from scoring.backbones import select_placement
+
+    placement = select_placement("cpu")
+    assert placement.dtype == torch.float32 and placement.label == "cpu/float32"
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            select_placement("cuda")
+    with pytest.raises(ValueError, match="unknown device"):
+        select_placement("quantum")
+    auto = select_placement(None)
+    expected = "cuda" if torch.cuda.is_available() else ("mps" if torch.backends.mps.is_available() else "cpu")
+    assert auto.device.type == expected
+    if auto.device.type == "cuda":
+        assert auto.dtype in (torch.bfloat16, torch.float16)
