@@ -1,4 +1,6 @@
 """A few seconds of training with the project's own code lowers the losses and saves loadable models."""
+import math
+
 import pytest
 import torch
 
@@ -8,7 +10,7 @@ from scoring.world.train import train_clip, train_mcs
 @pytest.fixture(scope="module")
 def tiny_clip(tmp_path_factory):
     out = tmp_path_factory.mktemp("world-clip")
-    meta = train_clip(out, config="test-clip", scenes=64, steps=40, batch_size=32, lr=3e-3, log_every=1,
+    meta = train_clip(out, config="test-clip", scenes=32, steps=80, batch_size=32, lr=3e-3, log_every=1,
                       tokenizer_scenes=30, threads=1)
     return out, meta
 
@@ -20,7 +22,8 @@ def _mean(values):
 def test_contrastive_loss_goes_down(tiny_clip):
     _, meta = tiny_clip
     losses = [h["loss"] for h in meta["history"]]
-    assert _mean(losses[-5:]) < _mean(losses[:5]) - 0.2
+    assert _mean(losses[-5:]) < _mean(losses[:5]) - 0.4
+    assert _mean(losses[-5:]) < math.log(32) - 0.3  # better than matching captions to images at random
 
 
 def test_saved_clip_loads_with_transformers(tiny_clip):
