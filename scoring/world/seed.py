@@ -31,15 +31,18 @@ def demo_rows(scenes: int, image_dir: Path, langs=LANGUAGES, annotators: int = 3
         image = f"{scene.scene_id}.png"
         render_scene(scene, 224).save(image_dir / image)
         caps = scene_captions(scene, tuple(langs))
+        # References in the candidate's own language: the scene's correct captions of every
+        # style, less the candidate itself (an English reference would make BLEU & co.
+        # meaningless for the other four languages).
+        references = {lang: [caps[style][lang].text for style in caps] for lang in langs}
         for style, per_lang in caps.items():
-            references = [per_lang["en"].text]
             for k, cand in enumerate(candidates_for(scene, per_lang["en"].description, tuple(langs))):
                 caption_id = f"{scene.scene_id}-{style}-{cand.caption.lang}-{k}"
                 base = {"image": image, "image_id": scene.scene_id, "caption": cand.text,
                         "language": cand.caption.lang, "kind": "candidate", "caption_id": caption_id,
                         "model": "world-" + ("+".join(cand.errors + cand.damage) or "correct"),
                         "critical_objects": list(cand.caption.critical_objects),
-                        "references": [r for r in references if r != cand.text]}
+                        "references": [r for r in references[cand.caption.lang] if r != cand.text]}
                 for n, rater in enumerate(raters):
                     row = {**base, **rater.rate(cand, caption_id)}
                     if n:  # the caption's critical objects are marked once, by the first annotator
