@@ -48,7 +48,14 @@ def select_placement(device: str | None = None) -> Placement:
             device = "mps"
         else:
             device = "cpu"
-    resolved = torch.device(device)
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"unknown device {device!r}: {exc}") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available here")
+    if resolved.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError(f"device {device!r} requested but MPS is not available here")
     if resolved.type == "cuda":
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     else:

@@ -33,8 +33,8 @@ def register(subparsers, parents) -> None:
                        help="folder receiving world-clip/ and world-mcs/ (default: the shipped checkpoints)")
     train.add_argument("--clip-steps", type=int, default=1000)
     train.add_argument("--clip-scenes", type=int, default=8000)
-    train.add_argument("--mcs-steps", type=int, default=1500)
-    train.add_argument("--mcs-scenes", type=int, default=3000)
+    train.add_argument("--mcs-steps", type=int, default=800)
+    train.add_argument("--mcs-scenes", type=int, default=1200)
     train.add_argument("--clip-config", default="world-clip")
     train.add_argument("--mcs-config", default="world-mcs")
     train.add_argument("--threads", type=int, default=1,
@@ -85,15 +85,28 @@ def _train(args: argparse.Namespace) -> int:
     from .train import train_clip, train_mcs
 
     clip_dir, mcs_dir = args.out / "world-clip", args.out / "world-mcs"
+    common = f"--threads {args.threads} --seed {args.seed}"
     if args.model in ("clip", "all"):
         train_clip(clip_dir, config=args.clip_config, scenes=args.clip_scenes, steps=args.clip_steps,
                    seed=args.seed, threads=args.threads)
+        record_command(clip_dir, f"caplens world train clip --clip-config {args.clip_config} "
+                                 f"--clip-scenes {args.clip_scenes} --clip-steps {args.clip_steps} {common}")
     if args.model in ("mcs", "all"):
         if not (clip_dir / "config.json").is_file():
             raise FileNotFoundError(f"world-MCS distils world-CLIP, which is not at {clip_dir}: train clip first")
         train_mcs(clip_dir, mcs_dir, config=args.mcs_config, scenes=args.mcs_scenes, steps=args.mcs_steps,
                   seed=args.seed, threads=args.threads)
+        record_command(mcs_dir, f"caplens world train mcs --mcs-config {args.mcs_config} "
+                                f"--mcs-scenes {args.mcs_scenes} --mcs-steps {args.mcs_steps} {common}")
     return 0
+
+
+def record_command(model_dir: Path, command: str) -> None:
+    """Add the reproducing command (all settings spelled out; add --out for another folder) to training.json."""
+    path = model_dir / "training.json"
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    meta["command"] = command
+    path.write_text(json.dumps(meta, indent=1), encoding="utf-8")
 
 
 def _measure(args: argparse.Namespace) -> int:

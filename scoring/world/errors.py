@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from .captions import Caption, realise
 from .grammar import Description, Mention
-from .scene import COLOURS, GRID, RELATIONS, SHAPES, Scene, relation_holds
+from .scene import COLOURS, GRID, RELATIONS, SHAPES, Scene, relation_holds, spatial_relation
 
 CONTENT_ERRORS = ("colour", "shape", "relation", "missing", "hallucinated")
 GRAMMAR_DAMAGE = ("agreement", "word-order", "dropped-word")
@@ -128,12 +128,8 @@ def _drop_object(scene: Scene, d: Description, rng: random.Random) -> Descriptio
         return None
     i = rng.randrange(len(d.mentions)) if d.style == "long" else 1
     mentions = d.mentions[:i] + d.mentions[i + 1:]
-    relations = []
-    for j in range(len(mentions) - 1):  # long captions relate neighbours; keep that pattern, truthfully
-        ma, mb = mentions[j], mentions[j + 1]
-        relations.append((j, scene.relation(ma.oid, mb.oid), j + 1))
-    if d.style == "short":
-        relations = []
+    relations = [] if d.style == "short" else [  # long captions relate neighbours: keep that, truthfully
+        (j, scene.relation(mentions[j].oid, mentions[j + 1].oid), j + 1) for j in range(len(mentions) - 1)]
     return replace(d, mentions=mentions, relations=tuple(relations))
 
 
@@ -145,13 +141,9 @@ def _hallucinate(scene: Scene, d: Description, rng: random.Random) -> Descriptio
         return None
     shape, colour = rng.choice(kinds)
     ghost = Mention(shape, colour, rng.choice(("small", "large")), rng.choice(free), None)
-    if d.style == "short":
+    if d.style == "short":  # the ghost becomes (or replaces) the second object
         base = d.mentions[:1]
-        from .scene import spatial_relation
-
         return replace(d, mentions=base + (ghost,), relations=((0, spatial_relation(base[0].cell, ghost.cell), 1),))
-    from .scene import spatial_relation
-
     last = len(d.mentions) - 1
     return replace(d, mentions=d.mentions + (ghost,),
                    relations=d.relations + ((last, spatial_relation(d.mentions[last].cell, ghost.cell), last + 1),))

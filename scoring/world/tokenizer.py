@@ -6,6 +6,7 @@ like any hub tokenizer, with no download.
 """
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -55,18 +56,14 @@ def train_tokenizer(texts: Iterable[str], out_dir: str | Path, vocab_size: int =
     # Every byte, alone and word-final, stays encodable (as in CLIP's own vocabulary).
     for symbol in sorted(alphabet) + sorted(a + "</w>" for a in alphabet):
         vocab.setdefault(symbol, len(vocab))
-    merges = [tuple(pair.split(" ")) if isinstance(pair, str) else tuple(pair) for pair in _merges(bpe)]
+    # The trained merges, read from the tokenizer's serialised form (pairs, or "a b" strings in older versions).
+    merges = [tuple(pair.split(" ")) if isinstance(pair, str) else tuple(pair)
+              for pair in json.loads(bpe.to_str())["model"]["merges"]]
     tokenizer = CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=model_max_length)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(out_dir)
     return CLIPTokenizer.from_pretrained(out_dir)
-
-
-def _merges(bpe) -> list:
-    import json
-
-    return json.loads(bpe.to_str())["model"]["merges"]
 
 
 def train_wordpiece(texts: Iterable[str], out_dir: str | Path, vocab_size: int = 3000, model_max_length: int = 256):

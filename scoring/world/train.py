@@ -152,8 +152,8 @@ def clip_loss(model, batch_ids, batch_mask, pixels) -> torch.Tensor:
     return model(input_ids=batch_ids, attention_mask=batch_mask, pixel_values=pixels, return_loss=True).loss
 
 
-def train_clip(out_dir: str | Path, *, config: str = "world-clip", scenes: int = 12000, steps: int = 1500,
-               batch_size: int = 64, lr: float = 1e-3, long_share: float = 0.3, seed: int = 0, threads: int = 2,
+def train_clip(out_dir: str | Path, *, config: str = "world-clip", scenes: int = 8000, steps: int = 1000,
+               batch_size: int = 64, lr: float = 1e-3, long_share: float = 0.3, seed: int = 0, threads: int = 1,
                log_every: int = 50, tokenizer_scenes: int = 1500) -> dict:
     """Train world-CLIP and save it as a CLIPModel folder; returns the training metadata."""
     from transformers import CLIPImageProcessor, CLIPProcessor
@@ -252,8 +252,9 @@ def teacher_embeddings(clip_model, clip_tokenizer, texts: list[str], batch_size:
     return torch.cat(out)
 
 
-def train_mcs(clip_dir: str | Path, out_dir: str | Path, *, config: str = "world-mcs", scenes: int = 3000,
-              steps: int = 1500, batch_size: int = 96, lr: float = 5e-4, seed: int = 0, threads: int = 2,
+def train_mcs(clip_dir: str | Path, out_dir: str | Path, *, config: str = "world-mcs", scenes: int = 1200,
+              steps: int = 800, batch_size: int = 64, lr: float = 1e-3, long_share: float = 0.4, seed: int = 0,
+              threads: int = 1,
               log_every: int = 50, tokenizer_scenes: int = 1500) -> dict:
     """Distil world-CLIP's text tower into a multilingual student (MSE, PR-MCS teacher learning)."""
     from transformers import CLIPModel, CLIPTokenizer
@@ -271,6 +272,8 @@ def train_mcs(clip_dir: str | Path, out_dir: str | Path, *, config: str = "world
     descriptions = [d for s in split_scenes("train", scenes) for d in distillation_descriptions(s)]
     english = [realise(d, "en").text for d in descriptions]
     targets = teacher_embeddings(teacher, teacher_tokenizer, english)
+    long_pool = [i for i, d in enumerate(descriptions) if d.style == "long"]
+    short_pool = [i for i, d in enumerate(descriptions) if d.style == "short"]
     student = build_student(config, tokenizer, targets.shape[1])
     optimizer = torch.optim.AdamW(student.parameters(), lr=lr, weight_decay=0.01)
     history = []
@@ -278,7 +281,8 @@ def train_mcs(clip_dir: str | Path, out_dir: str | Path, *, config: str = "world
     for step in range(steps):
         for group in optimizer.param_groups:
             group["lr"] = _lr(step, steps, lr, warmup=max(1, steps // 20))
-        idx = rng.sample(range(len(descriptions)), min(batch_size, len(descriptions)))
+        pool = long_pool if long_pool and rng.random() < long_share else short_pool  # same-length batches
+        idx = rng.sample(pool, min(batch_size, len(pool)))
         texts = [realise(descriptions[i], rng.choice(LANGUAGES)).text for i in idx]
         tokens = _tokenize(tokenizer, texts, c["positions"])
         loss = nn.functional.mse_loss(student(tokens["input_ids"], tokens["attention_mask"]), targets[idx])
@@ -293,8 +297,8 @@ def train_mcs(clip_dir: str | Path, out_dir: str | Path, *, config: str = "world
     save_student(student, tokenizer, out_dir, c["positions"])
     meta = {"model": "world-mcs", "config": config, "config_values": c, "teacher": str(clip_dir),
             "train_scenes": scenes, "descriptions": len(descriptions), "languages": list(LANGUAGES),
-            "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "threads": threads,
-            "loss": "MSE(teacher CLIP text embedding of English, student embedding of the caption in a random language)",
+            "steps": steps, "batch_size": batch_size, "lr": lr, "long_share": long_share, "seed": seed,
+            "threads": threads, "loss": "MSE(teacher CLIP text embedding of English, student embedding of the caption in a random language)",
             "history": history, "seconds": round(time.time() - started, 1),
             "cpu_seconds": round(time.process_time() - cpu_started, 1), "torch": torch.__version__}
     (out_dir / "training.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")

@@ -37,3 +37,23 @@ def test_warm_up_reports_availability(tiny_scorer):
     reasons = tiny_scorer.warm_up(["CLIP-S", "SPICE"])
     assert reasons["CLIP-S"] is None
     assert reasons["SPICE"] is None or "SPICE" in reasons["SPICE"] or "Java" in reasons["SPICE"]
+
+
+def test_device_selection():
+    import pytest
+    import torch
+
+    from scoring.backbones import select_placement
+
+    placement = select_placement("cpu")
+    assert placement.dtype == torch.float32 and placement.label == "cpu/float32"
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            select_placement("cuda")
+    with pytest.raises(ValueError, match="unknown device"):
+        select_placement("quantum")
+    auto = select_placement(None)
+    expected = "cuda" if torch.cuda.is_available() else ("mps" if torch.backends.mps.is_available() else "cpu")
+    assert auto.device.type == expected
+    if auto.device.type == "cuda":
+        assert auto.dtype in (torch.bfloat16, torch.float16)
