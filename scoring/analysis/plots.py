@@ -61,12 +61,22 @@ def robustness_drop_bars(robustness: pd.DataFrame, ops: Sequence[str] | None = N
     keys = [c for c in ("lang", "metric") if c in robustness.columns]
     long = robustness.melt(id_vars=keys, value_vars=[f"{op}_change" for op in ops], var_name="op", value_name="change")
     long["op"] = long["op"].str[: -len("_change")]
+    # Metrics with no defined change anywhere (unavailable, or a zero original) would only add
+    # empty panels.
+    long = long.dropna(subset=["change"])
+    if long.empty:
+        return go.Figure(layout={"title": "No metric has a defined score change (unavailable, or zero on the originals)"})
+    facet = "metric" if "metric" in long and long["metric"].nunique() > 1 else None
+    wrap = 4
+    panels = long["metric"].nunique() if facet else 1
     figure = px.bar(
         long, x="op", y="change", color="lang" if "lang" in long else None, barmode="group",
-        facet_col="metric" if "metric" in long and long["metric"].nunique() > 1 else None,
-        labels={"change": "score change vs. original (%)", "op": "perturbation"},
+        facet_col=facet, facet_col_wrap=wrap if facet else 0, facet_row_spacing=0.08,
+        labels={"change": "change (%)", "op": ""},
         title="Score change under perturbation (negative = detected)",
+        height=260 + 220 * -(-panels // wrap),
     )
+    figure.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
     figure.add_hline(y=0, line_width=1, line_color="black")
     return figure
 

@@ -26,9 +26,14 @@ ORIGINAL = "original"
 PRMCS_OPS = ("repetition", "removal", "masking", "jumble", "substitution")
 
 
+# Below this an original mean is numerically zero (the COCO toolkit's BLEU smoothing leaves
+# values near 1e-9): a relative change off it is noise, so it is reported as undefined.
+NEGLIGIBLE_ORIGINAL = 1e-6
+
+
 def percent_change(original: float, perturbed: float) -> float:
-    """100 (perturbed - original) / original; nan when the original mean is 0 or missing."""
-    if original is None or not np.isfinite(original) or original == 0:
+    """100 (perturbed - original) / original; nan when the original mean is ~0 or missing."""
+    if original is None or not np.isfinite(original) or abs(original) < NEGLIGIBLE_ORIGINAL:
         return float("nan")
     return 100.0 * (perturbed - original) / original
 

@@ -1,3 +1,4 @@
+import numpy as np
 """PR-MCS Table 7 layout on a tiny example computed by hand."""
 import pandas as pd
 import pytest
@@ -68,6 +69,9 @@ def test_formatting_and_errors():
     with pytest.raises(ValueError, match="column"):
         robustness_table(pd.DataFrame({"score": [1.0]}))
     assert percent_change(0.0, 1.0) != percent_change(0.0, 1.0)  # nan
+    # BLEU's toolkit smoothing leaves ~1e-9 originals: a % change off them is undefined too.
+    assert np.isnan(percent_change(3e-9, 2e-8))
+    assert percent_change(0.01, 0.005) == pytest.approx(-50.0)
 
 
 def test_paired_changes_link_each_perturbation_to_its_original():
