@@ -82,4 +82,5 @@ def _probe(profile: str) -> str | None:
 
 def _plain(text: str) -> str:
     """Library messages go into the Markdown banner: keep them from being read as markup."""
-    return "".join(f"\\{c}" if c in "\\`*_{}[]<>()#+-.!|" else c for c in text)[:300]
+    text = text if len(text) <= 200 else text[:199] + "…"
+    return "".join(f"\\{c}" if c in "\\`*_{}[]<>()#+-.!|" else c for c in text)

@@ -61,13 +61,6 @@ def format_score(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
-def percent_change(before: float | None, after: float | None) -> float | None:
-    """Relative change in %, as PR-MCS Table 7 prints it; None when undefined."""
-    if before is None or after is None or before == 0:
-        return None
-    return (after - before) / abs(before) * 100.0
-
-
 def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availability: Sequence[dict]
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The score table split for reading: the scored pairs (#, image, caption, language,

@@ -5,7 +5,8 @@ Starts the real app on a free localhost port and times, with gradio_client:
   warm  - models loaded, a new image with 5 new captions (nothing cached);
   edit  - the same 5 captions again with one of them edited (the session remembers the
           other four; the scorer encodes only the edited caption).
-Prints each figure (median of --repeats for warm and edit) and the warm/edit ratio.
+Prints each figure (median of --repeats for warm and edit), the warm/edit ratio, and the
+round trip of a near-empty request (/perturb) as the floor that no caching can remove.
 
     python benchmarks/bench_latency.py --profile tiny        # seconds to run
     python benchmarks/bench_latency.py --profile world       # the shipped offline models
@@ -82,7 +83,7 @@ def main() -> int:
         cold, result = request(write_image(folder, 0), captions_for(0))
         metric_count = len(result["metrics"])
         unavailable = [m for m, info in result["metrics"].items() if info["status"].startswith("unavailable")]
-        warm_times, edit_times = [], []
+        warm_times, edit_times, trip_times = [], [], []
         for round_number in range(1, args.repeats + 1):
             image, captions = write_image(folder, round_number), captions_for(round_number)
             seconds, result = request(image, captions)
@@ -92,6 +93,9 @@ def main() -> int:
             seconds, result = request(image, edited)
             assert result["computed_now"] == 1, result["computed_now"]
             edit_times.append(seconds)
+            start = time.perf_counter()
+            client.predict(captions[0], "masking", 0.4, 0, "en", "", api_name="/perturb")
+            trip_times.append(time.perf_counter() - start)
     finally:
         demo.close()
 
@@ -104,6 +108,8 @@ def main() -> int:
     print(f"edit (1 of 5 captions changed):    {edit:8.3f} s   median of {len(edit_times)}: "
           + ", ".join(f"{t:.3f}" for t in edit_times))
     print(f"warm/edit ratio: {warm / edit:.1f}x")
+    print(f"for scale, an API round trip doing almost nothing (/perturb masking): "
+          f"{statistics.median(trip_times):.3f} s median")
     return 0
 
 

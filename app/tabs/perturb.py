@@ -6,7 +6,7 @@ chosen metric in the layout of PR-MCS Table 7 (score and change in % per operati
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
 
 import gradio as gr
 import pandas as pd
@@ -46,7 +46,12 @@ def robustness_table(profile: str, image: LoadedImage | None, original: str, per
                      references: list[str], lang: str, metrics: list[str]) -> tuple[pd.DataFrame, list[dict]]:
     """Rows: metrics; columns: Original, each operation as "score (change %)", Average, and
     the metric's status (why it is unavailable); "—" where a metric needs what is missing."""
+    from scoring.analysis.robustness import percent_change
     from scoring.api import ScoreItem
+
+    def change_of(before, after):
+        return None if before is None or after is None or math.isnan(percent_change(before, after)) \
+            else percent_change(before, after)
 
     texts = [original] + [pert.text for pert in perturbations]
     items = [ScoreItem(image=None if image is None else image.image, candidate=t, references=references, lang=lang)
@@ -64,7 +69,7 @@ def robustness_table(profile: str, image: LoadedImage | None, original: str, per
         row["Original"] = "—" if base is None else f"{base:.4f}"
         perturbed_values = []
         for pert, value in zip(perturbations, result.values[1:]):
-            change = render.percent_change(base, value)
+            change = change_of(base, value)
             row[pert.op] = "—" if value is None else (
                 f"{value:.4f}" + ("" if change is None else f" ({change:+.2f}%)"))
             if value is not None:
@@ -73,7 +78,7 @@ def robustness_table(profile: str, image: LoadedImage | None, original: str, per
                 drops.append({"metric": name, "operation": pert.op, "change %": round(change, 2)})
         if len(perturbations) > 1 and perturbed_values:
             mean = sum(perturbed_values) / len(perturbed_values)
-            change = render.percent_change(base, mean)
+            change = change_of(base, mean)
             row["Average"] = f"{mean:.4f}" + ("" if change is None else f" ({change:+.2f}%)")
         rows.append(row)
     columns = (["metric", "Original", *[p.op for p in perturbations]] + (["Average"] if len(perturbations) > 1 else [])
@@ -110,14 +115,7 @@ def save_to_collection(user_state: dict | None, image: LoadedImage | None, origi
                 + (f", with {len(critical)} critical object(s)." if critical else "."))
 
 
-@dataclass
-class PerturbTab:
-    image: gr.File
-    caption: gr.Textbox
-    button: gr.Button
-
-
-def build(ctx: engine.AppContext, user_state: gr.State) -> PerturbTab:
+def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     names = engine.metric_names(ctx.profile)
     with gr.Row():
         with gr.Column(scale=1):
@@ -205,4 +203,3 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> PerturbTab:
         api_visibility="private",
     )
     save_button.click(on_save, [user_state, last_run, save_collection], save_status, api_visibility="private")
-    return PerturbTab(image=image, caption=caption, button=button)

@@ -2,7 +2,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.render import CHANGED, REMOVAL_MARK, REMOVED, highlight_spans, percent_change, plotly_text
+from app.render import CHANGED, REMOVAL_MARK, REMOVED, highlight_spans, plotly_text
 
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -31,8 +31,3 @@ def test_removals_show_a_marker_where_words_were():
 
 def test_plotly_labels_escape_markup():
     assert "<" not in plotly_text(XSS) and "&lt;img" in plotly_text(XSS)
-
-
-def test_percent_change_like_table_7():
-    assert round(percent_change(0.7944, 0.7871), 2) == -0.92
-    assert percent_change(0.0, 1.0) is None and percent_change(None, 1.0) is None

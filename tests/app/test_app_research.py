@@ -125,3 +125,25 @@ def test_pick_an_image_from_a_collection(server, researcher):
     assert {"a red square on a white table", server.xss, "a green field"} <= texts
     assert all(entry["references"] == ["a photo of a square"] for entry in images.values())
     assert all(os.path.isfile(entry["file"]) for entry in images.values())
+
+
+def test_perturbation_lab_saves_original_critical_objects_and_perturbations(server, researcher, image_file):
+    from annotation.workflows import critical_objects, get_caption
+    from app.tabs.annotate import _db
+    from app.tabs.perturb import run_perturbations, save_to_collection
+    from app.tabs.score import load_images
+
+    images, _ = load_images([str(image_file)])
+    text = "a man in a white shirt rides a brown horse"
+    critical = ["white shirt", "brown horse"]
+    perturbations = run_perturbations(text, "all", 0.4, 1, "en", critical)
+    message = save_to_collection(researcher, images[0], text, "en", perturbations, "lab-saved", critical)
+    parent_id = int(message.split("caption ")[1].split()[0])
+    with _db() as session:
+        assert get_caption(session, parent_id).text == text
+        assert critical_objects(session, parent_id) == critical
+        children = [c for c in get_caption(session, parent_id).image.captions if c.parent_id == parent_id]
+        assert sorted(c.perturbation_op for c in children) == sorted(p.op for p in perturbations if not p.noop)
+    annotator, _ = login(*server.annotator)
+    with pytest.raises(PermissionError):
+        save_to_collection(annotator, images[0], text, "en", perturbations, "lab-saved", None)
