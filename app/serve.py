@@ -42,6 +42,30 @@ def _seed_demo() -> None:
     report = seed_demo_if_empty()
     if report:
         print(f"CapLens: first run, demo collection {report.get('collection', 'world-demo')!r} created.", flush=True)
+        _create_demo_login()
+
+
+DEMO_LOGIN = "demo"
+
+
+def _create_demo_login() -> None:
+    """On first run nobody can log in yet, so the tabs behind a login would show nothing: make
+    a researcher account with a random password and tell only the operator's console."""
+    import secrets
+
+    from sqlalchemy import select
+
+    from db.models import User
+    from db.session import ensure_schema, session_scope
+    from db.users import create_user
+
+    with session_scope(ensure_schema()) as session:
+        if session.scalar(select(User).where(User.password_hash.is_not(None))) is not None:
+            return
+        password = secrets.token_urlsafe(9)
+        create_user(session, DEMO_LOGIN, "researcher", password)
+    print(f"CapLens: log in as '{DEMO_LOGIN}' with password '{password}' (researcher; change it with "
+          f"`caplens user passwd {DEMO_LOGIN}`).", flush=True)
 
 
 def launch_kwargs(host: str, port: int | None, share: bool) -> dict:

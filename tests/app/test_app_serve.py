@@ -68,3 +68,24 @@ def test_library_reasons_in_the_banner_are_escaped():
     from app.engine import _plain
 
     assert "<" not in _plain("<img src=x onerror=alert(1)>").replace("\\<", "")
+
+
+def test_first_run_gives_the_operator_a_login(tmp_path, monkeypatch, capsys):
+    import re
+
+    from app import serve
+    from db.session import ensure_schema, session_scope
+    from db.users import authenticate
+
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    serve._seed_demo()
+    printed = capsys.readouterr().out
+    match = re.search(r"log in as 'demo' with password '([^']+)'", printed)
+    assert match, printed
+    with session_scope(ensure_schema()) as session:
+        user = authenticate(session, "demo", match.group(1))
+        assert user.role == "researcher"
+        assert authenticate(session, "demo", "wrong") is None
+
+    serve._seed_demo()  # not a first run any more: no second account, no password printed
+    assert "password" not in capsys.readouterr().out

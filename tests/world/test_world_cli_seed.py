@@ -66,3 +66,21 @@ def test_rated_collection_imports_through_the_importer(tmp_path, monkeypatch):
         assert counts["ratings"] == rows and counts["captions"] * 3 == rows
     finally:
         dispose_engines()
+
+
+def test_demo_references_are_in_the_candidates_language(tmp_path):
+    from scoring.world.seed import demo_rows
+
+    rows = demo_rows(2, tmp_path)
+    captions_by_lang = {}
+    for row in rows:
+        captions_by_lang.setdefault(row["language"], set()).add(row["caption"])
+    rated = [row for row in rows if row.get("kind") == "candidate"]
+    assert {row["language"] for row in rated} == {"en", "de", "fr", "es", "ja"}
+    # A one-object scene's short and long captions can coincide, leaving its correct caption
+    # without a distinct reference; every other candidate has one.
+    assert sum(bool(row["references"]) for row in rated) > 0.8 * len(rated)
+    for row in rated:
+        assert row["caption"] not in row["references"]
+        others = set().union(*(texts for lang, texts in captions_by_lang.items() if lang != row["language"]))
+        assert not others.intersection(row["references"]), (row["language"], row["references"])
