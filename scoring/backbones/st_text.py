@@ -27,6 +27,9 @@ _ACTIVATIONS = {
 }
 
 
+POOLER_MODEL_TYPES = {"bert", "roberta", "xlm-roberta"}
+
+
 def _read_json(path: Path) -> dict:
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
@@ -77,7 +80,10 @@ class MultilingualTextEncoder:
         if "Transformer" not in by_type or "Pooling" not in by_type:
             raise ValueError(f"{local}/modules.json lacks a Transformer or Pooling module")
         root = by_type["Transformer"]
-        model = AutoModel.from_pretrained(root)
+        # Sentence-transformers pool token states themselves; BERT-family poolers are never
+        # used, and loading them (absent from such checkpoints) would only warn.
+        with_pooler = _read_json(root / "config.json").get("model_type") in POOLER_MODEL_TYPES
+        model = AutoModel.from_pretrained(root, **({"add_pooling_layer": False} if with_pooler else {}))
         tokenizer = AutoTokenizer.from_pretrained(root)
         pooling_config = _read_json(by_type["Pooling"] / "config.json")
         if pooling_config.get("pooling_mode_mean_tokens"):
