@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app import api, engine
-from app.tabs import analyze, annotate, data, failures, perturb, score
+from app.tabs import analyze, analyze_files, annotate, data, failures, perturb, score
 
 TITLE = "CapLens"
 
@@ -24,6 +24,7 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
                 annotate.build(user_state)
             with gr.Tab("Analyze", id="analyze"):
                 analyze.build(ctx, user_state)
+                analyze_files.build(ctx)
             with gr.Tab("Failure cases", id="failures"):
                 failures.build(ctx, user_state, score_tab, tabs)
             with gr.Tab("Data", id="data"):

@@ -251,11 +251,9 @@ def _captions(path: Path):
 
 
 def _load_dataset(name: str, path: Path):
-    from .datasets import LOADERS
+    from .pipeline import load_rating_set
 
-    if not path.exists():
-        raise FileNotFoundError(f"{name}: no such file or directory: {path}")
-    return LOADERS[name](path)
+    return load_rating_set(name, path)
 
 
 # --- handlers --------------------------------------------------------------------------------
@@ -497,7 +495,7 @@ def _foil(args) -> int:
 
 
 def _length(args) -> int:
-    from .length import DEFAULT_EDGES, length_bucket_table, length_switched_metric, token_counts
+    from .pipeline import length_analysis
 
     if args.collection:
         from .store import collection_table
@@ -509,18 +507,10 @@ def _length(args) -> int:
     else:
         table = _read_csv(args.scores)
     missing = [m for m in args.metrics if m not in table.columns]
-    if missing:
-        raise ValueError(f"no scores for {', '.join(missing)}" + (" (give --profile to compute them)" if args.collection else ""))
-    if "n_tokens" not in table.columns:
-        if "candidate" not in table.columns:
-            raise ValueError(f"{args.scores}: needs n_tokens or candidate")
-        table["n_tokens"] = token_counts(table["candidate"].astype(str))
-    metrics = list(args.metrics)
-    if args.combine:
-        combined = length_switched_metric(table, *args.combine, threshold=args.threshold)
-        table[combined.name] = combined
-        metrics.append(combined.name)
-    _emit(length_bucket_table(table, metrics, human_col=args.human_col, edges=args.edges or DEFAULT_EDGES), args)
+    if missing and args.collection:
+        raise ValueError(f"no scores for {', '.join(missing)} (give --profile to compute them)")
+    _emit(length_analysis(table, args.metrics, human_col=args.human_col, edges=args.edges,
+                          combine=tuple(args.combine) if args.combine else None, threshold=args.threshold), args)
     return 0
 
 

@@ -248,3 +248,42 @@ def retrieval_similarities(
             raise ValueError(f"captions of {lang!r} are not aligned with those of {langs[0]!r}")
         similarities[lang] = cosine_similarity(scorer.text_embeddings(part["caption"].astype(str).tolist(), text_backbone), images)
     return similarities, text_to_image
+
+
+def load_rating_set(name: str, path) -> pd.DataFrame:
+    """The tidy table of the public rating set `name` (a key of `datasets.LOADERS`) at `path`."""
+    from .datasets import LOADERS
+
+    if name not in LOADERS:
+        raise LookupError(f"unknown rating set {name!r}; choose one of {', '.join(LOADERS)}")
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{name}: no such file or directory: {path}")
+    return LOADERS[name](path)
+
+
+def length_analysis(
+    table: pd.DataFrame, metrics: Sequence[str], *, human_col: str = "human", edges: Sequence[float] | None = None,
+    combine: tuple[str, str] | None = None, threshold: int | None = None,
+) -> pd.DataFrame:
+    """Correlation per caption-length bucket (SPECS Figure 3) of a wide score table.
+
+    Lengths come from `n_tokens`, else from the `candidate` words. `combine` = (short, long)
+    adds SPECS' advice as one more metric: `short` under `threshold` tokens, `long` above.
+    """
+    from .length import DEFAULT_EDGES, SPECS_THRESHOLD, length_bucket_table, length_switched_metric, token_counts
+
+    missing = [m for m in metrics if m not in table.columns]
+    if missing:
+        raise ValueError(f"no scores for {', '.join(missing)}")
+    table = table.copy()
+    if "n_tokens" not in table.columns:
+        if "candidate" not in table.columns:
+            raise ValueError("the score table needs n_tokens or candidate")
+        table["n_tokens"] = token_counts(table["candidate"].astype(str))
+    metrics = list(metrics)
+    if combine:
+        combined = length_switched_metric(table, *combine, threshold=SPECS_THRESHOLD if threshold is None else threshold)
+        table[combined.name] = combined
+        metrics.append(combined.name)
+    return length_bucket_table(table, metrics, human_col=human_col, edges=edges or DEFAULT_EDGES)

@@ -1,0 +1,377 @@
+"""Analyse from files: the `caplens analyze` measures on uploaded public benchmark files.
+
+Each measure takes the files as published (read by `scoring.analysis.datasets`), scores them
+now with the process-wide scorer and reports the measure's table, exactly as the CLI does
+through `scoring.analysis.pipeline`. The tab only handles uploads (copied or unzipped into a
+fresh folder), progress and the CSV download; the measures live in the library.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import gradio as gr
+import pandas as pd
+
+from app import engine
+
+RATING_SETS = ("flickr8k-expert", "flickr8k-cf", "composite", "capeval1k", "m-capeval1k")
+HANDLED_ERRORS = (ValueError, LookupError, OSError, zipfile.BadZipFile)
+
+
+@dataclass
+class Outcome:
+    """What one measure run shows: the result table, an optional figure and a status line."""
+
+    table: pd.DataFrame
+    figure: Any
+    message: str
+
+
+# --- uploads ---------------------------------------------------------------------------------
+
+
+def _paths(files) -> list[Path]:
+    if not files:
+        return []
+    listed = files if isinstance(files, (list, tuple)) else [files]
+    return [Path(getattr(f, "name", f)) for f in listed if f]
+
+
+def _unpack(path: Path, folder: Path) -> None:
+    """Extract a zip into `folder`, refusing members that would land outside it."""
+    root = folder.resolve()
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.namelist():
+            if not (root / member).resolve().is_relative_to(root):
+                raise ValueError(f"{path.name}: unsafe path in zip: {member}")
+        archive.extractall(folder)
+
+
+def gather_upload(files, what: str) -> Path:
+    """One uploaded file as it is; several files, or zips, copied/extracted into one new
+    folder (the loaders of multi-file sets take that folder)."""
+    paths = _paths(files)
+    if not paths:
+        raise ValueError(f"Upload the {what}.")
+    if len(paths) == 1 and paths[0].suffix.lower() != ".zip":
+        return paths[0]
+    folder = Path(tempfile.mkdtemp(prefix="caplens-upload-"))
+    for path in paths:
+        if path.suffix.lower() == ".zip":
+            _unpack(path, folder)
+        else:
+            shutil.copy(path, folder / path.name)
+    return folder
+
+
+def image_folder(images) -> Path | None:
+    """The folder that relative image paths resolve against: an unpacked zip of images,
+    or None when no images were uploaded (image-based metrics then say unavailable)."""
+    paths = _paths(images)
+    if not paths:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="caplens-images-"))
+    for path in paths:
+        if path.suffix.lower() == ".zip":
+            _unpack(path, folder)
+        else:
+            shutil.copy(path, folder / path.name)
+    return folder
+
+
+def _scored_images(table: pd.DataFrame, root: Path | None) -> pd.DataFrame:
+    """Without uploaded images the image columns are dropped, so reference metrics still run
+    and image metrics report unavailable instead of every row failing on a missing file."""
+    if root is not None:
+        return table
+    return table.drop(columns=[c for c in ("image", "image_path") if c in table.columns])
+
+
+def _metrics(metrics: Sequence[str] | None) -> list[str]:
+    if not metrics:
+        raise ValueError("Choose at least one metric.")
+    return list(metrics)
+
+
+def _unavailable_text(table: pd.DataFrame) -> str:
+    reasons = table.attrs.get("unavailable", {})
+    return " ".join(f"{metric}: unavailable: {reason}." for metric, reason in reasons.items())
+
+
+def _message(count: str, scored: pd.DataFrame, result: pd.DataFrame | None = None) -> str:
+    """The count, each unavailable metric's reason, and the metrics that scored nothing
+    (typically image metrics when no images were uploaded)."""
+    reasons = scored.attrs.get("unavailable", {})
+    empty = []
+    if result is not None and {"metric", "n"} <= set(result.columns):
+        totals = result.groupby("metric", sort=False)["n"].sum()
+        empty = [m for m, n in totals.items() if n == 0 and m not in reasons]
+    no_scores = f"No scores for {', '.join(empty)} (image metrics need the images zip)." if empty else ""
+    return " ".join(part for part in (count, _unavailable_text(scored), no_scores) if part)
+
+
+def _progress(progress, fraction: float, desc: str) -> None:
+    if progress is not None:
+        progress(fraction, desc=desc)
+
+
+# --- measures (the same library calls as `caplens analyze ...`) ------------------------------
+
+
+def correlation_from_files(profile: str, dataset: str, files, images, metrics, *, n_boot: int = 200,
+                           seed: int = 0, progress=None) -> Outcome:
+    """Caption-level correlation of each metric with a public rating set's human scores."""
+    from scoring.analysis import plots
+    from scoring.analysis.correlation import correlation_table
+    from scoring.analysis.pipeline import load_rating_set, score_table
+
+    chosen = _metrics(metrics)
+    ratings = load_rating_set(dataset, gather_upload(files, f"{dataset} rating file(s)"))
+    _progress(progress, 0.2, f"scoring {len(ratings)} captions")
+    root = image_folder(images)
+    scored = score_table(engine.get_scorer(profile), _scored_images(ratings, root), chosen, image_root=root)
+    usable = [m for m in chosen if m not in scored.attrs.get("unavailable", {})]
+    if not usable:
+        raise ValueError("No chosen metric could be scored. " + _unavailable_text(scored))
+    _progress(progress, 0.8, "correlating")
+    result = correlation_table(scored.drop(columns=["references"]), usable, group_by=["collection", "lang"],
+                               n_boot=n_boot, seed=seed)
+    return Outcome(result, plots.correlation_heatmap(result, "kendall_c"),
+                   _message(f"{len(scored)} rated captions of {dataset}.", scored))
+
+
+def length_from_files(profile: str, dataset: str, files, images, metrics, combine_short: str | None = None,
+                      combine_long: str | None = None, threshold: int = 60, progress=None) -> Outcome:
+    """Correlation per caption-length bucket (SPECS Figure 3), with SPECS' combined metric
+    (short metric under `threshold` tokens, long metric above) when both are chosen."""
+    from scoring.analysis import plots
+    from scoring.analysis.pipeline import length_analysis, load_rating_set, score_table
+
+    chosen = _metrics(metrics)
+    combine = (combine_short, combine_long) if combine_short and combine_long else None
+    needed = list(dict.fromkeys(chosen + list(combine or ())))
+    ratings = load_rating_set(dataset, gather_upload(files, f"{dataset} rating file(s)"))
+    _progress(progress, 0.2, f"scoring {len(ratings)} captions")
+    root = image_folder(images)
+    scored = score_table(engine.get_scorer(profile), _scored_images(ratings, root), needed, image_root=root)
+    unavailable = scored.attrs.get("unavailable", {})
+    if combine and any(m in unavailable for m in combine):
+        raise ValueError("The combined metric needs both of its metrics. " + _unavailable_text(scored))
+    usable = [m for m in chosen if m not in unavailable]
+    if not usable and not combine:
+        raise ValueError("No chosen metric could be scored. " + _unavailable_text(scored))
+    result = length_analysis(scored.drop(columns=["references"]), usable, combine=combine, threshold=int(threshold))
+    return Outcome(result, plots.length_bucket_lines(result, "pearson"),
+                   _message(f"{len(scored)} rated captions of {dataset}.", scored))
+
+
+def pascal50s_from_files(profile: str, files, images, metrics, *, n_references: int = 5, seed: int = 0,
+                         progress=None) -> Outcome:
+    """Pascal-50S pairwise accuracy (HC, HI, HM, MM, mean) from pair_pascal.mat and
+    consensus_pascal.mat (uploaded together or as a zip)."""
+    from scoring.analysis.datasets import load_pascal50s
+    from scoring.analysis.pairwise import pascal50s_table
+    from scoring.analysis.pipeline import pair_scores
+
+    chosen = _metrics(metrics)
+    pairs = load_pascal50s(gather_upload(files, "pair_pascal.mat and consensus_pascal.mat"))
+    _progress(progress, 0.2, f"scoring {len(pairs)} pairs")
+    root = image_folder(images)
+    scores = pair_scores(engine.get_scorer(profile), _scored_images(pairs, root), chosen, ("caption_a", "caption_b"),
+                         ("_a", "_b"), n_references=n_references, seed=seed, image_root=root)
+    result = pascal50s_table(scores, chosen, seed=seed)
+    return Outcome(result, None, _message(f"{len(pairs)} pairs.", scores, result))
+
+
+def foil_from_files(profile: str, files, images, metrics, *, n_references: int = 4, seed: int = 0,
+                    progress=None) -> Outcome:
+    """FOIL accuracy: share of (correct, foil) caption pairs where the correct one scores higher."""
+    from scoring.analysis.datasets import load_foil
+    from scoring.analysis.pairwise import foil_table
+    from scoring.analysis.pipeline import pair_scores
+
+    chosen = _metrics(metrics)
+    pairs = load_foil(gather_upload(files, "FOIL annotation file (foilv1.0_test_2017.json)"))
+    _progress(progress, 0.2, f"scoring {len(pairs)} pairs")
+    root = image_folder(images)
+    scores = pair_scores(engine.get_scorer(profile), _scored_images(pairs, root), chosen, ("correct", "foil"),
+                         ("_correct", "_foil"), n_references=n_references, seed=seed, image_root=root)
+    result = foil_table(scores, chosen)
+    return Outcome(result, None, _message(f"{len(pairs)} pairs.", scores, result))
+
+
+def specificity_from_files(profile: str, files, images, metrics, *, seed: int = 0, progress=None) -> Outcome:
+    """Specificity rates SR_pos / SR_neg (SPECS eq. 1-2) of a caption CSV split into triplets."""
+    from scoring.analysis.pipeline import triplet_scores
+    from scoring.analysis.specificity import specificity_table
+
+    chosen = _metrics(metrics)
+    captions = _caption_csv(gather_upload(files, "caption CSV"))
+    _progress(progress, 0.2, f"scoring the triplets of {len(captions)} captions")
+    root = image_folder(images)
+    triplets = triplet_scores(engine.get_scorer(profile), _scored_images(captions, root), chosen, seed=seed,
+                              image_root=root)
+    group = [c for c in ("lang", "metric") if c in triplets.columns]
+    return Outcome(specificity_table(triplets, group_by=group), None,
+                   _message(f"{len(triplets) // 2 // len(chosen)} triplets.", triplets))
+
+
+def _caption_csv(path: Path) -> pd.DataFrame:
+    if path.is_dir():
+        raise ValueError("Upload one caption CSV (candidate [, lang, image, image_id]).")
+    try:
+        captions = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path.name}: not a readable CSV ({exc})") from None
+    if not {"candidate", "caption"} & set(captions.columns):
+        raise ValueError(f"{path.name}: needs a 'candidate' (or 'caption') column")
+    return captions
+
+
+def retrieval_from_files(profile: str, files, images, metric: str, *, langs: Sequence[str] | None = None,
+                         reference_lang: str = "en", progress=None) -> Outcome:
+    """COCO-SM text-to-image Recall@1/5/10 per language and NDCG@20 against `reference_lang`."""
+    from scoring.analysis.datasets import load_coco_sm
+    from scoring.analysis.pipeline import retrieval_similarities
+    from scoring.analysis.retrieval import retrieval_table
+
+    if not metric:
+        raise ValueError("Choose the metric whose encoders embed (e.g. MCS or CLIP-S).")
+    meta = gather_upload(files, "COCO-SM meta file (meta/google.json, bing.json or nllb.json)")
+    if meta.is_dir():
+        raise ValueError("Upload one COCO-SM meta file.")
+    captions = load_coco_sm(meta, list(langs) if langs else None)
+    root = image_folder(images)
+    if root is None:
+        raise ValueError("Upload a zip of the COCO images the meta file names.")
+    _progress(progress, 0.2, f"embedding {len(captions)} captions")
+    arrays, text_to_image = retrieval_similarities(engine.get_scorer(profile), captions, metric, image_root=root,
+                                                   langs=list(langs) if langs else None)
+    return Outcome(retrieval_table(arrays, text_to_image, reference_lang=reference_lang), None,
+                   f"{len(text_to_image)} texts, {int(text_to_image.max()) + 1} images, {len(arrays)} languages.")
+
+
+def csv_download(table: pd.DataFrame, name: str) -> str:
+    path = Path(tempfile.mkdtemp(prefix="caplens-analysis-")) / f"{name}.csv"
+    table.to_csv(path, index=False)
+    return str(path)
+
+
+def run_safely(measure, name: str, *args, **kwargs):
+    """(status, table, figure, csv path) of one measure; a bad upload becomes a status line."""
+    try:
+        outcome = measure(*args, **kwargs)
+    except HANDLED_ERRORS as exc:
+        return f"Could not analyse: {exc}", None, None, None
+    return outcome.message, outcome.table, outcome.figure, csv_download(outcome.table, name)
+
+
+# --- layout ----------------------------------------------------------------------------------
+
+
+def _outputs(name: str, with_plot: bool):
+    status = gr.Textbox(label="Status", interactive=False, elem_id=f"files-{name}-status")
+    table = gr.Dataframe(label="Result", interactive=False, wrap=True, elem_id=f"files-{name}-table")
+    plot = gr.Plot(label="Figure") if with_plot else None
+    download = gr.File(label="Download CSV", interactive=False)
+    return status, table, plot, download
+
+
+def build(ctx: engine.AppContext) -> None:
+    names = engine.metric_names(ctx.profile)
+    default = [m for m in ("CLIP-S", "BLEU-4") if m in names] or names[:1]
+    with gr.Accordion("Analyse from files: public benchmarks as published", open=False, elem_id="analyze-files"):
+        gr.Markdown("Upload a benchmark in its published format; the chosen metrics score it now with this "
+                    "app's profile. Image metrics need the images as a zip whose paths match the file's "
+                    "(otherwise they report unavailable). The same measures as `caplens analyze`.")
+        with gr.Tab("Human-judgment correlation"):
+            corr_set = gr.Dropdown(list(RATING_SETS), value=RATING_SETS[0], label="Rating set")
+            corr_files = gr.File(label="Rating file(s) or a zip of them", file_count="multiple")
+            corr_images = gr.File(label="Images (zip, optional)", file_count="multiple")
+            corr_metrics = gr.CheckboxGroup(names, value=default, label="Metrics")
+            corr_run = gr.Button("Correlate", variant="primary", elem_id="files-correlation-button")
+            corr_out = _outputs("correlation", True)
+        with gr.Tab("Length buckets"):
+            len_set = gr.Dropdown(list(RATING_SETS), value=RATING_SETS[0], label="Rating set")
+            len_files = gr.File(label="Rating file(s) or a zip of them", file_count="multiple")
+            len_images = gr.File(label="Images (zip, optional)", file_count="multiple")
+            len_metrics = gr.CheckboxGroup(names, value=default, label="Metrics")
+            with gr.Row():
+                len_short = gr.Dropdown([None, *names], value=None, label="Combined metric: below the threshold")
+                len_long = gr.Dropdown([None, *names], value=None, label="Combined metric: above the threshold")
+                len_threshold = gr.Number(value=60, precision=0, label="Threshold (tokens)")
+            len_run = gr.Button("Bucket by length", variant="primary")
+            len_out = _outputs("length", True)
+        with gr.Tab("Pascal-50S"):
+            pascal_files = gr.File(label="pair_pascal.mat and consensus_pascal.mat (or a zip)", file_count="multiple")
+            pascal_images = gr.File(label="Images (zip, optional)", file_count="multiple")
+            pascal_metrics = gr.CheckboxGroup(names, value=default, label="Metrics")
+            pascal_run = gr.Button("Pairwise accuracy", variant="primary")
+            pascal_out = _outputs("pascal50s", False)
+        with gr.Tab("FOIL"):
+            foil_files = gr.File(label="foilv1.0_test_2017.json", file_count="multiple")
+            foil_images = gr.File(label="Images (zip, optional)", file_count="multiple")
+            foil_metrics = gr.CheckboxGroup(names, value=default, label="Metrics")
+            foil_refs = gr.Radio([1, 4], value=4, label="References per pair")
+            foil_run = gr.Button("FOIL accuracy", variant="primary")
+            foil_out = _outputs("foil", False)
+        with gr.Tab("Specificity (SPECS)"):
+            spec_files = gr.File(label="Caption CSV (candidate [, lang, image, image_id])", file_count="multiple")
+            spec_images = gr.File(label="Images (zip, optional)", file_count="multiple")
+            spec_metrics = gr.CheckboxGroup(names, value=default, label="Metrics")
+            spec_run = gr.Button("Specificity rates", variant="primary")
+            spec_out = _outputs("specificity", False)
+        with gr.Tab("COCO-SM retrieval"):
+            ret_files = gr.File(label="COCO-SM meta file (meta/google.json ...)", file_count="multiple")
+            ret_images = gr.File(label="COCO images (zip)", file_count="multiple")
+            ret_metric = gr.Dropdown(names, value="MCS" if "MCS" in names else names[0], label="Embedding metric")
+            ret_reference = gr.Textbox(value="en", label="Reference language for NDCG@20")
+            ret_run = gr.Button("Retrieve", variant="primary")
+            ret_out = _outputs("retrieval", False)
+
+    profile = ctx.profile
+
+    def outputs(group):
+        return [component for component in group if component is not None]
+
+    def shown(result, with_plot: bool):
+        status, table, figure, path = result
+        return (status, table, figure, path) if with_plot else (status, table, path)
+
+    def on_correlation(dataset, files, images, metrics, progress=gr.Progress()):
+        return shown(run_safely(correlation_from_files, "correlation", profile, dataset, files, images, metrics,
+                                progress=progress), True)
+
+    def on_length(dataset, files, images, metrics, short, long, threshold, progress=gr.Progress()):
+        return shown(run_safely(length_from_files, "length-buckets", profile, dataset, files, images, metrics,
+                                short, long, int(threshold or 60), progress=progress), True)
+
+    def on_pascal(files, images, metrics, progress=gr.Progress()):
+        return shown(run_safely(pascal50s_from_files, "pascal50s", profile, files, images, metrics,
+                                progress=progress), False)
+
+    def on_foil(files, images, metrics, references, progress=gr.Progress()):
+        return shown(run_safely(foil_from_files, "foil", profile, files, images, metrics,
+                                n_references=int(references), progress=progress), False)
+
+    def on_specificity(files, images, metrics, progress=gr.Progress()):
+        return shown(run_safely(specificity_from_files, "specificity", profile, files, images, metrics,
+                                progress=progress), False)
+
+    def on_retrieval(files, images, metric, reference, progress=gr.Progress()):
+        return shown(run_safely(retrieval_from_files, "retrieval", profile, files, images, metric,
+                                reference_lang=(reference or "en").strip(), progress=progress), False)
+
+    private = dict(api_visibility="private")
+    corr_run.click(on_correlation, [corr_set, corr_files, corr_images, corr_metrics], outputs(corr_out), **private)
+    len_run.click(on_length, [len_set, len_files, len_images, len_metrics, len_short, len_long, len_threshold],
+                  outputs(len_out), **private)
+    pascal_run.click(on_pascal, [pascal_files, pascal_images, pascal_metrics], outputs(pascal_out), **private)
+    foil_run.click(on_foil, [foil_files, foil_images, foil_metrics, foil_refs], outputs(foil_out), **private)
+    spec_run.click(on_specificity, [spec_files, spec_images, spec_metrics], outputs(spec_out), **private)
+    ret_run.click(on_retrieval, [ret_files, ret_images, ret_metric, ret_reference], outputs(ret_out), **private)
