@@ -308,10 +308,12 @@ def build(ctx: engine.AppContext) -> None:
             len_run = gr.Button("Bucket by length", variant="primary")
             len_out = _outputs("length", True)
         with gr.Tab("Pascal-50S"):
-            pascal_files = gr.File(label="pair_pascal.mat and consensus_pascal.mat (or a zip)", file_count="multiple")
+            pascal_files = gr.File(label="pair_pascal.mat and consensus_pascal.mat (or a zip)", file_count="multiple",
+                                   elem_id="files-pascal50s-upload")
             pascal_images = gr.File(label="Images (zip, optional)", file_count="multiple")
-            pascal_metrics = gr.CheckboxGroup(names, value=default, label="Metrics")
-            pascal_run = gr.Button("Pairwise accuracy", variant="primary")
+            pascal_metrics = gr.CheckboxGroup(names, value=[m for m in ("BLEU-1", "CIDEr") if m in names] or default,
+                                              label="Metrics")
+            pascal_run = gr.Button("Pairwise accuracy", variant="primary", elem_id="files-pascal50s-button")
             pascal_out = _outputs("pascal50s", False)
         with gr.Tab("FOIL"):
             foil_files = gr.File(label="foilv1.0_test_2017.json", file_count="multiple")

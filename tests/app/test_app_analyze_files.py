@@ -256,3 +256,54 @@ def test_download_is_the_table_as_csv(pascal_files):
                                                           pascal_files, None, ["BLEU-1"])
     assert status == "3 pairs."
     pd.testing.assert_frame_equal(pd.read_csv(download), table, check_dtype=False)
+
+
+def test_rating_set_loader_names_the_problem(tmp_path):
+    from scoring.analysis.pipeline import load_rating_set
+
+    with pytest.raises(LookupError, match="unknown rating set 'flickr30k'"):
+        load_rating_set("flickr30k", tmp_path)
+    with pytest.raises(FileNotFoundError, match="capeval1k: no such file"):
+        load_rating_set("capeval1k", tmp_path / "missing.json")
+
+
+def test_length_analysis_counts_words_when_no_token_column():
+    from scoring.analysis.length import length_bucket_table
+    from scoring.analysis.pipeline import length_analysis
+
+    table = pd.DataFrame({"candidate": ["a b", "a b c", "a " * 30, "a " * 45],
+                          "human": [1.0, 2.0, 3.0, 4.0], "M": [0.1, 0.3, 0.2, 0.4]})
+    result = length_analysis(table, ["M"], edges=[0, 20, 100])
+    expected = length_bucket_table(table.assign(n_tokens=[2, 3, 30, 45]), ["M"], edges=[0, 20, 100])
+    pd.testing.assert_frame_equal(result, expected)
+    assert "n_tokens" not in table.columns  # the caller's table is left as it was
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not __import__("os").path.exists(CHROMIUM), reason="Debian chromium not installed")
+def test_browser_pascal50s_upload_shows_the_table(server, pascal_files, artifacts):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.goto(server.url)
+            page.get_by_role("tab", name="Analyze").click()
+            page.locator("#analyze-files").get_by_text("Analyse from files").first.click()
+            page.get_by_role("tab", name="Pascal-50S").click()
+            page.locator("#files-pascal50s-upload input[type=file]").set_input_files(pascal_files)
+            page.wait_for_selector("#files-pascal50s-upload td.filename[aria-label='consensus_pascal.mat']")
+            page.locator("#files-pascal50s-button").click()
+            page.wait_for_function(
+                "() => document.querySelector('#files-pascal50s-status textarea')?.value.includes('3 pairs')")
+            table = page.locator("#files-pascal50s-table").inner_text()
+            assert "BLEU-1" in table and "HC" in table and "MM" in table
+            page.screenshot(path=str(artifacts / "analyze-from-files.png"), full_page=True)
+        finally:
+            browser.close()
