@@ -142,7 +142,7 @@ def correlation_from_files(profile: str, dataset: str, files, images, metrics, *
     result = correlation_table(scored.drop(columns=["references"]), usable, group_by=["collection", "lang"],
                                n_boot=n_boot, seed=seed)
     return Outcome(result, plots.correlation_heatmap(result, "kendall_c"),
-                   _message(f"{len(scored)} rated captions of {dataset}.", scored))
+                   _message(f"{len(scored)} rated captions of {dataset}.", scored, result))
 
 
 def length_from_files(profile: str, dataset: str, files, images, metrics, combine_short: str | None = None,
@@ -167,7 +167,7 @@ def length_from_files(profile: str, dataset: str, files, images, metrics, combin
         raise ValueError("No chosen metric could be scored. " + _unavailable_text(scored))
     result = length_analysis(scored.drop(columns=["references"]), usable, combine=combine, threshold=int(threshold))
     return Outcome(result, plots.length_bucket_lines(result, "pearson"),
-                   _message(f"{len(scored)} rated captions of {dataset}.", scored))
+                   _message(f"{len(scored)} rated captions of {dataset}.", scored, result))
 
 
 def pascal50s_from_files(profile: str, files, images, metrics, *, n_references: int = 5, seed: int = 0,

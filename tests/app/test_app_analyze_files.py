@@ -243,6 +243,15 @@ def test_bad_files_give_a_clear_status(tmp_path, flickr8k_json):
     assert status == "Could not analyse: Choose at least one metric."
 
 
+def test_without_images_reference_metrics_still_correlate(flickr8k_json):
+    path, _ = flickr8k_json
+    outcome = analyze_files.correlation_from_files(PROFILE, "flickr8k-expert", [str(path)], None, ["BLEU-1", "CLIP-S"])
+    counts = outcome.table.set_index("metric")["n"]
+    assert counts["BLEU-1"] == 5 and counts["CLIP-S"] == 0
+    assert outcome.message == ("5 rated captions of flickr8k-expert. "
+                               "No scores for CLIP-S (image metrics need the images zip).")
+
+
 def test_zip_members_cannot_escape_the_upload_folder(tmp_path):
     evil = _zip(tmp_path / "evil.zip", {"../../outside.txt": b"x"})
     status, *_ = analyze_files.run_safely(analyze_files.pascal50s_from_files, "pascal50s", PROFILE,
