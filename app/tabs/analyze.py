@@ -14,14 +14,9 @@ COEFFICIENT_LABELS = {"kendall_c": "Kendall τc", "kendall_b": "Kendall τb", "p
 
 def correlation_view(table: pd.DataFrame, metrics: list[str], n_boot: int = 200) -> pd.DataFrame:
     """Per language and metric: n and each coefficient with its bootstrap 95 % interval."""
-    from scoring.analysis.correlation import correlation_table
-    from scoring.analysis.store import rated_captions
+    from scoring.analysis.store import collection_correlations
 
-    rated = rated_captions(table)
-    if len(rated) < 2:
-        raise ValueError("Fewer than two rated captions: rate some in the Annotate tab first.")
-    usable = [m for m in metrics if rated[m].notna().sum() >= 2]
-    result = correlation_table(rated, usable, group_by=["lang"], n_boot=n_boot)
+    result = collection_correlations(table, metrics, n_boot=n_boot)
     shown = result[["lang", "metric", "n"]].copy()
     for name, label in COEFFICIENT_LABELS.items():
         shown[label] = [_interval(v, lo, hi) for v, lo, hi in zip(result[name], result[f"{name}_low"], result[f"{name}_high"])]

@@ -296,6 +296,18 @@ def rated_captions(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["kind"] != "perturbed"].dropna(subset=["human"])
 
 
+def collection_correlations(table: pd.DataFrame, metrics: Sequence[str], n_boot: int = 200) -> pd.DataFrame:
+    """`correlation_table` per language of a `collection_scores` table's rated captions, for the
+    metrics that scored at least two of them; ValueError when fewer than two are rated."""
+    from .correlation import correlation_table
+
+    rated = rated_captions(table)
+    if len(rated) < 2:
+        raise ValueError("Fewer than two rated captions: rate some in the Annotate tab first.")
+    usable = [m for m in metrics if rated[m].notna().sum() >= 2]
+    return correlation_table(rated, usable, group_by=["lang"], n_boot=n_boot)
+
+
 def robustness_input(table: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame | None:
     """Long table for `robustness.robustness_table` from a `collection_scores` table: the
     perturbed captions and their originals, one row per (caption, metric); None when the

@@ -14,7 +14,7 @@ from db.session import dispose_engines, ensure_schema, session_scope
 from scoring.analysis.datasets import load_flickr8k_json
 from scoring.analysis.robustness import robustness_table
 from scoring.analysis.store import (
-    collection_scores, fill_metric_cache, into_collection, rated_captions, robustness_input, score_fingerprint,
+    collection_correlations, collection_scores, fill_metric_cache, into_collection, rated_captions, robustness_input, score_fingerprint,
 )
 from scoring.api import Scorer
 
@@ -146,3 +146,11 @@ def test_rated_captions_and_robustness_input(collection):
     assert len(long) == 2 * len(table)
     assert robustness_table(long).loc[0, "n_original"] >= 1
     assert robustness_input(table[table["kind"] != "perturbed"], METRICS) is None
+
+
+def test_collection_correlations_use_rated_captions_per_language(collection):
+    table = scores(collection, fresh_scorer())
+    result = collection_correlations(table, METRICS, n_boot=0)
+    assert set(result["metric"]) == set(METRICS) and (result["n"] == 3).all() and set(result["lang"]) == {"en"}
+    with pytest.raises(ValueError, match="Fewer than two rated captions"):
+        collection_correlations(table[table["kind"] == "perturbed"], METRICS, n_boot=0)
