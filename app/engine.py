@@ -31,6 +31,21 @@ def _score(profile: str, items: list, metrics: list[str] | None):
 score_items = gpu(_score)
 
 
+class AppScorer:
+    """The process-wide scorer of `profile` for library functions that take a scorer: reads
+    go to it, scoring goes through `score_items` (so it runs under `spaces.GPU` there)."""
+
+    def __init__(self, profile: str):
+        self._profile = profile
+        self._scorer = get_scorer(profile)
+
+    def __getattr__(self, name: str):
+        return getattr(self._scorer, name)
+
+    def score(self, items: list, metrics: list[str] | None = None):
+        return score_items(self._profile, items, metrics)
+
+
 def metric_names(profile: str) -> list[str]:
     return list(get_scorer(profile).metric_names())
 

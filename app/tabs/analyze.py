@@ -14,13 +14,9 @@ COEFFICIENT_LABELS = {"kendall_c": "Kendall τc", "kendall_b": "Kendall τb", "p
 
 def correlation_view(table: pd.DataFrame, metrics: list[str], n_boot: int = 200) -> pd.DataFrame:
     """Per language and metric: n and each coefficient with its bootstrap 95 % interval."""
-    from scoring.analysis.correlation import correlation_table
+    from scoring.analysis.store import collection_correlations
 
-    rated = table[table["kind"] != "perturbed"].dropna(subset=["human"])
-    if len(rated) < 2:
-        raise ValueError("Fewer than two rated captions: rate some in the Annotate tab first.")
-    usable = [m for m in metrics if rated[m].notna().sum() >= 2]
-    result = correlation_table(rated, usable, group_by=["lang"], n_boot=n_boot)
+    result = collection_correlations(table, metrics, n_boot=n_boot)
     shown = result[["lang", "metric", "n"]].copy()
     for name, label in COEFFICIENT_LABELS.items():
         shown[label] = [_interval(v, lo, hi) for v, lo, hi in zip(result[name], result[f"{name}_low"], result[f"{name}_high"])]
@@ -36,14 +32,11 @@ def _interval(value, low, high) -> str:
 def robustness_view(table: pd.DataFrame, metrics: list[str]):
     """PR-MCS Table 7 for the collection's stored perturbations (None when there are none)."""
     from scoring.analysis.robustness import format_table7, robustness_table
+    from scoring.analysis.store import robustness_input
 
-    perturbed = table[table["kind"] == "perturbed"]
-    if perturbed.empty:
+    long = robustness_input(table, metrics)
+    if long is None:
         return None, None
-    parents = set(perturbed["parent_caption_id"].dropna().astype(int))
-    originals = table[table["caption_id"].isin(parents)]
-    long = pd.concat([originals, perturbed]).melt(
-        id_vars=["caption_id", "lang", "op"], value_vars=metrics, var_name="metric", value_name="score")
     numeric = robustness_table(long)
     return format_table7(numeric), numeric
 

@@ -8,58 +8,14 @@ import pandas as pd
 from app import engine
 from app.collection_scores import collection_table
 from app.tabs.score import ScoreTab
+from scoring.analysis.failures import CASE_COLUMNS, disagreements, unmoved
 
 DISAGREE = "metric and humans disagree"
 UNMOVED = "perturbation barely moved the metric"
 ANY = "(any)"
 SHOWN = 200
 THUMBNAILS = 12
-COLUMNS = ["caption_id", "image_id", "candidate", "lang", "op", "metric", "metric score", "human",
-           "rank gap", "change %"]
-
-
-def disagreements(table: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
-    """One row per (rated caption, metric): percentile rank of the metric minus that of the
-    humans within the same language; large |gap| first (positive: the metric overrates)."""
-    rated = table[(table["kind"] != "perturbed") & table["human"].notna()]
-    parts = []
-    for metric in metrics:
-        scored = rated[rated[metric].notna()].copy()
-        if len(scored) < 2:
-            continue
-        grouped = scored.groupby("lang")
-        scored["rank gap"] = grouped[metric].rank(pct=True) - grouped["human"].rank(pct=True)
-        scored["metric"] = metric
-        scored["metric score"] = scored[metric]
-        parts.append(scored)
-    if not parts:
-        return pd.DataFrame(columns=COLUMNS + ["image_file", "references"])
-    out = pd.concat(parts, ignore_index=True)
-    out["change %"] = None
-    out["order"] = -out["rank gap"].abs()
-    return out.sort_values("order").drop(columns="order")
-
-
-def unmoved(table: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
-    """One row per (perturbed caption, metric) with the % change from its original; the
-    changes closest to zero or above it (the metric missed the damage) first."""
-    from scoring.analysis.robustness import paired_changes
-
-    perturbed = table[table["kind"] == "perturbed"]
-    if perturbed.empty:
-        return pd.DataFrame(columns=COLUMNS + ["image_file", "references"])
-    linked = table.copy()
-    linked["item_id"] = linked["caption_id"].where(linked["kind"] != "perturbed", linked["parent_caption_id"])
-    linked = linked[linked["caption_id"].isin(perturbed["caption_id"]) | linked["caption_id"].isin(perturbed["parent_caption_id"])]
-    long = linked.melt(id_vars=["item_id", "caption_id", "lang", "op"], value_vars=metrics,
-                       var_name="metric", value_name="score")
-    changes = paired_changes(long.dropna(subset=["score"]))
-    details = table.set_index("caption_id")
-    out = changes.join(details[["image_id", "image_file", "candidate", "human", "references"]], on="caption_id")
-    out["metric score"] = out["score"]
-    out["change %"] = out["change"]
-    out["rank gap"] = None
-    return out.sort_values("change", ascending=False)
+COLUMNS = CASE_COLUMNS[:CASE_COLUMNS.index("image_file")]
 
 
 def filter_rows(rows: pd.DataFrame, metric: str, lang: str, op: str) -> pd.DataFrame:

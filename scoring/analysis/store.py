@@ -3,7 +3,8 @@
 `into_collection` turns a loader's tidy rating table into a collection (through the
 all-or-nothing importer of `annotation.importers`); `collection_table` and
 `collection_robustness_scores` read a collection back as the wide / long tables the measures
-take, with the metric scores cached in `MetricScore`.
+take, with the metric scores cached in `MetricScore`. `collection_scores` is the app's view:
+one row per caption, scored now where the cache for the scorer's checkpoints has no value.
 
 Ratings are stored in [0, 1]; each public set's scale is mapped linearly (rank preserving,
 so correlations do not change).
@@ -11,7 +12,7 @@ so correlations do not change).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,8 @@ RATING_SCALES = {
     "M-CapEval1k": (1.0, 5.0),
 }
 _DIMENSIONS = ("fluency", "relevance", "descriptiveness")
+SCORE_BATCH = 128  # captions per scorer call, so progress can be reported while scoring
+Progress = Callable[..., object]
 
 
 def _unit_scale(values: pd.Series, scale: tuple[float, float], what: str) -> pd.Series:
@@ -170,43 +173,152 @@ def collection_robustness_scores(session, user, collection: str, metrics: Sequen
     return pd.DataFrame(rows, columns=["item_id", "lang", "op", "text", "metric", "score"])
 
 
-def score_fingerprint(scorer, result) -> str:
-    """Cache key of a metric's values: profile plus a digest of the backbone label (the label
-    names the checkpoint; it can exceed the column's 128 characters)."""
+def _checkpoint_identity(spec) -> str:
+    """Label and source of a backbone; a local checkpoint adds its files' sizes and times, so
+    one retrained in place at the same path gets a new fingerprint."""
+    parts = [spec.label, spec.source]
+    if spec.path is not None and Path(spec.path).exists():
+        root = Path(spec.path)
+        files = [root] if root.is_file() else sorted(f for f in root.rglob("*") if f.is_file())
+        parts += [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
+    return "|".join(parts)
+
+
+def score_fingerprint(scorer, metric: str) -> str:
+    """Cache key of `metric`'s values under `scorer`: the profile plus a digest of the metric's
+    backbones (label, checkpoint source and, for local checkpoints, their files), so values
+    from another profile or checkpoint are never reused. Toolkit metrics have no backbone."""
     import hashlib
 
-    label = result.backbone or "toolkit"
-    return f"{scorer.profile}:{hashlib.sha1(label.encode('utf-8')).hexdigest()[:16]}"
+    spec = scorer.registry.metrics[scorer.canonical_name(metric)]
+    backbones = [scorer.registry.backbones[b] for b in (spec.backbone, spec.vision_backbone) if b]
+    identity = " + ".join(_checkpoint_identity(b) for b in backbones) or "toolkit"
+    return f"{scorer.profile}:{hashlib.sha1(identity.encode('utf-8')).hexdigest()[:16]}"
 
 
-def fill_metric_cache(session, user, scorer, collection: str, metrics: Sequence[str]) -> dict[str, str]:
-    """Score every caption of `collection` with `metrics` and cache the values in MetricScore.
-
-    Images come from the database's image store; references are the image's reference
-    captions in the caption's language. Returns {metric: reason} for metrics that cannot run.
-    """
-    from annotation.exporters import captions_table
-    from annotation.workflows import cache_metric_scores, get_collection
-    from db.users import RESEARCH_ROLES, require_role
+def _score_item(row: dict):
     from scoring.api import ScoreItem
+
+    return ScoreItem(image=row["image_file"], candidate=row["caption"], references=list(row["references"]),
+                     lang=row["language"], image_id=row["image_sha256"])
+
+
+def _cached_or_scored(session, scorer, captions: list[dict], metrics: Sequence[str],
+                      progress: Progress | None = None) -> tuple[dict[str, dict[int, float | None]], dict[str, str]]:
+    """Values of `metrics` for `captions` by caption id: read from MetricScore for the scorer's
+    fingerprint, and only captions without a cached value are scored (in batches) and stored.
+    Returns ({metric: {caption_id: value}}, {metric: reason} for metrics that cannot run)."""
+    from annotation.workflows import cache_metric_scores, cached_metric_scores
+
+    names = [scorer.canonical_name(m) for m in metrics]
+    ids = [row["caption_id"] for row in captions]
+    values = {name: cached_metric_scores(session, name, score_fingerprint(scorer, name), ids) for name in names}
+    missing = [row for row in captions if any(row["caption_id"] not in values[name] for name in names)]
+    unavailable: dict[str, str] = {}
+    for start in range(0, len(missing), SCORE_BATCH):
+        if progress is not None:
+            progress(start / len(missing), desc=f"scoring captions {start + 1}-{min(start + SCORE_BATCH, len(missing))} "
+                                                 f"of {len(missing)} without cached scores")
+        chunk = missing[start:start + SCORE_BATCH]
+        todo = [name for name in names if name not in unavailable
+                and any(row["caption_id"] not in values[name] for row in chunk)]
+        for name, result in scorer.score([_score_item(row) for row in chunk], todo).items():
+            if result.unavailable:
+                unavailable[name] = result.unavailable
+                continue
+            scored = {row["caption_id"]: value for row, value in zip(chunk, result.values)}
+            cache_metric_scores(session, name, score_fingerprint(scorer, name), scored)
+            values[name].update(scored)
+    return values, unavailable
+
+
+def fill_metric_cache(session, user, scorer, collection: str, metrics: Sequence[str],
+                      progress: Progress | None = None) -> dict[str, str]:
+    """Cache `metrics` for every caption of `collection` in MetricScore (scoring only captions
+    not cached for the scorer's checkpoints). Images come from the database's image store;
+    references are the image's reference captions in the caption's language. Returns
+    {metric: reason} for metrics that cannot run."""
+    from annotation.exporters import captions_table
+    from annotation.workflows import get_collection
+    from db.users import RESEARCH_ROLES, require_role
 
     require_role(user, *RESEARCH_ROLES)
     captions = captions_table(session, user, get_collection(session, collection))
     if not captions:
         raise ValueError(f"collection {collection!r} has no captions")
-    items = [
-        ScoreItem(image=row["image_file"], candidate=row["caption"], references=list(row["references"]),
-                  lang=row["language"], image_id=row["image_sha256"])
-        for row in captions
-    ]
-    unavailable = {}
-    for name, result in scorer.score(items, list(metrics)).items():
-        if result.unavailable:
-            unavailable[name] = result.unavailable
-            continue
-        values = {row["caption_id"]: value for row, value in zip(captions, result.values)}
-        cache_metric_scores(session, name, score_fingerprint(scorer, result), values)
-    return unavailable
+    return _cached_or_scored(session, scorer, captions, metrics, progress)[1]
+
+
+def collection_scores(session, user, collection: str, scorer, metrics: Sequence[str],
+                      progress: Progress | None = None) -> pd.DataFrame:
+    """A collection's non-reference captions as one wide table: caption_id, image_id, image_file,
+    candidate, lang, kind, parent_caption_id, op ("original" for unperturbed captions), human
+    (mean overall rating, NaN when unrated), n_ratings, references (newline-joined),
+    collection, then one numeric column per metric (NaN where it cannot score the caption).
+
+    Scores come from the MetricScore cache for the scorer's checkpoint fingerprints; only
+    captions without one are scored, and are cached for the next call (researcher/admin).
+    """
+    from annotation.exporters import captions_table
+    from annotation.workflows import get_collection
+    from db.users import RESEARCH_ROLES, require_role
+
+    require_role(user, *RESEARCH_ROLES)
+    if not collection:
+        raise ValueError("Choose a collection.")
+    rows = [r for r in captions_table(session, user, get_collection(session, collection)) if r["kind"] != "reference"]
+    if not rows:
+        raise ValueError(f"Collection {collection!r} has no captions to analyse.")
+    values, _ = _cached_or_scored(session, scorer, rows, metrics, progress)
+    table = pd.DataFrame({
+        "caption_id": [r["caption_id"] for r in rows],
+        "image_id": [r["image_sha256"][:12] for r in rows],
+        "image_file": [r["image_file"] for r in rows],
+        "candidate": [r["caption"] for r in rows],
+        "lang": [r["language"] for r in rows],
+        "kind": [r["kind"] for r in rows],
+        "parent_caption_id": [r["parent_caption_id"] for r in rows],
+        "op": [r["perturbation_op"] or ORIGINAL for r in rows],
+        "human": pd.to_numeric(pd.Series([r["human_score"] for r in rows], dtype="object"), errors="coerce"),
+        "n_ratings": [r["n_ratings"] for r in rows],
+        "references": ["\n".join(r["references"]) for r in rows],
+        "collection": collection,
+    })
+    for name, metric in zip((scorer.canonical_name(m) for m in metrics), metrics):
+        column = pd.Series([values[name].get(r["caption_id"]) for r in rows], dtype="object")
+        table[metric] = pd.to_numeric(column, errors="coerce")
+    return table
+
+
+def rated_captions(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a `collection_scores` table that carry a human rating and are not perturbations
+    (the captions correlations are measured on)."""
+    return table[table["kind"] != "perturbed"].dropna(subset=["human"])
+
+
+def collection_correlations(table: pd.DataFrame, metrics: Sequence[str], n_boot: int = 200) -> pd.DataFrame:
+    """`correlation_table` per language of a `collection_scores` table's rated captions, for the
+    metrics that scored at least two of them; ValueError when fewer than two are rated."""
+    from .correlation import correlation_table
+
+    rated = rated_captions(table)
+    if len(rated) < 2:
+        raise ValueError("Fewer than two rated captions: rate some in the Annotate tab first.")
+    usable = [m for m in metrics if rated[m].notna().sum() >= 2]
+    return correlation_table(rated, usable, group_by=["lang"], n_boot=n_boot)
+
+
+def robustness_input(table: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame | None:
+    """Long table for `robustness.robustness_table` from a `collection_scores` table: the
+    perturbed captions and their originals, one row per (caption, metric); None when the
+    collection stores no perturbations."""
+    perturbed = table[table["kind"] == "perturbed"]
+    if perturbed.empty:
+        return None
+    parents = set(perturbed["parent_caption_id"].dropna().astype(int))
+    originals = table[table["caption_id"].isin(parents)]
+    return pd.concat([originals, perturbed]).melt(
+        id_vars=["caption_id", "lang", "op"], value_vars=list(metrics), var_name="metric", value_name="score")
 
 
 def collection_captions(session, user, collection: str, kinds: Sequence[str] = ("candidate", "reference")) -> pd.DataFrame:

@@ -1,0 +1,48 @@
+"""Failure-case rankings on hand-made collection tables."""
+import pandas as pd
+import pytest
+
+from scoring.analysis.failures import CASE_COLUMNS, disagreements, unmoved
+
+
+def table() -> pd.DataFrame:
+    rows = [  # caption_id, kind, parent, op, lang, human, metric
+        (1, "candidate", None, "original", "en", 0.9, 0.1),   # metric underrates the best
+        (2, "candidate", None, "original", "en", 0.5, 0.5),
+        (3, "candidate", None, "original", "en", 0.1, 0.9),   # metric overrates the worst
+        (4, "candidate", None, "original", "de", 0.2, 0.2),
+        (5, "candidate", None, "original", "de", 0.8, 0.8),   # agrees within German
+        (6, "perturbed", 1, "jumble", "en", None, 0.1),       # no change: missed
+        (7, "perturbed", 2, "removal", "en", None, 0.25),     # -50 %
+        (8, "perturbed", 3, "masking", "en", None, 0.99),     # +10 %: rose
+        (9, "candidate", None, "original", "en", None, 0.3),  # unrated: not a disagreement
+    ]
+    frame = pd.DataFrame(rows, columns=["caption_id", "kind", "parent_caption_id", "op", "lang", "human", "M"])
+    frame["image_id"] = "img"
+    frame["image_file"] = "img.png"
+    frame["candidate"] = [f"caption {i}" for i in frame["caption_id"]]
+    frame["references"] = ""
+    return frame
+
+
+def test_disagreements_rank_the_largest_rank_gaps_first():
+    cases = disagreements(table(), ["M"])
+    assert list(cases["caption_id"][:2]) == [1, 3] or list(cases["caption_id"][:2]) == [3, 1]
+    assert list(cases["caption_id"][2:]) == [2, 4, 5]
+    gaps = cases.set_index("caption_id")["rank gap"]
+    assert gaps[3] == pytest.approx(2 / 3) and gaps[1] == pytest.approx(-2 / 3)  # + overrates, - underrates
+    assert gaps[[2, 4, 5]].tolist() == [0, 0, 0]
+    assert set(CASE_COLUMNS) <= set(cases.columns)
+
+
+def test_unmoved_puts_rises_and_no_change_before_drops():
+    moved = unmoved(table(), ["M"])
+    assert list(moved["caption_id"]) == [8, 6, 7]
+    assert moved["change %"].tolist() == pytest.approx([10.0, 0.0, -50.0])
+    assert moved.iloc[0]["candidate"] == "caption 8"
+
+
+def test_nothing_to_rank_gives_an_empty_table_with_the_case_columns():
+    only_perturbed = table()[table()["kind"] == "perturbed"]
+    assert disagreements(only_perturbed, ["M"]).empty
+    assert unmoved(table()[table()["kind"] != "perturbed"], ["M"]).columns.tolist() == CASE_COLUMNS
