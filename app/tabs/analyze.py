@@ -7,6 +7,7 @@ import pandas as pd
 
 from app import engine, render
 from app.collection_scores import collection_table
+from app.tabs.annotate import collection_choices
 
 COEFFICIENT_LABELS = {"kendall_c": "Kendall τc", "kendall_b": "Kendall τb", "pearson": "Pearson r",
                       "spearman": "Spearman ρ"}
@@ -69,15 +70,6 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     drops = gr.Plot(label="Score change under perturbation")
     table_state = gr.State(None)
 
-    def on_refresh(state):
-        from app.tabs.annotate import collection_names
-
-        try:
-            available = collection_names(state)
-        except PermissionError as exc:
-            return gr.skip(), str(exc)
-        return gr.Dropdown(choices=available, value=available[0] if available else None), ""
-
     def on_analyse(state, name, chosen, metric, progress=gr.Progress()):
         from scoring.analysis import plots
 
@@ -106,8 +98,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
             return gr.skip()
         return _scatter(table, metric)
 
-    refresh.click(on_refresh, user_state, [collection, status], api_visibility="private")
-    user_state.change(on_refresh, user_state, [collection, status], api_visibility="private")
+    refresh.click(collection_choices, user_state, [collection, status], api_visibility="private")
+    user_state.change(collection_choices, user_state, [collection, status], api_visibility="private")
     run.click(on_analyse, [user_state, collection, metrics, scatter_metric],
               [status, correlations, heatmap, scatter, table7, drops, table_state], api_visibility="private")
     scatter_metric.change(on_metric, [table_state, scatter_metric], scatter, api_visibility="private")

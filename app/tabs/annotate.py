@@ -85,6 +85,29 @@ def collection_names(user_state: dict | None) -> list[str]:
         return [c.name for c in list_collections(session, acting_user(session, user_state))]
 
 
+def collection_choices(user_state: dict | None, leading: tuple[str, ...] = ()):
+    """(dropdown update, message) listing the collections this account may see; `leading`
+    choices (e.g. "all collections") come first. The researcher tabs refresh with it."""
+    try:
+        available = collection_names(user_state)
+    except PermissionError as exc:
+        return gr.skip(), str(exc)
+    if leading:
+        return gr.Dropdown(choices=[*leading, *available]), ""
+    return gr.Dropdown(choices=available, value=available[0] if available else None), ""
+
+
+def queue_guard(fn):
+    """A transcreation / critical-object handler whose bad request (no right, no such item)
+    leaves the 7 item fields as they are and says why in the message field."""
+    def wrapper(*args):
+        try:
+            return fn(*args)
+        except (PermissionError, ValueError, LookupError) as exc:
+            return (*[gr.skip()] * 7, str(exc))
+    return wrapper
+
+
 def _pil(image_row):
     """The stored image of a caption, decoded for display."""
     from PIL import Image
@@ -317,21 +340,13 @@ def build(user_state: gr.State) -> None:
             return (text, _pil(task.image), task.caption.text, round(task.source_score, 3),
                     "\n".join(f"- {r}" for r in task.references), task.caption.id, "", message)
 
-    def tc_guard(fn):
-        def wrapper(*args):
-            try:
-                return fn(*args)
-            except (PermissionError, ValueError, LookupError) as exc:
-                return (*[gr.skip()] * 7, str(exc))
-        return wrapper
-
-    @tc_guard
+    @queue_guard
     def on_tc_next(state, collection_name, target_language):
         if not collection_name:
             raise ValueError("Choose a collection.")
         return transcreation_screen(state, collection_name, target_language)
 
-    @tc_guard
+    @queue_guard
     def on_tc_submit(state, collection_name, target_language, source_id, text):
         from annotation.workflows import submit_transcreation
 
@@ -341,7 +356,7 @@ def build(user_state: gr.State) -> None:
             submit_transcreation(session, acting_user(session, state), int(source_id), target_language, text or "")
         return transcreation_screen(state, collection_name, target_language, "Saved.")
 
-    @tc_guard
+    @queue_guard
     def on_tc_skip(state, collection_name, target_language, source_id):
         from annotation.workflows import skip_item
 
@@ -372,21 +387,13 @@ def build(user_state: gr.State) -> None:
                 return (text, None, "", None, "", "", "", (message + " " if message else "") + "Nothing left to mark.")
             return (text, _pil(caption.image), caption.text, caption.id, "", "", "", message)
 
-    def cr_guard(fn):
-        def wrapper(*args):
-            try:
-                return fn(*args)
-            except (PermissionError, ValueError, LookupError) as exc:
-                return (*[gr.skip()] * 7, str(exc))
-        return wrapper
-
-    @cr_guard
+    @queue_guard
     def on_cr_next(state, collection_name):
         if not collection_name:
             raise ValueError("Choose a collection.")
         return critical_screen(state, collection_name)
 
-    @cr_guard
+    @queue_guard
     def on_cr_save(state, collection_name, caption_id, objects, backgrounds, relations):
         from annotation.workflows import mark_critical
 
@@ -397,7 +404,7 @@ def build(user_state: gr.State) -> None:
                           relations or "")
         return critical_screen(state, collection_name, "Saved.")
 
-    @cr_guard
+    @queue_guard
     def on_cr_skip(state, collection_name, caption_id):
         from annotation.workflows import skip_item
 

@@ -116,13 +116,9 @@ def build(user_state: gr.State) -> None:
     status = gr.Textbox(label="Status", interactive=False, elem_id="data-status")
 
     def on_refresh(state):
-        from app.tabs.annotate import collection_names
+        from app.tabs.annotate import collection_choices
 
-        try:
-            available = collection_names(state)
-        except PermissionError as exc:
-            return gr.skip(), str(exc)
-        return gr.Dropdown(choices=[ALL_COLLECTIONS, *available]), ""
+        return collection_choices(state, leading=(ALL_COLLECTIONS,))
 
     def on_import(state, path, into, import_format, progress=gr.Progress()):
         try:

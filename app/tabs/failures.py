@@ -7,6 +7,7 @@ import pandas as pd
 
 from app import engine
 from app.collection_scores import collection_table
+from app.tabs.annotate import collection_choices
 from app.tabs.score import ScoreTab
 from scoring.analysis.failures import CASE_COLUMNS, disagreements, unmoved
 
@@ -57,15 +58,6 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
     all_rows = gr.State(None)
     shown_rows = gr.State(None)
 
-    def on_refresh(state):
-        from app.tabs.annotate import collection_names
-
-        try:
-            available = collection_names(state)
-        except PermissionError as exc:
-            return gr.skip(), str(exc)
-        return gr.Dropdown(choices=available, value=available[0] if available else None), ""
-
     def present(rows, metric_name, lang_name, op_name):
         picked = filter_rows(rows, metric_name, lang_name, op_name)
         gallery = [(path, f"#{i + 1}") for i, path in enumerate(picked["image_file"].head(THUMBNAILS))]
@@ -102,8 +94,8 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
         return ([row["image_file"]], row["candidate"], row.get("references") or "", row["lang"],
                 gr.Tabs(selected="score"))
 
-    refresh.click(on_refresh, user_state, [collection, status], api_visibility="private")
-    user_state.change(on_refresh, user_state, [collection, status], api_visibility="private")
+    refresh.click(collection_choices, user_state, [collection, status], api_visibility="private")
+    user_state.change(collection_choices, user_state, [collection, status], api_visibility="private")
     run.click(on_find, [user_state, collection, mode, metric, lang, op],
               [status, table, thumbnails, all_rows, shown_rows, lang, op, metric], api_visibility="private")
     for control in (metric, lang, op):
