@@ -163,7 +163,9 @@ def umic_negatives(
 
     keyword-substitution, random-or-hard caption, repeat-remove, permutation. Without
     `embeddings` (and `image_ids`) the second is always a random caption. `corpus`
-    defaults to every caption in `captions_by_image` (the "captions in the training set").
+    defaults to every caption in `captions_by_image` (the "captions in the training set");
+    when generating negatives for many captions, pass one prebuilt
+    `annotation.perturb.PosVocabulary` instead so the dictionary is built once.
     """
     if (image_ids is None) != (embeddings is None):
         raise ValueError("pass image_ids and embeddings together")
