@@ -31,16 +31,11 @@ class ConversionError(ValueError):
 def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """Read a ``.pth``/``.pt`` checkpoint and unwrap the usual containers.
 
-    Accepts a bare state dict, ``{"state_dict": ...}`` / ``{"model": ...}`` wrappers, a
-    ``module.`` prefix (DataParallel) and TorchScript archives (OpenAI's release format).
+    Accepts a bare state dict, ``{"state_dict": ...}`` / ``{"model": ...}`` wrappers and a
+    ``module.`` prefix (DataParallel), loaded with ``weights_only=True`` (no code runs).
     """
     path = Path(path)
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except RuntimeError as exc:
-        if "TorchScript" not in str(exc) and "constants.pkl" not in str(exc):
-            raise
-        obj = torch.jit.load(str(path), map_location="cpu").state_dict()
+    obj = torch.load(path, map_location="cpu", weights_only=True)
     for key in ("state_dict", "model", "model_state_dict"):
         if isinstance(obj, dict) and key in obj and isinstance(obj[key], dict):
             obj = obj[key]

@@ -85,10 +85,6 @@ class Registry:
     backbones: dict[str, BackboneSpec]
     description: str = ""
 
-    def metric(self, name: str) -> MetricSpec:
-        canonical = canonical_metric_name(self, name)
-        return self.metrics[canonical]
-
 
 def canonical_metric_name(registry: Registry, name: str) -> str:
     """Registry spelling of ``name`` (case-insensitive); LookupError if unknown."""
@@ -181,19 +177,14 @@ def _absolutise(table: dict[str, Any], base: Path) -> dict[str, Any]:
             continue
         for key in PATH_FIELDS:
             value = entry.get(key)
-            if isinstance(value, str) and not _looks_like_hub_id(key, value):
+            if isinstance(value, str) and not _is_not_a_path(key, value):
                 entry[key] = str(_resolve_path(value, base))
     return out
 
 
-def _looks_like_hub_id(key: str, value: str) -> bool:
-    # `tokenizer` may name a hub id ("openai/clip-vit-base-patch32") or a backbone
-    # ("@clip") instead of a local folder.
-    if key != "tokenizer":
-        return False
-    if value.startswith("@"):
-        return True
-    return value.startswith("hub:")
+def _is_not_a_path(key: str, value: str) -> bool:
+    """`tokenizer` may name another backbone ("@clip") or a hub id ("hub:<repo>")."""
+    return key == "tokenizer" and value.startswith(("@", "hub:"))
 
 
 def _merge(base: dict[str, Any], update: dict[str, Any]) -> None:
@@ -207,6 +198,7 @@ def _env_key(name: str) -> str:
 
 
 def _coerce(value: str, current: Any) -> Any:
+    """An environment string typed like the value it replaces."""
     if isinstance(current, bool):
         return value.strip().lower() in ("1", "true", "yes", "on")
     if isinstance(current, int):
@@ -235,7 +227,7 @@ def _apply_env_overrides(data: dict[str, Any]) -> None:
             if rest.startswith(key) and len(rest) > len(key):
                 field_name = rest[len(key):].lower()
                 entry = data[section][name]
-                if field_name in PATH_FIELDS and not _looks_like_hub_id(field_name, value):
+                if field_name in PATH_FIELDS and not _is_not_a_path(field_name, value):
                     entry[field_name] = str(_resolve_path(value, Path.cwd()))
                 elif field_name in _NUMERIC_FIELDS:
                     entry[field_name] = _NUMERIC_FIELDS[field_name](value)

@@ -40,7 +40,7 @@ class ClipBackbone:
         self.max_tokens = min(spec.max_tokens or limit, limit)
         self.fingerprint = print_
         self.image_cache = LRUCache(65536)
-        self.text_cache = LRUCache(262144)
+        self.text_cache = LRUCache(65536)
         self.image_batch_size = 32
         self.text_batch_size = 128
 

@@ -35,7 +35,7 @@ class ItmBackbone:
         self.max_tokens = min(spec.max_tokens or limit, limit)
         self.fingerprint = print_
         self.vision_cache = LRUCache(64)  # full patch states are large (~1.7 MB each for ViT-B): keep few
-        self.pair_cache = LRUCache(262144)
+        self.pair_cache = LRUCache(65536)
         self.batch_size = 32
 
     @classmethod

@@ -67,7 +67,7 @@ class MultilingualTextEncoder:
         self.dense = dense.to(device=placement.device, dtype=placement.dtype).eval()
         self.max_tokens = min(spec.max_tokens or max_tokens, max_tokens)
         self.fingerprint = print_
-        self.text_cache = LRUCache(262144)
+        self.text_cache = LRUCache(65536)
         self.text_batch_size = 64
         self.embedding_dim = dense[0].out_features
 

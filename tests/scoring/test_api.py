@@ -57,3 +57,33 @@ def test_device_selection():
     assert auto.device.type == expected
     if auto.device.type == "cuda":
         assert auto.dtype in (torch.bfloat16, torch.float16)
+
+
+def test_concurrent_score_calls_agree_with_sequential_ones(tiny_dir, images):
+    """The app scores from several request threads on one shared Scorer."""
+    import threading
+
+    from scoring.api import Scorer
+
+    scorer = Scorer("tiny", device="cpu")  # cold: the threads race to load the backbones
+    metrics = ["CLIP-S", "RefPAC-S", "MCS", "SPECS", "UMIC-C"]
+    batches = [[ScoreItem(images[i], f"caption {i} {k}", ["a reference"]) for i in range(3)] for k in range(4)]
+    results, errors = {}, []
+
+    def work(k):
+        try:
+            results[k] = scorer.score(batches[k], metrics)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and len(results) == 4
+    reference = Scorer("tiny", device="cpu")
+    for k, batch in enumerate(batches):
+        expected = reference.score(batch, metrics)
+        for name in metrics:
+            assert results[k][name].values == expected[name].values

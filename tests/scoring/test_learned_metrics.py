@@ -119,3 +119,23 @@ def test_embeddings_api_is_normalised_and_cached(tiny_scorer, images):
     assert m.shape == (1, 64)
     with pytest.raises(ValueError):
         tiny_scorer.image_embeddings(images[:1], backbone="mclip-text")
+
+
+def test_st_dense_weights_as_pytorch_bin_load_the_same(tiny_dir, tmp_path, tiny_scorer):
+    """The published multilingual encoder ships 2_Dense/pytorch_model.bin; both files load alike."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    from scoring.api import Scorer
+
+    folder = tmp_path / "st-bin"
+    shutil.copytree(tiny_dir / "mclip-text", folder)
+    weights = load_file(str(folder / "2_Dense" / "model.safetensors"))
+    (folder / "2_Dense" / "model.safetensors").unlink()
+    torch.save(weights, folder / "2_Dense" / "pytorch_model.bin")
+    profile = tmp_path / "st.toml"
+    profile.write_text(f'[backbones.text]\nkind = "st-text"\npath = "{folder}"\n')
+    texts = ["ein hund", "un chat rouge", "a dog"]
+    from_bin = Scorer(profile, device="cpu").text_embeddings(texts, backbone="text")
+    np.testing.assert_allclose(from_bin, tiny_scorer.text_embeddings(texts, backbone="mclip-text"), atol=1e-6)
