@@ -82,8 +82,8 @@ class MultilingualTextEncoder:
         root = by_type["Transformer"]
         # Sentence-transformers pool token states themselves; BERT-family poolers are never
         # used, and loading them (absent from such checkpoints) would only warn.
-        with_pooler = _read_json(root / "config.json").get("model_type") in POOLER_MODEL_TYPES
-        model = AutoModel.from_pretrained(root, **({"add_pooling_layer": False} if with_pooler else {}))
+        has_pooler = _read_json(root / "config.json").get("model_type") in POOLER_MODEL_TYPES
+        model = AutoModel.from_pretrained(root, **({"add_pooling_layer": False} if has_pooler else {}))
         tokenizer = AutoTokenizer.from_pretrained(root)
         pooling_config = _read_json(by_type["Pooling"] / "config.json")
         if pooling_config.get("pooling_mode_mean_tokens"):
