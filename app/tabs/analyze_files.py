@@ -60,7 +60,12 @@ def gather_upload(files, what: str) -> Path:
         raise ValueError(f"Upload the {what}.")
     if len(paths) == 1 and paths[0].suffix.lower() != ".zip":
         return paths[0]
-    folder = Path(tempfile.mkdtemp(prefix="caplens-upload-"))
+    return _into_folder(paths, "caplens-upload-")
+
+
+def _into_folder(paths: list[Path], prefix: str) -> Path:
+    """A new folder holding the uploads: zips extracted, other files copied."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
     for path in paths:
         if path.suffix.lower() == ".zip":
             _unpack(path, folder)
@@ -75,13 +80,7 @@ def image_folder(images) -> Path | None:
     paths = _paths(images)
     if not paths:
         return None
-    folder = Path(tempfile.mkdtemp(prefix="caplens-images-"))
-    for path in paths:
-        if path.suffix.lower() == ".zip":
-            _unpack(path, folder)
-        else:
-            shutil.copy(path, folder / path.name)
-    return folder
+    return _into_folder(paths, "caplens-images-")
 
 
 def _scored_images(table: pd.DataFrame, root: Path | None) -> pd.DataFrame:

@@ -147,6 +147,14 @@ def _tokenize(tokenizer, texts: list[str], max_length: int) -> dict:
     return tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
 
 
+def _start_run(seed: int, threads: int) -> tuple[random.Random, float, float]:
+    """Seed torch and a local RNG, fix the thread count, and start the wall and CPU clocks
+    that a run's training.json reports."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    return random.Random(seed), time.time(), time.process_time()
+
+
 # -- world-CLIP ---------------------------------------------------------------------------------
 def clip_loss(model, batch_ids, batch_mask, pixels) -> torch.Tensor:
     return model(input_ids=batch_ids, attention_mask=batch_mask, pixel_values=pixels, return_loss=True).loss
@@ -158,10 +166,7 @@ def train_clip(out_dir: str | Path, *, config: str = "world-clip", scenes: int =
     """Train world-CLIP and save it as a CLIPModel folder; returns the training metadata."""
     from transformers import CLIPImageProcessor, CLIPProcessor
 
-    torch.set_num_threads(threads)
-    torch.manual_seed(seed)
-    rng = random.Random(seed)
-    started, cpu_started = time.time(), time.process_time()
+    rng, started, cpu_started = _start_run(seed, threads)
     out_dir = Path(out_dir)
     c = _config(config)
     tokenizer = train_tokenizer(world_corpus(tokenizer_scenes), out_dir, vocab_size=c["vocab_size"],
@@ -259,10 +264,7 @@ def train_mcs(clip_dir: str | Path, out_dir: str | Path, *, config: str = "world
     """Distil world-CLIP's text tower into a multilingual student (MSE, PR-MCS teacher learning)."""
     from transformers import CLIPModel, CLIPTokenizer
 
-    torch.set_num_threads(threads)
-    torch.manual_seed(seed)
-    rng = random.Random(seed)
-    started, cpu_started = time.time(), time.process_time()
+    rng, started, cpu_started = _start_run(seed, threads)
     out_dir = Path(out_dir)
     c = _config(config)
     teacher = CLIPModel.from_pretrained(clip_dir).eval()
