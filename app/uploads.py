@@ -2,25 +2,18 @@
 
 Uploads come from strangers: anything that is not a plain, reasonably sized image must
 become a clear message for the user, never an exception that takes the server down or a
-decompression bomb that eats its memory. Odd but valid images (CMYK, 16-bit, palette,
-animated) are converted to RGB and the conversion is reported.
+decompression bomb that eats its memory. The checks, EXIF orientation and RGB conversion
+are the library's one decoding policy (scoring.images.decode_image).
 """
 from __future__ import annotations
 
-import io
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
-# Largest accepted upload, in bytes and in pixels. 40 megapixels covers every camera image
-# a caption metric could want (they are resized to 224 px anyway) while keeping the
-# decoded RGB buffer near 120 MB.
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
-MAX_PIXELS = 40_000_000
-MAX_SIDE = 20_000
+from scoring.images import MAX_IMAGE_BYTES as MAX_UPLOAD_BYTES
+from scoring.images import MAX_PIXELS, ImageDecodeError, decode_image  # noqa: F401 (MAX_PIXELS: the limit users read)
 
 
 class UploadError(ValueError):
@@ -60,58 +53,8 @@ def load_upload(source: str | Path | bytes, name: str | None = None) -> LoadedIm
 
 
 def _decode(data: bytes, name: str) -> LoadedImage:
-    notes: list[str] = []
-    with warnings.catch_warnings():
-        # Pillow warns (and above 2x its limit raises) on decompression bombs; we check the
-        # header dimensions ourselves before any pixel is decoded, so silence its warning.
-        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-        try:
-            img = Image.open(io.BytesIO(data))
-        except UnidentifiedImageError:
-            raise UploadError(f"{name}: not an image (or a format Pillow cannot read).") from None
-        except Image.DecompressionBombError:
-            raise UploadError(f"{name}: image dimensions are too large to decode safely.") from None
-        except (OSError, SyntaxError, ValueError) as exc:
-            raise UploadError(f"{name}: the image could not be read ({exc}).") from None
-        width, height = img.size
-        if width <= 0 or height <= 0:
-            raise UploadError(f"{name}: the image has no pixels ({width}x{height}).")
-        if width * height > MAX_PIXELS or max(width, height) > MAX_SIDE:
-            raise UploadError(
-                f"{name}: {width}x{height} pixels is too large (limit {MAX_PIXELS // 1_000_000} megapixels, "
-                f"{MAX_SIDE} px per side); resize it first."
-            )
-        frames = getattr(img, "n_frames", 1)
-        if frames > 1:
-            notes.append(f"animated image with {frames} frames: the first frame is used")
-            img.seek(0)
-        try:
-            img.load()
-        except Image.DecompressionBombError:
-            raise UploadError(f"{name}: image dimensions are too large to decode safely.") from None
-        except (OSError, SyntaxError, ValueError) as exc:
-            raise UploadError(f"{name}: the image is damaged or truncated ({exc}).") from None
-    rgb = _to_rgb(img, notes)
-    return LoadedImage(image=rgb, data=data, name=name, notes=notes)
-
-
-def _to_rgb(img: Image.Image, notes: list[str]) -> Image.Image:
-    """Convert any Pillow mode to 8-bit RGB, scaling high-bit-depth data instead of clipping."""
-    mode = img.mode
-    if mode == "RGB":
-        return img
-    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
-        array = np.asarray(img, dtype=np.float64)
-        top = 65535.0 if mode.startswith("I;16") else max(float(array.max()), 1.0)
-        scaled = np.clip(array / top * 255.0, 0, 255).astype(np.uint8)
-        notes.append(f"{'16-bit' if mode.startswith('I;16') else mode + '-mode'} image scaled to 8-bit RGB")
-        return Image.fromarray(scaled, mode="L").convert("RGB")
-    if mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in img.info):
-        # Composite on white so transparent areas do not turn black.
-        rgba = img.convert("RGBA")
-        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        notes.append(f"{mode} image with transparency composited on white")
-        return Image.alpha_composite(background, rgba).convert("RGB")
-    label = {"P": "palette", "CMYK": "CMYK", "L": "greyscale", "1": "1-bit", "YCbCr": "YCbCr"}.get(mode, mode)
-    notes.append(f"{label} image converted to RGB")
-    return img.convert("RGB")
+    try:
+        decoded = decode_image(data, name)
+    except ImageDecodeError as exc:
+        raise UploadError(str(exc)) from None
+    return LoadedImage(image=decoded.image, data=data, name=name, notes=decoded.notes)

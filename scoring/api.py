@@ -11,16 +11,19 @@ only its metrics unavailable, with the reason.
 from __future__ import annotations
 
 import threading
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
+from scoring import stages
 from scoring.backbones import BackboneUnavailable, fetch, load_backbone, select_placement
-from scoring.images import ImageInput, image_key
+from scoring.images import ImageInput
 from scoring.metrics import build_metric
 from scoring.metrics.base import MetricInfo, MetricUnavailable, ScoreContext
+from scoring.pixels import ImagePipeline, encode_images
 from scoring.registry import Registry, canonical_metric_name, load_registry
 
 __all__ = ["MetricInfo", "MetricResult", "ScoreItem", "Scorer", "get_scorer", "metric_names"]
@@ -64,13 +67,20 @@ class MetricResult:
 class Scorer:
     """Metrics of one registry profile with shared, lazily loaded backbones and caches."""
 
-    def __init__(self, profile: str | Path | None = None, device: str | None = None):
+    def __init__(self, profile: str | Path | None = None, device: str | None = None, preprocess: str | None = None):
+        """``preprocess``: "fast" (on the device) or "reference" (each checkpoint's own image
+        processor); default fast on CUDA, reference elsewhere (docs/scoring.md)."""
         self.registry: Registry = load_registry(profile)
         if self.registry.profile == "tiny":
             from scoring.tiny import ensure_tiny_checkpoints
 
             ensure_tiny_checkpoints()
+        elif self.registry.profile == "bench":
+            from scoring.bench import ensure_bench_checkpoints
+
+            ensure_bench_checkpoints()
         self.placement = select_placement(device)
+        self.images = ImagePipeline(self.placement.device, preprocess)
         self._metrics = {name: build_metric(spec) for name, spec in self.registry.metrics.items()}
         self._backbones: dict[str, object] = {}
         self._failures: dict[str, str] = {}
@@ -108,7 +118,7 @@ class Scorer:
                 raise BackboneUnavailable(self._failures[name])
             spec = self.registry.backbones[name]
             try:
-                loaded = load_backbone(spec, self.placement, self._resolve_reference)
+                loaded = load_backbone(spec, self.placement, self._resolve_reference, self.images)
             except BackboneUnavailable as exc:
                 self._failures[name] = str(exc)
                 raise
@@ -179,8 +189,10 @@ class Scorer:
         items = list(items)
         names = self.metric_names() if metrics is None else [self.canonical_name(m) for m in metrics]
         names = [n for n in self.metric_names() if n in set(names)]
-        keys = _validate(items)
-        context = ScoreContext(items=items, image_keys=keys, backbone=self.backbone)
+        _validate(items)
+        keys, sources = self.images.identify([item.image for item in items])
+        context = ScoreContext(items=items, image_keys=keys, backbone=self.backbone, sources=sources)
+        self._embed_requested(names, context)
         results: dict[str, MetricResult] = {}
         for index, name in enumerate(names):
             if progress is not None:
@@ -190,12 +202,40 @@ class Scorer:
             progress(1.0, desc="done")
         return results
 
+    def _embed_requested(self, names: list[str], context: ScoreContext) -> None:
+        """Every metric's embeddings at once: one batch of texts per text tower, one pass
+        over the images for all image towers. A backbone that cannot load is skipped here;
+        its metrics report why when they run."""
+        texts: dict[str, dict[str, None]] = defaultdict(dict)
+        images: dict[str, dict[str, None]] = defaultdict(dict)
+        for name in names:
+            requests = getattr(self._metrics[name], "embedding_requests", None)
+            for request in requests(context) if requests else []:
+                (texts if request.kind == "text" else images)[request.backbone].update(dict.fromkeys(request.inputs))
+        loaded = {}
+        for backbone in {**texts, **images}:
+            try:
+                loaded[backbone] = self.backbone(backbone)
+            except BackboneUnavailable:
+                continue
+        for backbone, wanted in texts.items():
+            if backbone in loaded and wanted:
+                loaded[backbone].text_embeddings(list(wanted))
+        towers = [loaded[b] for b in images if b in loaded and hasattr(loaded[b], "encode_pixels")]
+        missing = {id(t): t.missing_images(list(images[t.spec.name])) for t in towers}
+        towers = [t for t in towers if missing[id(t)]]
+        if towers:
+            keys = list(dict.fromkeys(k for t in towers for k in missing[id(t)]))
+            for tower, rows in zip(towers, encode_images(towers, keys, context.sources)):
+                tower.store_images(keys, rows)
+
     def _score_one(self, name: str, context: ScoreContext) -> MetricResult:
         metric = self._metrics[name]
         label = self.backbone_label(name)
         n = len(context.items)
         try:
-            output = metric.compute(context)
+            with stages.stage("similarity"):
+                output = metric.compute(context)
         except (BackboneUnavailable, MetricUnavailable) as exc:
             return MetricResult(name, [None] * n, str(exc), [False] * n, label, None)
         present = [v for v in output.values if v is not None]
@@ -203,8 +243,7 @@ class Scorer:
         return MetricResult(name, output.values, None, output.truncated, label, aggregate)
 
 
-def _validate(items: list[ScoreItem]) -> list[str | None]:
-    keys: list[str | None] = []
+def _validate(items: list[ScoreItem]) -> None:
     for position, item in enumerate(items):
         if not isinstance(item, ScoreItem):
             raise ValueError(f"item {position} is {type(item).__name__}, expected ScoreItem")
@@ -212,8 +251,6 @@ def _validate(items: list[ScoreItem]) -> list[str | None]:
             raise ValueError(f"item {position}: candidate must be a string")
         if not isinstance(item.references, (list, tuple)) or not all(isinstance(r, str) for r in item.references):
             raise ValueError(f"item {position}: references must be a list of strings")
-        keys.append(None if item.image is None else image_key(item.image))
-    return keys
 
 
 _shared: dict[tuple[str, str | None], Scorer] = {}

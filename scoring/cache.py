@@ -1,18 +1,25 @@
-"""A bounded, thread-safe LRU map used for embedding and pair-score caches."""
+"""A bounded, thread-safe LRU map used for embedding, pair-score, image and token caches."""
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
 
 
 class LRUCache:
-    """Keeps the ``capacity`` most recently used entries; counts hits and misses."""
+    """Keeps the most recently used entries within ``capacity``; counts hits and misses.
 
-    def __init__(self, capacity: int = 65536):
+    By default each entry weighs 1, so ``capacity`` is a count; with ``weigh`` (for example
+    a tensor's byte size) it is a budget in those units, and an entry heavier than the whole
+    budget is not kept at all.
+    """
+
+    def __init__(self, capacity: int = 65536, weigh: Callable[[Any], int] | None = None):
         self.capacity = capacity
-        self._data: OrderedDict[Hashable, Any] = OrderedDict()
+        self._weigh = weigh or (lambda value: 1)
+        self._data: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
+        self.weight = 0
         self.hits = 0
         self.misses = 0
 
@@ -21,20 +28,26 @@ class LRUCache:
             if key in self._data:
                 self._data.move_to_end(key)
                 self.hits += 1
-                return self._data[key]
+                return self._data[key][0]
             self.misses += 1
             return None
 
     def put(self, key: Hashable, value: Any) -> None:
+        weight = self._weigh(value)
         with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.capacity:
-                self._data.popitem(last=False)
+            if key in self._data:
+                self.weight -= self._data.pop(key)[1]
+            if weight > self.capacity:
+                return
+            self._data[key] = (value, weight)
+            self.weight += weight
+            while self.weight > self.capacity:
+                self.weight -= self._data.popitem(last=False)[1][1]
 
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            self.weight = 0
 
     def __len__(self) -> int:
         return len(self._data)

@@ -1,14 +1,48 @@
-"""Image inputs: accept PIL images, encoded bytes or file paths; hash them by content."""
+"""The one image decoding policy: bytes, paths or PIL images in, upright 8-bit RGB out.
+
+Every place that turns an image into pixels (the scorer, uploads, stored images shown for
+rating) goes through :func:`decode_image` or :func:`load_image`, so they all agree:
+
+* the header is checked before any pixel is decoded (size limits stop decompression bombs);
+* EXIF orientation is applied, so a phone photo is scored the way it is seen;
+* odd modes become 8-bit RGB (16-bit scaled, transparency on white, CMYK, palette), each
+  conversion noted for the user; animated images use their first frame.
+
+Images are identified by :func:`image_key`, a hash of their content.
+"""
 from __future__ import annotations
 
 import hashlib
 import io
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
 
-from PIL import Image, UnidentifiedImageError
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 ImageInput = Union[Image.Image, bytes, str, Path]
+
+# Largest accepted image, in bytes and in pixels. 40 megapixels covers every camera image a
+# caption metric could want (they are resized to 224-384 px anyway) while keeping the
+# decoded RGB buffer near 120 MB.
+MAX_IMAGE_BYTES = 50 * 1024 * 1024
+MAX_PIXELS = 40_000_000
+MAX_SIDE = 20_000
+EXIF_ORIENTATION = 0x0112
+
+
+class ImageDecodeError(OSError):
+    """Bytes that cannot become an image under the policy; the message is for the user."""
+
+
+@dataclass
+class DecodedImage:
+    """An upright RGB image and what the conversion did to it (for the user to read)."""
+
+    image: Image.Image
+    notes: list[str] = field(default_factory=list)
 
 
 def image_key(image: ImageInput) -> str:
@@ -16,13 +50,17 @@ def image_key(image: ImageInput) -> str:
 
     The same picture uploaded twice (or under another name) therefore hits the cache.
     """
-    digest = hashlib.sha1()
     if isinstance(image, Image.Image):
+        digest = hashlib.sha1()
         digest.update(f"{image.mode}:{image.size}".encode())
         digest.update(image.tobytes())
-    else:
-        digest.update(read_image_bytes(image))
-    return digest.hexdigest()
+        return digest.hexdigest()
+    return bytes_key(read_image_bytes(image))
+
+
+def bytes_key(data: bytes) -> str:
+    """:func:`image_key` of encoded bytes already in memory."""
+    return hashlib.sha1(data).hexdigest()
 
 
 def read_image_bytes(image: bytes | str | Path) -> bytes:
@@ -34,15 +72,99 @@ def read_image_bytes(image: bytes | str | Path) -> bytes:
     return path.read_bytes()
 
 
-def load_image(image: ImageInput) -> Image.Image:
-    """Decode to an RGB PIL image; OSError with the file name when it is not an image."""
-    if isinstance(image, Image.Image):
-        return image.convert("RGB")
-    data = read_image_bytes(image)
+def open_checked(data: bytes, name: str = "image") -> Image.Image:
+    """Parse the header only and enforce the limits; no pixel is decoded yet."""
+    if not data:
+        raise ImageDecodeError(f"{name}: the file is empty.")
+    if len(data) > MAX_IMAGE_BYTES:
+        raise ImageDecodeError(f"{name}: file is {len(data) / 2**20:.0f} MB; the limit is {MAX_IMAGE_BYTES // 2**20} MB.")
+    with warnings.catch_warnings():
+        # Pillow warns (and above 2x its limit raises) on decompression bombs; the header
+        # dimensions are checked here before any pixel is decoded, so its warning is noise.
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            img = Image.open(io.BytesIO(data))
+        except UnidentifiedImageError:
+            raise ImageDecodeError(f"{name}: not an image (or a format Pillow cannot read).") from None
+        except Image.DecompressionBombError:
+            raise ImageDecodeError(f"{name}: image dimensions are too large to decode safely.") from None
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise ImageDecodeError(f"{name}: the image could not be read ({exc}).") from None
+    width, height = img.size
+    if width <= 0 or height <= 0:
+        raise ImageDecodeError(f"{name}: the image has no pixels ({width}x{height}).")
+    if width * height > MAX_PIXELS or max(width, height) > MAX_SIDE:
+        raise ImageDecodeError(
+            f"{name}: {width}x{height} pixels is too large (limit {MAX_PIXELS // 1_000_000} megapixels, "
+            f"{MAX_SIDE} px per side); resize it first."
+        )
+    return img
+
+
+def exif_orientation(img: Image.Image) -> int:
+    """The EXIF orientation tag (1 = upright; 2-8 = flips and rotations), 1 when absent."""
     try:
-        decoded = Image.open(io.BytesIO(data))
-        decoded.load()
-    except (UnidentifiedImageError, OSError) as exc:
-        where = image if not isinstance(image, (bytes, bytearray, memoryview)) else "<bytes>"
-        raise OSError(f"cannot read image {where}: {exc}") from exc
-    return decoded.convert("RGB")
+        value = img.getexif().get(EXIF_ORIENTATION, 1)
+    except Exception:  # a malformed EXIF block must not make a readable image unreadable
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+def decode_image(data: bytes, name: str = "image") -> DecodedImage:
+    """Decode bytes under the policy; ImageDecodeError (an OSError) says why not."""
+    notes: list[str] = []
+    img = open_checked(data, name)
+    frames = getattr(img, "n_frames", 1)
+    if frames > 1:
+        notes.append(f"animated image with {frames} frames: the first frame is used")
+        img.seek(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            img.load()
+        except Image.DecompressionBombError:
+            raise ImageDecodeError(f"{name}: image dimensions are too large to decode safely.") from None
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise ImageDecodeError(f"{name}: the image is damaged or truncated ({exc}).") from None
+    return DecodedImage(to_rgb(upright(img), notes), notes)
+
+
+def upright(img: Image.Image) -> Image.Image:
+    """Apply the EXIF orientation (a no-op, without a copy, for upright images)."""
+    if exif_orientation(img) == 1:
+        return img
+    return ImageOps.exif_transpose(img)
+
+
+def to_rgb(img: Image.Image, notes: list[str]) -> Image.Image:
+    """Convert any Pillow mode to 8-bit RGB, scaling high-bit-depth data instead of clipping."""
+    mode = img.mode
+    if mode == "RGB":
+        return img
+    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
+        array = np.asarray(img, dtype=np.float64)
+        top = 65535.0 if mode.startswith("I;16") else max(float(array.max()), 1.0)
+        scaled = np.clip(array / top * 255.0, 0, 255).astype(np.uint8)
+        notes.append(f"{'16-bit' if mode.startswith('I;16') else mode + '-mode'} image scaled to 8-bit RGB")
+        return Image.fromarray(scaled, mode="L").convert("RGB")
+    if mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in img.info):
+        # Composite on white so transparent areas do not turn black.
+        rgba = img.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        notes.append(f"{mode} image with transparency composited on white")
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    label = {"P": "palette", "CMYK": "CMYK", "L": "greyscale", "1": "1-bit", "YCbCr": "YCbCr"}.get(mode, mode)
+    notes.append(f"{label} image converted to RGB")
+    return img.convert("RGB")
+
+
+def load_image(image: ImageInput) -> Image.Image:
+    """Upright RGB PIL image of any input; OSError naming the file when it is not an image."""
+    if isinstance(image, Image.Image):
+        return to_rgb(upright(image), [])
+    data = read_image_bytes(image)
+    where = "<bytes>" if isinstance(image, (bytes, bytearray, memoryview)) else str(image)
+    try:
+        return decode_image(data, Path(where).name if where != "<bytes>" else where).image
+    except ImageDecodeError as exc:
+        raise ImageDecodeError(f"cannot read image {where}: {exc}") from None

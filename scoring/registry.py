@@ -22,6 +22,7 @@ from typing import Any
 
 REGISTRY_DIR = Path(__file__).resolve().parent / "registry"
 BACKBONE_KINDS = ("clip", "openai-clip", "longclip", "st-text", "blip-itm")
+PRECISIONS = ("fp32", "bf16", "fp16")
 METRIC_FAMILIES = (
     "clip-s", "refclip-s", "mcs", "specs", "itm", "bleu", "meteor", "rouge-l", "cider", "spice",
 )
@@ -47,6 +48,7 @@ class BackboneSpec:
     path: Path | None = None  # local checkpoint (folder or file), wins over hub
     tokenizer: str | Path | None = None  # tokenizer/image processor source for state-dict kinds
     max_tokens: int | None = None  # text token limit; default from the model config
+    precision: str | None = None  # fp32 | bf16 | fp16 on CUDA; default: measured per kind
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -117,8 +119,15 @@ def tiny_dir() -> Path:
     return Path(explicit).expanduser() if explicit else data_dir() / "tiny-checkpoints"
 
 
+def bench_dir() -> Path:
+    """Where the hub-sized random bench checkpoints live (``$CAPLENS_BENCH_DIR``, else under
+    the data dir)."""
+    explicit = os.environ.get("CAPLENS_BENCH_DIR")
+    return Path(explicit).expanduser() if explicit else data_dir() / "bench-checkpoints"
+
+
 # Variables that always have a value, even when unset in the environment.
-BUILTIN_VARIABLES = {"CAPLENS_DATA_DIR": data_dir, "CAPLENS_TINY_DIR": tiny_dir}
+BUILTIN_VARIABLES = {"CAPLENS_DATA_DIR": data_dir, "CAPLENS_TINY_DIR": tiny_dir, "CAPLENS_BENCH_DIR": bench_dir}
 
 
 def expand_vars(text: str) -> str:
@@ -302,8 +311,11 @@ def _backbone_spec(name: str, fields: dict[str, Any], origin: Path) -> BackboneS
         path=Path(path) if path else None,
         tokenizer=tokenizer,
         max_tokens=fields.pop("max_tokens", None),
+        precision=fields.pop("precision", None),
         extra=fields,
     )
+    if spec.precision not in (None, *PRECISIONS):
+        raise RegistryError(f"{origin}: backbone {name!r} has precision {spec.precision!r}; expected one of {PRECISIONS}")
     if spec.path is None and spec.hub is None:
         raise RegistryError(f"{origin}: backbone {name!r} needs `path` or `hub`")
     return spec

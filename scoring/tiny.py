@@ -128,23 +128,30 @@ def _clip_config(vocab_size: int, eos: int, bos: int):
     )
 
 
-def _clip_image_processor():
+def _clip_image_processor(size: int = IMAGE_SIZE):
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
-    return CLIPImageProcessorPil(size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
+    return CLIPImageProcessorPil(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
 
 
-def build_clip_folder(folder: Path, seed: int = SEED) -> Path:
-    """transformers CLIPModel folder: config + safetensors + tokenizer + image processor."""
+def _save(model, folder: Path, dtype: torch.dtype | None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (model.to(dtype) if dtype is not None else model).save_pretrained(folder)
+
+
+def build_clip_folder(folder: Path, seed: int = SEED, config=None, dtype: torch.dtype | None = None) -> Path:
+    """transformers CLIPModel folder: config + safetensors + tokenizer + image processor.
+
+    ``config`` (a CLIPConfig) defaults to the tiny sizes; weights are saved in ``dtype``
+    (default: as built, float32)."""
     from transformers import CLIPModel
 
     torch.manual_seed(seed)
     tokenizer = build_clip_tokenizer()
-    model = CLIPModel(_clip_config(len(tokenizer), tokenizer.eos_token_id, tokenizer.bos_token_id))
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
+    config = config or _clip_config(len(tokenizer), tokenizer.eos_token_id, tokenizer.bos_token_id)
+    _save(CLIPModel(config), folder, dtype)
     tokenizer.save_pretrained(folder)
-    _clip_image_processor().save_pretrained(folder)
+    _clip_image_processor(config.vision_config.image_size).save_pretrained(folder)
     return folder
 
 
@@ -205,52 +212,59 @@ def random_openai_state_dict(
     return state
 
 
-def build_st_text_folder(folder: Path, seed: int = SEED) -> Path:
-    """sentence-transformers layout: DistilBERT at the root, mean pooling, identity dense."""
+def build_st_text_folder(
+    folder: Path, seed: int = SEED, config=None, out_features: int = EMBED_DIM, dtype: torch.dtype | None = None
+) -> Path:
+    """sentence-transformers layout: DistilBERT at the root, mean pooling, identity dense.
+
+    ``config`` (a DistilBertConfig) defaults to the tiny sizes."""
     from safetensors.torch import save_file
     from transformers import DistilBertConfig, DistilBertModel
 
     torch.manual_seed(seed)
     tokenizer = build_wordpiece_tokenizer("distilbert")
-    config = DistilBertConfig(
+    config = config or DistilBertConfig(
         vocab_size=len(tokenizer), dim=ST_WIDTH, n_layers=LAYERS, n_heads=2, hidden_dim=2 * ST_WIDTH,
         max_position_embeddings=128, pad_token_id=tokenizer.pad_token_id,
     )
-    folder.mkdir(parents=True, exist_ok=True)
-    DistilBertModel(config).save_pretrained(folder)
+    width = config.dim
+    _save(DistilBertModel(config), folder, dtype)
     tokenizer.save_pretrained(folder)
     (folder / "modules.json").write_text(json.dumps([
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
         {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
     ], indent=2))
-    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 64, "do_lower_case": False}))
+    max_seq_length = 64 if config.max_position_embeddings <= 128 else 128
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length, "do_lower_case": False}))
     (folder / "1_Pooling").mkdir(exist_ok=True)
     (folder / "1_Pooling" / "config.json").write_text(json.dumps({
-        "word_embedding_dimension": ST_WIDTH, "pooling_mode_cls_token": False,
+        "word_embedding_dimension": width, "pooling_mode_cls_token": False,
         "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
         "pooling_mode_mean_sqrt_len_tokens": False,
     }, indent=2))
     (folder / "2_Dense").mkdir(exist_ok=True)
     (folder / "2_Dense" / "config.json").write_text(json.dumps({
-        "in_features": ST_WIDTH, "out_features": EMBED_DIM, "bias": False,
+        "in_features": width, "out_features": out_features, "bias": False,
         "activation_function": "torch.nn.modules.linear.Identity",
     }, indent=2))
     gen = torch.Generator().manual_seed(seed + 1)
-    save_file({"linear.weight": torch.randn(EMBED_DIM, ST_WIDTH, generator=gen) * ST_WIDTH ** -0.5},
+    save_file({"linear.weight": torch.randn(out_features, width, generator=gen) * width ** -0.5},
               str(folder / "2_Dense" / "model.safetensors"))
     return folder
 
 
-def build_blip_itm_folder(folder: Path, seed: int = SEED) -> Path:
-    """transformers BlipForImageTextRetrieval folder with a BlipProcessor."""
+def build_blip_itm_folder(folder: Path, seed: int = SEED, config=None, dtype: torch.dtype | None = None) -> Path:
+    """transformers BlipForImageTextRetrieval folder with a BlipProcessor.
+
+    ``config`` (a BlipConfig) defaults to the tiny sizes."""
     from transformers import BlipConfig, BlipForImageTextRetrieval, BlipProcessor
     from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil
 
     torch.manual_seed(seed)
     tokenizer = build_wordpiece_tokenizer("bert")
     width = 64
-    config = BlipConfig(
+    config = config or BlipConfig(
         text_config=dict(
             vocab_size=len(tokenizer), hidden_size=width, encoder_hidden_size=width, intermediate_size=2 * width,
             num_hidden_layers=LAYERS, num_attention_heads=2, max_position_embeddings=64,
@@ -262,10 +276,10 @@ def build_blip_itm_folder(folder: Path, seed: int = SEED) -> Path:
         ),
         projection_dim=EMBED_DIM,
     )
-    folder.mkdir(parents=True, exist_ok=True)
-    BlipForImageTextRetrieval(config).save_pretrained(folder)
+    _save(BlipForImageTextRetrieval(config), folder, dtype)
+    size = config.vision_config.image_size
     processor = BlipProcessor(
-        image_processor=BlipImageProcessorPil(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}), tokenizer=tokenizer
+        image_processor=BlipImageProcessorPil(size={"height": size, "width": size}), tokenizer=tokenizer
     )
     processor.save_pretrained(folder)
     return folder

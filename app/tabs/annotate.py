@@ -6,7 +6,6 @@ per-session `gr.State` holding only the user's id, so each request re-reads the 
 """
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import gradio as gr
@@ -110,12 +109,11 @@ def queue_guard(fn):
 
 def _pil(image_row):
     """The stored image of a caption, decoded for display."""
-    from PIL import Image
-
     from db.images import read_image_bytes
+    from scoring.images import load_image
 
     try:
-        return Image.open(io.BytesIO(read_image_bytes(image_row))).convert("RGB")
+        return load_image(read_image_bytes(image_row))
     except OSError:
         return None
 

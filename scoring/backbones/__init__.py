@@ -40,7 +40,8 @@ class Placement:
 
 
 def select_placement(device: str | None = None) -> Placement:
-    """CUDA with bf16 (fp16 where bf16 is unsupported), then MPS, then CPU in fp32."""
+    """CUDA, then MPS, then CPU. The dtype is the default; on CUDA each backbone then runs in
+    its own measured precision (:func:`placement_for`); elsewhere in fp32."""
     if device is None:
         if torch.cuda.is_available():
             device = "cuda"
@@ -61,6 +62,24 @@ def select_placement(device: str | None = None) -> Placement:
     else:
         dtype = torch.float32
     return Placement(resolved, dtype)
+
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# Precision of each backbone kind on CUDA, chosen from measured score deltas against fp32
+# (docs/scoring.md, "Precision"): fp16 keeps the 10 mantissa bits that bf16 gives up, and
+# these towers' activations stay far inside fp16's range. CPUs always run fp32.
+CUDA_PRECISION = {"clip": "fp16", "openai-clip": "fp16", "longclip": "fp16", "st-text": "fp16", "blip-itm": "fp16"}
+
+
+def placement_for(spec: BackboneSpec, placement: Placement) -> Placement:
+    """The placement one backbone runs with: the registry's ``precision`` when set, else
+    the measured default of its kind on CUDA; CPU and MPS keep the placement's dtype."""
+    if placement.device.type != "cuda":
+        return placement
+    precision = spec.precision or CUDA_PRECISION[spec.kind]
+    if precision == "bf16" and not torch.cuda.is_bf16_supported():
+        precision = "fp16"
+    return Placement(placement.device, TORCH_DTYPES[precision])
 
 
 def fetch(spec: BackboneSpec) -> Path:
@@ -96,9 +115,13 @@ def fingerprint(spec: BackboneSpec, local: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def load_backbone(spec: BackboneSpec, placement: Placement, resolve_reference: Callable[[str], Path]):
+def load_backbone(
+    spec: BackboneSpec, placement: Placement, resolve_reference: Callable[[str], Path], pipeline=None
+):
     """Load one backbone; ``resolve_reference("clip")`` fetches another backbone's folder
-    (state-dict checkpoints borrow the tokenizer and image processor of a CLIP folder)."""
+    (state-dict checkpoints borrow the tokenizer and image processor of a CLIP folder).
+    Backbones with an image tower decode and preprocess through ``pipeline``
+    (a :class:`scoring.pixels.ImagePipeline` shared by the Scorer's backbones)."""
     from scoring.backbones.clip import ClipBackbone
     from scoring.backbones.itm import ItmBackbone
     from scoring.backbones.st_text import MultilingualTextEncoder
@@ -115,7 +138,7 @@ def load_backbone(spec: BackboneSpec, placement: Placement, resolve_reference: C
     }
     hf_logging.disable_progress_bar()  # no "Loading weights" bars in the CLI or logs
     try:
-        return loaders[spec.kind](spec, local, placement, resolve_reference)
+        backbone = loaders[spec.kind](spec, local, placement_for(spec, placement), resolve_reference)
     except BackboneUnavailable:
         raise
     except Exception as exc:  # corrupt weights, wrong layout, missing tokenizer files …
@@ -123,3 +146,6 @@ def load_backbone(spec: BackboneSpec, placement: Placement, resolve_reference: C
         raise BackboneUnavailable(f"cannot load {spec.source} as {spec.kind}: {detail}") from exc
     finally:
         hf_logging.enable_progress_bar()
+    if pipeline is not None and hasattr(backbone, "pipeline"):
+        backbone.pipeline = pipeline
+    return backbone

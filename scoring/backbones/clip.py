@@ -8,24 +8,28 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from scoring import stages
 from scoring.backbones import Placement, fingerprint
 from scoring.backbones.text import quiet_length_warnings, tokenize_truncating
+from scoring.batching import map_halving, memory_batch_size
 from scoring.cache import LRUCache
 from scoring.conversion import load_state_dict, openai_to_transformers
-from scoring.images import ImageInput, image_key, load_image
+from scoring.images import ImageInput, image_key
+from scoring.pixels import ImagePipeline, PreprocessConfig, encode_images
 from scoring.registry import BackboneSpec
 
 
-def _normalise(x: torch.Tensor) -> np.ndarray:
-    x = x.float()
-    return torch.nn.functional.normalize(x, dim=-1).cpu().numpy()
+def normalised(x: torch.Tensor) -> torch.Tensor:
+    """L2-normalised float32 rows (on the device)."""
+    return torch.nn.functional.normalize(x.float(), dim=-1)
 
 
 class ClipBackbone:
     """Image and text towers with content-addressed embedding caches.
 
-    Embeddings are L2-normalised float32 numpy rows.  Only inputs missing from the cache are
-    encoded, in batches, under ``torch.inference_mode``.
+    Embeddings are L2-normalised float32 numpy rows. Only inputs missing from the cache are
+    encoded, in batches, under ``torch.inference_mode``; images go through the shared
+    :class:`~scoring.pixels.ImagePipeline` (decoded once, preprocessed once per recipe).
     """
 
     def __init__(self, spec: BackboneSpec, model, tokenizer, image_processor, placement: Placement, print_: str):
@@ -36,13 +40,14 @@ class ClipBackbone:
         self.tokenizer = tokenizer
         quiet_length_warnings(tokenizer)
         self.image_processor = image_processor
+        self.preprocess = PreprocessConfig.of(image_processor)
+        self.pipeline = ImagePipeline(placement.device)
         limit = model.config.text_config.max_position_embeddings
         self.max_tokens = min(spec.max_tokens or limit, limit)
         self.fingerprint = print_
         self.image_cache = LRUCache(65536)
         self.text_cache = LRUCache(65536)
-        self.image_batch_size = 32
-        self.text_batch_size = 128
+        self.text_batch_size = text_batch_size(placement, model.config.text_config.hidden_size, self.max_tokens)
 
     # -- loading -----------------------------------------------------------------------
     @classmethod
@@ -51,7 +56,7 @@ class ClipBackbone:
 
         model = CLIPModel.from_pretrained(local)
         tokenizer = AutoTokenizer.from_pretrained(local)
-        processor = AutoImageProcessor.from_pretrained(local)
+        processor = AutoImageProcessor.from_pretrained(local, backend="pil")
         return cls(spec, model, tokenizer, processor, placement, fingerprint(spec, local))
 
     @classmethod
@@ -67,7 +72,7 @@ class ClipBackbone:
         else:
             source = spec.tokenizer
         tokenizer = AutoTokenizer.from_pretrained(source)
-        processor = AutoImageProcessor.from_pretrained(source)
+        processor = AutoImageProcessor.from_pretrained(source, backend="pil")
         model = openai_to_transformers(
             load_state_dict(local),
             longclip=spec.kind == "longclip",
@@ -84,49 +89,73 @@ class ClipBackbone:
     def image_embeddings(self, images: Sequence[ImageInput], keys: Sequence[str] | None = None) -> np.ndarray:
         """(N, D) normalised image embeddings; ``keys`` are precomputed content hashes."""
         keys = list(keys) if keys is not None else [image_key(im) for im in images]
-        rows: dict[str, np.ndarray] = {}
-        todo: dict[str, ImageInput] = {}
-        for key, image in zip(keys, images):
-            if key in rows or key in todo:
-                continue
-            cached = self.image_cache.get((self.fingerprint, key))
-            if cached is not None:
-                rows[key] = cached
-            else:
-                todo[key] = image
-        pending = list(todo.items())
-        for start in range(0, len(pending), self.image_batch_size):
-            chunk = pending[start : start + self.image_batch_size]
-            pixels = self.image_processor(images=[load_image(im) for _, im in chunk], return_tensors="pt")["pixel_values"]
-            with torch.inference_mode():
-                pixels = pixels.to(device=self.placement.device, dtype=self.placement.dtype)
-                pooled = self.model.vision_model(pixel_values=pixels).pooler_output
-                embedded = _normalise(self.model.visual_projection(pooled))
-            for (key, _), row in zip(chunk, embedded):
-                rows[key] = row
-                self.image_cache.put((self.fingerprint, key), row)
+        missing = self.missing_images(keys)
+        found = {}
+        if missing:
+            (rows,) = encode_images([self], missing, dict(zip(keys, images)))
+            found = self.store_images(missing, rows)
         if not keys:
             return np.zeros((0, self.embedding_dim), dtype=np.float32)
-        return np.stack([rows[k] for k in keys])
+        return np.stack([found[key] if key in found else self.image_cache.get((self.fingerprint, key)) for key in keys])
+
+    def missing_images(self, keys: Sequence[str]) -> list[str]:
+        """Distinct keys whose embedding is not cached, in first-seen order."""
+        return [key for key in dict.fromkeys(keys) if self.image_cache.get((self.fingerprint, key)) is None]
+
+    def store_images(self, keys: Sequence[str], rows: torch.Tensor) -> dict[str, np.ndarray]:
+        """Cache freshly encoded rows (one device-to-host copy) and return them by key."""
+        stored = dict(zip(keys, rows.cpu().numpy()))
+        for key, row in stored.items():
+            self.image_cache.put((self.fingerprint, key), row)
+        return stored
+
+    def encode_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
+        """Normalised embeddings of preprocessed images, on the device."""
+        with torch.inference_mode():
+            pixels = pixels.to(device=self.placement.device, dtype=self.placement.dtype)
+            pooled = self.model.vision_model(pixel_values=pixels).pooler_output
+            return normalised(self.model.visual_projection(pooled))
+
+    def image_bytes_per_item(self) -> int:
+        return vision_bytes_per_item(self.model.config.vision_config, self.placement.dtype)
 
     def text_embeddings(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(N, D) normalised text embeddings and a bool array: was the text truncated?"""
         return encode_cached_texts(self, texts, self._encode_text_batch)
 
-    def _encode_text_batch(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
+    def _encode_text_batch(self, texts: list[str]) -> tuple[torch.Tensor, list[bool]]:
         ids, mask, flags = tokenize_truncating(self.tokenizer, texts, self.max_tokens)
         with torch.inference_mode():
-            out = self.model.text_model(input_ids=ids.to(self.placement.device), attention_mask=mask.to(self.placement.device))
-            embedded = _normalise(self.model.text_projection(out.pooler_output))
-        return embedded, flags
+            device = self.placement.device
+            out = self.model.text_model(input_ids=ids.to(device), attention_mask=mask.to(device))
+            return normalised(self.model.text_projection(out.pooler_output)), flags
 
     @property
     def embedding_dim(self) -> int:
         return self.model.config.projection_dim
 
 
+def vision_bytes_per_item(config, dtype: torch.dtype) -> int:
+    """Rough working set of one image in a ViT forward: the widest activations of one layer
+    (MLP and attention scores) plus the residual stream, in the model's dtype."""
+    tokens = (config.image_size // config.patch_size) ** 2 + 1
+    width = config.hidden_size
+    per_layer = tokens * (config.intermediate_size + 4 * width) + config.num_attention_heads * tokens * tokens
+    return per_layer * torch.tensor([], dtype=dtype).element_size() * 2
+
+
+def text_batch_size(placement: Placement, width: int, max_tokens: int) -> int:
+    """Texts per forward: large on CUDA (bounded by free memory), moderate on CPU."""
+    per_text = max_tokens * width * 8 * torch.tensor([], dtype=placement.dtype).element_size()
+    return memory_batch_size(placement.device, per_text, cap=1024) if placement.device.type == "cuda" else 128
+
+
 def encode_cached_texts(backbone, texts: Sequence[str], encode_batch) -> tuple[np.ndarray, np.ndarray]:
-    """Shared text path: cache lookup by (fingerprint, limit, text), batch-encode the misses."""
+    """Shared text path: cache lookup by (fingerprint, limit, text), batch-encode the misses.
+
+    Misses are sorted by length so each batch pads little; a batch that runs out of device
+    memory is halved and the rest continues at that size.
+    """
     keys = [
         hashlib.sha1(f"{backbone.fingerprint}|{backbone.max_tokens}|{t}".encode()).hexdigest() for t in texts
     ]
@@ -140,12 +169,15 @@ def encode_cached_texts(backbone, texts: Sequence[str], encode_batch) -> tuple[n
             found[key] = cached
         else:
             missing[key] = text
-    # Similar lengths in one batch keep padding small.
-    pending = sorted(missing.items(), key=lambda kv: len(kv[1]))
-    for start in range(0, len(pending), backbone.text_batch_size):
-        chunk = pending[start : start + backbone.text_batch_size]
-        embedded, flags = encode_batch([t for _, t in chunk])
-        for (key, _), row, flag in zip(chunk, embedded, flags):
+    if missing:
+        pending = sorted(missing.items(), key=lambda kv: len(kv[1]))
+        with stages.stage("text"):
+            outputs, backbone.text_batch_size = map_halving(
+                lambda chunk: encode_batch([text for _, text in chunk]), pending, backbone.text_batch_size
+            )
+            rows = torch.cat([embedded for embedded, _ in outputs]).cpu().numpy()
+        flags = [flag for _, batch_flags in outputs for flag in batch_flags]
+        for (key, _), row, flag in zip(pending, rows, flags):
             found[key] = (row, flag)
             backbone.text_cache.put(key, (row, flag))
     if not keys:

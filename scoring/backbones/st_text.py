@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from scoring.backbones import Placement, fingerprint
-from scoring.backbones.clip import encode_cached_texts
+from scoring.backbones.clip import encode_cached_texts, normalised, text_batch_size
 from scoring.backbones.text import quiet_length_warnings, tokenize_truncating
 from scoring.cache import LRUCache
 from scoring.registry import BackboneSpec
@@ -68,7 +68,7 @@ class MultilingualTextEncoder:
         self.max_tokens = min(spec.max_tokens or max_tokens, max_tokens)
         self.fingerprint = print_
         self.text_cache = LRUCache(65536)
-        self.text_batch_size = 64
+        self.text_batch_size = text_batch_size(placement, model.config.hidden_size, self.max_tokens)
         self.embedding_dim = dense[0].out_features
 
     @classmethod
@@ -105,7 +105,7 @@ class MultilingualTextEncoder:
     def text_embeddings(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         return encode_cached_texts(self, texts, self._encode_text_batch)
 
-    def _encode_text_batch(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
+    def _encode_text_batch(self, texts: list[str]) -> tuple[torch.Tensor, list[bool]]:
         ids, mask, flags = tokenize_truncating(self.tokenizer, texts, self.max_tokens)
         ids, mask = ids.to(self.placement.device), mask.to(self.placement.device)
         with torch.inference_mode():
@@ -115,6 +115,4 @@ class MultilingualTextEncoder:
                 pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
             else:
                 pooled = hidden[:, 0]
-            projected = self.dense(pooled).float()
-            embedded = torch.nn.functional.normalize(projected, dim=-1).cpu().numpy()
-        return embedded, flags
+            return normalised(self.dense(pooled)), flags

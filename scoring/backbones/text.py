@@ -1,7 +1,39 @@
-"""Tokenisation with an explicit token limit: over-long captions are cut and flagged."""
+"""Tokenisation with an explicit token limit: over-long captions are cut and flagged.
+
+Token ids are cached per tokenizer and text (before any limit is applied), so a caption is
+tokenised once however many metrics and backbones read it: CLIP-S, PAC-S and SPECS share
+CLIP's tokenizer, with limits of 77 and 248 tokens.
+"""
 from __future__ import annotations
 
 import torch
+
+from scoring.cache import LRUCache
+
+TOKEN_CACHE = LRUCache(262144)
+
+
+def tokenizer_identity(tokenizer) -> str:
+    """Tokenizers loaded from the same files share cached ids; in-memory ones do not."""
+    source = getattr(tokenizer, "name_or_path", "") or f"object-{id(tokenizer)}"
+    return f"{type(tokenizer).__name__}|{source}|{len(tokenizer)}"
+
+
+def token_ids(tokenizer, texts: list[str]) -> list[list[int]]:
+    """Full token ids (special tokens included) of each text; each new text tokenised once."""
+    identity = tokenizer_identity(tokenizer)
+    found: dict[str, list[int]] = {}
+    for text in texts:
+        cached = TOKEN_CACHE.get((identity, text))
+        if cached is not None:
+            found[text] = cached
+    missing = list(dict.fromkeys(t for t in texts if t not in found))
+    if missing:
+        for text, ids in zip(missing, tokenizer(missing, add_special_tokens=True, truncation=False)["input_ids"]):
+            ids = list(ids)
+            TOKEN_CACHE.put((identity, text), ids)
+            found[text] = ids
+    return [found[text] for text in texts]
 
 
 def tokenize_truncating(tokenizer, texts: list[str], limit: int) -> tuple[torch.Tensor, torch.Tensor, list[bool]]:
@@ -11,7 +43,7 @@ def tokenize_truncating(tokenizer, texts: list[str], limit: int) -> tuple[torch.
     token (end-of-text / [SEP]), which is what ``truncation=True`` does; the flag says it
     happened, so the UI can show that the score saw a shortened caption.
     """
-    encoded = tokenizer(list(texts), add_special_tokens=True, truncation=False)["input_ids"]
+    encoded = token_ids(tokenizer, list(texts))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     rows, flags = [], []
     for ids in encoded:

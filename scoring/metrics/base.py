@@ -48,6 +48,19 @@ class ScoreContext:
     image_keys: list[str | None]
     backbone: Any  # callable: name -> loaded backbone (raises BackboneUnavailable)
     memo: dict = field(default_factory=dict)  # shared between metrics of one score() call
+    sources: dict = field(default_factory=dict)  # image key -> encoded bytes or PIL image, read once
+
+
+@dataclass(frozen=True)
+class EmbeddingRequest:
+    """Embeddings a metric will read. Metrics on embedding towers list them in
+    ``embedding_requests(context)``; the Scorer computes every metric's requests together
+    (texts batched per text tower, images in one pass over all image towers) before any
+    metric runs, so each metric then finds them cached."""
+
+    backbone: str
+    kind: str  # "text" or "image"
+    inputs: tuple[str, ...]  # texts, or image keys
 
 
 class Metric(Protocol):

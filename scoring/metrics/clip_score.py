@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from scoring.metrics.base import (
-    MetricInfo, MetricOutput, ScoreContext, harmonic_mean, rows_with, scatter,
+    EmbeddingRequest, MetricInfo, MetricOutput, ScoreContext, harmonic_mean, rows_with, scatter,
 )
 from scoring.registry import MetricSpec
 
@@ -69,6 +69,16 @@ class ClipScore:
             range=(0.0, self.spec.w), citation=CITATIONS["pacs" if pacs else "clip"],
             w=self.spec.w, prefix=self.spec.prefix,
         )
+
+    def embedding_requests(self, context: ScoreContext) -> list[EmbeddingRequest]:
+        rows = rows_with(context, image=True, references=self.needs_references)
+        texts = [self.spec.prefix + context.items[i].candidate for i in rows]
+        if self.needs_references:
+            texts += [self.spec.prefix + r for i in rows for r in context.items[i].references]
+        return [
+            EmbeddingRequest(self.spec.backbone, "image", tuple(context.image_keys[i] for i in rows)),
+            EmbeddingRequest(self.spec.backbone, "text", tuple(texts)),
+        ]
 
     def _embed(self, context: ScoreContext, rows: list[int]):
         backbone = context.backbone(self.spec.backbone)

@@ -6,7 +6,7 @@ fine-tuned for perturbation robustness.  No prompt prefix (it is English-only).
 """
 from __future__ import annotations
 
-from scoring.metrics.base import MetricInfo, MetricOutput, ScoreContext, rows_with, scatter
+from scoring.metrics.base import EmbeddingRequest, MetricInfo, MetricOutput, ScoreContext, rows_with, scatter
 from scoring.metrics.clip_score import clip_score
 
 CITATION = (
@@ -36,6 +36,13 @@ class MultilingualClipScore:
             ),
             range=(0.0, self.spec.w), citation=CITATION, w=self.spec.w, prefix=self.spec.prefix,
         )
+
+    def embedding_requests(self, context: ScoreContext) -> list[EmbeddingRequest]:
+        rows = rows_with(context, image=True)
+        return [
+            EmbeddingRequest(self.spec.vision_backbone, "image", tuple(context.image_keys[i] for i in rows)),
+            EmbeddingRequest(self.spec.backbone, "text", tuple(self.spec.prefix + context.items[i].candidate for i in rows)),
+        ]
 
     def compute(self, context: ScoreContext) -> MetricOutput:
         rows = rows_with(context, image=True)
