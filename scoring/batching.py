@@ -40,7 +40,7 @@ def map_halving(fn: Callable[[Sequence], object], items: Sequence, batch_size: i
         except (torch.OutOfMemoryError, RuntimeError) as exc:
             if not is_out_of_memory(exc) or size == 1:
                 raise
-            size = max(1, size // 2)
+            size = max(1, len(chunk) // 2)
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             continue
