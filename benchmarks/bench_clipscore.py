@@ -1,29 +1,34 @@
-"""CLIP-S throughput: CapLens vs torchmetrics' CLIPScore vs a plain per-batch loop.
+"""CLIP-S throughput from JPEG files on disk: CapLens vs torchmetrics' CLIPScore vs a plain loop.
 
-All three run in the same process on the same randomly initialised ViT-B/32-sized CLIP
-(transformers' default CLIPConfig: 12-layer 768-wide ViT-B/32 at 224 px, 12-layer 512-wide
-text tower, 512-d projection) and the same 256 image-caption pairs over 64 images (four
-captions per image), from PIL images in memory to per-pair scores.  Model loading is
-excluded for all three (with one warm-up forward, since safetensors weights are read from
-disk on first use); CapLens starts with empty embedding caches.
+All three run in the same process on the same ViT-B/32-sized CLIP with random weights (the
+`bench` profile's CLIP, built locally by scoring.bench: 12-layer 768-wide ViT-B/32 at
+224 px, 12-layer 512-wide text tower, 512-d projection), in the precision CapLens picks for
+it, over the same pairs: P captions over I distinct JPEG files (640x480, written once, read
+from disk by every method). Model loading is excluded for all three (each has run one
+warm-up forward); CapLens starts every repeat with a new Scorer, so nothing is cached.
 
-* caplens      — scoring.api.Scorer on a registry profile pointing at the saved folder:
-                 content-hashed image cache (each of the 64 images encoded once), batched
-                 text encoding, torch.inference_mode.
-* torchmetrics — torchmetrics.multimodal.CLIPScore, updated batch by batch (64 pairs), with
-                 a thin adapter for transformers 5's feature return types.
-* plain loop   — the reference CLIPScore script's approach: encode every pair's image and
-                 caption in batches of 64 under torch.no_grad, then w·max(cos, 0).
+* caplens      - scoring.api.Scorer: files read and hashed once in threads, decoded once
+                 (nvJPEG batches on CUDA, Pillow threads on CPU), preprocessed once (fast
+                 mode on CUDA, reference on CPU), one image-tower pass, texts in large
+                 batches, decoding of the next batch overlapping the current forward.
+* torchmetrics - torchmetrics.multimodal.CLIPScore updated in batches of 64 pairs, each
+                 image opened with Pillow and passed as a uint8 tensor, as its docs show.
+* plain loop   - batches of 64 pairs: Pillow decode, the checkpoint's image processor,
+                 image and text towers, w*max(cos, 0) (the reference CLIPScore script).
 
-    python benchmarks/bench_clipscore.py [--pairs 256] [--images 64] [--repeats 1]
+    python benchmarks/bench_clipscore.py --sizes 256:64,4096:1024 [--repeats 3]
 
-Prints pairs/s (wall clock) and pairs per CPU-second (process CPU time, steadier when other
-jobs share the cores) for each, and CapLens' ratios; on CUDA also the GPU utilisation
-sampled during each run (needs nvidia-smi).
+Prints, per size: pairs/s and distinct images/s (wall clock, best of the repeats), GPU
+utilisation sampled every 20 ms while each method runs (pynvml, else nvidia-smi), peak GPU
+memory, CapLens' ratios to the other two, and CapLens' time per stage (read, decode,
+preprocess, vision, text, similarity, the rest) from one extra run with a device sync at
+every stage boundary (which serialises the pipeline, so it is slower than the timed runs).
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -31,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -38,100 +44,130 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scoring import stages  # noqa: E402
 from scoring.api import ScoreItem, Scorer  # noqa: E402
-from scoring.tiny import WORDS, build_clip_tokenizer  # noqa: E402
+from scoring.tiny import WORDS  # noqa: E402
 
 PREFIX = "A photo depicts "
 BATCH = 64
+W = 2.5
 
 
-def build_model_folder(folder: Path) -> Path:
-    """Random ViT-B/32-sized CLIPModel folder with a locally built tokenizer."""
-    from transformers import CLIPConfig, CLIPModel
-    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+def write_jpegs(folder: Path, count: int, size=(640, 480)) -> list[Path]:
+    """Photo-like JPEGs (smooth gradients, soft shapes, a little noise), quality 90."""
+    from PIL import Image, ImageDraw, ImageFilter
 
-    torch.manual_seed(0)
-    tokenizer = build_clip_tokenizer()
-    config = CLIPConfig(
-        text_config=dict(eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id,
-                         pad_token_id=tokenizer.eos_token_id),
-    )  # defaults: ViT-B/32, vocab 49408 (the tiny tokenizer's ids are a subset)
-    CLIPModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    CLIPImageProcessorPil(size={"shortest_edge": 224}, crop_size={"height": 224, "width": 224}).save_pretrained(folder)
-    return folder
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def one(index: int) -> Path:
+        rng = np.random.RandomState(index)
+        y, x = np.mgrid[0 : size[1], 0 : size[0]].astype(np.float32)
+        base = np.stack([
+            128 + 100 * np.sin(x / rng.uniform(40, 200) + rng.uniform(0, 6)) * np.cos(y / rng.uniform(40, 200)),
+            128 + 100 * np.cos((x + y) / rng.uniform(60, 300)),
+            128 + 100 * np.sin(y / rng.uniform(30, 150) + rng.uniform(0, 6)),
+        ], axis=-1)
+        base += rng.normal(0, 6, base.shape)
+        image = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
+        draw = ImageDraw.Draw(image)
+        for _ in range(6):
+            x0, y0 = rng.randint(0, size[0] - 60), rng.randint(0, size[1] - 60)
+            colour = tuple(int(c) for c in rng.randint(0, 255, 3))
+            draw.ellipse((x0, y0, x0 + rng.randint(30, 200), y0 + rng.randint(30, 200)), fill=colour)
+        path = folder / f"image-{index:05d}.jpg"
+        image.filter(ImageFilter.GaussianBlur(1)).save(path, "JPEG", quality=90)
+        return path
+
+    with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        return list(pool.map(one, range(count)))
 
 
-def make_pairs(n_pairs: int, n_images: int):
-    from PIL import Image
-
+def make_pairs(paths: list[Path], n_pairs: int):
     rng = np.random.RandomState(0)
-    images = [Image.fromarray((rng.rand(256, 320, 3) * 255).astype("uint8")) for _ in range(n_images)]
     captions = [" ".join(rng.choice(WORDS, size=rng.randint(6, 16))) for _ in range(n_pairs)]
-    return [images[i % n_images] for i in range(n_pairs)], captions
+    return [paths[i % len(paths)] for i in range(n_pairs)], captions
 
 
 class GpuSampler:
-    """Samples nvidia-smi GPU utilisation in the background (CUDA runs only)."""
+    """GPU utilisation sampled in the background every 20 ms while a method runs."""
 
-    def __init__(self):
+    def __init__(self, device_index: int = 0):
         self.samples: list[float] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(device_index,), daemon=True)
 
-    def _run(self):
-        while not self._stop.is_set():
-            try:
+    def _run(self, device_index: int):
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+            read = lambda: float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)  # noqa: E731
+        except Exception:  # no pynvml: nvidia-smi, slower to sample
+            def read():
                 out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
                                      capture_output=True, text=True, timeout=5).stdout
-                self.samples.append(float(out.split()[0]))
-            except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+                return float(out.split()[0])
+        while not self._stop.is_set():
+            try:
+                self.samples.append(read())
+            except Exception:
                 return
-            self._stop.wait(0.1)
+            self._stop.wait(0.02)
 
     def __enter__(self):
-        if torch.cuda.is_available() and shutil.which("nvidia-smi"):
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
             self._thread.start()
         return self
 
     def __exit__(self, *exc):
         self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
 
     @property
     def mean(self) -> float | None:
         return statistics.mean(self.samples) if self.samples else None
 
 
-def run_caplens(folder: Path, profile_dir: Path, images, captions, device: str):
-    profile = profile_dir / "bench.toml"
+def _sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def profile_toml(folder: Path, workdir: Path) -> Path:
+    profile = workdir / "bench-clip.toml"
     profile.write_text(
+        f'[profile]\nname = "bench-clip"\n\n'
         f'[backbones.clip]\nkind = "clip"\nlabel = "random ViT-B/32"\npath = "{folder}"\n\n'
-        f'[metrics."CLIP-S"]\nfamily = "clip-s"\nbackbone = "clip"\nw = 2.5\nprefix = "{PREFIX}"\n'
+        f'[metrics."CLIP-S"]\nfamily = "clip-s"\nbackbone = "clip"\nw = {W}\nprefix = "{PREFIX}"\n'
     )
-    scorer = Scorer(profile, device=device)
-    # Load outside the timed region, including one forward pass: safetensors weights are
-    # memory-mapped and read from disk on first use.  The warm-up pair is not among the
-    # benchmark pairs, so the embedding caches start empty for them.
-    scorer.score([ScoreItem(_warmup_image(), "warm up")], ["CLIP-S"])
-    items = [ScoreItem(im, c) for im, c in zip(images, captions)]
-    clock = Clock()
-    values = scorer.score(items, ["CLIP-S"])["CLIP-S"].values
-    return clock.stop(), np.array(values)
+    return profile
 
 
-def _warmup_image():
+def _warmup_image(workdir: Path) -> Path:
     from PIL import Image
 
-    return Image.new("RGB", (224, 224), (127, 64, 32))
+    path = workdir / "warm-up.jpg"
+    Image.new("RGB", (320, 240), (127, 64, 32)).save(path, "JPEG")
+    return path
 
 
-def warm_up_model(model, processor, device: str) -> None:
-    """One forward of each tower, as run_caplens does for its own freshly loaded copy."""
-    dtype = next(model.parameters()).dtype
-    with torch.no_grad():
-        pixels = processor(images=[_warmup_image()], return_tensors="pt")["pixel_values"].to(device, dtype)
-        model.get_image_features(pixel_values=pixels)
-        model.get_text_features(**processor.tokenizer(["warm up"], return_tensors="pt").to(device))
+def fresh_scorer(profile: Path, device: str, warmup: Path) -> Scorer:
+    """A Scorer with its model loaded and run once (on a pair outside the benchmark)."""
+    scorer = Scorer(profile, device=device)
+    scorer.score([ScoreItem(warmup, "warm up")], ["CLIP-S"])
+    return scorer
+
+
+def run_caplens(scorer: Scorer, paths, captions):
+    items = [ScoreItem(path, caption) for path, caption in zip(paths, captions)]
+    _sync()
+    start = time.perf_counter()
+    values = scorer.score(items, ["CLIP-S"])["CLIP-S"].values
+    _sync()
+    return time.perf_counter() - start, np.array(values)
 
 
 class TensorFeatures(torch.nn.Module):
@@ -142,126 +178,149 @@ class TensorFeatures(torch.nn.Module):
         self.model, self.config = model, model.config
 
     def get_image_features(self, pixel_values):
-        return self.model.get_image_features(pixel_values=pixel_values).pooler_output
+        return self.model.get_image_features(pixel_values=pixel_values.to(self.model.dtype)).pooler_output
 
     def get_text_features(self, input_ids, attention_mask=None):
         return self.model.get_text_features(input_ids=input_ids, attention_mask=attention_mask).pooler_output
 
 
-def run_torchmetrics(model, processor, images, captions, device: str):
-    from torchmetrics.multimodal.clip_score import CLIPScore
+def _open(path) -> "Image.Image":
+    from PIL import Image
 
-    metric = CLIPScore(model_name_or_path=lambda: (TensorFeatures(model), processor)).to(device)
-    clock = Clock()
+    with Image.open(path) as image:
+        return image.convert("RGB")
+
+
+def run_torchmetrics(metric, paths, captions, device: str):
+    metric.reset()
+    _sync()
+    start = time.perf_counter()
     with torch.no_grad():
         for i in range(0, len(captions), BATCH):
-            batch = [torch.from_numpy(np.array(im)).permute(2, 0, 1).to(device) for im in images[i : i + BATCH]]
+            batch = [torch.from_numpy(np.array(_open(p))).permute(2, 0, 1).to(device) for p in paths[i : i + BATCH]]
             metric.update(batch, [PREFIX + c for c in captions[i : i + BATCH]])
         metric.compute()
-    return clock.stop(), float(metric.score / metric.n_samples)  # mean 100·cos before its final clip
+    _sync()
+    return time.perf_counter() - start, float(metric.score / metric.n_samples)  # mean 100*cos before its final clip
 
 
-def run_plain_loop(model, processor, tokenizer, images, captions, device: str):
+def run_plain_loop(model, processor, paths, captions, device: str):
     dtype = next(model.parameters()).dtype
-    clock = Clock()
+    _sync()
+    start = time.perf_counter()
     image_rows, text_rows = [], []
     with torch.no_grad():
         for i in range(0, len(captions), BATCH):
-            pixels = processor(images=images[i : i + BATCH], return_tensors="pt")["pixel_values"].to(device, dtype)
+            images = [_open(p) for p in paths[i : i + BATCH]]
+            pixels = processor.image_processor(images=images, return_tensors="pt")["pixel_values"].to(device, dtype)
             image_rows.append(model.get_image_features(pixel_values=pixels).pooler_output.float())
-            tokens = tokenizer([PREFIX + c for c in captions[i : i + BATCH]], padding=True, truncation=True,
-                               max_length=77, return_tensors="pt").to(device)
+            tokens = processor.tokenizer([PREFIX + c for c in captions[i : i + BATCH]], padding=True, truncation=True,
+                                         max_length=77, return_tensors="pt").to(device)
             text_rows.append(model.get_text_features(**tokens).pooler_output.float())
     v = torch.nn.functional.normalize(torch.cat(image_rows), dim=-1)
     t = torch.nn.functional.normalize(torch.cat(text_rows), dim=-1)
     cosines = (v * t).sum(-1)
-    values = (2.5 * torch.clamp(cosines, min=0)).cpu().numpy()
-    return clock.stop(), (values, cosines.cpu().numpy())
+    values = (W * torch.clamp(cosines, min=0)).cpu().numpy()
+    _sync()
+    return time.perf_counter() - start, (values, cosines.cpu().numpy())
 
 
-def _sync():
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+def measure(name, runner, repeats: int) -> dict:
+    runs = []
+    for _ in range(repeats):
+        with GpuSampler() as sampler:
+            seconds, output = runner()
+        peak = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
+        runs.append({"seconds": seconds, "util": sampler.mean, "peak_mib": peak, "samples": len(sampler.samples)})
+    best = min(runs, key=lambda r: r["seconds"])
+    return {"name": name, **best, "all_seconds": [r["seconds"] for r in runs], "output": output}
 
 
-class Clock:
-    """Wall-clock and process CPU time of the timed region (model loading excluded)."""
+def bench_size(args, folder, profile, workdir, model, processor, metric, device, n_pairs, n_images) -> dict:
+    paths = write_jpegs(workdir / f"jpegs-{n_images}", n_images)
+    paths, captions = make_pairs(paths, n_pairs)
+    warmup = _warmup_image(workdir)
+    scorers = [fresh_scorer(profile, device, warmup) for _ in range(args.repeats)]
+    pending = iter(scorers)
+    results = {
+        "caplens": measure("caplens", lambda: run_caplens(next(pending), paths, captions), args.repeats),
+        "torchmetrics": measure("torchmetrics", lambda: run_torchmetrics(metric, paths, captions, device), args.repeats),
+        "plain loop": measure("plain loop", lambda: run_plain_loop(model, processor, paths, captions, device), args.repeats),
+    }
+    del scorers
+    profiled = fresh_scorer(profile, device, warmup)
+    with stages.recording(sync=True) as times:
+        seconds, _ = run_caplens(profiled, paths, captions)
+    times = dict(times)
+    times["rest"] = max(0.0, seconds - sum(times.values()))
+    results["plain loop"]["output"], results["plain loop"]["cosines"] = results["plain loop"]["output"]
+    ours, plain = results["caplens"]["output"], results["plain loop"]["output"]
+    agreement = float(np.max(np.abs(ours - plain)))
+    mean_plain, mean_tm = float(np.mean(results["plain loop"]["cosines"])) * 100, results["torchmetrics"]["output"]
 
-    def __init__(self):
-        _sync()
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
-
-    def stop(self) -> tuple[float, float]:
-        _sync()
-        return time.perf_counter() - self.wall, time.process_time() - self.cpu
+    print(f"\n== {n_pairs} pairs over {n_images} JPEG images (640x480), best of {args.repeats} ==")
+    print(f"check: max |caplens - plain loop| per pair {agreement:.4f} (preprocessing mode "
+          f"{profiled.images.mode}); mean 100*cos: plain loop {mean_plain:.3f}, torchmetrics {mean_tm:.3f}")
+    header = f"{'method':13s} {'pairs/s':>9s} {'images/s':>9s} {'seconds':>8s} {'GPU util':>9s} {'peak MiB':>9s}"
+    print(header)
+    for result in results.values():
+        util = "-" if result["util"] is None else f"{result['util']:.0f}% ({result['samples']})"
+        peak = "-" if result["peak_mib"] is None else f"{result['peak_mib']:.0f}"
+        result["pairs_per_s"] = n_pairs / result["seconds"]
+        result["images_per_s"] = n_images / result["seconds"]
+        print(f"{result['name']:13s} {result['pairs_per_s']:9.1f} {result['images_per_s']:9.1f} "
+              f"{result['seconds']:8.3f} {util:>9s} {peak:>9s}")
+    for other in ("torchmetrics", "plain loop"):
+        print(f"caplens / {other}: {results['caplens']['pairs_per_s'] / results[other]['pairs_per_s']:.2f}x")
+    total = sum(times.values())
+    print(f"caplens stages (synced run, {seconds:.3f} s): " + ", ".join(
+        f"{k} {1000 * v:.1f} ms ({100 * v / total:.0f}%)" for k, v in times.items()))
+    return {
+        "pairs": n_pairs, "images": n_images, "stages_s": times, "agreement": agreement,
+        **{k: {f: v for f, v in r.items() if f not in ("output", "cosines")} for k, r in results.items()},
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pairs", type=int, default=256)
-    parser.add_argument("--images", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--sizes", default="256:64", help="comma list of PAIRS:IMAGES (e.g. 256:64,4096:1024)")
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default=None, help="default: cuda, then mps, then cpu")
+    parser.add_argument("--json", default=None, help="also write the numbers to this file")
     args = parser.parse_args()
 
     from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel, CLIPProcessor
-
-    from scoring.backbones import select_placement
-
-    placement = select_placement(args.device)
-    device = str(placement.device)
     from transformers.utils import logging as hf_logging
+    from torchmetrics.multimodal.clip_score import CLIPScore
+
+    from scoring.backbones import placement_for, select_placement
+    from scoring.bench import clip_config
+    from scoring.registry import load_registry
+    from scoring.tiny import build_clip_folder
 
     hf_logging.disable_progress_bar()
     workdir = Path(tempfile.mkdtemp(prefix="bench-clipscore-"))
     try:
-        folder = build_model_folder(workdir / "clip-b32")
-        images, captions = make_pairs(args.pairs, args.images)
+        folder = build_clip_folder(workdir / "clip-b32", 0, clip_config(), dtype=torch.float16)
+        profile = profile_toml(folder, workdir)
+        placement = placement_for(load_registry(profile).backbones["clip"], select_placement(args.device))
+        device = str(placement.device)
         model = CLIPModel.from_pretrained(folder).to(device=device, dtype=placement.dtype).eval()
         processor = CLIPProcessor(image_processor=AutoImageProcessor.from_pretrained(folder),
                                   tokenizer=AutoTokenizer.from_pretrained(folder))
-        tokenizer = processor.tokenizer
-        warm_up_model(model, processor, device)
-        print(f"device {placement.label}, torch threads {torch.get_num_threads()}, "
-              f"{args.pairs} pairs over {args.images} images, ViT-B/32-sized random CLIP")
-
-        runners = {
-            "caplens": lambda: run_caplens(folder, workdir, images, captions, device),
-            "torchmetrics": lambda: run_torchmetrics(model, processor, images, captions, device),
-            "plain loop": lambda: run_plain_loop(model, processor, tokenizer, images, captions, device),
-        }
-        times = {k: [] for k in runners}
-        cpu = {k: [] for k in runners}
-        gpu = {k: [] for k in runners}
-        outputs = {}
-        order = list(runners)
-        for round_ in range(args.repeats):
-            # Rotate the order so a busy spell on a shared machine does not always hit one method.
-            for name in order[round_ % 3:] + order[: round_ % 3]:
-                with GpuSampler() as sampler:
-                    (elapsed, cpu_seconds), outputs[name] = runners[name]()
-                cpu[name].append(cpu_seconds)
-                times[name].append(elapsed)
-                gpu[name].append(sampler.mean)
-        check = {"ours": outputs["caplens"], "plain": outputs["plain loop"], "tm": outputs["torchmetrics"]}
-
-        # Same computation: per-pair agreement with the plain loop; torchmetrics keeps only
-        # the mean of 100·cos, compared with the plain loop's.
-        plain_values, plain_cos = check["plain"]
-        print(f"check: max |caplens - plain loop| per pair {np.max(np.abs(check['ours'] - plain_values)):.1e}; "
-              f"mean 100·cos torchmetrics {check['tm']:.5f} vs plain loop {100 * np.mean(plain_cos):.5f}")
-        rates, cpu_rates = {}, {}
-        for name, runs in times.items():
-            best = min(runs)
-            rates[name] = args.pairs / best
-            cpu_rates[name] = args.pairs / min(cpu[name])
-            util = [g for g in gpu[name] if g is not None]
-            extra = f", GPU util {statistics.mean(util):.0f}%" if util else ""
-            print(f"{name:13s} {rates[name]:8.1f} pairs/s wall  {cpu_rates[name]:8.2f} pairs per CPU-second  "
-                  f"(best of {len(runs)}: {best:.2f} s wall, {min(cpu[name]):.1f} s CPU{extra})")
-        for other in ("torchmetrics", "plain loop"):
-            print(f"caplens / {other + ':':13s} {rates['caplens'] / rates[other]:.2f}x wall, "
-                  f"{cpu_rates['caplens'] / cpu_rates[other]:.2f}x CPU time")
+        metric = CLIPScore(model_name_or_path=lambda: (TensorFeatures(model), processor)).to(device)
+        warm = _warmup_image(workdir)
+        run_torchmetrics(metric, [warm], ["warm up"], device)
+        run_plain_loop(model, processor, [warm], ["warm up"], device)
+        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+        print(f"device {placement.label} ({gpu}), torch {torch.__version__}, CPU threads {torch.get_num_threads()}, "
+              f"baselines' image processor: {type(processor.image_processor).__name__}")
+        report = []
+        for size in args.sizes.split(","):
+            n_pairs, n_images = (int(v) for v in size.split(":"))
+            report.append(bench_size(args, folder, profile, workdir, model, processor, metric, device, n_pairs, n_images))
+        if args.json:
+            Path(args.json).write_text(json.dumps({"device": placement.label, "gpu": gpu, "sizes": report}, indent=2))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

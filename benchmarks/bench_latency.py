@@ -1,21 +1,21 @@
-"""Latency of the app's /score endpoint, measured the way a user feels it: through the API.
+"""Live-use latency: 1 image x 5 captions, the embedding metrics, cold, warm and edit.
 
-Starts the real app on a free localhost port and times, with gradio_client:
-  cold  - the first request after start (backbones load lazily): 1 image x 5 captions;
-  warm  - models loaded, a new image with 5 new captions (nothing cached);
-  edit  - the same 5 captions again with one of them edited (the session remembers the
-          other four; the scorer encodes only the edited caption).
-Prints each figure (median of --repeats for warm and edit), the warm/edit ratio, and the
-round trip of a near-empty request (/perturb) as the floor that no caching can remove.
+In process (the library call the app makes) and, where gradio is installed, through the
+app's /score HTTP API (gradio_client on localhost), the way a user feels it:
+  cold  - the first request after start (backbones load lazily);
+  warm  - models loaded, a new image (640x480 JPEG) with 5 new captions (nothing cached);
+  edit  - the same image and captions with one caption edited (only that caption is new).
+Warm and edit are medians of --repeats rounds. In process it also prints where one warm
+round's time goes (stages, from a run with a device sync at every stage boundary) and the
+warm time of each metric scored alone.
 
-    python benchmarks/bench_latency.py --profile tiny        # seconds to run
-    python benchmarks/bench_latency.py --profile world       # the shipped offline models
+    python benchmarks/bench_latency.py --profile bench              # hub-sized, random weights
+    python benchmarks/bench_latency.py --profile world --api        # also through the HTTP API
 """
 from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -23,10 +23,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_clipscore import write_jpegs  # noqa: E402
 
 SUBJECTS = ["dog", "cat", "horse", "bird", "car", "man", "woman", "child", "boat", "bus"]
 PLACES = ["on the grass", "in the street", "near the water", "under a tree", "in a kitchen", "on the beach"]
-COLOURS = [(200, 40, 40), (40, 160, 60), (40, 60, 200), (220, 200, 40), (120, 40, 160), (30, 30, 30)]
+REFERENCES = ["a picture of an animal outside", "a photo of something on the ground"]
+EMBEDDING_FAMILIES = ("clip-s", "refclip-s", "mcs", "specs", "itm")
 
 
 def captions_for(round_number: int) -> list[str]:
@@ -35,62 +39,113 @@ def captions_for(round_number: int) -> list[str]:
             f"number {round_number} {i}" for i in range(5)]
 
 
-def write_image(folder: Path, round_number: int) -> Path:
-    from PIL import Image, ImageDraw
+def edited(captions: list[str]) -> list[str]:
+    return captions[:2] + [captions[2] + " and a ball"] + captions[3:]
 
-    image = Image.new("RGB", (320, 240), COLOURS[round_number % len(COLOURS)])
-    ImageDraw.Draw(image).ellipse((40 + round_number * 7, 40, 200, 200), fill=(250, 250, 250))
-    path = folder / f"bench-{round_number}.png"
-    image.save(path)
-    return path
+
+def embedding_metrics(profile: str) -> list[str]:
+    from scoring.registry import load_registry
+
+    return [name for name, spec in load_registry(profile).metrics.items() if spec.family in EMBEDDING_FAMILIES]
+
+
+def _sync():
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def in_process(profile: str, metrics: list[str], repeats: int, folder: Path) -> None:
+    from scoring import stages
+    from scoring.api import ScoreItem, Scorer
+
+    rounds = 2 * repeats + len(metrics) + 2
+    images = write_jpegs(folder, rounds)
+
+    def request(scorer, round_number: int, captions: list[str], names=metrics) -> float:
+        items = [ScoreItem(images[round_number], c, REFERENCES) for c in captions]
+        _sync()
+        start = time.perf_counter()
+        results = scorer.score(items, names)
+        _sync()
+        seconds = time.perf_counter() - start
+        missing = [n for n, r in results.items() if r.available and None in r.values]
+        assert not missing, missing
+        return seconds, results
+
+    start = time.perf_counter()
+    scorer = Scorer(profile)
+    construct = time.perf_counter() - start
+    cold, results = request(scorer, 0, captions_for(0))
+    unavailable = [n for n, r in results.items() if not r.available]
+    warm_times, edit_times = [], []
+    for number in range(1, repeats + 1):
+        captions = captions_for(number)
+        warm_times.append(request(scorer, number, captions)[0])
+        edit_times.append(request(scorer, number, edited(captions))[0])
+    number = repeats + 1
+    with stages.recording(sync=True) as times:
+        synced, _ = request(scorer, number, captions_for(number))
+    alone = {}
+    for offset, name in enumerate(metrics):
+        number = repeats + 2 + offset
+        alone[name] = request(scorer, number, captions_for(number), [name])[0]
+
+    warm, edit = statistics.median(warm_times), statistics.median(edit_times)
+    print(f"profile {scorer.profile} on {scorer.placement.label} (preprocess {scorer.images.mode}): "
+          f"{len(metrics)} embedding metrics ({len(unavailable)} unavailable: {', '.join(unavailable) or '-'})")
+    print("in process, Scorer.score(), 1 image (640x480 JPEG path) x 5 captions + 2 references")
+    print(f"cold (first request, models load): {cold * 1000:8.1f} ms  (+ {construct * 1000:.0f} ms Scorer construction)")
+    print(f"warm (new image, 5 new captions):  {warm * 1000:8.1f} ms   median of {len(warm_times)}: "
+          + ", ".join(f"{t * 1000:.1f}" for t in warm_times))
+    print(f"edit (1 of 5 captions changed):    {edit * 1000:8.1f} ms   median of {len(edit_times)}: "
+          + ", ".join(f"{t * 1000:.1f}" for t in edit_times))
+    total = sum(times.values())
+    print(f"warm round with a sync per stage ({synced * 1000:.1f} ms): " + ", ".join(
+        f"{k} {1000 * v:.1f}" for k, v in times.items()) + f", rest {1000 * max(0.0, synced - total):.1f} ms")
+    print("each metric alone, warm (new image and captions): " + ", ".join(
+        f"{name} {1000 * seconds:.1f}" for name, seconds in alone.items()) + " ms")
 
 
 def free_port() -> int:
+    import socket
+
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", default="tiny", help="metric profile (tiny, world, hub)")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--metrics", default="", help="comma list (default: every metric of the profile)")
-    args = parser.parse_args()
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+def through_api(profile: str, metrics: list[str], repeats: int, folder: Path) -> None:
+    """The same rounds through the app's /score endpoint (the app's own session cache
+    answers the edit round's four unchanged captions)."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    os.environ.setdefault("CAPLENS_DATA_DIR", tempfile.mkdtemp(prefix="caplens-bench-"))
     from gradio_client import Client, handle_file
 
     from app.serve import create_app, launch_kwargs
 
-    demo, ctx = create_app(args.profile, seed_demo=False)
+    images = write_jpegs(folder / "api", repeats + 1)
+    demo, ctx = create_app(profile, seed_demo=False)
     kwargs = launch_kwargs("127.0.0.1", free_port(), False)
     kwargs.update(prevent_thread_lock=True, quiet=True)
     demo.queue(default_concurrency_limit=2).launch(**kwargs)
-    folder = Path(tempfile.mkdtemp(prefix="caplens-bench-images-"))
-    references = "a picture of an animal outside\na photo of something on the ground"
     try:
         client = Client(demo.local_url, verbose=False)
 
-        def request(image: Path, captions: list[str]) -> tuple[float, dict]:
+        def request(number: int, captions: list[str]) -> tuple[float, dict]:
             start = time.perf_counter()
-            result = client.predict(handle_file(str(image)), "\n".join(captions), references, "en", args.metrics,
-                                    api_name="/score")
+            result = client.predict(handle_file(str(images[number])), "\n".join(captions), "\n".join(REFERENCES), "en",
+                                    ",".join(metrics), api_name="/score")
             return time.perf_counter() - start, result
 
-        cold, result = request(write_image(folder, 0), captions_for(0))
-        metric_count = len(result["metrics"])
-        unavailable = [m for m, info in result["metrics"].items() if info["status"].startswith("unavailable")]
+        cold, _ = request(0, captions_for(0))
         warm_times, edit_times, trip_times = [], [], []
-        for round_number in range(1, args.repeats + 1):
-            image, captions = write_image(folder, round_number), captions_for(round_number)
-            seconds, result = request(image, captions)
+        for number in range(1, repeats + 1):
+            captions = captions_for(number)
+            seconds, result = request(number, captions)
             assert result["computed_now"] == 5, result["computed_now"]
             warm_times.append(seconds)
-            edited = captions[:2] + [captions[2] + " and a ball"] + captions[3:]
-            seconds, result = request(image, edited)
+            seconds, result = request(number, edited(captions))
             assert result["computed_now"] == 1, result["computed_now"]
             edit_times.append(seconds)
             start = time.perf_counter()
@@ -98,18 +153,32 @@ def main() -> int:
             trip_times.append(time.perf_counter() - start)
     finally:
         demo.close()
+    print(f"through the /score HTTP API (gradio_client, localhost), profile {ctx.profile}")
+    print(f"cold {cold * 1000:.1f} ms; warm {statistics.median(warm_times) * 1000:.1f} ms, "
+          f"edit {statistics.median(edit_times) * 1000:.1f} ms (medians of {repeats}); "
+          f"a near-empty round trip (/perturb masking) {statistics.median(trip_times) * 1000:.1f} ms")
 
-    warm, edit = statistics.median(warm_times), statistics.median(edit_times)
-    print(f"profile {ctx.profile}: {metric_count} metrics ({len(unavailable)} unavailable: {', '.join(unavailable) or '-'})")
-    print("request -> all scores, 1 image x 5 captions, through the /score API (gradio_client, localhost)")
-    print(f"cold (first request, models load): {cold:8.3f} s")
-    print(f"warm (new image, 5 new captions):  {warm:8.3f} s   median of {len(warm_times)}: "
-          + ", ".join(f"{t:.3f}" for t in warm_times))
-    print(f"edit (1 of 5 captions changed):    {edit:8.3f} s   median of {len(edit_times)}: "
-          + ", ".join(f"{t:.3f}" for t in edit_times))
-    print(f"warm/edit ratio: {warm / edit:.1f}x")
-    print(f"for scale, an API round trip doing almost nothing (/perturb masking): "
-          f"{statistics.median(trip_times):.3f} s median")
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="tiny", help="metric profile (tiny, world, bench, hub)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--metrics", default="", help="comma list (default: the profile's embedding metrics)")
+    parser.add_argument("--api", action="store_true", help="also through the HTTP API (needs gradio)")
+    args = parser.parse_args()
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("CAPLENS_DATA_DIR", tempfile.mkdtemp(prefix="caplens-bench-"))
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] or embedding_metrics(args.profile)
+    folder = Path(tempfile.mkdtemp(prefix="caplens-bench-images-"))
+    in_process(args.profile, metrics, args.repeats, folder)
+    if args.api:
+        try:
+            import gradio  # noqa: F401
+        except ImportError:
+            print("through the HTTP API: not measured (gradio is not installed here)")
+        else:
+            through_api(args.profile, metrics, args.repeats, folder)
     return 0
 
 

@@ -344,7 +344,7 @@ class ImagePipeline:
             return 32
         decode_and_resize = 16 << 20  # a ~1 MP image as uint8 plus its float copy while resizing
         per_image = decode_and_resize + max(tower.image_bytes_per_item() for tower in towers)
-        return memory_batch_size(self.device, per_image, cap=512)
+        return memory_batch_size(self.device, per_image, cap=256)
 
     def ahead(self, batches: Sequence, prepare: Callable) -> Iterator[tuple[object, object]]:
         """(batch, prepare(batch)) in order, preparing the next batch on a worker thread

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Everything that needs a CUDA GPU, in one go: the CUDA parity tests, the CLIP-S throughput
+# benchmark (256 pairs over 64 images, 4,096 pairs over 1,024), the 1 x 5 latency of the
+# nine embedding metrics on the hub-sized `bench` profile, and the precision measurement.
+# Logs go to $OUT (default ./gpu-suite-out). Run from the repository root:
+#     bash benchmarks/gpu_suite.sh
+set -u
+OUT=${OUT:-$PWD/gpu-suite-out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export CAPLENS_DATA_DIR=${CAPLENS_DATA_DIR:-/tmp/caplens-data} CAPLENS_BENCH_DIR=${CAPLENS_BENCH_DIR:-/tmp/caplens-bench}
+PY=${PY:-python3}
+
+step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log
+    local name=$1 limit=$2; shift 2
+    echo "== $name ($(date +%T))"
+    local start=$SECONDS
+    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+    echo "   exit $? after $((SECONDS - start)) s"
+    tail -n 40 "$OUT/$name.log"
+}
+
+{
+    nvidia-smi --query-gpu=name,memory.total,memory.used,utilization.gpu,clocks.sm --format=csv
+    $PY -c "import torch, torchvision, transformers; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__, 'cpus', __import__('os').cpu_count())"
+} > "$OUT/env.log" 2>&1
+cat "$OUT/env.log"
+step tests 150 $PY -m pytest -q -p no:cacheprovider -x tests/scoring/test_gpu.py tests/scoring/test_pixels.py tests/scoring/test_batching.py tests/scoring/test_clip_parity.py tests/scoring/test_learned_metrics.py
+step build 120 $PY -m scoring.bench "$CAPLENS_BENCH_DIR"
+step clipscore 240 $PY benchmarks/bench_clipscore.py --sizes 256:64,4096:1024 --repeats ${REPEATS:-2} --json "$OUT/clipscore.json"
+step latency 120 $PY benchmarks/bench_latency.py --profile bench --repeats 10 --api
+step precision 150 $PY benchmarks/bench_precision.py --profiles world,bench --pairs 256

@@ -1,0 +1,66 @@
+"""The CUDA path: nvJPEG decoding, fast preprocessing on the device, real out-of-memory
+halving. Skipped without a GPU (benchmarks/gpu_suite.sh runs them on one)."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from scoring.api import Scorer
+from scoring.batching import map_halving
+from scoring.images import decode_image
+from scoring.pixels import ImagePipeline
+from tests.scoring.test_pixels import FAST_TOLERANCE, example_items, jpeg_with_orientation, marked_image
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def photo_jpeg(seed: int, size=(320, 240)) -> bytes:
+    rng = np.random.RandomState(seed)
+    y, x = np.mgrid[0 : size[1], 0 : size[0]]
+    pixels = np.stack([128 + 90 * np.sin(x / (20 + seed)), 128 + 90 * np.cos(y / 30), (x + y) % 256], -1)
+    pixels = pixels + rng.normal(0, 4, pixels.shape)
+    buffer = io.BytesIO()
+    Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(buffer, "JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def test_nvjpeg_decodes_like_pillow_and_applies_orientation():
+    pipeline = ImagePipeline("cuda", mode="fast")
+    sources = [photo_jpeg(seed) for seed in range(4)] + [jpeg_with_orientation(marked_image(), 6)]
+    decoded = pipeline.decode([f"k{i}" for i in range(len(sources))], sources)
+    assert all(t.is_cuda and t.dtype == torch.uint8 for t in decoded)
+    for tensor, data in zip(decoded, sources):
+        expected = np.asarray(decode_image(data).image).astype(int)
+        got = tensor.permute(1, 2, 0).cpu().numpy().astype(int)
+        assert got.shape == expected.shape  # the EXIF-rotated one is portrait on both paths
+        assert np.abs(got - expected).mean() < 1.0 and np.abs(got - expected).max() <= 16
+
+
+@pytest.mark.parametrize("profile", ["tiny", "world"])
+def test_fast_on_cuda_within_tolerance_of_reference_on_cpu(tiny_dir, profile, monkeypatch):
+    """nvJPEG + device preprocessing (fp32, so only preprocessing differs) against each
+    checkpoint's own processor on the CPU."""
+    items = example_items()
+    reference = np.array(Scorer(profile, device="cpu").score(items, ["CLIP-S"])["CLIP-S"].values)
+    for name in ("CLIP", "MCLIP_TEXT"):
+        monkeypatch.setenv(f"CAPLENS_REGISTRY_{name}_PRECISION", "fp32")
+    fast = Scorer(profile, device="cuda", preprocess="fast")
+    assert fast.backbone("clip").placement.dtype == torch.float32
+    values = np.array(fast.score(items, ["CLIP-S"])["CLIP-S"].values)
+    assert np.abs(values - reference).max() <= FAST_TOLERANCE
+
+
+def test_real_out_of_memory_halves_the_batch():
+    free, _ = torch.cuda.mem_get_info()
+    per_item = free // 3  # four items at once cannot fit, one can
+
+    def allocate(chunk):
+        block = torch.empty(len(chunk) * per_item, dtype=torch.uint8, device="cuda")
+        return [int(block.numel() // per_item)]
+
+    outputs, size = map_halving(allocate, list(range(5)), 4)
+    assert sum(n for (n,) in outputs) == 5 and size <= 2
