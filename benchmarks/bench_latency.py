@@ -59,8 +59,10 @@ def _sync():
 def in_process(profile: str, metrics: list[str], repeats: int, folder: Path) -> None:
     from scoring import stages
     from scoring.api import ScoreItem, Scorer
+    from scoring.backbones import BackboneUnavailable
 
-    rounds = 2 * repeats + len(metrics) + 2
+    warmups = 3  # rounds after the cold one, not timed: the GPU leaves its idle clocks
+    rounds = 2 * repeats + len(metrics) + 2 + warmups
     images = write_jpegs(folder, rounds)
 
     def request(scorer, round_number: int, captions: list[str], names=metrics) -> float:
@@ -79,6 +81,8 @@ def in_process(profile: str, metrics: list[str], repeats: int, folder: Path) -> 
     construct = time.perf_counter() - start
     cold, results = request(scorer, 0, captions_for(0))
     unavailable = [n for n, r in results.items() if not r.available]
+    for number in range(rounds - warmups, rounds):
+        request(scorer, number, captions_for(number))
     warm_times, edit_times = [], []
     for number in range(1, repeats + 1):
         captions = captions_for(number)
@@ -93,7 +97,13 @@ def in_process(profile: str, metrics: list[str], repeats: int, folder: Path) -> 
         alone[name] = request(scorer, number, captions_for(number), [name])[0]
 
     warm, edit = statistics.median(warm_times), statistics.median(edit_times)
-    print(f"profile {scorer.profile} on {scorer.placement.label} (preprocess {scorer.images.mode}): "
+    precisions = set()
+    for backbone in scorer.registry.backbones:
+        try:
+            precisions.add(scorer.backbone(backbone).placement.label)
+        except BackboneUnavailable:
+            continue
+    print(f"profile {scorer.profile} on {', '.join(sorted(precisions))} (preprocess {scorer.images.mode}): "
           f"{len(metrics)} embedding metrics ({len(unavailable)} unavailable: {', '.join(unavailable) or '-'})")
     print("in process, Scorer.score(), 1 image (640x480 JPEG path) x 5 captions + 2 references")
     print(f"cold (first request, models load): {cold * 1000:8.1f} ms  (+ {construct * 1000:.0f} ms Scorer construction)")

@@ -25,8 +25,8 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAM
     $PY -c "import torch, torchvision, transformers; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__, 'cpus', __import__('os').cpu_count())"
 } > "$OUT/env.log" 2>&1
 cat "$OUT/env.log"
-step tests 150 $PY -m pytest -q -p no:cacheprovider -x tests/scoring/test_gpu.py tests/scoring/test_pixels.py tests/scoring/test_batching.py tests/scoring/test_clip_parity.py tests/scoring/test_learned_metrics.py
-step build 120 $PY -m scoring.bench "$CAPLENS_BENCH_DIR"
-step clipscore 240 $PY benchmarks/bench_clipscore.py --sizes 256:64,4096:1024 --repeats ${REPEATS:-2} --json "$OUT/clipscore.json"
-step latency 120 $PY benchmarks/bench_latency.py --profile bench --repeats 10 --api
-step precision 150 $PY benchmarks/bench_precision.py --profiles world,bench --pairs 256
+step tests 100 $PY -m pytest -q -p no:cacheprovider tests/scoring/test_gpu.py tests/scoring/test_pixels.py tests/scoring/test_batching.py tests/scoring/test_clip_parity.py tests/scoring/test_learned_metrics.py
+step build 90 $PY -m scoring.bench "$CAPLENS_BENCH_DIR"
+step clipscore 200 $PY benchmarks/bench_clipscore.py --sizes 256:64,4096:1024 --repeats ${REPEATS:-2} --json "$OUT/clipscore.json"
+step latency 90 $PY benchmarks/bench_latency.py --profile bench --repeats 10 --api
+step precision 100 $PY benchmarks/bench_precision.py --profiles world,bench --pairs 256

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -81,6 +82,7 @@ class Scorer:
             ensure_bench_checkpoints()
         self.placement = select_placement(device)
         self.images = ImagePipeline(self.placement.device, preprocess)
+        self._text_worker = ThreadPoolExecutor(1, thread_name_prefix="caplens-text")
         self._metrics = {name: build_metric(spec) for name, spec in self.registry.metrics.items()}
         self._backbones: dict[str, object] = {}
         self._failures: dict[str, str] = {}
@@ -218,16 +220,26 @@ class Scorer:
                 loaded[backbone] = self.backbone(backbone)
             except BackboneUnavailable:
                 continue
-        for backbone, wanted in texts.items():
-            if backbone in loaded and wanted:
-                loaded[backbone].text_embeddings(list(wanted))
+        text_jobs = [(loaded[b], list(wanted)) for b, wanted in texts.items() if b in loaded and wanted]
+
+        def encode_texts() -> None:
+            for backbone, wanted in text_jobs:
+                backbone.text_embeddings(wanted)
+
         towers = [loaded[b] for b in images if b in loaded and hasattr(loaded[b], "encode_pixels")]
         missing = {id(t): t.missing_images(list(images[t.spec.name])) for t in towers}
         towers = [t for t in towers if missing[id(t)]]
+        # Text towers run on a second thread while the image pass runs: tokenising and
+        # launching one overlaps decoding and launching the other.
+        texts_done = self._text_worker.submit(encode_texts) if towers and not stages.is_serial() else None
+        if texts_done is None:
+            encode_texts()
         if towers:
             keys = list(dict.fromkeys(k for t in towers for k in missing[id(t)]))
             for tower, rows in zip(towers, encode_images(towers, keys, context.sources)):
                 tower.store_images(keys, rows)
+        if texts_done is not None:
+            texts_done.result()
 
     def _score_one(self, name: str, context: ScoreContext) -> MetricResult:
         metric = self._metrics[name]

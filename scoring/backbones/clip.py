@@ -1,7 +1,6 @@
 """CLIP-like dual encoders (CLIP, PAC-S, LongCLIP/SPECS) as one transformers CLIPModel."""
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -156,11 +155,9 @@ def encode_cached_texts(backbone, texts: Sequence[str], encode_batch) -> tuple[n
     Misses are sorted by length so each batch pads little; a batch that runs out of device
     memory is halved and the rest continues at that size.
     """
-    keys = [
-        hashlib.sha1(f"{backbone.fingerprint}|{backbone.max_tokens}|{t}".encode()).hexdigest() for t in texts
-    ]
-    found: dict[str, tuple[np.ndarray, bool]] = {}
-    missing: dict[str, str] = {}
+    keys = [(backbone.fingerprint, backbone.max_tokens, t) for t in texts]
+    found: dict[tuple, tuple[np.ndarray, bool]] = {}
+    missing: dict[tuple, str] = {}
     for key, text in zip(keys, texts):
         if key in found or key in missing:
             continue

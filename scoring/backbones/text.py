@@ -6,6 +6,7 @@ CLIP's tokenizer, with limits of 77 and 248 tokens.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from scoring.cache import LRUCache
@@ -53,12 +54,12 @@ def tokenize_truncating(tokenizer, texts: list[str], limit: int) -> tuple[torch.
         rows.append(ids)
         flags.append(cut)
     width = max(len(r) for r in rows)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(rows), width), dtype=torch.long)
+    input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    attention = np.zeros((len(rows), width), dtype=np.int64)
     for i, ids in enumerate(rows):
-        input_ids[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        input_ids[i, : len(ids)] = ids
         attention[i, : len(ids)] = 1
-    return input_ids, attention, flags
+    return torch.from_numpy(input_ids), torch.from_numpy(attention), flags
 
 
 def quiet_length_warnings(tokenizer) -> None:
