@@ -2,7 +2,7 @@
 # Everything that needs a CUDA GPU, in one go: the CUDA parity tests, the CLIP-S throughput
 # benchmark (256 pairs over 64 images, 4,096 pairs over 1,024), the 1 x 5 latency of the
 # nine embedding metrics on the hub-sized `bench` profile, and the precision measurement.
-# Logs go to $OUT (default ./gpu-suite-out). Run from the repository root:
+# Logs go to $OUT (default ./gpu-suite-out); SKIP="precision ..." leaves steps out. From the repository root:
 #     bash benchmarks/gpu_suite.sh
 set -u
 OUT=${OUT:-$PWD/gpu-suite-out}
@@ -13,6 +13,7 @@ PY=${PY:-python3}
 
 step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log
     local name=$1 limit=$2; shift 2
+    if [[ " ${SKIP:-} " == *" $name "* ]]; then echo "== $name skipped"; return; fi
     echo "== $name ($(date +%T))"
     local start=$SECONDS
     timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
