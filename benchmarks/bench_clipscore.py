@@ -242,10 +242,11 @@ def bench_size(args, folder, profile, workdir, model, processor, metric, device,
     warmup = _warmup_image(workdir)
     scorers = [fresh_scorer(profile, device, warmup) for _ in range(args.repeats)]
     pending = iter(scorers)
+    baseline_repeats = args.baseline_repeats or args.repeats
     results = {
         "caplens": measure("caplens", lambda: run_caplens(next(pending), paths, captions), args.repeats),
-        "torchmetrics": measure("torchmetrics", lambda: run_torchmetrics(metric, paths, captions, device), args.repeats),
-        "plain loop": measure("plain loop", lambda: run_plain_loop(model, processor, paths, captions, device), args.repeats),
+        "torchmetrics": measure("torchmetrics", lambda: run_torchmetrics(metric, paths, captions, device), baseline_repeats),
+        "plain loop": measure("plain loop", lambda: run_plain_loop(model, processor, paths, captions, device), baseline_repeats),
     }
     del scorers
     profiled = fresh_scorer(profile, device, warmup)
@@ -258,7 +259,8 @@ def bench_size(args, folder, profile, workdir, model, processor, metric, device,
     agreement = float(np.max(np.abs(ours - plain)))
     mean_plain, mean_tm = float(np.mean(results["plain loop"]["cosines"])) * 100, results["torchmetrics"]["output"]
 
-    print(f"\n== {n_pairs} pairs over {n_images} JPEG images (640x480), best of {args.repeats} ==")
+    print(f"\n== {n_pairs} pairs over {n_images} JPEG images (640x480), best of {args.repeats} "
+          f"(baselines: {baseline_repeats}) ==")
     print(f"check: max |caplens - plain loop| per pair {agreement:.4f} (preprocessing mode "
           f"{profiled.images.mode}); mean 100*cos: plain loop {mean_plain:.3f}, torchmetrics {mean_tm:.3f}")
     header = f"{'method':13s} {'pairs/s':>9s} {'images/s':>9s} {'seconds':>8s} {'GPU util':>9s} {'peak MiB':>9s}"
@@ -275,6 +277,14 @@ def bench_size(args, folder, profile, workdir, model, processor, metric, device,
     total = sum(times.values())
     print(f"caplens stages (synced run, {seconds:.3f} s): " + ", ".join(
         f"{k} {1000 * v:.1f} ms ({100 * v / total:.0f}%)" for k, v in times.items()))
+    if args.cprofile:
+        import cProfile
+        import pstats
+
+        profiler, scorer = cProfile.Profile(), fresh_scorer(profile, device, warmup)
+        profiler.runcall(run_caplens, scorer, paths, captions)
+        print("caplens under cProfile (main thread; unsynced), by own time:")
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(args.cprofile)
     return {
         "pairs": n_pairs, "images": n_images, "stages_s": times, "agreement": agreement,
         **{k: {f: v for f, v in r.items() if f not in ("output", "cosines")} for k, r in results.items()},
@@ -284,9 +294,11 @@ def bench_size(args, folder, profile, workdir, model, processor, metric, device,
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="256:64", help="comma list of PAIRS:IMAGES (e.g. 256:64,4096:1024)")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="CapLens runs per size (each on a new Scorer)")
+    parser.add_argument("--baseline-repeats", type=int, default=None, help="torchmetrics and plain-loop runs (default: --repeats)")
     parser.add_argument("--device", default=None, help="default: cuda, then mps, then cpu")
     parser.add_argument("--json", default=None, help="also write the numbers to this file")
+    parser.add_argument("--cprofile", type=int, default=0, help="print this many top functions of one profiled CapLens run")
     args = parser.parse_args()
 
     from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel, CLIPProcessor

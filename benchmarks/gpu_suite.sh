@@ -26,8 +26,8 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAM
     $PY -c "import torch, torchvision, transformers; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__, 'cpus', __import__('os').cpu_count())"
 } > "$OUT/env.log" 2>&1
 cat "$OUT/env.log"
-step tests 100 $PY -m pytest -q -p no:cacheprovider tests/scoring/test_gpu.py tests/scoring/test_pixels.py tests/scoring/test_batching.py tests/scoring/test_clip_parity.py tests/scoring/test_learned_metrics.py
+step tests 100 $PY -m pytest -q -p no:cacheprovider ${TESTS:-tests/scoring/test_gpu.py tests/scoring/test_pixels.py tests/scoring/test_batching.py tests/scoring/test_clip_parity.py tests/scoring/test_learned_metrics.py}
 step build 90 $PY -m scoring.bench "$CAPLENS_BENCH_DIR"
-step clipscore 200 $PY benchmarks/bench_clipscore.py --sizes 256:64,4096:1024 --repeats ${REPEATS:-2} --json "$OUT/clipscore.json"
+step clipscore 200 $PY benchmarks/bench_clipscore.py --sizes ${SIZES:-256:64,4096:1024} --repeats ${REPEATS:-5} --baseline-repeats ${BASELINE_REPEATS:-2} --cprofile 25 --json "$OUT/clipscore.json"
 step latency 90 $PY benchmarks/bench_latency.py --profile bench --repeats 10 --api
 step precision 100 $PY benchmarks/bench_precision.py --profiles world,bench --pairs 256

@@ -52,7 +52,7 @@ _FILTERS = {
 }
 RESIZE_BYTES = 512 << 20  # float64 working set of one resize step
 PRECISION_BITS = 32 - 8 - 2  # Pillow's fixed-point weights for 8-bit images
-DECODE_WORKERS = min(16, os.cpu_count() or 1)
+DECODE_WORKERS = min(8, os.cpu_count() or 1)
 
 
 def tensor_bytes(value) -> int:

@@ -32,10 +32,13 @@ class TensorFeatures(torch.nn.Module):
 
 
 def test_clip_s_matches_torchmetrics(tiny_dir, tiny_scorer, images):
-    from transformers import CLIPModel, CLIPProcessor
+    from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel, CLIPProcessor
 
     model = CLIPModel.from_pretrained(tiny_dir / "clip").eval()
-    processor = CLIPProcessor.from_pretrained(tiny_dir / "clip")
+    # The checkpoint's Pillow processor, which CapLens' reference mode uses (where
+    # torchvision is installed, transformers would otherwise pick its torchvision backend).
+    processor = CLIPProcessor(image_processor=AutoImageProcessor.from_pretrained(tiny_dir / "clip", backend="pil"),
+                              tokenizer=AutoTokenizer.from_pretrained(tiny_dir / "clip"))
     metric = torchmetrics_clip.CLIPScore(model_name_or_path=lambda: (TensorFeatures(model), processor))
 
     captions = ["a dog on the grass", "two red cars", "a small white cat", "people walking", "a blue boat", "a tree"]
