@@ -21,18 +21,15 @@ own model instances (same sizes, so the same cost). Weights are random and saved
 """
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-import tempfile
-import threading
 from pathlib import Path
 
 import torch
 
 from scoring.registry import bench_dir
 from scoring.tiny import (
-    build_blip_itm_folder, build_clip_folder, build_clip_tokenizer, build_st_text_folder, build_wordpiece_tokenizer,
+    build_blip_itm_folder, build_clip_folder, build_clip_tokenizer, build_st_text_folder, build_staged,
+    build_wordpiece_tokenizer, ensure_built,
 )
 
 SEED = 4321
@@ -42,7 +39,6 @@ MULTILINGUAL_VOCAB = 119547  # distilbert-base-multilingual-cased
 BERT_VOCAB = 30524  # BLIP's bert-base-uncased plus its added tokens
 CLIP_PROJECTION = 512
 
-_build_lock = threading.Lock()
 
 
 def clip_config(text_positions: int = 77):
@@ -84,42 +80,21 @@ def itm_config():
     )
 
 
+def _write_bench(staging: Path) -> None:
+    build_clip_folder(staging / "clip", SEED, clip_config(), dtype=torch.float16)
+    build_clip_folder(staging / "specs", SEED + 20, clip_config(LONGCLIP_POSITIONS), dtype=torch.float16)
+    build_st_text_folder(staging / "text-student", SEED + 30, text_student_config(), CLIP_PROJECTION, torch.float16)
+    build_blip_itm_folder(staging / "itm", SEED + 50, itm_config(), dtype=torch.float16)
+
+
 def build_bench_checkpoints(folder: str | Path | None = None) -> Path:
-    """Write the bench checkpoints into ``folder`` (staged, then renamed into place)."""
-    from transformers.utils import logging as hf_logging
-
-    target = Path(folder) if folder is not None else bench_dir()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    hf_logging.disable_progress_bar()
-    staging = Path(tempfile.mkdtemp(prefix=".bench-build-", dir=target.parent))
-    try:
-        build_clip_folder(staging / "clip", SEED, clip_config(), dtype=torch.float16)
-        build_clip_folder(staging / "specs", SEED + 20, clip_config(LONGCLIP_POSITIONS), dtype=torch.float16)
-        build_st_text_folder(staging / "text-student", SEED + 30, text_student_config(), CLIP_PROJECTION, torch.float16)
-        build_blip_itm_folder(staging / "itm", SEED + 50, itm_config(), dtype=torch.float16)
-        (staging / "VERSION").write_text(FORMAT_VERSION)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        hf_logging.enable_progress_bar()
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
-
-
-def _is_current(folder: Path) -> bool:
-    version = folder / "VERSION"
-    return version.is_file() and version.read_text().strip() == FORMAT_VERSION
+    """Write the bench checkpoints into ``folder`` (default: $CAPLENS_BENCH_DIR)."""
+    return build_staged(Path(folder) if folder is not None else bench_dir(), _write_bench, FORMAT_VERSION)
 
 
 def ensure_bench_checkpoints(folder: str | Path | None = None) -> Path:
     """Build the bench checkpoints unless an up-to-date set is already there (about 1.3 GB)."""
-    target = Path(folder) if folder is not None else bench_dir()
-    with _build_lock:
-        if not _is_current(target):
-            build_bench_checkpoints(target)
-    return target
+    return ensure_built(Path(folder) if folder is not None else bench_dir(), _write_bench, FORMAT_VERSION)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -285,41 +286,42 @@ def build_blip_itm_folder(folder: Path, seed: int = SEED, config=None, dtype: to
     return folder
 
 
-def build_tiny_checkpoints(folder: str | Path | None = None) -> Path:
-    """Write every tiny checkpoint into ``folder``.
+def _write_tiny(staging: Path) -> None:
+    build_clip_folder(staging / "clip", SEED)
+    vocab_size = len(build_clip_tokenizer())
+    (staging / "pacs").mkdir()
+    torch.save(random_openai_state_dict(SEED + 10, vocab_size), staging / "pacs" / "clip_tiny.pth")
+    (staging / "specs").mkdir()
+    torch.save(random_openai_state_dict(SEED + 20, vocab_size, text_positions=248, longclip=True),
+               staging / "specs" / "longclip_tiny.pt")
+    build_st_text_folder(staging / "mclip-text", SEED + 30)
+    build_st_text_folder(staging / "prmcs-text", SEED + 40)
+    build_blip_itm_folder(staging / "blip-itm", SEED + 50)
+    build_blip_itm_folder(staging / "umic-itm", SEED + 60)
 
-    Built in a staging folder beside the target and renamed into place, so a reader (or a
-    second process building at the same time) never sees a half-written set.
-    """
+
+def build_staged(target: Path, write: Callable[[Path], None], version: str) -> Path:
+    """Run ``write(folder)`` in a staging folder beside ``target``, stamp ``version`` and
+    rename it into place, so a reader (or a second process building at the same time)
+    never sees a half-written set."""
     from transformers.utils import logging as hf_logging
 
-    target = Path(folder) if folder is not None else tiny_dir()
     target.parent.mkdir(parents=True, exist_ok=True)
     hf_logging.disable_progress_bar()
-    staging = Path(tempfile.mkdtemp(prefix=".tiny-build-", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
     try:
-        build_clip_folder(staging / "clip", SEED)
-        vocab_size = len(build_clip_tokenizer())
-        (staging / "pacs").mkdir()
-        torch.save(random_openai_state_dict(SEED + 10, vocab_size), staging / "pacs" / "clip_tiny.pth")
-        (staging / "specs").mkdir()
-        torch.save(random_openai_state_dict(SEED + 20, vocab_size, text_positions=248, longclip=True),
-                   staging / "specs" / "longclip_tiny.pt")
-        build_st_text_folder(staging / "mclip-text", SEED + 30)
-        build_st_text_folder(staging / "prmcs-text", SEED + 40)
-        build_blip_itm_folder(staging / "blip-itm", SEED + 50)
-        build_blip_itm_folder(staging / "umic-itm", SEED + 60)
-        (staging / "VERSION").write_text(FORMAT_VERSION)
+        write(staging)
+        (staging / "VERSION").write_text(version)
         if target.exists():
-            if _is_current(target):
+            if is_current(target, version):
                 return target  # another process finished first; its set is identical
-            stale = Path(tempfile.mkdtemp(prefix=".tiny-stale-", dir=target.parent))
+            stale = Path(tempfile.mkdtemp(prefix=".stale-", dir=target.parent))
             os.replace(target, stale / "old")
             shutil.rmtree(stale, ignore_errors=True)
         try:
             os.replace(staging, target)
         except OSError:
-            if not _is_current(target):
+            if not is_current(target, version):
                 raise
     finally:
         hf_logging.enable_progress_bar()
@@ -328,18 +330,27 @@ def build_tiny_checkpoints(folder: str | Path | None = None) -> Path:
     return target
 
 
-def _is_current(folder: Path) -> bool:
-    version = folder / "VERSION"
-    return version.is_file() and version.read_text().strip() == FORMAT_VERSION
+def is_current(folder: Path, version: str) -> bool:
+    stamp = folder / "VERSION"
+    return stamp.is_file() and stamp.read_text().strip() == version
+
+
+def build_tiny_checkpoints(folder: str | Path | None = None) -> Path:
+    """Write every tiny checkpoint into ``folder`` (default: $CAPLENS_TINY_DIR)."""
+    return build_staged(Path(folder) if folder is not None else tiny_dir(), _write_tiny, FORMAT_VERSION)
+
+
+def ensure_built(target: Path, write: Callable[[Path], None], version: str) -> Path:
+    """:func:`build_staged` unless an up-to-date set is already at ``target``."""
+    with _build_lock:
+        if not is_current(target, version):
+            build_staged(target, write, version)
+    return target
 
 
 def ensure_tiny_checkpoints(folder: str | Path | None = None) -> Path:
     """Build the tiny checkpoints unless an up-to-date set is already there."""
-    target = Path(folder) if folder is not None else tiny_dir()
-    with _build_lock:
-        if not _is_current(target):
-            build_tiny_checkpoints(target)
-    return target
+    return ensure_built(Path(folder) if folder is not None else tiny_dir(), _write_tiny, FORMAT_VERSION)
 
 
 if __name__ == "__main__":
