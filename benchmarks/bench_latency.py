@@ -56,7 +56,7 @@ def _sync():
         torch.cuda.synchronize()
 
 
-def in_process(profile: str, metrics: list[str], repeats: int, folder: Path) -> None:
+def in_process(profile: str, metrics: list[str], repeats: int, folder: Path, profile_top: int = 0) -> None:
     from scoring import stages
     from scoring.api import ScoreItem, Scorer
     from scoring.backbones import BackboneUnavailable
@@ -95,6 +95,12 @@ def in_process(profile: str, metrics: list[str], repeats: int, folder: Path) -> 
     for offset, name in enumerate(metrics):
         number = repeats + 2 + offset
         alone[name] = request(scorer, number, captions_for(number), [name])[0]
+    if profile_top:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.runcall(request, scorer, repeats, edited(edited(captions_for(repeats))))
 
     warm, edit = statistics.median(warm_times), statistics.median(edit_times)
     precisions = set()
@@ -116,6 +122,9 @@ def in_process(profile: str, metrics: list[str], repeats: int, folder: Path) -> 
         f"{k} {1000 * v:.1f}" for k, v in times.items()) + f", rest {1000 * max(0.0, synced - total):.1f} ms")
     print("each metric alone, warm (new image and captions): " + ", ".join(
         f"{name} {1000 * seconds:.1f}" for name, seconds in alone.items()) + " ms")
+    if profile_top:
+        print("an edit round under cProfile, by own time:")
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(profile_top)
 
 
 def free_port() -> int:
@@ -175,13 +184,14 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--metrics", default="", help="comma list (default: the profile's embedding metrics)")
     parser.add_argument("--api", action="store_true", help="also through the HTTP API (needs gradio)")
+    parser.add_argument("--cprofile", type=int, default=0, help="print this many top functions of a profiled edit round")
     args = parser.parse_args()
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("CAPLENS_DATA_DIR", tempfile.mkdtemp(prefix="caplens-bench-"))
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] or embedding_metrics(args.profile)
     folder = Path(tempfile.mkdtemp(prefix="caplens-bench-images-"))
-    in_process(args.profile, metrics, args.repeats, folder)
+    in_process(args.profile, metrics, args.repeats, folder, args.cprofile)
     if args.api:
         try:
             import gradio  # noqa: F401

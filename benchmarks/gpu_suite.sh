@@ -29,5 +29,5 @@ cat "$OUT/env.log"
 step tests 100 $PY -m pytest -q -p no:cacheprovider ${TESTS:-tests/scoring/test_gpu.py tests/scoring/test_pixels.py tests/scoring/test_batching.py tests/scoring/test_clip_parity.py tests/scoring/test_learned_metrics.py}
 step build 90 $PY -m scoring.bench "$CAPLENS_BENCH_DIR"
 step clipscore 200 $PY benchmarks/bench_clipscore.py --sizes ${SIZES:-256:64,4096:1024} --repeats ${REPEATS:-5} --baseline-repeats ${BASELINE_REPEATS:-2} --cprofile 25 --json "$OUT/clipscore.json"
-step latency 90 $PY benchmarks/bench_latency.py --profile bench --repeats 10 --api
+step latency 90 $PY benchmarks/bench_latency.py --profile bench --repeats 10 --api --cprofile 25
 step precision 100 $PY benchmarks/bench_precision.py --profiles world,bench --pairs 256
