@@ -7,6 +7,7 @@ become unavailable.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,23 @@ from scoring.registry import BackboneSpec
 # fetched only when a repository has no safetensors, so nothing is downloaded twice.
 _HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors", "1_Pooling/*", "2_Dense/*"]
 _HUB_BIN_FALLBACK = ["*.json", "*.txt", "*.model", "*.bin", "1_Pooling/*", "2_Dense/*"]
+
+
+@contextlib.contextmanager
+def inference():
+    """``torch.inference_mode`` with attention kept off cuDNN's SDPA backend.
+
+    On an H100 (torch 2.11) the attention calls took about 4 ms each in a 1 x 5
+    caption-edit round (cProfile, benchmarks/bench_latency.py), against microseconds for
+    the linear layers. The suspected cause is cuDNN's attention, which builds an execution
+    plan per new input shape while caption lengths change with every request; flash,
+    memory-efficient and math kernels need no plan. (Not yet re-measured on a GPU.)
+    """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    with torch.inference_mode(), sdpa_kernel(backends):
+        yield
 
 
 class BackboneUnavailable(RuntimeError):

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from scoring import stages
-from scoring.backbones import Placement, fingerprint
+from scoring.backbones import Placement, fingerprint, inference
 from scoring.backbones.text import quiet_length_warnings, tokenize_truncating
 from scoring.batching import map_halving, memory_batch_size
 from scoring.cache import LRUCache
@@ -110,7 +110,7 @@ class ClipBackbone:
 
     def encode_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
         """Normalised embeddings of preprocessed images, on the device."""
-        with torch.inference_mode():
+        with inference():
             pixels = pixels.to(device=self.placement.device, dtype=self.placement.dtype)
             pooled = self.model.vision_model(pixel_values=pixels).pooler_output
             return normalised(self.model.visual_projection(pooled))
@@ -124,7 +124,7 @@ class ClipBackbone:
 
     def _encode_text_batch(self, texts: list[str]) -> tuple[torch.Tensor, list[bool]]:
         ids, mask, flags = tokenize_truncating(self.tokenizer, texts, self.max_tokens)
-        with torch.inference_mode():
+        with inference():
             device = self.placement.device
             out = self.model.text_model(input_ids=ids.to(device), attention_mask=mask.to(device))
             return normalised(self.model.text_projection(out.pooler_output)), flags

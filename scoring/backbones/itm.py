@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from scoring import stages
-from scoring.backbones import Placement, fingerprint
+from scoring.backbones import Placement, fingerprint, inference
 from scoring.backbones.clip import vision_bytes_per_item
 from scoring.backbones.text import quiet_length_warnings, tokenize_truncating
 from scoring.batching import map_halving, memory_batch_size
@@ -59,7 +59,7 @@ class ItmBackbone:
         todo = {k: im for k, im in zip(keys, images) if states[k] is None}
         if todo:
             pixels = self.pipeline.pixels(self, list(todo), list(todo.values()))
-            with stages.stage("vision"), torch.inference_mode():
+            with stages.stage("vision"), inference():
                 hidden = self.model.vision_model(
                     pixel_values=pixels.to(device=self.placement.device, dtype=self.placement.dtype)
                 ).last_hidden_state
@@ -71,7 +71,7 @@ class ItmBackbone:
     def _match_chunk(self, pairs: list[tuple[str, ImageInput, str]]) -> tuple[np.ndarray, list[bool]]:
         states = self._vision_states([key for key, _, _ in pairs], [image for _, image, _ in pairs])
         ids, mask, flags = tokenize_truncating(self.tokenizer, [text for _, _, text in pairs], self.max_tokens)
-        with stages.stage("text"), torch.inference_mode():
+        with stages.stage("text"), inference():
             device = self.placement.device
             image_mask = torch.ones(states.shape[:-1], dtype=torch.long, device=device)
             encoded = self.model.text_encoder(

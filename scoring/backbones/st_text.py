@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from scoring.backbones import Placement, fingerprint
+from scoring.backbones import Placement, fingerprint, inference
 from scoring.backbones.clip import encode_cached_texts, normalised, text_batch_size
 from scoring.backbones.text import quiet_length_warnings, tokenize_truncating
 from scoring.cache import LRUCache
@@ -108,7 +108,7 @@ class MultilingualTextEncoder:
     def _encode_text_batch(self, texts: list[str]) -> tuple[torch.Tensor, list[bool]]:
         ids, mask, flags = tokenize_truncating(self.tokenizer, texts, self.max_tokens)
         ids, mask = ids.to(self.placement.device), mask.to(self.placement.device)
-        with torch.inference_mode():
+        with inference():
             hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
             if self.pooling == "mean":
                 weights = mask.unsqueeze(-1).to(hidden.dtype)
