@@ -67,9 +67,10 @@ def read_image_bytes(image: bytes | str | Path) -> bytes:
     if isinstance(image, (bytes, bytearray, memoryview)):
         return bytes(image)
     path = Path(image)
-    if not path.is_file():
-        raise FileNotFoundError(f"image not found: {path}")
-    return path.read_bytes()
+    try:
+        return path.read_bytes()  # one open, no separate existence check: scoring reads thousands
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise FileNotFoundError(f"image not found: {path}") from None
 
 
 def open_checked(data: bytes, name: str = "image") -> Image.Image:
