@@ -168,7 +168,7 @@ def store_perturbation(session: Session, user: User, parent: Caption, perturbati
                        collection: Collection | None = None) -> Caption:
     """Store a perturbed caption with its provenance.
 
-    `perturbation` is an `annotation.perturb.Perturbation` (or anything with the same
+    `perturbation` is an `scoring.perturb.ops.Perturbation` (or anything with the same
     `to_dict()`/fields): its text becomes the caption; op, p, seed and changed spans are kept.
     """
     details = perturbation.to_dict() if hasattr(perturbation, "to_dict") else dict(perturbation)
@@ -193,10 +193,10 @@ def perturb_collection(session: Session, user: User, collection: Collection, ops
     """Store PR-MCS perturbations of every reference / candidate caption of a collection.
 
     Substitution uses the critical objects annotators marked (else nouns, see
-    `annotation.perturb`). Perturbations already stored with the same op and seed are kept,
+    `scoring.perturb.ops`). Perturbations already stored with the same op and seed are kept,
     so running it again only fills gaps.
     """
-    from annotation.perturb import PRMCS_OPS, perturb
+    from scoring.perturb.ops import PRMCS_OPS, perturb
 
     require_role(user, *RESEARCH_ROLES)
     ops = tuple(ops or PRMCS_OPS)

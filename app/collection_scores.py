@@ -1,5 +1,5 @@
 """A collection as one wide table for the Analyze and Failure-cases tabs: the logged-in
-account and the app's scorer handed to `scoring.analysis.store.collection_scores`, which
+account and the app's scorer handed to `annotation.score_store.collection_scores`, which
 reads cached scores from the database and scores only what is missing."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from app import engine
 def collection_table(profile: str, user_state: dict | None, collection_name: str, metrics: list[str],
                      progress: Callable[..., object] | None = None) -> pd.DataFrame:
     """`collection_scores` of `collection_name` for the logged-in account (researcher/admin)."""
-    from scoring.analysis.store import collection_scores
+    from annotation.score_store import collection_scores
 
     from app.tabs.annotate import _db, acting_user
 

@@ -37,7 +37,7 @@ def create_app(profile: str | None = None, seed_demo: bool = True):
 
 
 def _seed_demo() -> None:
-    from scoring.world.seed import seed_demo_if_empty
+    from annotation.demo_seed import seed_demo_if_empty
 
     report = seed_demo_if_empty()
     if report:

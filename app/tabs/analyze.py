@@ -15,7 +15,7 @@ COEFFICIENT_LABELS = {"kendall_c": "Kendall τc", "kendall_b": "Kendall τb", "p
 
 def correlation_view(table: pd.DataFrame, metrics: list[str], n_boot: int = 200) -> pd.DataFrame:
     """Per language and metric: n and each coefficient with its bootstrap 95 % interval."""
-    from scoring.analysis.store import collection_correlations
+    from scoring.analysis.tables import collection_correlations
 
     result = collection_correlations(table, metrics, n_boot=n_boot)
     shown = result[["lang", "metric", "n"]].copy()
@@ -33,7 +33,7 @@ def _interval(value, low, high) -> str:
 def robustness_view(table: pd.DataFrame, metrics: list[str]):
     """PR-MCS Table 7 for the collection's stored perturbations (None when there are none)."""
     from scoring.analysis.robustness import format_table7, robustness_table
-    from scoring.analysis.store import robustness_input
+    from scoring.analysis.tables import robustness_input
 
     long = robustness_input(table, metrics)
     if long is None:

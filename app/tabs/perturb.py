@@ -1,6 +1,6 @@
 """Perturbation lab: damage a caption on purpose and see which metrics notice.
 
-The perturbations come from `annotation.perturb`; this tab shows original and perturbed
+The perturbations come from `scoring.perturb.ops`; this tab shows original and perturbed
 captions side by side with the changed spans highlighted, and scores both with every
 chosen metric in the layout of PR-MCS Table 7 (score and change in % per operation).
 """
@@ -21,7 +21,7 @@ SLOTS = 5
 
 
 def operation_choices() -> list[str]:
-    from annotation.perturb import PRMCS_OPS, UMIC_OPS
+    from scoring.perturb.ops import PRMCS_OPS, UMIC_OPS
 
     return [ALL_FIVE, *PRMCS_OPS, *[op for op in UMIC_OPS if op not in PRMCS_OPS]]
 
@@ -34,7 +34,7 @@ def parse_critical(text: str | None) -> list[str] | None:
 def run_perturbations(text: str, op: str, p: float, seed: int, lang: str, critical: list[str] | None,
                       corpus: list[str] | None = None) -> list:
     """Perturbation objects for one operation or for the five PR-MCS operations."""
-    from annotation.perturb import PRMCS_OPS, perturb
+    from scoring.perturb.ops import PRMCS_OPS, perturb
 
     if not text or not text.strip():
         raise ValueError("Enter a caption to perturb.")

@@ -7,15 +7,15 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from annotation.perturb import perturb
+from scoring.perturb.ops import perturb
 from annotation.workflows import get_collection, store_perturbation
 from db.models import MetricScore, User
 from db.session import dispose_engines, ensure_schema, session_scope
 from scoring.analysis.datasets import load_flickr8k_json
 from scoring.analysis.robustness import robustness_table
-from scoring.analysis.store import (
-    collection_correlations, collection_scores, fill_metric_cache, into_collection, rated_captions, robustness_input, score_fingerprint,
-)
+from annotation.score_store import collection_scores, fill_metric_cache, into_collection
+from scoring.analysis.tables import collection_correlations, rated_captions, robustness_input
+from scoring.fingerprint import score_fingerprint
 from scoring.api import Scorer
 
 ADMIN = User(name="local-cli", role="admin")

@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from annotation.perturb import perturb
+from scoring.perturb.ops import perturb
 from annotation.workflows import get_collection, store_perturbation
 from app.cli import main
 from db.models import User
@@ -11,9 +11,8 @@ from db.session import dispose_engines, ensure_schema, session_scope
 from scoring.analysis.correlation import correlation_table
 from scoring.analysis.datasets import load_flickr8k_json, make_item_id
 from scoring.analysis.robustness import robustness_table
-from scoring.analysis.store import (
-    collection_robustness_scores, collection_table, fill_metric_cache, import_rows_for, into_collection,
-)
+from annotation.score_store import collection_robustness_scores, collection_table, fill_metric_cache, into_collection
+from scoring.analysis.tables import import_rows_for
 from scoring.api import get_scorer
 
 

@@ -58,7 +58,7 @@ def seed_annotation_data() -> dict:
     from db.session import session_scope
     from db.users import create_user
 
-    from annotation.perturb import PRMCS_OPS, perturb
+    from scoring.perturb.ops import PRMCS_OPS, perturb
 
     captions = {}
     with session_scope() as session:

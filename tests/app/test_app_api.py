@@ -110,7 +110,7 @@ def test_models_stay_loaded_between_requests(client, image_file, monkeypatch):
 
 
 def test_perturb_all_five_with_spans(client):
-    from annotation.perturb import PRMCS_OPS, perturb
+    from scoring.perturb.ops import PRMCS_OPS, perturb
 
     text = "a man in a white shirt rides a brown horse on the beach"
     results = client.predict(text, "all", 0.4, 3, "en", "", api_name="/perturb")

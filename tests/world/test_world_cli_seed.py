@@ -2,7 +2,8 @@
 import json
 
 from app.cli import main
-from scoring.world.seed import DEMO_COLLECTION, seed_demo, seed_demo_if_empty
+from annotation.demo_seed import seed_demo, seed_demo_if_empty
+from scoring.world.demo import DEMO_COLLECTION
 
 
 def test_world_show_prints_scene_and_captions(capsys, tmp_path):
@@ -69,7 +70,7 @@ def test_rated_collection_imports_through_the_importer(tmp_path, monkeypatch):
 
 
 def test_demo_references_are_in_the_candidates_language(tmp_path):
-    from scoring.world.seed import demo_rows
+    from scoring.world.demo import demo_rows
 
     rows = demo_rows(2, tmp_path)
     captions_by_lang = {}

@@ -4,7 +4,7 @@ Four kinds per positive caption, one of each per batch item as UMIC trains:
 keyword substitution, a random caption of another image (a hard negative, the caption of
 one of the most similar other images, half of the time when image embeddings are given),
 repetition & removal, and word-order permutation. The word-level three come from
-`annotation.perturb`.
+`scoring.perturb.ops`.
 
 Hard-negative mining takes precomputed image embeddings as plain arrays: this package does
 not import `scoring`; the scoring package computes the embeddings and calls these
@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from annotation.perturb import perturb
+from scoring.perturb.ops import perturb
 
 HARD_NEGATIVE_PROBABILITY = 0.5  # UMIC: hard negatives half of the time
 TOP_K_SIMILAR = 3  # UMIC: captions of the top-3 most similar images
@@ -165,7 +165,7 @@ def umic_negatives(
     `embeddings` (and `image_ids`) the second is always a random caption. `corpus`
     defaults to every caption in `captions_by_image` (the "captions in the training set");
     when generating negatives for many captions, pass one prebuilt
-    `annotation.perturb.PosVocabulary` instead so the dictionary is built once.
+    `scoring.perturb.ops.PosVocabulary` instead so the dictionary is built once.
     """
     if (image_ids is None) != (embeddings is None):
         raise ValueError("pass image_ids and embeddings together")

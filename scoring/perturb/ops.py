@@ -2,7 +2,7 @@
 
 PR-MCS (§5.2, Algorithm 1): repetition, removal, masking, jumble, substitution.
 UMIC (§3.2): keyword substitution, repetition & removal, word-order permutation
-(its random and hard-negative captions live in `annotation.negatives`).
+(its random and hard-negative captions live in `scoring.perturb.negatives`).
 
 Every function is pure: the same text, operation, parameters, seed and language give the
 same result on every machine (a local `random.Random(seed)`, never the global one, and no
@@ -18,8 +18,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from annotation.pos import TaggedToken, tag
-from annotation.tokenize import joiner, normalize_lang, tokenize
+from scoring.perturb.pos import TaggedToken, tag
+from scoring.perturb.tokenize import joiner, normalize_lang, tokenize
 
 PRMCS_OPS = ("repetition", "removal", "masking", "jumble", "substitution")
 UMIC_OPS = ("keyword-substitution", "repeat-remove", "permutation")

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from annotation.negatives import (
+from scoring.perturb.negatives import (
     hard_negative,
     most_similar_images,
     random_caption_negative,

@@ -4,10 +4,10 @@ from statistics import mean
 
 import pytest
 
-from annotation.examples import PRMCS_FIGURES
-from annotation.perturb import ALL_OPS, MASK_TOKEN, OP_DESCRIPTIONS, PRMCS_OPS, perturb, perturb_all
-from annotation.pos import unavailable_reason
-from annotation.tokenize import tokenize
+from scoring.perturb.examples import PRMCS_FIGURES
+from scoring.perturb.ops import ALL_OPS, MASK_TOKEN, OP_DESCRIPTIONS, PRMCS_OPS, perturb, perturb_all
+from scoring.perturb.pos import unavailable_reason
+from scoring.perturb.tokenize import tokenize
 
 FIGURES = sorted(PRMCS_FIGURES)
 

@@ -14,7 +14,7 @@ three rules forbid, preferring a missed split to a wrong one:
    follows ("To the left of the car there is a box").
 
 The grammar works on Universal POS tags, so it serves every language with a tagger
-(`annotation.pos`); Japanese, which is head-final, is split after its commas (読点) instead
+(`scoring.perturb.pos`); Japanese, which is head-final, is split after its commas (読点) instead
 and rule 3 becomes "a segment without a predicate stays with what follows".
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from annotation.pos import TaggedToken, tag
-from annotation.tokenize import detokenize, joiner, normalize_lang, tokenize
+from scoring.perturb.pos import TaggedToken, tag
+from scoring.perturb.tokenize import detokenize, joiner, normalize_lang, tokenize
 
 SENTENCE_END = frozenset({".", "!", "?", "。", "！", "？"})
 COMMAS = frozenset({",", ";", "、", "，", ":"})

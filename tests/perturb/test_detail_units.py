@@ -3,10 +3,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from annotation.detail_units import append_unit, detail_units, specs_triplets
-from annotation.examples import PRMCS_FIGURES, SPECS_CAPTIONS
-from annotation.pos import unavailable_reason
-from annotation.tokenize import detokenize, tokenize
+from scoring.perturb.detail_units import append_unit, detail_units, specs_triplets
+from scoring.perturb.examples import PRMCS_FIGURES, SPECS_CAPTIONS
+from scoring.perturb.pos import unavailable_reason
+from scoring.perturb.tokenize import detokenize, tokenize
 
 
 def _tagged(lang):

@@ -23,7 +23,7 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
-from annotation.tokenize import japanese_morphemes, japanese_tagger_version, normalize_lang
+from scoring.perturb.tokenize import japanese_morphemes, japanese_tagger_version, normalize_lang
 
 
 class TaggerUnavailableError(LookupError):

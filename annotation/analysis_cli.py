@@ -222,7 +222,7 @@ def _fill_cache(session, user, args) -> dict[str, str]:
     returns {metric: reason} for those that cannot run (already printed)."""
     if not args.metrics:
         return {}
-    from .store import fill_metric_cache
+    from annotation.score_store import fill_metric_cache
 
     unavailable = fill_metric_cache(session, user, _scorer(args), args.collection, args.metrics)
     for metric, reason in unavailable.items():
@@ -251,7 +251,7 @@ def _captions(path: Path):
 
 
 def _load_dataset(name: str, path: Path):
-    from .pipeline import load_rating_set
+    from scoring.analysis.pipeline import load_rating_set
 
     return load_rating_set(name, path)
 
@@ -260,10 +260,10 @@ def _load_dataset(name: str, path: Path):
 
 
 def _correlation(args) -> int:
-    from .correlation import metric_columns
+    from scoring.analysis.correlation import metric_columns
 
     if args.collection:
-        from .store import collection_table
+        from annotation.score_store import collection_table
 
         with _database(args) as (session, user):
             unavailable = _fill_cache(session, user, args)
@@ -272,7 +272,7 @@ def _correlation(args) -> int:
     if args.scores is None:
         if not (args.dataset and args.dataset_path):
             raise ValueError("give --scores, or --dataset and --dataset-path with --metrics to score now")
-        from .pipeline import score_table
+        from scoring.analysis.pipeline import score_table
 
         table = score_table(_scorer(args), _load_dataset(args.dataset, args.dataset_path), args.metrics,
                             image_root=args.image_root)
@@ -301,7 +301,7 @@ def _correlation(args) -> int:
 def _correlate(table, args, unavailable=None) -> int:
     """Correlation (and optional comparison / system level) of `table`; metrics reported
     unavailable are left out so the others still get their rows."""
-    from .correlation import compare_metrics, correlation_table, metric_columns, system_level_correlation
+    from scoring.analysis.correlation import compare_metrics, correlation_table, metric_columns, system_level_correlation
 
     if args.human_col not in table.columns:
         raise ValueError(f"no human column {args.human_col!r}; give --dataset or add it to {args.scores}")
@@ -347,16 +347,16 @@ def _p_text(comparison, n_boot: int) -> str:
 
 
 def _robustness(args) -> int:
-    from .robustness import PRMCS_OPS, format_table7, robustness_table
+    from scoring.analysis.robustness import PRMCS_OPS, format_table7, robustness_table
 
     if args.collection:
-        from .store import collection_robustness_scores
+        from annotation.score_store import collection_robustness_scores
 
         with _database(args) as (session, user):
             _fill_cache(session, user, args)
             scores = collection_robustness_scores(session, user, args.collection, args.metrics)
     elif args.captions:
-        from .pipeline import perturbation_scores
+        from scoring.analysis.pipeline import perturbation_scores
 
         ops = [o.lower() for o in args.ops] if args.ops else list(PRMCS_OPS)
         scores = perturbation_scores(_scorer(args), _captions(args.captions), args.metrics, ops, p=args.p,
@@ -368,7 +368,7 @@ def _robustness(args) -> int:
     table = robustness_table(scores, args.ops)
     _emit(table, args, None if args.numeric else format_table7(table, [o.lower() for o in args.ops] if args.ops else None))
     if args.detection:
-        from .robustness import detection_rates
+        from scoring.analysis.robustness import detection_rates
 
         rates = detection_rates(scores).pivot_table(index=["lang", "metric"], columns="op", values="detected")
         print("\nshare of perturbed captions scored below their original:")
@@ -377,13 +377,13 @@ def _robustness(args) -> int:
 
 
 def _specificity(args) -> int:
-    from .specificity import specificity_table
+    from scoring.analysis.specificity import specificity_table
 
     if args.captions or args.collection:
-        from .pipeline import triplet_scores
+        from scoring.analysis.pipeline import triplet_scores
 
         if args.collection:
-            from .store import collection_captions
+            from annotation.score_store import collection_captions
 
             with _database(args) as (session, user):
                 captions = collection_captions(session, user, args.collection)
@@ -402,13 +402,13 @@ def _specificity(args) -> int:
 def _retrieval(args) -> int:
     import numpy as np
 
-    from .datasets import coco_sm_text_to_image, load_coco_sm, load_coco_sm_id_mapping
-    from .retrieval import retrieval_table
+    from scoring.analysis.datasets import coco_sm_text_to_image, load_coco_sm, load_coco_sm_id_mapping
+    from scoring.analysis.retrieval import retrieval_table
 
     if args.coco_sm:
         from scoring.api import get_scorer
 
-        from .pipeline import retrieval_similarities
+        from scoring.analysis.pipeline import retrieval_similarities
 
         captions = load_coco_sm(args.coco_sm, args.langs)
         arrays, text_to_image = retrieval_similarities(get_scorer(args.profile, args.device), captions, args.metric,
@@ -447,13 +447,13 @@ def _metrics_from_suffix(columns, suffix: str) -> list[str]:
 
 
 def _pascal50s(args) -> int:
-    from .datasets import load_pascal50s
-    from .pairwise import pascal50s_table
+    from scoring.analysis.datasets import load_pascal50s
+    from scoring.analysis.pairwise import pascal50s_table
 
     if args.scores is None:
         if not args.pascal_dir:
             raise ValueError("give --scores, or --pascal-dir with --metrics to score the pairs now")
-        from .pipeline import pair_scores
+        from scoring.analysis.pipeline import pair_scores
 
         scores = pair_scores(_scorer(args), load_pascal50s(args.pascal_dir), args.metrics, ("caption_a", "caption_b"),
                              ("_a", "_b"), n_references=args.references, seed=args.seed, image_root=args.image_root)
@@ -475,11 +475,11 @@ def _pascal50s(args) -> int:
 
 
 def _foil(args) -> int:
-    from .pairwise import foil_table
+    from scoring.analysis.pairwise import foil_table
 
     if args.foil_json:
-        from .datasets import load_foil
-        from .pipeline import pair_scores
+        from scoring.analysis.datasets import load_foil
+        from scoring.analysis.pipeline import pair_scores
 
         scores = pair_scores(_scorer(args), load_foil(args.foil_json), args.metrics, ("correct", "foil"),
                              ("_correct", "_foil"), n_references=args.references, seed=args.seed,
@@ -495,10 +495,10 @@ def _foil(args) -> int:
 
 
 def _length(args) -> int:
-    from .pipeline import length_analysis
+    from scoring.analysis.pipeline import length_analysis
 
     if args.collection:
-        from .store import collection_table
+        from annotation.score_store import collection_table
 
         with _database(args) as (session, user):
             unavailable = _fill_cache(session, user, args) if args.profile else {}
@@ -519,7 +519,7 @@ def _load(args) -> int:
     if args.collection:
         if not args.image_root:
             raise ValueError("--collection needs --image-root (the images are stored in the database)")
-        from .store import into_collection
+        from annotation.score_store import into_collection
 
         with _database(args) as (session, user):
             report = into_collection(session, user, table, args.collection, args.image_root,

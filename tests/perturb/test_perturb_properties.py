@@ -5,10 +5,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from annotation.examples import PRMCS_FIGURES
-from annotation.perturb import ALL_OPS, MASK_TOKEN, perturb
-from annotation.pos import unavailable_reason
-from annotation.tokenize import detokenize, joiner, tokenize
+from scoring.perturb.examples import PRMCS_FIGURES
+from scoring.perturb.ops import ALL_OPS, MASK_TOKEN, perturb
+from scoring.perturb.pos import unavailable_reason
+from scoring.perturb.tokenize import detokenize, joiner, tokenize
 
 LANGS = ("en", "de", "fr", "es", "ja")
 

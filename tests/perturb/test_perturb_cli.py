@@ -2,8 +2,8 @@
 import json
 
 from app.cli import main
-from annotation.examples import PRMCS_FIGURES
-from annotation.perturb import PRMCS_OPS
+from scoring.perturb.examples import PRMCS_FIGURES
+from scoring.perturb.ops import PRMCS_OPS
 
 KEYS = {"text", "op", "p", "seed", "lang", "parent", "changed_spans", "noop"}
 
