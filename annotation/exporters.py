@@ -18,9 +18,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from annotation.workflows import _in_collection
-from db.images import image_path, read_image_bytes
+from annotation.image_store import image_path, read_image_bytes
 from db.models import Caption, Collection, Image, MetricScore, Rating, User, collection_captions
-from db.users import RESEARCH_ROLES, require_role
+from annotation.accounts import RESEARCH_ROLES, require_role
 
 TABLE_FORMATS = ("csv", "jsonl", "parquet", "hf")
 

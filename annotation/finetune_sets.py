@@ -32,9 +32,9 @@ from sqlalchemy.orm import Session, aliased
 
 from annotation.exporters import TABLE_FORMATS, copy_image, write_table
 from annotation.workflows import _in_collection
-from db.images import read_image_bytes
+from annotation.image_store import read_image_bytes
 from db.models import Caption, Collection, Image, Rating, User
-from db.users import RESEARCH_ROLES, require_role
+from annotation.accounts import RESEARCH_ROLES, require_role
 
 SET_KINDS = ("prmcs", "specs", "umic", "pacs", "human")
 PRMCS_OPS = ("repetition", "removal", "masking", "jumble", "substitution")

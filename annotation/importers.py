@@ -39,9 +39,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from annotation import workflows
-from db.images import MAX_IMAGE_BYTES, ImageFacts, add_inspected_image, inspect_image
+from annotation.image_store import MAX_IMAGE_BYTES, ImageFacts, add_inspected_image, inspect_image
 from db.models import CAPTION_KINDS, Caption, Collection, Image, ImportRecord, Rating, User
-from db.users import RESEARCH_ROLES, require_role, validate_name
+from annotation.accounts import RESEARCH_ROLES, require_role, validate_name
 
 FORMATS = ("csv", "jsonl", "zip", "clipscore")
 MANIFEST_NAMES = ("manifest.jsonl", "manifest.csv", "manifest.json")

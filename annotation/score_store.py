@@ -15,7 +15,7 @@ import pandas as pd
 from annotation.exporters import captions_table, ratings_table
 from annotation.importers import import_rows
 from annotation.workflows import cache_metric_scores, cached_metric_scores, get_collection
-from db.users import RESEARCH_ROLES, require_role
+from annotation.accounts import RESEARCH_ROLES, require_role
 from scoring.analysis.robustness import ORIGINAL
 from scoring.analysis.tables import _DIMENSIONS, _score_columns, import_rows_for
 from scoring.api import ScoreItem

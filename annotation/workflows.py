@@ -1,7 +1,7 @@
 """Annotation workflows: rating queue, transcreation queue, critical-object marking, agreement.
 
 Plain library functions for the UI and the command line. Each takes an open SQLAlchemy
-`Session` (the caller owns the transaction, e.g. `db.session.session_scope()`) and the
+`Session` (the caller owns the transaction, e.g. `annotation.database.database_session()`) and the
 acting `User`, and checks that user's role itself: an annotator reads and edits only their
 own ratings; collections, captions, deletion and agreement reports are researcher or admin
 actions. Permission problems raise `PermissionError`, bad input `ValueError`, unknown ids
@@ -34,7 +34,7 @@ from db.models import (
     collection_captions,
     utcnow,
 )
-from db.users import RESEARCH_ROLES, require_role
+from annotation.accounts import RESEARCH_ROLES, require_role
 
 if TYPE_CHECKING:
     import numpy

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scoring.paths import data_dir
+
 REGISTRY_DIR = Path(__file__).resolve().parent / "registry"
 BACKBONE_KINDS = ("clip", "openai-clip", "longclip", "st-text", "blip-itm")
 METRIC_FAMILIES = (
@@ -104,11 +106,6 @@ def available_profiles() -> list[str]:
 
 def default_profile() -> str:
     return os.environ.get("CAPLENS_PROFILE") or "hub"
-
-
-def data_dir() -> Path:
-    """The CapLens data directory (``$CAPLENS_DATA_DIR``, else ``~/.caplens``)."""
-    return Path(os.environ.get("CAPLENS_DATA_DIR") or Path.home() / ".caplens").expanduser()
 
 
 def tiny_dir() -> Path:

@@ -48,9 +48,9 @@ class NotLoggedIn(PermissionError):
 
 
 def _db():
-    from db.session import session_scope
+    from annotation.database import database_session
 
-    return session_scope()
+    return database_session()
 
 
 def acting_user(session, user_state: dict | None):
@@ -67,7 +67,7 @@ def acting_user(session, user_state: dict | None):
 
 def login(name: str, password: str) -> tuple[dict | None, str]:
     """(user state, message) for a login attempt."""
-    from db.users import authenticate
+    from annotation.accounts import authenticate
 
     if not name or not password:
         return None, "Enter your user name and password."
@@ -112,7 +112,7 @@ def _pil(image_row):
     """The stored image of a caption, decoded for display."""
     from PIL import Image
 
-    from db.images import read_image_bytes
+    from annotation.image_store import read_image_bytes
 
     try:
         return Image.open(io.BytesIO(read_image_bytes(image_row))).convert("RGB")

@@ -91,7 +91,7 @@ def save_to_collection(user_state: dict | None, image: LoadedImage | None, origi
     """Store image, original caption (as a candidate), its critical objects and the perturbed
     captions with their provenance in `collection_name` (researcher or admin)."""
     from annotation import workflows as wf
-    from db.images import add_image
+    from annotation.image_store import add_image
 
     from app.tabs.annotate import _db, acting_user
 

@@ -10,7 +10,8 @@ from PIL import Image
 from scoring.perturb.ops import perturb
 from annotation.workflows import get_collection, store_perturbation
 from db.models import MetricScore, User
-from db.session import dispose_engines, ensure_schema, session_scope
+from annotation.database import open_database
+from db.session import dispose_engines, session_scope
 from scoring.analysis.datasets import load_flickr8k_json
 from scoring.analysis.robustness import robustness_table
 from annotation.score_store import collection_scores, fill_metric_cache, into_collection
@@ -52,7 +53,7 @@ def fresh_scorer(clip_dir=None) -> CountingScorer:
 def collection(tmp_path, monkeypatch, flickr8k_json):
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("CAPLENS_DATABASE_URL", f"sqlite:///{tmp_path / 'caplens.db'}")
-    engine = ensure_schema()
+    engine = open_database()
     root = flickr8k_json.parent
     (root / "Flicker8k_Dataset").mkdir()
     Image.new("RGB", (40, 30), (180, 120, 40)).save(root / "Flicker8k_Dataset" / "1000_aa.jpg")

@@ -7,7 +7,8 @@ from scoring.perturb.ops import perturb
 from annotation.workflows import get_collection, store_perturbation
 from app.cli import main
 from db.models import User
-from db.session import dispose_engines, ensure_schema, session_scope
+from annotation.database import open_database
+from db.session import dispose_engines, session_scope
 from scoring.analysis.correlation import correlation_table
 from scoring.analysis.datasets import load_flickr8k_json, make_item_id
 from scoring.analysis.robustness import robustness_table
@@ -20,7 +21,7 @@ from scoring.api import get_scorer
 def database(tmp_path, monkeypatch):
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("CAPLENS_DATABASE_URL", f"sqlite:///{tmp_path / 'caplens.db'}")
-    engine = ensure_schema()
+    engine = open_database()
     yield engine
     dispose_engines()
 

@@ -54,14 +54,14 @@ def server():
 def seed_annotation_data() -> dict:
     """Accounts and a small collection, written through the library's own functions."""
     from annotation import workflows as wf
-    from db.images import add_image
-    from db.session import session_scope
-    from db.users import create_user
+    from annotation.image_store import add_image
+    from annotation.database import database_session
+    from annotation.accounts import create_user
 
     from scoring.perturb.ops import PRMCS_OPS, perturb
 
     captions = {}
-    with session_scope() as session:
+    with database_session() as session:
         create_user(session, ANNOTATOR[0], "annotator", ANNOTATOR[1])
         researcher = create_user(session, RESEARCHER[0], "researcher", RESEARCHER[1])
         raters = [create_user(session, f"rater{i}", "annotator", f"rater-password-{i}") for i in (1, 2)]

@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from db.session import dispose_engines, get_engine, session_scope, upgrade
-from db.users import create_user
+from annotation.accounts import create_user
 
 PG_URL = os.environ.get("CAPLENS_TEST_PG_URL")
 BACKENDS = [

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scipy.stats import pearsonr, spearmanr
 
 from annotation import workflows as wf
-from db.images import add_image
+from annotation.image_store import add_image
 from db.session import session_scope
 
 

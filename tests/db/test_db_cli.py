@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from db.models import User
 from db.session import get_engine, session_scope
-from db.users import authenticate
+from annotation.accounts import authenticate
 
 REPO = Path(__file__).resolve().parents[2]
 # The commands run the same library code the other tests cover on both backends; one

@@ -7,10 +7,10 @@ import time
 from sqlalchemy import func, select
 
 from annotation import workflows as wf
-from db.images import add_image
+from annotation.image_store import add_image
 from db.models import Rating, User
 from db.session import dispose_engines, get_engine, session_scope
-from db.users import create_user
+from annotation.accounts import create_user
 
 WORKERS, PER_WORKER, ITEMS, K = 16, 100, 200, 16
 

@@ -9,10 +9,10 @@ from PIL import Image as PILImage
 from annotation import workflows as wf
 from annotation.exporters import export_table
 from annotation.finetune_sets import build_finetune_set
-from db.images import add_image, image_path, inspect_image, stored_path
+from annotation.image_store import add_image, image_path, inspect_image, stored_path
 from db.models import Caption, Rating
 from db.session import session_scope
-from db.users import authenticate, create_user
+from annotation.accounts import authenticate, create_user
 
 
 @pytest.fixture

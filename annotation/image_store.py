@@ -17,7 +17,7 @@ from PIL import UnidentifiedImageError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db import config
+from annotation.database import image_store_dir
 from db.models import Image
 
 # Pillow format name -> file extension in the store.
@@ -62,7 +62,7 @@ def stored_path(sha256: str, fmt: str, root: Path | None = None) -> Path:
     """Where the image with this hash and format lives in the store."""
     if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
         raise ValueError(f"not a sha256 hex digest: {sha256!r}")
-    root = root or config.image_store_dir()
+    root = root or image_store_dir()
     return root / sha256[:2] / f"{sha256}.{STORED_FORMATS[fmt]}"
 
 
@@ -128,5 +128,5 @@ def read_image_bytes(image: Image) -> bytes:
 def orphaned_files(session: Session) -> list[Path]:
     """Stored files no database row refers to (left by rolled-back or killed imports)."""
     known = set(session.scalars(select(Image.sha256)))
-    root = config.image_store_dir()
+    root = image_store_dir()
     return [p for p in root.glob("??/*") if p.is_file() and p.name.split(".")[0] not in known]
