@@ -347,7 +347,8 @@ def _p_text(comparison, n_boot: int) -> str:
 
 
 def _robustness(args) -> int:
-    from scoring.analysis.robustness import PRMCS_OPS, format_table7, robustness_table
+    from scoring.analysis.robustness import format_table7, robustness_table
+    from scoring.perturb.ops import PRMCS_OPS
 
     if args.collection:
         from annotation.score_store import collection_robustness_scores

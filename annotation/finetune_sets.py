@@ -30,14 +30,14 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
+from annotation.accounts import RESEARCH_ROLES, require_role
 from annotation.exporters import TABLE_FORMATS, copy_image, write_table
 from annotation.workflows import _in_collection
 from annotation.image_store import read_image_bytes
 from db.models import Caption, Collection, Image, Rating, User
-from annotation.accounts import RESEARCH_ROLES, require_role
+from scoring.perturb.ops import PRMCS_OPS
 
 SET_KINDS = ("prmcs", "specs", "umic", "pacs", "human")
-PRMCS_OPS = ("repetition", "removal", "masking", "jumble", "substitution")
 UMIC_NEGATIVES = 4
 HUMAN_CAPTION_KINDS = ("reference",)
 MODEL_CAPTION_KINDS = ("candidate",)

@@ -5,7 +5,6 @@ and are renamed into place, so a crash never leaves a half-written image under i
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import tempfile
@@ -19,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from annotation.database import image_store_dir
 from db.models import Image
+from scoring.fingerprint import content_fingerprint
 
 # Pillow format name -> file extension in the store.
 STORED_FORMATS = {"JPEG": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "TIFF": "tiff"}
@@ -55,7 +55,7 @@ def inspect_image(data: bytes, name: str = "upload") -> ImageFacts:
         raise ValueError(f"{name}: damaged or unreadable image ({exc})") from exc
     if fmt not in STORED_FORMATS:
         raise ValueError(f"{name}: image format {fmt} is not supported ({', '.join(STORED_FORMATS)})")
-    return ImageFacts(hashlib.sha256(data).hexdigest(), fmt, width, height, len(data))
+    return ImageFacts(content_fingerprint(data), fmt, width, height, len(data))
 
 
 def stored_path(sha256: str, fmt: str, root: Path | None = None) -> Path:
