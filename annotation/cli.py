@@ -108,8 +108,8 @@ def register(subparsers, parents) -> None:
 
 
 def _acting_user(session, name: str | None):
-    from db.models import User
     from annotation.accounts import get_user
+    from db.models import User
 
     if name:
         return get_user(session, name)
@@ -159,8 +159,8 @@ def _progress(stage: str, done: int, total: int) -> None:
 
 
 def _import(args) -> int:
-    from annotation.importers import import_file
     from annotation.database import database_session
+    from annotation.importers import import_file
 
     with database_session() as session:
         report = import_file(session, _acting_user(session, args.user), args.file, collection=args.collection,
@@ -171,10 +171,10 @@ def _import(args) -> int:
 
 
 def _export(args) -> int:
+    from annotation.captions import get_collection
+    from annotation.database import database_session
     from annotation.exporters import export_table
     from annotation.finetune_sets import build_finetune_set
-    from annotation.workflows import get_collection
-    from annotation.database import database_session
 
     with database_session(read_only=True) as session:
         user = _acting_user(session, args.user)
@@ -189,7 +189,8 @@ def _export(args) -> int:
 
 
 def _agreement(args) -> int:
-    from annotation.workflows import agreement, get_collection
+    from annotation.agreement import agreement
+    from annotation.captions import get_collection
     from annotation.database import database_session
 
     with database_session(read_only=True) as session:
@@ -202,8 +203,9 @@ def _agreement(args) -> int:
 def _perturb(args) -> int:
     from dataclasses import asdict
 
-    from annotation.workflows import get_collection, perturb_collection
+    from annotation.captions import get_collection
     from annotation.database import database_session
+    from annotation.perturbations import perturb_collection
 
     with database_session() as session:
         summary = perturb_collection(session, _acting_user(session, args.user), get_collection(session, args.collection),
@@ -213,8 +215,8 @@ def _perturb(args) -> int:
 
 
 def _gc(args) -> int:
-    from annotation.image_store import orphaned_files
     from annotation.database import database_session
+    from annotation.image_store import orphaned_files
 
     with database_session() as session:  # a write lock: no import can add rows meanwhile
         orphans = orphaned_files(session)
@@ -240,8 +242,8 @@ def _read_password(from_stdin: bool) -> str:
 
 
 def _user_add(args) -> int:
-    from annotation.database import database_session
     from annotation.accounts import create_user
+    from annotation.database import database_session
 
     password = None if args.no_login else _read_password(args.password_stdin)
     with database_session() as session:
@@ -251,8 +253,8 @@ def _user_add(args) -> int:
 
 
 def _user_passwd(args) -> int:
-    from annotation.database import database_session
     from annotation.accounts import get_user, set_password
+    from annotation.database import database_session
 
     password = _read_password(args.password_stdin)
     with database_session() as session:
@@ -262,8 +264,8 @@ def _user_passwd(args) -> int:
 
 
 def _user_set_role(args) -> int:
-    from annotation.database import database_session
     from annotation.accounts import get_user, set_role
+    from annotation.database import database_session
 
     with database_session() as session:
         set_role(session, get_user(session, args.name), args.role)
@@ -274,8 +276,8 @@ def _user_set_role(args) -> int:
 def _user_list(args) -> int:
     from sqlalchemy import select
 
-    from db.models import User
     from annotation.database import database_session
+    from db.models import User
 
     with database_session(read_only=True) as session:
         for user in session.scalars(select(User).order_by(User.name)):

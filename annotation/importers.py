@@ -38,10 +38,11 @@ from pathlib import Path, PurePosixPath
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from annotation import workflows
-from annotation.image_store import MAX_IMAGE_BYTES, ImageFacts, add_inspected_image, inspect_image
-from db.models import CAPTION_KINDS, Caption, Collection, Image, ImportRecord, Rating, User
 from annotation.accounts import RESEARCH_ROLES, require_role, validate_name
+from annotation.captions import add_caption, get_or_create_collection, validate_caption_text, validate_language
+from annotation.image_store import MAX_IMAGE_BYTES, ImageFacts, add_inspected_image, inspect_image
+from annotation.tasks import mark_critical, validate_rating_values
+from db.models import CAPTION_KINDS, Caption, Collection, Image, ImportRecord, Rating, User
 
 FORMATS = ("csv", "jsonl", "zip", "clipscore")
 MANIFEST_NAMES = ("manifest.jsonl", "manifest.csv", "manifest.json")
@@ -329,8 +330,8 @@ def _parse_row(label: str, record: dict, images, existing_sha: set[str]) -> tupl
             problems.append(found)
         else:
             image = found
-    text = check(workflows.validate_caption_text, _get(record, "caption", "text", "candidate"))
-    language = check(workflows.validate_language, str(_get(record, "language", "lang") or "en"))
+    text = check(validate_caption_text, _get(record, "caption", "text", "candidate"))
+    language = check(validate_language, str(_get(record, "language", "lang") or "en"))
     kind = str(_get(record, "kind") or "candidate")
     if kind not in CAPTION_KINDS:
         problems.append(f"unknown kind {kind!r} (choose one of {', '.join(CAPTION_KINDS)})")
@@ -357,7 +358,7 @@ def _parse_row(label: str, record: dict, images, existing_sha: set[str]) -> tupl
             problems.append("a rating needs the annotator who gave it (field `annotator`)")
         if kind == "reference":
             problems.append("reference captions are not rated")
-        rating = check(workflows._rating_values, values)
+        rating = check(validate_rating_values, values)
     critical = None
     if any(_get(record, name) is not None for name in ("critical_objects", "backgrounds", "relationships")):
         critical = {name: check(_as_list, _get(record, name), name) or []
@@ -509,7 +510,7 @@ def _write(session: Session, user: User, rows: list[_Row], record: ImportRecord,
             key = (image.id, row.language, text)
             if key not in references:
                 references.add(key)
-                workflows.add_caption(session, user, image, text, language=row.language, kind="reference",
+                add_caption(session, user, image, text, language=row.language, kind="reference",
                                       collection=collection, import_id=record.id)
                 counts["references"] += 1
         if row.rating:
@@ -518,7 +519,7 @@ def _write(session: Session, user: User, rows: list[_Row], record: ImportRecord,
             counts["ratings"] += 1
         if row.critical:
             marker = annotator_for(row.annotator or UNNAMED_ANNOTATOR)
-            workflows.mark_critical(session, marker, caption.id, **row.critical)
+            mark_critical(session, marker, caption.id, **row.critical)
             counts["critical_annotations"] += 1
         if index % BATCH_SIZE == 0:
             session.flush()
@@ -573,7 +574,7 @@ def import_file(session: Session, user: User, path: str | Path, *, collection: s
         external_parents = _resolve_parents(session, rows, errors)
         if errors:
             raise ImportRejected(str(path), errors)
-        target = workflows.get_or_create_collection(session, user, collection_name)
+        target = get_or_create_collection(session, user, collection_name)
         if not allow_reimport:
             previous = session.scalar(select(ImportRecord.id).where(ImportRecord.source_sha256 == source_sha,
                                                                     ImportRecord.collection_id == target.id))
@@ -602,7 +603,7 @@ def import_rows(session: Session, user: User, rows: list[dict], *, collection: s
     external_parents = _resolve_parents(session, parsed, errors)
     if errors or not parsed:
         raise ImportRejected(source_name, errors or ["no rows"])
-    target = workflows.get_or_create_collection(session, user, collection)
+    target = get_or_create_collection(session, user, collection)
     digest = hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
     record = ImportRecord(format="rows", source_name=source_name[:500], source_sha256=digest,
                           collection_id=target.id, user_id=user.id, counts={})

@@ -23,9 +23,9 @@ def create_app(profile: str | None = None, seed_demo: bool = True):
     On first run this creates the database (through the migrations) and, with `seed_demo`,
     fills the synthetic-world demo collection so every tab has something to show offline.
     """
+    from annotation.database import open_database
     from app import engine
     from app.ui import build_app
-    from annotation.database import open_database
 
     open_database()
     if seed_demo:
@@ -71,8 +71,8 @@ def _create_demo_login() -> None:
 def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
     """Arguments for `Blocks.launch`: the stored images may be served (thumbnails, opening
     a failure case in the Score tab); uploads are capped before they reach our decoder."""
-    from app.uploads import MAX_UPLOAD_BYTES
     from annotation.database import image_store_dir
+    from app.uploads import MAX_UPLOAD_BYTES
 
     return dict(
         server_name=host,

@@ -7,17 +7,18 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from scoring.perturb.ops import perturb
-from annotation.workflows import get_collection, store_perturbation
-from db.models import MetricScore, User
+from annotation.captions import get_collection
 from annotation.database import open_database
+from annotation.perturbations import store_perturbation
+from annotation.score_store import collection_scores, fill_metric_cache, into_collection
+from db.models import MetricScore, User
 from db.session import dispose_engines, session_scope
 from scoring.analysis.datasets import load_flickr8k_json
 from scoring.analysis.robustness import robustness_table
-from annotation.score_store import collection_scores, fill_metric_cache, into_collection
 from scoring.analysis.tables import collection_correlations, rated_captions, robustness_input
-from scoring.fingerprint import score_fingerprint
 from scoring.api import Scorer
+from scoring.fingerprint import score_fingerprint
+from scoring.perturb.ops import perturb
 
 ADMIN = User(name="local-cli", role="admin")
 METRICS = ["BLEU-1", "CLIP-S"]

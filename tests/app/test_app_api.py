@@ -129,9 +129,9 @@ def test_perturb_rejects_empty_text(client):
 
 
 def test_rate_requires_login_then_stores_the_rating(server):
-    from annotation.workflows import list_ratings
-    from annotation.database import database_session
     from annotation.accounts import get_user
+    from annotation.database import database_session
+    from annotation.tasks import list_ratings
 
     client = Client(server.url, verbose=False)
     caption_id = server.caption_ids["a green field"]

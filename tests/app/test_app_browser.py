@@ -87,9 +87,9 @@ def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts)
 
 
 def test_login_rate_and_rating_is_in_the_database(page, server, artifacts):
-    from annotation.workflows import list_ratings
-    from annotation.database import database_session
     from annotation.accounts import get_user
+    from annotation.database import database_session
+    from annotation.tasks import list_ratings
 
     page.get_by_role("tab", name="Annotate").click()
     page.locator("#login-name textarea").fill(server.annotator[0])

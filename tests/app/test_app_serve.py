@@ -73,9 +73,9 @@ def test_library_reasons_in_the_banner_are_escaped():
 def test_first_run_gives_the_operator_a_login(tmp_path, monkeypatch, capsys):
     import re
 
-    from app import serve
     from annotation.accounts import authenticate
     from annotation.database import database_session
+    from app import serve
 
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
     serve._seed_demo()

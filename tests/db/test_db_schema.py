@@ -11,9 +11,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from annotation import database
-from scoring.paths import data_dir
 from db.models import Base
 from db.session import current_revision, downgrade, get_engine, head_revision, session_scope, upgrade
+from scoring.paths import data_dir
 
 REPO = Path(__file__).resolve().parents[2]
 

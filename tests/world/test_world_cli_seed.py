@@ -1,8 +1,8 @@
 """`caplens world` subcommands and the demo seeding through the importer."""
 import json
 
-from app.cli import main
 from annotation.demo_seed import seed_demo, seed_demo_if_empty
+from app.cli import main
 from scoring.world.demo import DEMO_COLLECTION
 
 
@@ -28,8 +28,8 @@ def test_seed_fills_an_empty_database_once(tmp_path, monkeypatch):
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path))
     from sqlalchemy import func, select
 
-    from db.models import Caption, Collection, Rating
     from annotation.database import database_session
+    from db.models import Caption, Collection, Rating
     from db.session import dispose_engines
 
     try:
@@ -54,10 +54,10 @@ def test_seed_fills_an_empty_database_once(tmp_path, monkeypatch):
 
 def test_rated_collection_imports_through_the_importer(tmp_path, monkeypatch):
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
-    from annotation.importers import import_file
-    from annotation.database import database_session
-    from db.session import dispose_engines
     from annotation.accounts import create_user
+    from annotation.database import database_session
+    from annotation.importers import import_file
+    from db.session import dispose_engines
     from scoring.world.sets import split_scenes, write_rated_collection
 
     rows = write_rated_collection(tmp_path / "rated", split_scenes("heldout", 2), annotators=3, size=32)

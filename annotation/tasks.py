@@ -1,48 +1,37 @@
-"""Annotation workflows: rating queue, transcreation queue, critical-object marking, agreement.
+"""Annotators' work: the rating queue and ratings, the transcreation queue, critical objects.
 
-Plain library functions for the UI and the command line. Each takes an open SQLAlchemy
-`Session` (the caller owns the transaction, e.g. `annotation.database.database_session()`) and the
-acting `User`, and checks that user's role itself: an annotator reads and edits only their
-own ratings; collections, captions, deletion and agreement reports are researcher or admin
-actions. Permission problems raise `PermissionError`, bad input `ValueError`, unknown ids
-`LookupError`.
+Queues offer each annotator the items that still need work, least-done first, never one they
+did or skipped. Roles are checked here, server-side: an annotator reads and edits only their
+own ratings; researchers and admins read everyone's. Permission problems raise
+PermissionError, bad input ValueError, unknown ids LookupError.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from itertools import combinations
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from sqlalchemy import and_, delete, func, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from annotation.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
+from annotation.captions import get_caption, in_collection, validate_caption_text, validate_language
 from db.models import (
-    CAPTION_KINDS,
     Caption,
     Collection,
     CriticalAnnotation,
     Image,
-    MetricScore,
     QueueSkip,
     Rating,
     RatingRevision,
     Transcreation,
     User,
-    collection_captions,
     utcnow,
 )
-from annotation.accounts import RESEARCH_ROLES, require_role
 
-if TYPE_CHECKING:
-    import numpy
-
-ALL_ROLES = ("annotator", "researcher", "admin")
 RATING_FIELDS = ("overall", "fluency", "relevance", "descriptiveness")
 DEFAULT_RATINGS_PER_ITEM = 3
-MAX_CAPTION_CHARS = 5000
 
 # M-CapEval1k transcreation guidance (PR-MCS appendix C, Figures 10-11), in our own words.
 TRANSCREATION_INSTRUCTIONS = """\
@@ -98,165 +87,10 @@ Backgrounds: the setting or scenery (e.g. "blue sky"). Relationships: how object
 
 
 # ---------------------------------------------------------------------------------------
-# collections and captions
+# rating queue and ratings
 
 
-def get_collection(session: Session, name: str) -> Collection:
-    collection = session.scalar(select(Collection).where(Collection.name == name))
-    if collection is None:
-        raise LookupError(f"no collection named {name!r}")
-    return collection
-
-
-def list_collections(session: Session, user: User) -> list[Collection]:
-    require_role(user, *ALL_ROLES)
-    return list(session.scalars(select(Collection).order_by(Collection.name)))
-
-
-def get_or_create_collection(session: Session, user: User, name: str, description: str | None = None) -> Collection:
-    require_role(user, *RESEARCH_ROLES)
-    name = (name or "").strip()
-    if not name or len(name) > 200:
-        raise ValueError("collection name must be 1-200 characters")
-    collection = session.scalar(select(Collection).where(Collection.name == name))
-    if collection is None:
-        collection = Collection(name=name, description=description, created_by_id=user.id)
-        session.add(collection)
-        session.flush()
-    return collection
-
-
-def validate_caption_text(text: str) -> str:
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError("caption text is empty")
-    if len(text) > MAX_CAPTION_CHARS:
-        raise ValueError(f"caption longer than {MAX_CAPTION_CHARS} characters")
-    return text.strip()
-
-
-def validate_language(language: str) -> str:
-    language = (language or "").strip()
-    if not language or len(language) > 16 or not all(ch.isalnum() or ch in "-_" for ch in language):
-        raise ValueError(f"invalid language code {language!r} (use e.g. en, de, ja, pt-BR)")
-    return language
-
-
-def add_caption(session: Session, user: User, image: Image, text: str, *, language: str = "en",
-                kind: str = "candidate", source_model: str | None = None, parent: Caption | None = None,
-                perturbation: dict | None = None, collection: Collection | None = None,
-                external_id: str | None = None, import_id: int | None = None) -> Caption:
-    """Add a caption of `image` (researcher or admin), optionally into `collection`."""
-    require_role(user, *RESEARCH_ROLES)
-    if kind not in CAPTION_KINDS:
-        raise ValueError(f"unknown caption kind {kind!r}: choose one of {', '.join(CAPTION_KINDS)}")
-    if kind == "perturbed" and (parent is None or not perturbation or not perturbation.get("op")):
-        raise ValueError("a perturbed caption needs its parent caption and the perturbation (op, parameters)")
-    caption = Caption(
-        image=image, text=validate_caption_text(text), language=validate_language(language), kind=kind,
-        source_model=source_model, parent=parent,
-        perturbation_op=(perturbation or {}).get("op"), perturbation=perturbation,
-        external_id=external_id, import_id=import_id, created_by_id=user.id,
-    )
-    session.add(caption)
-    if collection is not None:
-        caption.collections.append(collection)
-    session.flush()
-    return caption
-
-
-def store_perturbation(session: Session, user: User, parent: Caption, perturbation,
-                       collection: Collection | None = None) -> Caption:
-    """Store a perturbed caption with its provenance.
-
-    `perturbation` is an `scoring.perturb.ops.Perturbation` (or anything with the same
-    `to_dict()`/fields): its text becomes the caption; op, p, seed and changed spans are kept.
-    """
-    details = perturbation.to_dict() if hasattr(perturbation, "to_dict") else dict(perturbation)
-    text = details.pop("text")
-    details.pop("parent", None)  # the parent is the `parent_id` column
-    if details.get("noop"):
-        raise ValueError(f"perturbation {details.get('op')} left the caption unchanged: {details.get('noop_reason')}")
-    return add_caption(session, user, parent.image, text, language=details.get("lang") or parent.language,
-                       kind="perturbed", source_model=parent.source_model, parent=parent,
-                       perturbation=details, collection=collection)
-
-
-@dataclass
-class PerturbationSummary:
-    stored: dict[str, int]  # op -> perturbed captions stored
-    unchanged: dict[str, int]  # op -> captions the operation could not change
-    already_present: int
-
-
-def perturb_collection(session: Session, user: User, collection: Collection, ops: Sequence[str] | None = None, *,
-                       seed: int = 0, p: float | None = None) -> PerturbationSummary:
-    """Store PR-MCS perturbations of every reference / candidate caption of a collection.
-
-    Substitution uses the critical objects annotators marked (else nouns, see
-    `scoring.perturb.ops`). Perturbations already stored with the same op and seed are kept,
-    so running it again only fills gaps.
-    """
-    from scoring.perturb.ops import PRMCS_OPS, perturb
-
-    require_role(user, *RESEARCH_ROLES)
-    ops = tuple(ops or PRMCS_OPS)
-    sources = list(session.scalars(select(Caption).where(
-        _in_collection(collection), Caption.kind.in_(("reference", "candidate", "transcreated"))).order_by(Caption.id)))
-    existing = {(c.parent_id, c.perturbation_op, (c.perturbation or {}).get("seed")) for c in session.scalars(
-        select(Caption).where(Caption.kind == "perturbed", Caption.parent_id.in_([c.id for c in sources])))}
-    stored, unchanged, present = dict.fromkeys(ops, 0), dict.fromkeys(ops, 0), 0
-    for caption in sources:
-        critical = critical_objects(session, caption.id) or None
-        for op in ops:
-            if (caption.id, op, seed) in existing:
-                present += 1
-                continue
-            result = perturb(caption.text, op, p=p, seed=seed, lang=caption.language, critical=critical)
-            if result.noop:
-                unchanged[op] += 1
-                continue
-            details = {**result.to_dict(), "critical": list(result.critical) if result.critical else None}
-            store_perturbation(session, user, caption, details, collection)
-            stored[op] += 1
-    return PerturbationSummary(stored, unchanged, present)
-
-
-def get_caption(session: Session, caption_id: int) -> Caption:
-    caption = session.get(Caption, caption_id)
-    if caption is None:
-        raise LookupError(f"no caption with id {caption_id}")
-    return caption
-
-
-def delete_caption(session: Session, user: User, caption_id: int) -> None:
-    """Delete a caption with its ratings, annotations and derived captions (researcher or admin)."""
-    require_role(user, *RESEARCH_ROLES)
-    session.delete(get_caption(session, caption_id))
-    session.flush()
-
-
-def delete_collection(session: Session, user: User, name: str, *, with_captions: bool = False) -> None:
-    """Delete a collection; its captions too when `with_captions` (researcher or admin)."""
-    require_role(user, *RESEARCH_ROLES)
-    collection = get_collection(session, name)
-    if with_captions:
-        for caption in list(collection.captions):
-            session.delete(caption)
-    session.delete(collection)
-    session.flush()
-
-
-def _in_collection(collection: Collection):
-    return Caption.id.in_(
-        select(collection_captions.c.caption_id).where(collection_captions.c.collection_id == collection.id)
-    )
-
-
-# ---------------------------------------------------------------------------------------
-# rating queue
-
-
-def _spread(user: User):
+def queue_order(user: User):
     """A per-annotator tie-break so annotators working at once start on different items."""
     return (Caption.id * 7919 + user.id * 104729) % 1000003
 
@@ -272,7 +106,7 @@ def next_rating_item(session: Session, user: User, collection: Collection,
     if k < 1:
         raise ValueError("k must be at least 1")
     counts = (select(Rating.caption_id, func.count(Rating.id).label("n"))
-              .where(Rating.caption_id.in_(select(Caption.id).where(_in_collection(collection))))
+              .where(Rating.caption_id.in_(select(Caption.id).where(in_collection(collection))))
               .group_by(Rating.caption_id).subquery())
     n_ratings = func.coalesce(counts.c.n, 0)
     mine = select(Rating.caption_id).where(Rating.annotator_id == user.id)
@@ -280,9 +114,9 @@ def next_rating_item(session: Session, user: User, collection: Collection,
     query = (
         select(Caption)
         .outerjoin(counts, counts.c.caption_id == Caption.id)
-        .where(_in_collection(collection), Caption.kind != "reference",
+        .where(in_collection(collection), Caption.kind != "reference",
                Caption.id.not_in(mine), Caption.id.not_in(skipped), n_ratings < k)
-        .order_by(n_ratings, _spread(user), Caption.id)
+        .order_by(n_ratings, queue_order(user), Caption.id)
         .limit(1)
     )
     return session.scalar(query)
@@ -299,7 +133,7 @@ class QueueProgress:
 def rating_progress(session: Session, user: User, collection: Collection,
                     k: int = DEFAULT_RATINGS_PER_ITEM) -> QueueProgress:
     require_role(user, *ALL_ROLES)
-    rateable = select(Caption.id).where(_in_collection(collection), Caption.kind != "reference")
+    rateable = select(Caption.id).where(in_collection(collection), Caption.kind != "reference")
     items = session.scalar(select(func.count()).select_from(rateable.subquery()))
     done = session.scalar(select(func.count(Rating.id)).where(Rating.annotator_id == user.id,
                                                              Rating.caption_id.in_(rateable)))
@@ -321,7 +155,7 @@ def skip_item(session: Session, user: User, caption_id: int, task: str = "rating
         session.flush()
 
 
-def _rating_values(values: dict) -> dict:
+def validate_rating_values(values: dict) -> dict:
     unknown = set(values) - set(RATING_FIELDS)
     if unknown:
         raise ValueError(f"unknown rating fields: {', '.join(sorted(unknown))}")
@@ -350,7 +184,7 @@ def submit_rating(session: Session, user: User, caption_id: int, overall: float,
                   relevance: float | None = None, descriptiveness: float | None = None) -> Rating:
     """Rate a caption (0-1); rating it again edits this annotator's rating, keeping history."""
     require_role(user, *ALL_ROLES)
-    values = _rating_values(dict(overall=overall, fluency=fluency, relevance=relevance,
+    values = validate_rating_values(dict(overall=overall, fluency=fluency, relevance=relevance,
                                  descriptiveness=descriptiveness))
     caption = get_caption(session, caption_id)
     if caption.kind == "reference":
@@ -399,7 +233,7 @@ def edit_rating(session: Session, user: User, rating_id: int, **values) -> Ratin
     rating = get_rating(session, user, rating_id)
     if rating.annotator_id != user.id:
         raise PermissionError(f"{user.name} may only edit their own ratings")
-    return _apply_edit(session, rating, _rating_values(values))
+    return _apply_edit(session, rating, validate_rating_values(values))
 
 
 def rating_history(session: Session, user: User, rating_id: int) -> list[RatingRevision]:
@@ -419,7 +253,7 @@ def list_ratings(session: Session, user: User, collection: Collection | None = N
     if annotator is not None:
         query = query.where(Rating.annotator_id == annotator.id)
     if collection is not None:
-        query = query.where(Rating.caption_id.in_(select(Caption.id).where(_in_collection(collection))))
+        query = query.where(Rating.caption_id.in_(select(Caption.id).where(in_collection(collection))))
     return list(session.scalars(query))
 
 
@@ -475,9 +309,9 @@ def next_transcreation_item(session: Session, user: User, collection: Collection
     rated = select(Rating.caption_id)
     caption = session.scalar(
         select(Caption)
-        .where(_in_collection(collection), Caption.kind == "candidate", Caption.language == source_language,
+        .where(in_collection(collection), Caption.kind == "candidate", Caption.language == source_language,
                Caption.id.in_(rated), Caption.id.not_in(done), Caption.id.not_in(skipped))
-        .order_by(_spread(user), Caption.id)
+        .order_by(queue_order(user), Caption.id)
         .limit(1))
     if caption is None:
         return None
@@ -533,7 +367,7 @@ def list_transcreations(session: Session, user: User, collection: Collection | N
     if user.role not in RESEARCH_ROLES:
         query = query.where(Transcreation.annotator_id == user.id)
     if collection is not None:
-        query = query.where(Transcreation.source_caption_id.in_(select(Caption.id).where(_in_collection(collection))))
+        query = query.where(Transcreation.source_caption_id.in_(select(Caption.id).where(in_collection(collection))))
     return list(session.scalars(query))
 
 
@@ -561,9 +395,9 @@ def next_critical_item(session: Session, user: User, collection: Collection) -> 
     skipped = select(QueueSkip.caption_id).where(QueueSkip.annotator_id == user.id, QueueSkip.task == "critical")
     return session.scalar(
         select(Caption)
-        .where(_in_collection(collection), Caption.kind.in_(("reference", "candidate", "transcreated")),
+        .where(in_collection(collection), Caption.kind.in_(("reference", "candidate", "transcreated")),
                Caption.id.not_in(mine), Caption.id.not_in(skipped))
-        .order_by(_spread(user), Caption.id).limit(1))
+        .order_by(queue_order(user), Caption.id).limit(1))
 
 
 def mark_critical(session: Session, user: User, caption_id: int, critical_objects: Sequence[str] | str,
@@ -604,163 +438,3 @@ def critical_objects(session: Session, caption_id: int) -> list[str]:
                                       .order_by(CriticalAnnotation.id)):
         merged.extend(p for p in annotation.critical_objects if p not in merged)
     return merged
-
-
-# ---------------------------------------------------------------------------------------
-# agreement
-
-
-def krippendorff_alpha_interval(reliability) -> float:
-    """Krippendorff's alpha with the interval metric (squared differences).
-
-    `reliability` is coders x units with NaN where a coder gave no value. Units with fewer
-    than two values are not pairable and are ignored. Returns NaN when there is no
-    variation to judge agreement against.
-    """
-    import numpy as np
-
-    data = np.asarray(reliability, dtype=float)
-    if data.ndim != 2:
-        raise ValueError("reliability data must be a 2-D array (coders x units)")
-    observed_sum, pairable = 0.0, []
-    for unit in data.T:
-        values = unit[~np.isnan(unit)]
-        m = len(values)
-        if m < 2:
-            continue
-        pairable.append(values)
-        # sum over ordered pairs i != j of (v_i - v_j)^2 = 2 (m sum v^2 - (sum v)^2)
-        observed_sum += 2 * (m * np.sum(values ** 2) - np.sum(values) ** 2) / (m - 1)
-    if not pairable:
-        return float("nan")
-    every = np.concatenate(pairable)
-    n = len(every)
-    expected = 2 * (n * np.sum(every ** 2) - np.sum(every) ** 2) / (n * (n - 1))
-    observed = observed_sum / n
-    if expected == 0:
-        return float("nan")
-    return float(1.0 - observed / expected)
-
-
-@dataclass
-class PairAgreement:
-    annotator_a: str
-    annotator_b: str
-    n_items: int
-    pearson: float
-    spearman: float
-
-
-@dataclass
-class AgreementReport:
-    """Inter-annotator agreement on one rating field of one collection."""
-
-    collection: str
-    field: str
-    n_items: int  # items rated by at least two annotators
-    n_annotators: int
-    n_ratings: int
-    alpha_interval: float
-    pairs: list[PairAgreement] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {"collection": self.collection, "field": self.field, "n_items": self.n_items,
-                "n_annotators": self.n_annotators, "n_ratings": self.n_ratings,
-                "krippendorff_alpha_interval": _none_if_nan(self.alpha_interval),
-                "pairs": [{"a": p.annotator_a, "b": p.annotator_b, "n_items": p.n_items,
-                           "pearson": _none_if_nan(p.pearson), "spearman": _none_if_nan(p.spearman)}
-                          for p in self.pairs]}
-
-
-def _none_if_nan(value: float) -> float | None:
-    return None if value is None or math.isnan(value) else value
-
-
-def reliability_matrix(session: Session, user: User, collection: Collection,
-                       field: str = "overall") -> tuple[list[str], list[int], "numpy.ndarray"]:
-    """(annotator names, caption ids, coders x units matrix with NaN gaps) of a collection."""
-    import numpy as np
-
-    require_role(user, *RESEARCH_ROLES)
-    if field not in RATING_FIELDS:
-        raise ValueError(f"unknown rating field {field!r}: choose one of {', '.join(RATING_FIELDS)}")
-    rows = session.execute(
-        select(User.name, Rating.caption_id, getattr(Rating, field))
-        .join(User, User.id == Rating.annotator_id)
-        .where(Rating.caption_id.in_(select(Caption.id).where(_in_collection(collection))),
-               getattr(Rating, field).is_not(None))
-    ).all()
-    names = sorted({r[0] for r in rows})
-    captions = sorted({r[1] for r in rows})
-    matrix = np.full((len(names), len(captions)), np.nan)
-    name_index = {n: i for i, n in enumerate(names)}
-    caption_index = {c: j for j, c in enumerate(captions)}
-    for name, caption_id, value in rows:
-        matrix[name_index[name], caption_index[caption_id]] = value
-    return names, captions, matrix
-
-
-def agreement(session: Session, user: User, collection: Collection, field: str = "overall",
-              min_pair_items: int = 3) -> AgreementReport:
-    """Krippendorff's alpha (interval) and pairwise Pearson/Spearman between annotators."""
-    import numpy as np
-    from scipy.stats import pearsonr, spearmanr
-
-    names, _captions, matrix = reliability_matrix(session, user, collection, field)
-    rated_twice = int(np.sum(np.sum(~np.isnan(matrix), axis=0) >= 2)) if matrix.size else 0
-    pairs = []
-    for (i, a), (j, b) in combinations(enumerate(names), 2):
-        both = ~np.isnan(matrix[i]) & ~np.isnan(matrix[j])
-        n = int(both.sum())
-        if n < min_pair_items:
-            continue
-        x, y = matrix[i, both], matrix[j, both]
-        constant = np.ptp(x) == 0 or np.ptp(y) == 0
-        pearson = float("nan") if constant else float(pearsonr(x, y).statistic)
-        spearman = float("nan") if constant else float(spearmanr(x, y).statistic)
-        pairs.append(PairAgreement(a, b, n, pearson, spearman))
-    return AgreementReport(collection=collection.name, field=field, n_items=rated_twice, n_annotators=len(names),
-                           n_ratings=int(np.sum(~np.isnan(matrix))),
-                           alpha_interval=krippendorff_alpha_interval(matrix) if matrix.size else float("nan"),
-                           pairs=pairs)
-
-
-# ---------------------------------------------------------------------------------------
-# cached metric scores
-
-
-def cache_metric_scores(session: Session, metric: str, checkpoint_fingerprint: str,
-                        values: dict[int, float | None]) -> None:
-    """Store metric values per caption id for one checkpoint (replacing older values for it)."""
-    if not metric or not checkpoint_fingerprint:
-        raise ValueError("metric name and checkpoint fingerprint are required")
-    existing = {s.caption_id: s for s in session.scalars(select(MetricScore).where(
-        MetricScore.metric == metric, MetricScore.checkpoint_fingerprint == checkpoint_fingerprint,
-        MetricScore.caption_id.in_(list(values))))}
-    for caption_id, value in values.items():
-        value = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
-        if caption_id in existing:
-            existing[caption_id].value = value
-            existing[caption_id].computed_at = utcnow()
-        else:
-            session.add(MetricScore(caption_id=caption_id, metric=metric,
-                                    checkpoint_fingerprint=checkpoint_fingerprint, value=value))
-    session.flush()
-
-
-def cached_metric_scores(session: Session, metric: str, checkpoint_fingerprint: str,
-                         caption_ids: Iterable[int]) -> dict[int, float | None]:
-    """Cached values for this metric and checkpoint; caption ids without one are absent."""
-    rows = session.execute(select(MetricScore.caption_id, MetricScore.value).where(
-        MetricScore.metric == metric, MetricScore.checkpoint_fingerprint == checkpoint_fingerprint,
-        MetricScore.caption_id.in_(list(caption_ids)))).all()
-    return {caption_id: value for caption_id, value in rows}
-
-
-def invalidate_metric_scores(session: Session, user: User, metric: str, keep_fingerprint: str | None = None) -> int:
-    """Drop cached values of `metric` (except those of `keep_fingerprint`); returns how many."""
-    require_role(user, *RESEARCH_ROLES)
-    condition = MetricScore.metric == metric
-    if keep_fingerprint is not None:
-        condition = and_(condition, MetricScore.checkpoint_fingerprint != keep_fingerprint)
-    return session.execute(delete(MetricScore).where(condition)).rowcount
