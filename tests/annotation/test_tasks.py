@@ -164,7 +164,9 @@ def test_transcreation_queue_keeps_the_source_score(engine, accounts, collection
         submit_rating(s, accounts["bea"], first.id, 0.4)
         task = next_transcreation_item(s, ann, col, "de")
         assert task.caption.id == first.id and task.source_score == pytest.approx(0.3)
-        assert task.references == [f"reference {'01'[first.image_id != task.image.id]}"] or task.references
+        # Caption "a caption i-j ..." is of image i, whose one reference is "reference i".
+        image_index = first.text.removeprefix("a caption ").split("-")[0]
+        assert task.image.id == first.image_id and task.references == [f"reference {image_index}"]
         assert "same score" in task.instructions and len(task.examples) == 4
         with pytest.raises(ValueError, match="no human rating"):
             other = s.query(Caption).filter(Caption.kind == "candidate", Caption.id != first.id).first()

@@ -220,10 +220,15 @@ def test_finetune_sets_have_rows_images_and_manifests(engine, accounts, filled, 
         with pytest.raises(ValueError, match="not empty"):
             build_finetune_set(s, accounts["rita"], "prmcs", tmp_path / "prmcs")
     triplets = [json.loads(line) for line in (tmp_path / "prmcs" / "data.jsonl").read_text().splitlines()]
-    assert triplets[0] | {} == triplets[0] and len(triplets) == prmcs["rows"] == 1
+    assert len(triplets) == prmcs["rows"] == 1
     t = triplets[0]
-    assert (t["original"], t["perturbed"], t["language"], t["operation"]) == (
-        "a blue square", "a blue blue square", "en", "repetition")
+    assert (t["original"], t["perturbed"], t["language"], t["operation"], t["p"], t["seed"]) == (
+        "a blue square", "a blue blue square", "en", "repetition", 0.4, 3)
+    with session_scope(engine, read_only=True) as s:
+        parent = s.scalar(select(Caption).where(Caption.external_id == "c1"))
+        child = s.scalar(select(Caption).where(Caption.external_id == "p1"))
+        assert (t["original_caption_id"], t["perturbed_caption_id"], t["import_id"]) == (
+            parent.id, child.id, child.import_id)
     assert (tmp_path / "prmcs" / t["image"]).is_file()
     assert prmcs["operations"] == {"repetition": 1} and prmcs["provenance"]["collection"] == "f"
     assert json.loads((tmp_path / "prmcs" / "manifest.json").read_text()) == prmcs
