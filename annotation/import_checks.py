@@ -4,7 +4,6 @@ Every problem of every row is collected (one line each), so a rejected import li
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,7 +13,7 @@ from sqlalchemy.orm import Session
 from annotation.accounts import validate_name
 from annotation.captions import validate_caption_text, validate_language
 from annotation.image_store import inspect_image
-from annotation.import_sources import FileImages, ImageSource, RawRows, ZipImages
+from annotation.import_sources import FileImages, ImageSource, RawRows, ZipImages, parse_json
 from annotation.tasks import validate_rating_values
 from db.models import CAPTION_KINDS, Image
 
@@ -54,13 +53,7 @@ def _as_list(value, what: str) -> list[str]:
         return []
     if isinstance(value, str):
         text = value.strip()
-        if text.startswith("["):
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{what}: not a valid JSON list ({exc.msg})") from None
-        else:
-            value = [text]
+        value = parse_json(text, what, list, "a JSON list") if text.startswith("[") else [text]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"{what} must be a list of strings")
     return [v.strip() for v in value if v.strip()]
@@ -70,12 +63,9 @@ def _as_object(value, what: str) -> dict | None:
     if value is None:
         return None
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{what}: not a valid JSON object ({exc.msg})") from None
+        return parse_json(value, what, dict, "a JSON object")
     if not isinstance(value, dict):
-        raise ValueError(f"{what} must be an object")
+        raise ValueError(f"{what}: expected a JSON object")
     return value
 
 

@@ -78,13 +78,19 @@ def jsonl_rows(text: str) -> RawRows:
     return rows
 
 
-def json_list_rows(text: str, source: str) -> RawRows:
+def parse_json(text: str, what: str, kind: type, expected: str):
+    """`text` parsed as JSON, which must be a `kind`; ValueError naming `what` otherwise."""
     try:
-        records = json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{source}: not valid JSON ({exc})") from exc
-    if not isinstance(records, list):
-        raise ValueError(f"{source}: a JSON manifest must be a list of row objects")
+        raise ValueError(f"{what}: not valid JSON ({exc.msg})") from None
+    if not isinstance(value, kind):
+        raise ValueError(f"{what}: expected {expected}")
+    return value
+
+
+def json_list_rows(text: str, source: str) -> RawRows:
+    records = parse_json(text, source, list, "a JSON manifest: a list of row objects")
     return [(f"entry {i}", r if isinstance(r, dict) else "not a JSON object") for i, r in enumerate(records)]
 
 
@@ -154,13 +160,8 @@ def clipscore_rows(path: Path, references: Path | None, image_dir: Path | None,
         raise ValueError(f"{image_dir}: not a directory")
 
     def load(json_path: Path) -> dict:
-        try:
-            data = json.loads(decode_text(json_path.read_bytes(), str(json_path)))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{json_path}: not valid JSON ({exc})") from exc
-        if not isinstance(data, dict):
-            raise ValueError(f"{json_path}: expected an object keyed by image id")
-        return data
+        return parse_json(decode_text(json_path.read_bytes(), str(json_path)), str(json_path), dict,
+                          "an object keyed by image id")
 
     candidates = load(path)
     refs = load(references) if references else {}

@@ -50,32 +50,18 @@ You are writing this caption again in another language so that it keeps its scor
 7. The aim is a caption in each language that fits its own score.
 """
 
-TRANSCREATION_EXAMPLES = (
-    {
-        "caption": "a bird perched on top of a tree", "score": 0.25,
-        "good": "a bird sitting on top of a tree",
-        "bad": "two birds sitting on a tree",
-        "why_bad": "it corrects the number of birds, which the original caption got wrong",
-    },
-    {
-        "caption": "a person holding a cell phone in their hand", "score": 0.8,
-        "good": "a person holding a mobile phone in their hand",
-        "bad": "a young girl is holding a cell phone",
-        "why_bad": "it adds information (a young girl) that the original caption does not contain",
-    },
-    {
-        "caption": "a tray of food with a bunch of bananas.", "score": 0.4,
-        "good": "a tray of food items with a bunch of bananas",
-        "bad": "a tray of food including a banana.",
-        "why_bad": "it repairs a mistake of the original (a bunch of bananas instead of one)",
-    },
-    {
-        "caption": "a baby brushing his teeth with a toothbrush.", "score": 0.85,
-        "good": "a baby brushing his teeth with a toothbrush.",
-        "bad": "a crying baby brushing his teeth with a toothbrush.",
-        "why_bad": "it invents a detail (crying) that nobody asked for",
-    },
-)
+TRANSCREATION_EXAMPLES = tuple(dict(zip(("caption", "score", "good", "bad", "why_bad"), example)) for example in (
+    ("a bird perched on top of a tree", 0.25, "a bird sitting on top of a tree", "two birds sitting on a tree",
+     "it corrects the number of birds, which the original caption got wrong"),
+    ("a person holding a cell phone in their hand", 0.8, "a person holding a mobile phone in their hand",
+     "a young girl is holding a cell phone",
+     "it adds information (a young girl) that the original caption does not contain"),
+    ("a tray of food with a bunch of bananas.", 0.4, "a tray of food items with a bunch of bananas",
+     "a tray of food including a banana.",
+     "it repairs a mistake of the original (a bunch of bananas instead of one)"),
+    ("a baby brushing his teeth with a toothbrush.", 0.85, "a baby brushing his teeth with a toothbrush.",
+     "a crying baby brushing his teeth with a toothbrush.", "it invents a detail (crying) that nobody asked for"),
+))
 
 CRITICAL_INSTRUCTIONS = """\
 Mark what a substitution perturbation should swap (M-FineCap3k, PR-MCS section 4).

