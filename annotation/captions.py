@@ -93,17 +93,6 @@ def delete_caption(session: Session, user: User, caption_id: int) -> None:
     session.flush()
 
 
-def delete_collection(session: Session, user: User, name: str, *, with_captions: bool = False) -> None:
-    """Delete a collection; its captions too when `with_captions` (researcher or admin)."""
-    require_role(user, *RESEARCH_ROLES)
-    collection = get_collection(session, name)
-    if with_captions:
-        for caption in list(collection.captions):
-            session.delete(caption)
-    session.delete(collection)
-    session.flush()
-
-
 def in_collection(collection: Collection):
     return Caption.id.in_(
         select(collection_captions.c.caption_id).where(collection_captions.c.collection_id == collection.id)
