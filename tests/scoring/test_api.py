@@ -1,4 +1,4 @@
-"""The Scorer API surface the app relies on (docs/CONTRACTS.md)."""
+"""The Scorer API surface the app relies on (docs/scoring.md)."""
 from __future__ import annotations
 
 from scoring.api import MetricResult, ScoreItem, get_scorer
