@@ -24,7 +24,7 @@ from annotation.exporters import captions_table, ratings_table
 from annotation.importers import import_rows
 from db.models import MetricScore, User, utcnow
 from scoring.analysis.robustness import ORIGINAL
-from scoring.analysis.tables import _DIMENSIONS, _score_columns, import_rows_for
+from scoring.analysis.tables import RATING_DIMENSIONS, import_rows_for, score_columns
 from scoring.api import ScoreItem
 from scoring.fingerprint import score_fingerprint
 
@@ -97,9 +97,9 @@ def collection_table(session, user, collection: str) -> pd.DataFrame:
     })
     renamed["image_id"] = frame["image_external_id"].fillna(frame["image_sha256"])
     renamed["collection"] = collection
-    scores = _score_columns(renamed)
+    scores = score_columns(renamed)
     keep = ["collection", "lang", "image_id", "item_id", "candidate", "references", "human", "rater", "system",
-            *[d for d in _DIMENSIONS if d in renamed], *scores]
+            *[d for d in RATING_DIMENSIONS if d in renamed], *scores]
     return renamed[keep].rename(columns=scores)
 
 
@@ -110,7 +110,7 @@ def collection_robustness_scores(session, user, collection: str, metrics: Sequen
     frame = pd.DataFrame(captions_table(session, user, get_collection(session, collection)))
     if frame.empty:
         raise ValueError(f"collection {collection!r} has no captions")
-    scores = _score_columns(frame)
+    scores = score_columns(frame)
     frame = frame.rename(columns=scores)
     names = [n for n in scores.values() if metrics is None or n in metrics]
     perturbed = frame[(frame["kind"] == "perturbed") & frame["parent_caption_id"].notna()]
