@@ -1,6 +1,7 @@
 """Rating / transcreation / critical-object workflows and the role rules they enforce."""
 from __future__ import annotations
 
+import hashlib
 import io
 
 import pytest
@@ -32,6 +33,7 @@ from annotation.finetune_sets import build_finetune_set
 from annotation.image_store import add_image, image_path, inspect_image, stored_path
 from db.models import Caption, Rating
 from db.session import session_scope
+from scoring.images import image_key
 
 
 @pytest.fixture
@@ -59,6 +61,8 @@ def test_images_are_content_addressed_and_client_names_are_metadata(engine, make
         facts = inspect_image(data)
         assert (first.sha256, first.format, first.width, first.height, first.size_bytes) == (
             facts.sha256, "PNG", 12, 9, len(data))
+        # One fingerprint: the store's name for the image is the scorer's cache key for it.
+        assert first.sha256 == image_key(data) == hashlib.sha256(data).hexdigest()
         path = image_path(first)
         assert path == stored_path(first.sha256, "PNG") and path.read_bytes() == data
         assert path.is_relative_to(data_dir / "images")
