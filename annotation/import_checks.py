@@ -24,6 +24,8 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass
 class Row:
+    """One import row after its checks: every field parsed, its image found and decoded."""
+
     label: str
     image: ImageSource
     text: str
@@ -136,11 +138,11 @@ def _parse_row(label: str, record: dict, images, existing_sha: set[str]) -> tupl
     if problems:
         return None, problems
     return Row(label=label, image=image, text=text, language=language, kind=kind,
-                source_model=str(_get(record, "model", "source_model")) if _get(record, "model", "source_model") else None,
-                image_external_id=str(_get(record, "image_id")) if _get(record, "image_id") is not None else None,
-                caption_id=str(_get(record, "caption_id", "id")) if _get(record, "caption_id", "id") is not None else None,
-                parent_id=str(parent_id) if parent_id is not None else None, perturbation=perturbation,
-                references=references, annotator=annotator, rating=rating, critical=critical), []
+               source_model=str(_get(record, "model", "source_model")) if _get(record, "model", "source_model") else None,
+               image_external_id=str(_get(record, "image_id")) if _get(record, "image_id") is not None else None,
+               caption_id=str(_get(record, "caption_id", "id")) if _get(record, "caption_id", "id") is not None else None,
+               parent_id=str(parent_id) if parent_id is not None else None, perturbation=perturbation,
+               references=references, annotator=annotator, rating=rating, critical=critical), []
 
 
 def validate_rows(raw_rows: RawRows, images: FileImages | ZipImages, session: Session,

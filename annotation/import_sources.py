@@ -153,7 +153,7 @@ def find_manifest(archive: zipfile.ZipFile, source: str) -> tuple[str, str]:
 
 
 def clipscore_rows(path: Path, references: Path | None, image_dir: Path | None,
-                    source_model: str | None) -> RawRows:
+                   source_model: str | None) -> RawRows:
     if image_dir is None:
         raise ValueError("the CLIPScore / PAC-S format needs --image-dir (images named <image_id>.<ext>)")
     if not image_dir.is_dir():

@@ -87,7 +87,7 @@ def resolve_parents(session: Session, rows: list[Row], errors: list[str]) -> dic
 
 
 def write_rows(session: Session, user: User, rows: list[Row], record: ImportRecord, collection: Collection,
-           external_parents: dict[str, Caption], progress: Progress | None) -> dict:
+               external_parents: dict[str, Caption], progress: Progress | None) -> dict:
     counts = {"rows": len(rows), "images_new": 0, "images_existing": 0, "captions": 0, "references": 0,
               "ratings": 0, "critical_annotations": 0, "annotators_created": 0}
     images: dict[str, Image] = {}
@@ -142,7 +142,7 @@ def write_rows(session: Session, user: User, rows: list[Row], record: ImportReco
             if key not in references:
                 references.add(key)
                 add_caption(session, user, image, text, language=row.language, kind="reference",
-                                      collection=collection, import_id=record.id)
+                            collection=collection, import_id=record.id)
                 counts["references"] += 1
         if row.rating:
             annotator = annotator_for(row.annotator)

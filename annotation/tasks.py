@@ -171,7 +171,7 @@ def submit_rating(session: Session, user: User, caption_id: int, overall: float,
     """Rate a caption (0-1); rating it again edits this annotator's rating, keeping history."""
     require_role(user, *ALL_ROLES)
     values = validate_rating_values(dict(overall=overall, fluency=fluency, relevance=relevance,
-                                 descriptiveness=descriptiveness))
+                                         descriptiveness=descriptiveness))
     caption = get_caption(session, caption_id)
     if caption.kind == "reference":
         raise ValueError(f"caption {caption_id} is a reference caption; references are not rated")

@@ -338,7 +338,7 @@ def build(user_state: gr.State) -> None:
         with _db() as session:
             user = acting_user(session, state)
             task = next_transcreation_item(session, user, get_collection(session, collection_name),
-                                              target_language)
+                                           target_language)
             text = instructions_markdown(TRANSCREATION_INSTRUCTIONS, TRANSCREATION_EXAMPLES)
             if task is None:
                 return (text, None, "", None, "", None, "",

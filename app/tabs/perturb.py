@@ -108,7 +108,7 @@ def save_to_collection(user_state: dict | None, image: LoadedImage | None, origi
         collection = get_or_create_collection(session, user, collection_name.strip())
         stored_image = add_image(session, image.data, original_filename=image.name)
         parent = add_caption(session, user, stored_image, original, language=lang, kind="candidate",
-                                collection=collection)
+                             collection=collection)
         if critical:
             mark_critical(session, user, parent.id, critical)
         saved = [store_perturbation(session, user, parent, pert, collection=collection)

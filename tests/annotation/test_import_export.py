@@ -175,7 +175,7 @@ def filled(engine, accounts, image_files):
         c0 = s.scalar(select(Caption).where(Caption.external_id == "c0"))
         cache_metric_scores(s, "CLIP-S", "fp1", {c0.id: 0.77})
         add_caption(s, accounts["rita"], c0.image, "a red square", source_model="blip",
-                       collection=get_collection(s, "f"))
+                    collection=get_collection(s, "f"))
     return "f"
 
 

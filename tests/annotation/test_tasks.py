@@ -47,7 +47,7 @@ def collection(engine, accounts, make_png):
             add_caption(s, rita, image, f"reference {i}", kind="reference", collection=col)
             for j in range(2):
                 add_caption(s, rita, image, f"a caption {i}-{j} with a red ball on grass", collection=col,
-                               source_model="m")
+                            source_model="m")
     return "c"
 
 
@@ -197,7 +197,7 @@ def test_critical_objects_must_come_from_the_caption(engine, accounts, collectio
         with pytest.raises(ValueError, match="at least one"):
             mark_critical(s, accounts["ann"], item.id, [])
         mark_critical(s, accounts["ann"], item.id, "red ball, grass", backgrounds=["grass"],
-                         relationships=["on"])
+                      relationships=["on"])
         mark_critical(s, accounts["bea"], item.id, ["Red ball", "caption"])
         assert critical_objects(s, item.id) == ["red ball", "grass", "Red ball", "caption"]
         offered = []
