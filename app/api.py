@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import gradio as gr
 
+from annotation.queue_screens import rate, rating_screen
 from app import engine
-from app.langs import AUTO
-from app.tabs.perturb import parse_critical, run_perturbations
-from app.tabs.score import ScoreRequest, load_images, outcome_to_json, run_scoring, split_lines
+from app.session import account_id, login
+from app.tabs.score import load_images, outcome_to_json, split_lines
+from scoring.language_id import AUTO, resolve_language
+from scoring.perturb.lab import parse_critical, perturb_caption
+from scoring.session_scoring import ScoreRequest, score_request
 
 
 def score_endpoint(profile: str, image_path: str | None, captions: str, references: str, lang: str,
@@ -24,25 +27,20 @@ def score_endpoint(profile: str, image_path: str | None, captions: str, referenc
     if not caption_list:
         raise gr.Error("captions: give at least one caption (one per line)")
     chosen = [m.strip() for m in (metrics or "").split(",") if m.strip()] or None
-    if chosen:
-        known = {name.lower(): name for name in engine.metric_names(profile)}
-        unknown = [m for m in chosen if m.lower() not in known]
-        if unknown:
-            raise gr.Error(f"unknown metric(s): {', '.join(unknown)}; known: {', '.join(known.values())}")
-        chosen = [known[m.lower()] for m in chosen]
-    outcome = run_scoring(profile, ScoreRequest(images, caption_list, split_lines(references), lang or AUTO, chosen),
-                          cache)
+    try:
+        outcome = score_request(engine.AppScorer(profile),
+                                ScoreRequest(images, caption_list, split_lines(references), lang or AUTO, chosen), cache)
+    except LookupError as exc:
+        raise gr.Error(str(exc)) from None
     outcome.messages = messages
     return outcome_to_json(outcome)
 
 
 def perturb_endpoint(text: str, op: str, p: float, seed: float, lang: str, critical: str) -> list[dict]:
     """The perturbed caption(s) with provenance and changed character spans."""
-    from app.langs import resolve_language
-
     try:
-        results = run_perturbations(text, op or "all", float(p if p is not None else 0.4), int(seed or 0),
-                                    resolve_language(lang or AUTO, text or ""), parse_critical(critical))
+        results = perturb_caption(text, op or "all", float(p if p is not None else 0.4), int(seed or 0),
+                                  resolve_language(lang or AUTO, text or ""), parse_critical(critical))
     except (ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
     return [r.to_dict() | {"noop_reason": r.noop_reason} for r in results]
@@ -50,8 +48,6 @@ def perturb_endpoint(text: str, op: str, p: float, seed: float, lang: str, criti
 
 def login_endpoint(name: str, password: str):
     """Log this client session in; later /rate and /next_item calls act as that user."""
-    from app.tabs.annotate import login
-
     state, message = login(name, password)
     if state is None:
         raise gr.Error(message)
@@ -60,25 +56,21 @@ def login_endpoint(name: str, password: str):
 
 def next_item_endpoint(collection: str, user_state: dict | None) -> dict:
     """The next caption this user should rate in `collection` (caption_id None when done)."""
-    from app.tabs.annotate import _db, acting_user, rating_view
-
     try:
-        with _db() as session:
-            view = rating_view(session, acting_user(session, user_state), collection)
+        screen = rating_screen(account_id(user_state), collection)
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
-    return {"caption_id": view.caption_id, "text": view.text, "language": view.language, "progress": view.progress}
+    return {"caption_id": screen.caption_id, "text": screen.text, "language": screen.language,
+            "progress": screen.progress}
 
 
 def rate_endpoint(caption_id: float, overall: float, fluency: float | None, relevance: float | None,
                   descriptiveness: float | None, user_state: dict | None) -> dict:
     """Rate a caption as the logged-in user (0-1 each; aspects optional)."""
-    from app.tabs.annotate import rate
-
     if caption_id is None or overall is None:
         raise gr.Error("caption_id and overall are required")
     try:
-        return rate(user_state, int(caption_id), float(overall), fluency, relevance, descriptiveness)
+        return rate(account_id(user_state), int(caption_id), float(overall), fluency, relevance, descriptiveness)
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
 

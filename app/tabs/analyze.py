@@ -1,52 +1,15 @@
 """Analyze tab: how each metric agrees with the human ratings of a collection, per language,
-and how much perturbations move it. Measures and figures come from `scoring.analysis`."""
+and how much perturbations move it: one call to `annotation.collection_analysis`, figures
+from `scoring.analysis.plots`."""
 from __future__ import annotations
 
 import gradio as gr
-import pandas as pd
 
+from annotation.collection_analysis import analyse_collection
 from app import engine, render
-from app.collection_scores import collection_table
-from app.tabs.annotate import collection_choices
-
-COEFFICIENT_LABELS = {"kendall_c": "Kendall τc", "kendall_b": "Kendall τb", "pearson": "Pearson r",
-                      "spearman": "Spearman ρ"}
-
-
-def correlation_view(table: pd.DataFrame, metrics: list[str], n_boot: int = 200) -> pd.DataFrame:
-    """Per language and metric: n and each coefficient with its bootstrap 95 % interval."""
-    from scoring.analysis.tables import collection_correlations
-
-    result = collection_correlations(table, metrics, n_boot=n_boot)
-    shown = result[["lang", "metric", "n"]].copy()
-    for name, label in COEFFICIENT_LABELS.items():
-        shown[label] = [_interval(v, lo, hi) for v, lo, hi in zip(result[name], result[f"{name}_low"], result[f"{name}_high"])]
-    return shown, result
-
-
-def _interval(value, low, high) -> str:
-    if pd.isna(value):
-        return "—"
-    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
-
-
-def robustness_view(table: pd.DataFrame, metrics: list[str]):
-    """PR-MCS Table 7 for the collection's stored perturbations (None when there are none)."""
-    from scoring.analysis.robustness import format_table7, robustness_table
-    from scoring.analysis.tables import robustness_input
-
-    long = robustness_input(table, metrics)
-    if long is None:
-        return None, None
-    numeric = robustness_table(long)
-    return format_table7(numeric), numeric
-
-
-def inert_text(table: pd.DataFrame) -> pd.DataFrame:
-    """Copy of `table` whose caption text is escaped for Plotly hover labels."""
-    safe = table.copy()
-    safe["candidate"] = safe["candidate"].map(render.plotly_text)
-    return safe
+from app.session import account_id, collection_choices
+from scoring.analysis import plots
+from scoring.analysis.report import correlation_cells, robustness_cells
 
 
 def build(ctx: engine.AppContext, user_state: gr.State) -> None:
@@ -71,26 +34,22 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     table_state = gr.State(None)
 
     def on_analyse(state, name, chosen, metric, progress=gr.Progress()):
-        from scoring.analysis import plots
-
         try:
-            table = collection_table(ctx.profile, state, name, list(chosen), progress)
-            shown, numeric = correlation_view(table, list(chosen))
+            report = analyse_collection(account_id(state), name, engine.AppScorer(ctx.profile), list(chosen),
+                                        progress=progress)
         except (PermissionError, ValueError, LookupError) as exc:
             return str(exc), *[gr.skip()] * 6
-        messages = [f"{len(table)} captions, {int(table['human'].notna().sum())} with human ratings."]
-        heat = plots.correlation_heatmap(numeric, "kendall_c")
-        scatter_figure = _scatter(table, metric if metric in chosen else chosen[0])
-        formatted, robust = robustness_view(table, list(chosen))
-        if formatted is None:
-            messages.append("No perturbed captions stored in this collection: save some from the Perturbation lab.")
-            return " ".join(messages), shown, heat, scatter_figure, None, None, table
-        return " ".join(messages), shown, heat, scatter_figure, formatted, plots.robustness_drop_bars(robust), table
+        heat = plots.correlation_heatmap(report.correlations, "kendall_c")
+        scatter_figure = _scatter(report.table, metric if metric in chosen else chosen[0])
+        cells = correlation_cells(report.correlations)
+        if report.robustness is None:
+            return (f"{report.summary} No perturbed captions stored in this collection: save some from the "
+                    "Perturbation lab.", cells, heat, scatter_figure, None, None, report.table)
+        return (report.summary, cells, heat, scatter_figure, robustness_cells(report.robustness),
+                plots.robustness_drop_bars(report.robustness), report.table)
 
     def _scatter(table, metric):
-        from scoring.analysis import plots
-
-        return plots.metric_vs_human_scatter(inert_text(table.dropna(subset=["human"])), metric,
+        return plots.metric_vs_human_scatter(render.inert_captions(table.dropna(subset=["human"])), metric,
                                              hover_cols=("image_id", "candidate"), color_col="lang")
 
     def on_metric(table, metric):

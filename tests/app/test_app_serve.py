@@ -78,8 +78,9 @@ def test_first_run_gives_the_operator_a_login(tmp_path, monkeypatch, capsys):
     from db.users import authenticate
 
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
-    serve._seed_demo()
+    serve._prepare()
     printed = capsys.readouterr().out
+    assert "demo collection 'world-demo' created" in printed
     match = re.search(r"log in as 'demo' with password '([^']+)'", printed)
     assert match, printed
     with session_scope(ensure_schema()) as session:
@@ -87,5 +88,5 @@ def test_first_run_gives_the_operator_a_login(tmp_path, monkeypatch, capsys):
         assert user.role == "researcher"
         assert authenticate(session, "demo", "wrong") is None
 
-    serve._seed_demo()  # not a first run any more: no second account, no password printed
+    serve._prepare()  # not a first run any more: no second account, no password printed
     assert "password" not in capsys.readouterr().out
