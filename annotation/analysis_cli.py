@@ -266,7 +266,7 @@ def _correlation(args) -> int:
             raise ValueError("give --scores, or --dataset and --dataset-path with --metrics to score now")
         from scoring.analysis.run import rating_correlation
 
-        measured = rating_correlation(_scorer(args), args.dataset, args.dataset_path, args.metrics,
+        measured = rating_correlation(_scorer(args), args.dataset_path, args.metrics, dataset=args.dataset,
                                       image_root=args.image_root, group_by=args.group,
                                       coefficients=args.coefficients, n_boot=args.bootstrap, seed=args.seed)
         _report_unavailable(measured.unavailable)

@@ -8,12 +8,25 @@ from __future__ import annotations
 import gradio as gr
 
 from annotation.queue_screens import rate, rating_screen
-from app import engine
+from app import engine, render
 from app.session import account_id, login
-from app.tabs.score import load_images, outcome_to_json, split_lines
+from app.tabs.score import load_images, split_lines
 from scoring.language_id import AUTO, resolve_language
 from scoring.perturb.lab import parse_critical, perturb_caption
-from scoring.session_scoring import ScoreRequest, score_request
+from scoring.session_scoring import ScoreOutcome, ScoreRequest, score_request
+
+
+def outcome_to_json(outcome: ScoreOutcome) -> dict:
+    """The API's answer: rows with every metric (rounded as shown), plus each metric's availability."""
+    frame = outcome.frame.astype(object).where(outcome.frame.notna(), None)
+    records = [{key: render.format_score(value) if key in outcome.metric_columns else value
+                for key, value in row.items()} for row in frame.to_dict(orient="records")]
+    return {
+        "rows": records,
+        "computed_now": outcome.scored_now,
+        "metrics": {a["metric"]: {"backbone": a["backbone"], "status": a["status"]} for a in outcome.availability},
+        "messages": outcome.messages,
+    }
 
 
 def score_endpoint(profile: str, image_path: str | None, captions: str, references: str, lang: str,
@@ -75,44 +88,15 @@ def rate_endpoint(caption_id: float, overall: float, fluency: float | None, rele
         raise gr.Error(str(exc)) from None
 
 
+def _endpoint(api_name: str, fn, inputs: list, result_label: str, extra_outputs: tuple = ()) -> None:
+    """A hidden button named `api_name` whose click calls `fn` and answers in a JSON component."""
+    result = gr.JSON(label=result_label)
+    gr.Button(api_name).click(fn, inputs, [result, *extra_outputs], api_name=api_name)
+
+
 def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     """Hidden components and the named endpoints bound to them. `user_state` is the
     Annotate tab's per-session login, so an API client logs in once per Client."""
-    with gr.Column(visible=False):
-        image = gr.File(label="image", file_count="single")
-        captions = gr.Textbox(label="captions")
-        references = gr.Textbox(label="references")
-        lang = gr.Textbox(label="lang", value=AUTO)
-        metrics = gr.Textbox(label="metrics")
-        score_result = gr.JSON(label="scores")
-        score_trigger = gr.Button("score")
-
-        text = gr.Textbox(label="text")
-        op = gr.Textbox(label="op", value="all")
-        p = gr.Number(label="p", value=0.4)
-        seed = gr.Number(label="seed", value=0, precision=0)
-        perturb_lang = gr.Textbox(label="lang", value=AUTO)
-        critical = gr.Textbox(label="critical")
-        perturb_result = gr.JSON(label="perturbations")
-        perturb_trigger = gr.Button("perturb")
-
-        user_name = gr.Textbox(label="name")
-        user_password = gr.Textbox(label="password", type="password")
-        login_result = gr.JSON(label="login")
-        login_trigger = gr.Button("login")
-
-        collection = gr.Textbox(label="collection")
-        next_result = gr.JSON(label="item")
-        next_trigger = gr.Button("next_item")
-
-        caption_id = gr.Number(label="caption_id", precision=0)
-        overall = gr.Number(label="overall")
-        fluency = gr.Number(label="fluency", value=None)
-        relevance = gr.Number(label="relevance", value=None)
-        descriptiveness = gr.Number(label="descriptiveness", value=None)
-        rate_result = gr.JSON(label="rating")
-        rate_trigger = gr.Button("rate")
-
     score_cache = gr.State({})
 
     def score_api(image_path, captions_text, references_text, lang_code, metric_list, cache):
@@ -120,12 +104,18 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
                                 cache)
         return result, cache
 
-    score_trigger.click(score_api, [image, captions, references, lang, metrics, score_cache],
-                        [score_result, score_cache], api_name="score")
-    perturb_trigger.click(perturb_endpoint, [text, op, p, seed, perturb_lang, critical], perturb_result,
-                          api_name="perturb")
-    login_trigger.click(login_endpoint, [user_name, user_password], [login_result, user_state],
-                        api_name="login")
-    next_trigger.click(next_item_endpoint, [collection, user_state], next_result, api_name="next_item")
-    rate_trigger.click(rate_endpoint, [caption_id, overall, fluency, relevance, descriptiveness, user_state],
-                       rate_result, api_name="rate")
+    with gr.Column(visible=False):
+        _endpoint("score", score_api, [gr.File(label="image", file_count="single"), gr.Textbox(label="captions"),
+                                       gr.Textbox(label="references"), gr.Textbox(label="lang", value=AUTO),
+                                       gr.Textbox(label="metrics"), score_cache], "scores", (score_cache,))
+        _endpoint("perturb", perturb_endpoint, [gr.Textbox(label="text"), gr.Textbox(label="op", value="all"),
+                                                gr.Number(label="p", value=0.4),
+                                                gr.Number(label="seed", value=0, precision=0),
+                                                gr.Textbox(label="lang", value=AUTO), gr.Textbox(label="critical")],
+                  "perturbations")
+        _endpoint("login", login_endpoint, [gr.Textbox(label="name"), gr.Textbox(label="password", type="password")],
+                  "login", (user_state,))
+        _endpoint("next_item", next_item_endpoint, [gr.Textbox(label="collection"), user_state], "item")
+        aspects = [gr.Number(label=name, value=None) for name in ("fluency", "relevance", "descriptiveness")]
+        _endpoint("rate", rate_endpoint, [gr.Number(label="caption_id", precision=0), gr.Number(label="overall"),
+                                          *aspects, user_state], "rating")

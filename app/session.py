@@ -39,3 +39,24 @@ def collection_dropdown(user_state: dict | None):
     """The collections of this account with the first chosen; empty when not logged in."""
     update, message = collection_choices(user_state)
     return gr.Dropdown(choices=[], value=None) if message else update
+
+
+def collection_row(elem_prefix: str, run_label: str, middle) -> tuple:
+    """One row of a researcher tab: a collection dropdown (free text allowed) and its refresh
+    button, the control `middle()` makes, and the primary run button. Returns the four."""
+    with gr.Row():
+        collection = gr.Dropdown([], label="Collection", allow_custom_value=True, elem_id=f"{elem_prefix}-collection")
+        refresh = gr.Button("↻ collections", scale=0)
+        control = middle()
+        run = gr.Button(run_label, variant="primary", elem_id=f"{elem_prefix}-button")
+    return collection, refresh, control, run
+
+
+def follow_collections(user_state: gr.State, refresh: gr.Button, collection: gr.Dropdown, status: gr.Textbox,
+                       leading: tuple[str, ...] = ()) -> None:
+    """Refill `collection` when the login changes or `refresh` is clicked; problems go to `status`."""
+    def choices(state):
+        return collection_choices(state, leading)
+
+    for trigger in (refresh.click, user_state.change):
+        trigger(choices, user_state, [collection, status], api_visibility="private")

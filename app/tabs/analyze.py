@@ -7,21 +7,21 @@ import gradio as gr
 
 from annotation.collection_analysis import analyse_collection
 from app import engine, render
-from app.session import account_id, collection_choices
+from app.session import account_id, collection_row, follow_collections
 from scoring.analysis import plots
 from scoring.analysis.report import correlation_cells, robustness_cells
 
 
+INTRO = ("Log in as a researcher in the Annotate tab, choose a collection, and analyse it: correlation of every "
+         "metric with the human ratings per language (bootstrap 95 % intervals), a scatter per metric, and the "
+         "score change under the collection's stored perturbations.")
+
+
 def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     names = engine.metric_names(ctx.profile)
-    gr.Markdown("Log in as a researcher in the Annotate tab, choose a collection, and analyse it: "
-                "correlation of every metric with the human ratings per language (bootstrap 95 % intervals), "
-                "a scatter per metric, and the score change under the collection's stored perturbations.")
-    with gr.Row():
-        collection = gr.Dropdown([], label="Collection", allow_custom_value=True, elem_id="analyze-collection")
-        refresh = gr.Button("↻ collections", scale=0)
-        metrics = gr.CheckboxGroup(names, value=names, label="Metrics")
-        run = gr.Button("Analyse", variant="primary", elem_id="analyze-button")
+    gr.Markdown(INTRO)
+    collection, refresh, metrics, run = collection_row(
+        "analyze", "Analyse", lambda: gr.CheckboxGroup(names, value=names, label="Metrics"))
     status = gr.Textbox(label="Status", interactive=False, elem_id="analyze-status")
     correlations = gr.Dataframe(label="Correlation with human ratings", interactive=False, wrap=True,
                                 elem_id="analyze-correlations")
@@ -57,8 +57,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
             return gr.skip()
         return _scatter(table, metric)
 
-    refresh.click(collection_choices, user_state, [collection, status], api_visibility="private")
-    user_state.change(collection_choices, user_state, [collection, status], api_visibility="private")
+    follow_collections(user_state, refresh, collection, status)
     run.click(on_analyse, [user_state, collection, metrics, scatter_metric],
               [status, correlations, heatmap, scatter, table7, drops, table_state], api_visibility="private")
     scatter_metric.change(on_metric, [table_state, scatter_metric], scatter, api_visibility="private")

@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import zipfile
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -92,61 +93,53 @@ def _progress(progress, fraction: float, desc: str) -> None:
 # --- measures (`scoring.analysis.run`, as `caplens analyze ...` runs them) --------------------
 
 
+def _measure(profile: str, measure, upload: Path, images, metrics, progress, figure=None, **options) -> Outcome:
+    """`measure(scorer, upload, metrics, ...)` of `scoring.analysis.run` with the uploaded images
+    (without them, image metrics score nothing and say so)."""
+    root = image_folder(images)
+    _progress(progress, 0.2, "scoring")
+    measured = measure(engine.AppScorer(profile), upload, metrics, image_root=root, with_images=root is not None,
+                       **options)
+    return Outcome(measured.table, figure(measured.table) if figure else None, measured.summary())
+
+
 def correlation_from_files(profile: str, dataset: str, files, images, metrics, *, n_boot: int = 200,
                            seed: int = 0, progress=None) -> Outcome:
     """Caption-level correlation of each metric with a public rating set's human scores."""
-    ratings = gather_upload(files, f"{dataset} rating file(s)")
-    root = image_folder(images)
-    _progress(progress, 0.2, "scoring and correlating")
-    measured = run.rating_correlation(engine.AppScorer(profile), dataset, ratings, metrics, image_root=root,
-                                      with_images=root is not None, n_boot=n_boot, seed=seed)
-    return Outcome(measured.table, plots.correlation_heatmap(measured.table, "kendall_c"), measured.summary())
+    return _measure(profile, partial(run.rating_correlation, dataset=dataset),
+                    gather_upload(files, f"{dataset} rating file(s)"), images, metrics, progress,
+                    lambda table: plots.correlation_heatmap(table, "kendall_c"), n_boot=n_boot, seed=seed)
 
 
 def length_from_files(profile: str, dataset: str, files, images, metrics, combine_short: str | None = None,
                       combine_long: str | None = None, threshold: int = 60, progress=None) -> Outcome:
     """Correlation per caption-length bucket (SPECS Figure 3), with SPECS' combined metric
     (short metric under `threshold` tokens, long metric above) when both are chosen."""
-    ratings = gather_upload(files, f"{dataset} rating file(s)")
-    root = image_folder(images)
-    _progress(progress, 0.2, "scoring")
-    measured = run.rating_length_buckets(
-        engine.AppScorer(profile), dataset, ratings, metrics, image_root=root, with_images=root is not None,
-        combine=(combine_short, combine_long) if combine_short and combine_long else None, threshold=threshold)
-    return Outcome(measured.table, plots.length_bucket_lines(measured.table, "pearson"), measured.summary())
+    combine = (combine_short, combine_long) if combine_short and combine_long else None
+    return _measure(profile, partial(run.rating_length_buckets, dataset=dataset),
+                    gather_upload(files, f"{dataset} rating file(s)"), images, metrics, progress,
+                    lambda table: plots.length_bucket_lines(table, "pearson"), combine=combine, threshold=threshold)
 
 
 def pascal50s_from_files(profile: str, files, images, metrics, *, n_references: int = 5, seed: int = 0,
                          progress=None) -> Outcome:
     """Pascal-50S pairwise accuracy (HC, HI, HM, MM, mean) from pair_pascal.mat and
     consensus_pascal.mat (uploaded together or as a zip)."""
-    folder = gather_upload(files, "pair_pascal.mat and consensus_pascal.mat")
-    root = image_folder(images)
-    _progress(progress, 0.2, "scoring the pairs")
-    measured = run.pascal50s(engine.AppScorer(profile), folder, metrics, n_references=n_references, seed=seed,
-                             image_root=root, with_images=root is not None)
-    return Outcome(measured.table, None, measured.summary())
+    return _measure(profile, run.pascal50s, gather_upload(files, "pair_pascal.mat and consensus_pascal.mat"), images,
+                    metrics, progress, n_references=n_references, seed=seed)
 
 
 def foil_from_files(profile: str, files, images, metrics, *, n_references: int = 4, seed: int = 0,
                     progress=None) -> Outcome:
     """FOIL accuracy: share of (correct, foil) caption pairs where the correct one scores higher."""
-    annotations = gather_upload(files, "FOIL annotation file (foilv1.0_test_2017.json)")
-    root = image_folder(images)
-    _progress(progress, 0.2, "scoring the pairs")
-    measured = run.foil(engine.AppScorer(profile), annotations, metrics, n_references=n_references, seed=seed,
-                        image_root=root, with_images=root is not None)
-    return Outcome(measured.table, None, measured.summary())
+    return _measure(profile, run.foil, gather_upload(files, "FOIL annotation file (foilv1.0_test_2017.json)"),
+                    images, metrics, progress, n_references=n_references, seed=seed)
 
 
 def specificity_from_files(profile: str, files, images, metrics, *, seed: int = 0, progress=None) -> Outcome:
     """Specificity rates SR_pos / SR_neg (SPECS eq. 1-2) of a caption CSV split into triplets."""
-    captions = gather_upload(files, "caption CSV")
-    root = image_folder(images)
-    _progress(progress, 0.2, "scoring the triplets")
-    measured = run.specificity(engine.AppScorer(profile), captions, metrics, seed=seed, image_root=root,
-                               with_images=root is not None)
-    return Outcome(measured.table, None, measured.summary())
+    return _measure(profile, run.specificity, gather_upload(files, "caption CSV"), images, metrics, progress,
+                    seed=seed)
 
 
 def retrieval_from_files(profile: str, files, images, metric: str, *, langs: Sequence[str] | None = None,

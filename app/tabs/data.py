@@ -10,7 +10,7 @@ import json
 import gradio as gr
 
 from annotation.transfers import export_download, finetune_download, import_upload
-from app.session import account_id, collection_choices
+from app.session import account_id, follow_collections
 
 IMPORT_FORMATS = ["auto", "csv", "jsonl", "zip"]
 EXPORT_WHAT = ["ratings", "captions"]
@@ -67,9 +67,6 @@ def build(user_state: gr.State) -> None:
         set_manifest = gr.JSON(label="Manifest")
     status = gr.Textbox(label="Status", interactive=False, elem_id="data-status")
 
-    def on_refresh(state):
-        return collection_choices(state, leading=(ALL_COLLECTIONS,))
-
     def on_import(state, path, into, import_format, progress=gr.Progress()):
         try:
             report = import_upload(account_id(state), path, into, import_format, _progress_callback(progress))
@@ -95,8 +92,7 @@ def build(user_state: gr.State) -> None:
             return None, None, str(exc)
         return path, manifest, f"Built {manifest['rows']} rows."
 
-    refresh.click(on_refresh, user_state, [collection, status], api_visibility="private")
-    user_state.change(on_refresh, user_state, [collection, status], api_visibility="private")
+    follow_collections(user_state, refresh, collection, status, leading=(ALL_COLLECTIONS,))
     import_button.click(on_import, [user_state, upload, target, fmt], [import_report, status], api_visibility="private")
     export_button.click(on_export, [user_state, what, export_format, collection],
                         [export_file, export_summary, status], api_visibility="private")

@@ -6,24 +6,22 @@ import gradio as gr
 
 from annotation.collection_analysis import collection_failure_cases
 from app import engine
-from app.session import account_id, collection_choices
+from app.session import account_id, collection_row, follow_collections
 from app.tabs.score import ScoreTab
 from scoring.analysis.report import ANY, DISAGREE, UNMOVED, case_cells, case_filters, filter_cases
 
+INTRO = ("Find items where a metric and the human ratings disagree most (difference of percentile ranks within a "
+         "language), or perturbed captions whose score barely moved. Click a row or a thumbnail to open the item "
+         "in the Score tab. Needs a researcher login (Annotate tab).")
 SHOWN = 200
 THUMBNAILS = 12
 
 
 def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tabs: gr.Tabs) -> None:
     names = engine.metric_names(ctx.profile)
-    gr.Markdown("Find items where a metric and the human ratings disagree most (difference of percentile "
-                "ranks within a language), or perturbed captions whose score barely moved. Click a row or a "
-                "thumbnail to open the item in the Score tab. Needs a researcher login (Annotate tab).")
-    with gr.Row():
-        collection = gr.Dropdown([], label="Collection", allow_custom_value=True, elem_id="failures-collection")
-        refresh = gr.Button("↻ collections", scale=0)
-        mode = gr.Radio([DISAGREE, UNMOVED], value=DISAGREE, label="Show")
-        run = gr.Button("Find failure cases", variant="primary", elem_id="failures-button")
+    gr.Markdown(INTRO)
+    collection, refresh, mode, run = collection_row(
+        "failures", "Find failure cases", lambda: gr.Radio([DISAGREE, UNMOVED], value=DISAGREE, label="Show"))
     with gr.Row():
         metric = gr.Dropdown([ANY, *names], value=ANY, label="Metric")
         lang = gr.Dropdown([ANY], value=ANY, label="Language")
@@ -71,8 +69,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
         return ([row["image_file"]], row["candidate"], row.get("references") or "", row["lang"],
                 gr.Tabs(selected="score"))
 
-    refresh.click(collection_choices, user_state, [collection, status], api_visibility="private")
-    user_state.change(collection_choices, user_state, [collection, status], api_visibility="private")
+    follow_collections(user_state, refresh, collection, status)
     run.click(on_find, [user_state, collection, mode, metric, lang, op],
               [status, table, thumbnails, all_rows, shown_rows, lang, op, metric], api_visibility="private")
     for control in (metric, lang, op):

@@ -15,7 +15,8 @@ from app.langs import language_choices
 from app.session import account_id, collection_dropdown
 from app.uploads import LoadedImage, UploadError, load_upload
 from scoring.language_id import AUTO
-from scoring.session_scoring import ScoreOutcome, ScoreRequest, score_request
+from scoring.session_scoring import ScoreRequest, score_request
+
 
 def split_lines(text: str | None) -> list[str]:
     return [line.strip() for line in (text or "").splitlines() if line.strip()]
@@ -33,19 +34,6 @@ def load_images(paths: list[str] | None) -> tuple[list[LoadedImage], list[str]]:
         messages.extend(f"{loaded.name}: {note}" for note in loaded.notes)
         images.append(loaded)
     return images, messages
-
-
-def outcome_to_json(outcome: ScoreOutcome) -> dict:
-    """The API's answer: rows with every metric (rounded as shown), plus each metric's availability."""
-    frame = outcome.frame.astype(object).where(outcome.frame.notna(), None)
-    records = [{key: render.format_score(value) if key in outcome.metric_columns else value
-                for key, value in row.items()} for row in frame.to_dict(orient="records")]
-    return {
-        "rows": records,
-        "computed_now": outcome.scored_now,
-        "metrics": {a["metric"]: {"backbone": a["backbone"], "status": a["status"]} for a in outcome.availability},
-        "messages": outcome.messages,
-    }
 
 
 @dataclass

@@ -2,8 +2,9 @@
 with a scorer, and compute its measure. `caplens analyze` and the app's "Analyse from files"
 both call these, so a measure is orchestrated in one place.
 
-Every function returns a `Measured`: the result table, the scored rows it came from, and
-{metric: reason} for metrics that could not run. `with_images=False` drops the image columns
+Every measure takes (scorer, the file or folder as published, metrics, options) and returns
+a `Measured`: the result table, the scored rows it came from, and {metric: reason} for
+metrics that could not run. `with_images=False` drops the image columns
 before scoring, so reference metrics still run and image metrics score nothing instead of
 every row failing on a missing file (the app does this when no images were uploaded).
 """
@@ -107,7 +108,7 @@ def correlate(table: pd.DataFrame, metrics: Sequence[str], *, unavailable: dict[
                              group_by=group, coefficients=list(coefficients), n_boot=n_boot, seed=seed)
 
 
-def rating_correlation(scorer, dataset: str, path, metrics: Sequence[str], *, image_root=None,
+def rating_correlation(scorer, path, metrics: Sequence[str], *, dataset: str, image_root=None,
                        with_images: bool = True, group_by: Sequence[str] | None = None,
                        coefficients: Sequence[str] = COEFFICIENTS, n_boot: int = 1000, seed: int = 0) -> Measured:
     """Correlation of each metric with the human scores of a public rating set, scored now."""
@@ -119,7 +120,7 @@ def rating_correlation(scorer, dataset: str, path, metrics: Sequence[str], *, im
     return Measured(result, scored, f"{len(scored)} rated captions of {dataset}.", unavailable)
 
 
-def rating_length_buckets(scorer, dataset: str, path, metrics: Sequence[str], *,
+def rating_length_buckets(scorer, path, metrics: Sequence[str], *, dataset: str,
                           combine: tuple[str, str] | None = None, threshold: int = 60, image_root=None,
                           with_images: bool = True) -> Measured:
     """Correlation per caption-length bucket (SPECS Figure 3) of a public rating set, with

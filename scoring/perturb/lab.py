@@ -70,11 +70,19 @@ def caption_robustness(scorer, image, original: str, perturbations: Sequence[Per
 
 
 def caption_robustness_cells(result: CaptionRobustness) -> pd.DataFrame:
-    """Rows: metrics; columns: Original, each operation as "score (change %)", Average (for
-    several operations), Robustness and the metric's status; "-" where a metric could not
-    score (unavailable, or it needs an image or references these inputs lack)."""
-    cells = format_table7(result.table, result.ops) if not result.table.empty else pd.DataFrame(columns=["metric"])
-    cells = cells.drop(columns=["lang"], errors="ignore").set_index("metric")
+    """Rows: metrics; columns: Original, each operation as "score (change %)" (the score alone
+    where the original is zero), Average (for several operations), Robustness and the
+    metric's status; "-" where a metric could not score (unavailable, or it needs an image or
+    references these inputs lack)."""
+    if result.table.empty:
+        cells = pd.DataFrame(columns=["metric"]).set_index("metric")
+    else:
+        cells = format_table7(result.table, result.ops).drop(columns=["lang"]).set_index("metric")
+        numeric = result.table.set_index("metric")
+        for op in [*result.ops, "average"]:
+            # Off a zero original the change is undefined; the score itself is still shown.
+            undefined = (cells[op.capitalize()] == "-") & numeric[op].notna()
+            cells.loc[undefined, op.capitalize()] = numeric.loc[undefined, op].map("{:.4f}".format)
     cells = cells.reindex(list(result.statuses)).fillna("-")
     if len(result.ops) < 2:
         cells = cells.drop(columns=["Average"], errors="ignore")

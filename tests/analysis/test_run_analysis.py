@@ -25,7 +25,7 @@ def test_rating_correlation_follows_the_human_order(scorer, flickr8k_json):
     # "a cat sleeps" 1/3 (rated 1), "kids playing" 1/2 x brevity exp(1 - 3/2) = 0.30 (rated 2).
     # Pairs: 4 concordant, 1 discordant (cat vs kids), 1 tied in BLEU only:
     # tau_b = (4 - 1) / sqrt(6 * 5).
-    measured = run.rating_correlation(scorer, "flickr8k-expert", flickr8k_json, ["BLEU-1"], n_boot=0,
+    measured = run.rating_correlation(scorer, flickr8k_json, ["BLEU-1"], dataset="flickr8k-expert", n_boot=0,
                                       with_images=False)
     scores = measured.scores.set_index("candidate")["BLEU-1"]
     assert scores["a dog is running"].tolist() == pytest.approx([0.5, 0.5], abs=1e-6)
@@ -39,8 +39,8 @@ def test_rating_correlation_follows_the_human_order(scorer, flickr8k_json):
 
 
 def test_image_metrics_need_the_images(scorer, flickr8k_json):
-    without = run.rating_correlation(scorer, "flickr8k-expert", flickr8k_json, ["BLEU-1", "CLIP-S"], n_boot=0,
-                                     with_images=False)
+    without = run.rating_correlation(scorer, flickr8k_json, ["BLEU-1", "CLIP-S"], dataset="flickr8k-expert",
+                                     n_boot=0, with_images=False)
     assert without.table.set_index("metric")["n"].to_dict() == {"BLEU-1": 4, "CLIP-S": 0}
     assert without.unscored() == ["CLIP-S"]
     assert without.summary() == ("4 rated captions of flickr8k-expert. "
@@ -49,14 +49,14 @@ def test_image_metrics_need_the_images(scorer, flickr8k_json):
     folder.mkdir()
     Image.new("RGB", (32, 32), (150, 90, 40)).save(folder / "1000_aa.jpg")
     Image.new("RGB", (32, 32), (30, 160, 40)).save(folder / "2000_bb.jpg")
-    with_images = run.rating_correlation(scorer, "flickr8k-expert", flickr8k_json, ["CLIP-S"], n_boot=0,
+    with_images = run.rating_correlation(scorer, flickr8k_json, ["CLIP-S"], dataset="flickr8k-expert", n_boot=0,
                                          image_root=flickr8k_json.parent)
     assert with_images.table.set_index("metric").loc["CLIP-S", "n"] == 4
     assert with_images.scores["CLIP-S"].notna().all()
 
 
 def test_length_buckets_add_the_combined_metric(scorer, flickr8k_json):
-    measured = run.rating_length_buckets(scorer, "flickr8k-expert", flickr8k_json, ["BLEU-1"],
+    measured = run.rating_length_buckets(scorer, flickr8k_json, ["BLEU-1"], dataset="flickr8k-expert",
                                          combine=("BLEU-1", "ROUGE-L"), threshold=3, with_images=False)
     assert set(measured.table["metric"]) == {"BLEU-1", "BLEU-1<3|ROUGE-L"}
     # every caption is shorter than 20 tokens: one bucket holding all four ratings

@@ -83,6 +83,7 @@ def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts)
         assert highlighted.count() >= 1, f"no highlighted span in slot {slot}"
     table = page.locator("#perturb-table").inner_text()
     assert re.search(r"\([+-]\d+\.\d+%\)", table), table
+    page.wait_for_timeout(1000)  # let Plotly draw the change chart before the screenshot
     page.screenshot(path=str(artifacts / "perturbation-lab.png"), full_page=True)
 
 
@@ -148,13 +149,18 @@ def choose(page, elem_id: str, value: str) -> None:
     box.press("Enter")
 
 
-def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
+def run_on_the_collection(page, server, tab: str, prefix: str, done_text: str) -> None:
+    """Log in as the researcher, open `tab`, choose the seeded collection and run."""
     log_in(page, *server.researcher)
-    page.get_by_role("tab", name="Failure cases").click()
-    choose(page, "failures-collection", server.collection)
-    page.locator("#failures-button").click()
+    page.get_by_role("tab", name=tab).click()
+    choose(page, f"{prefix}-collection", server.collection)
+    page.locator(f"#{prefix}-button").click()
     page.wait_for_function(
-        "() => document.querySelector('#failures-status textarea')?.value.includes('cases')")
+        f"() => document.querySelector('#{prefix}-status textarea')?.value.includes('{done_text}')")
+
+
+def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
+    run_on_the_collection(page, server, "Failure cases", "failures", "cases")
     page.screenshot(path=str(artifacts / "failure-cases.png"), full_page=True)
     page.locator("#failures-table").scroll_into_view_if_needed()  # the table renders rows in view only
     first_caption = page.locator("#failures-table [role=gridcell], #failures-table [role=cell]").nth(2)  # id, image, caption
@@ -170,12 +176,7 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
 
 
 def test_analyze_tab_shows_correlations(page, server, artifacts):
-    log_in(page, *server.researcher)
-    page.get_by_role("tab", name="Analyze").click()
-    choose(page, "analyze-collection", server.collection)
-    page.locator("#analyze-button").click()
-    page.wait_for_function(
-        "() => document.querySelector('#analyze-status textarea')?.value.includes('with human ratings')")
+    run_on_the_collection(page, server, "Analyze", "analyze", "with human ratings")
     table = page.locator("#analyze-correlations").inner_text()
     assert "CLIP-S" in table and "[" in table
     page.wait_for_timeout(1000)
