@@ -53,8 +53,10 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
             chart = gr.Plot(label="Change per metric and operation")
             with gr.Accordion("Save into a collection (researcher login, Annotate tab)", open=False):
                 with gr.Row():
-                    save_collection = gr.Textbox(label="Collection", value="perturbation-lab")
-                    save_button = gr.Button("Save original, critical objects and perturbations")
+                    save_collection = gr.Textbox(label="Collection", value="perturbation-lab",
+                                                 elem_id="perturb-save-collection")
+                    save_button = gr.Button("Save original, critical objects and perturbations",
+                                            elem_id="perturb-save-button")
                 save_status = gr.Textbox(label="Saved", interactive=False, elem_id="perturb-save-status")
     last_run = gr.State(None)
 

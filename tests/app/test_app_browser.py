@@ -182,3 +182,33 @@ def test_analyze_tab_shows_correlations(page, server, artifacts):
     page.wait_for_timeout(1000)
     page.screenshot(path=str(artifacts / "analyze-tab.png"), full_page=True)
     assert page.dialogs == []
+
+
+def test_perturbations_saved_from_the_lab_are_in_the_collection(page, server, image_file, artifacts):
+    from annotation.acting import acting, log_in as library_log_in
+    from annotation.workflows import critical_objects, get_caption
+
+    log_in(page, *server.researcher)
+    page.get_by_role("tab", name="Perturbation lab").click()
+    page.locator("#perturb-image input[type=file]").set_input_files(str(image_file))
+    page.wait_for_selector("#perturb-image td.filename[aria-label='red.png']")
+    page.locator("#perturb-caption textarea").fill("a man in a white shirt rides a brown horse")
+    page.locator("#perturb-critical textarea").fill("white shirt; brown horse")
+    page.locator("#perturb-button").click()
+    page.wait_for_function("() => document.querySelectorAll('#perturb-table td').length > 0")
+    page.get_by_text("Save into a collection").click()
+    page.locator("#perturb-save-collection textarea").fill("browser-lab")
+    page.locator("#perturb-save-button").click()
+    page.wait_for_function(
+        "() => document.querySelector('#perturb-save-status textarea')?.value.startsWith('Saved caption')")
+    message = page.locator("#perturb-save-status textarea").input_value()
+    page.screenshot(path=str(artifacts / "perturbation-lab-saved.png"), full_page=True)
+    match = re.fullmatch(r"Saved caption (\d+) and (\d) perturbed caption\(s\) into browser-lab, "
+                         r"with 2 critical object\(s\)\.", message)
+    assert match, message
+    with acting(library_log_in(*server.researcher).id) as (session, _):
+        parent = get_caption(session, int(match.group(1)))
+        assert parent.text == "a man in a white shirt rides a brown horse"
+        assert critical_objects(session, parent.id) == ["white shirt", "brown horse"]
+        children = [c for c in parent.image.captions if c.parent_id == parent.id]
+        assert len(children) == int(match.group(2)) >= 4
