@@ -98,20 +98,19 @@ def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> S
         row["truncated by"] = ", ".join(n for n in names if scored.get(n, (None, False))[1])
         table_rows.append(row)
     frame = pd.DataFrame(table_rows, columns=["#", "image", "caption", "lang", *names, "truncated by"])
-    return ScoreOutcome(frame=frame, metric_columns=names, availability=_availability(names, meta, rows_cache, pairs),
-                        scored_now=len(unique))
+    availability = _availability(names, meta, [rows_cache.get(key, {}) for *_, key in pairs], bool(refs))
+    return ScoreOutcome(frame=frame, metric_columns=names, availability=availability, scored_now=len(unique))
 
 
-def _availability(names, meta: dict, rows_cache: dict, pairs: list) -> list[dict]:
+def _availability(names, meta: dict, rows: list[dict], with_references: bool) -> list[dict]:
     """Per metric: its backbone and "available", "unavailable: <reason>", or what these rows
-    lack for it (an image, references)."""
-    refs = pairs[0][3][2] if pairs else ()
+    lack for it (references, else an image) when it scored none of them."""
     availability = []
     for name in names:
         info = meta.get(name, {})
         reason = info.get("unavailable")
         status = f"unavailable: {reason}" if reason else "available"
-        if not reason and all(rows_cache.get(k, {}).get(name, (None,))[0] is None for *_, k in pairs):
-            status = "available (needs " + ("references" if not refs else "an image") + " for these rows)"
+        if not reason and all(row.get(name, (None,))[0] is None for row in rows):
+            status = "available (needs " + ("an image" if with_references else "references") + " for these rows)"
         availability.append({"metric": name, "backbone": info.get("backbone", ""), "status": status})
     return availability
