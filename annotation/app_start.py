@@ -34,6 +34,16 @@ def create_first_login(name: str, role: str = "researcher") -> str | None:
         return password
 
 
+def ensure_account(name: str, role: str, password: str) -> bool:
+    """Create account `name` with `role` and `password` unless it exists (a Space's owner
+    account from its secrets); True when it was created."""
+    with session_scope(ensure_schema()) as session:
+        if session.scalar(select(User).where(User.name == name)) is not None:
+            return False
+        create_user(session, name, role, password)
+        return True
+
+
 def prepare_database(seed_demo: bool, login_name: str) -> FirstRun:
     """Create or migrate the schema; with `seed_demo`, fill the synthetic-world demo collection
     into an empty database and make researcher `login_name` so its tabs can be used."""

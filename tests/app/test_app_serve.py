@@ -9,6 +9,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -90,3 +92,15 @@ def test_first_run_gives_the_operator_a_login(tmp_path, monkeypatch, capsys):
 
     serve._prepare()  # not a first run any more: no second account, no password printed
     assert "password" not in capsys.readouterr().out
+
+
+def test_space_owner_account_is_made_once(tmp_path, monkeypatch):
+    from annotation.acting import log_in
+    from annotation.app_start import ensure_account
+
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    assert ensure_account("owner", "admin", "owner-password") is True
+    assert ensure_account("owner", "admin", "another-password") is False  # an existing account is kept as it is
+    assert log_in("owner", "owner-password").role == "admin"
+    with pytest.raises(PermissionError, match="Wrong user name or password"):
+        log_in("owner", "another-password")
