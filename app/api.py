@@ -11,7 +11,7 @@ from annotation.queue_screens import rate, rating_screen
 from app import engine, render
 from app.session import account_id, login
 from app.tabs.score import load_images, split_lines
-from scoring.language_id import AUTO, resolve_language
+from scoring.language_id import AUTO
 from scoring.perturb.lab import parse_critical, perturb_caption
 from scoring.session_scoring import ScoreOutcome, ScoreRequest, score_request
 
@@ -41,8 +41,8 @@ def score_endpoint(profile: str, image_path: str | None, captions: str, referenc
         raise gr.Error("captions: give at least one caption (one per line)")
     chosen = [m.strip() for m in (metrics or "").split(",") if m.strip()] or None
     try:
-        outcome = score_request(engine.AppScorer(profile),
-                                ScoreRequest(images, caption_list, split_lines(references), lang or AUTO, chosen), cache)
+        request = ScoreRequest(images, caption_list, split_lines(references), lang or AUTO, chosen)
+        outcome = score_request(engine.AppScorer(profile), request, cache)
     except LookupError as exc:
         raise gr.Error(str(exc)) from None
     outcome.messages = messages
@@ -52,8 +52,8 @@ def score_endpoint(profile: str, image_path: str | None, captions: str, referenc
 def perturb_endpoint(text: str, op: str, p: float, seed: float, lang: str, critical: str) -> list[dict]:
     """The perturbed caption(s) with provenance and changed character spans."""
     try:
-        results = perturb_caption(text, op or "all", float(p if p is not None else 0.4), int(seed or 0),
-                                  resolve_language(lang or AUTO, text or ""), parse_critical(critical))
+        results = perturb_caption(text, op or "all", float(p if p is not None else 0.4), int(seed or 0), lang or AUTO,
+                                  parse_critical(critical))
     except (ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
     return [r.to_dict() | {"noop_reason": r.noop_reason} for r in results]

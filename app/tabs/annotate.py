@@ -135,8 +135,10 @@ def build(user_state: gr.State) -> None:
     for trigger in (login_button.click, password.submit):
         trigger(on_login, [name, password], login_outputs, api_visibility="private").then(
             collection_dropdown, user_state, collection, api_visibility="private")
-    logout_button.click(lambda: (None, "Not logged in.", gr.Tabs(visible=False), "", gr.Dropdown(choices=[], value=None)),
-                        None, [*login_outputs, collection], api_visibility="private")
+    def on_logout():
+        return None, "Not logged in.", gr.Tabs(visible=False), "", gr.Dropdown(choices=[], value=None)
+
+    logout_button.click(on_logout, None, [*login_outputs, collection], api_visibility="private")
 
     # ----- rating queue --------------------------------------------------------------
     rating_outputs = [rate_image, rate_caption, rate_caption_id, overall, fluency, relevance, descriptiveness,

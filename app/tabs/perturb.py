@@ -14,9 +14,9 @@ from app.langs import language_choices
 from app.session import account_id
 from app.tabs.score import load_images, split_lines
 from scoring.analysis.plots import robustness_drop_bars
-from scoring.language_id import AUTO, resolve_language
-from scoring.perturb.lab import (ALL_FIVE, caption_robustness, caption_robustness_cells, operation_choices,
-                                 parse_critical, perturb_caption)
+from scoring.language_id import AUTO
+from scoring.perturb.lab import (ALL_FIVE, caption_robustness_cells, operation_choices, parse_critical,
+                                 perturb_and_score)
 
 SLOTS = 5
 
@@ -64,36 +64,35 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
         images, messages = load_images([path] if path else [])
         image = images[0] if images else None
         try:
-            lang = resolve_language(lang_choice, text or "")
-            perturbations = perturb_caption(text, op_name, float(p_value), int(seed_value or 0), lang,
-                                            parse_critical(critical_text), split_lines(refs_text) or None)
+            lab = perturb_and_score(engine.AppScorer(ctx.profile), text, op_name, float(p_value), int(seed_value or 0),
+                                    lang_choice, parse_critical(critical_text),
+                                    image=None if image is None else image.image, references=split_lines(refs_text),
+                                    metrics=list(chosen or []))
         except (ValueError, LookupError) as exc:
             messages.append(str(exc))
             return ("\n".join(messages), gr.skip(), *[gr.skip()] * SLOTS, gr.skip(), gr.skip(), gr.skip())
-        for pert in perturbations:
+        for pert in lab.perturbations:
             if pert.noop:
                 messages.append(f"{pert.op}: no change ({pert.noop_reason or 'nothing to perturb'})")
         slot_updates = []
         for i in range(SLOTS):
-            if i < len(perturbations):
-                pert = perturbations[i]
+            if i < len(lab.perturbations):
+                pert = lab.perturbations[i]
                 slot_updates.append(gr.HighlightedText(
                     value=render.highlight_spans(pert.text, pert.changed_spans, mark_removals=True), label=pert.op,
                     visible=True))
             else:
                 slot_updates.append(gr.HighlightedText(value=None, visible=False))
         table_frame, chart_figure = gr.skip(), gr.skip()
-        if chosen:
-            try:
-                result = caption_robustness(engine.AppScorer(ctx.profile), None if image is None else image.image,
-                                            text, perturbations, split_lines(refs_text), lang, list(chosen))
-                table_frame = caption_robustness_cells(result)
-                chart_figure = None if result.table.empty else robustness_drop_bars(result.table, result.ops)
-            except (ValueError, LookupError, OSError) as exc:
-                messages.append(f"Could not score: {exc}")
-        else:
+        if not chosen:
             messages.append("No metric chosen: perturbations shown without scores.")
-        run = {"image": image, "text": text, "lang": lang, "perturbations": perturbations,
+        elif lab.problem:
+            messages.append(f"Could not score: {lab.problem}")
+        else:
+            table_frame = caption_robustness_cells(lab.robustness)
+            chart_figure = None if lab.robustness.table.empty else robustness_drop_bars(lab.robustness.table,
+                                                                                        lab.robustness.ops)
+        run = {"image": image, "text": text, "lang": lab.lang, "perturbations": lab.perturbations,
                "critical": parse_critical(critical_text)}
         return ("\n".join(messages), text, *slot_updates, table_frame, chart_figure, run)
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from scoring.analysis.robustness import ORIGINAL, format_table7, robustness_table
 from scoring.api import ScoreItem
+from scoring.language_id import resolve_language
 from scoring.perturb.ops import PRMCS_OPS, UMIC_OPS, Perturbation, perturb
 
 ALL_FIVE = "all five (PR-MCS)"
@@ -31,10 +32,12 @@ def parse_critical(text: str | None) -> list[str] | None:
 
 def perturb_caption(text: str, op: str, p: float | None, seed: int, lang: str, critical: list[str] | None,
                     corpus: list[str] | None = None) -> list[Perturbation]:
-    """`text` perturbed by `op`, or by each PR-MCS operation for ALL_FIVE (or "all")."""
+    """`text` perturbed by `op`, or by each PR-MCS operation for ALL_FIVE (or "all"), in
+    language `lang` (AUTO: detected from the text)."""
     if not text or not text.strip():
         raise ValueError("Enter a caption to perturb.")
     ops = list(PRMCS_OPS) if op in (ALL_FIVE, "all") else [op]
+    lang = resolve_language(lang, text)
     return [perturb(text, name, p=p, seed=int(seed), lang=lang, critical=critical, corpus=corpus) for name in ops]
 
 
@@ -88,3 +91,31 @@ def caption_robustness_cells(result: CaptionRobustness) -> pd.DataFrame:
         cells = cells.drop(columns=["Average"], errors="ignore")
     cells["status"] = [result.statuses[m] for m in cells.index]
     return cells.rename_axis("metric").reset_index()
+
+
+@dataclass
+class LabRun:
+    """One run of the lab: the caption's language, its perturbations and, when metrics were
+    chosen, their scores before and after (`problem` says why scoring failed; the
+    perturbations are still there to show)."""
+
+    lang: str
+    perturbations: list[Perturbation]
+    robustness: CaptionRobustness | None = None
+    problem: str | None = None
+
+
+def perturb_and_score(scorer, text: str, op: str, p: float | None, seed: int, lang: str,
+                      critical: list[str] | None, *, image=None, references: Sequence[str] = (),
+                      metrics: Sequence[str] = ()) -> LabRun:
+    """Perturb `text` (language `lang`, AUTO: detected; the references also feed
+    keyword-substitution), then score it and its perturbations with `metrics`."""
+    lang = resolve_language(lang, text or "")
+    perturbations = perturb_caption(text, op, p, seed, lang, critical, list(references) or None)
+    if not metrics:
+        return LabRun(lang, perturbations)
+    try:
+        robustness = caption_robustness(scorer, image, text, perturbations, list(references), lang, metrics)
+    except (ValueError, LookupError, OSError) as exc:  # the scorer's "bad input" signals
+        return LabRun(lang, perturbations, problem=str(exc))
+    return LabRun(lang, perturbations, robustness)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from scoring.api import get_scorer
-from scoring.perturb.lab import ALL_FIVE, caption_robustness, caption_robustness_cells, parse_critical, perturb_caption
+from scoring.perturb.lab import (ALL_FIVE, caption_robustness, caption_robustness_cells, parse_critical, perturb_and_score,
+                                 perturb_caption)
 
 TEXT = "a red square on a white table"  # 7 words, its own reference: BLEU-1 = 1
 
@@ -47,3 +48,15 @@ def test_inputs_as_typed():
     assert parse_critical("  ") is None
     with pytest.raises(ValueError, match="Enter a caption"):
         perturb_caption("   ", ALL_FIVE, 0.4, 0, "en", None)
+
+
+def test_a_lab_run_detects_the_language_and_keeps_perturbations_when_scoring_fails():
+    scorer = get_scorer("tiny")
+    run = perturb_and_score(scorer, "ein Mann fährt mit dem Fahrrad über die Brücke", "removal", None, 0, "auto",
+                            None, references=["ein Mann fährt Fahrrad"], metrics=["BLEU-1"])
+    assert run.lang == "de" and [p.lang for p in run.perturbations] == ["de"]
+    assert run.problem is None and run.robustness.statuses == {"BLEU-1": "available"}
+    unscored = perturb_and_score(scorer, TEXT, ALL_FIVE, 0.4, 0, "en", None, metrics=["NOPE"])
+    assert len(unscored.perturbations) == 5 and unscored.robustness is None
+    assert unscored.problem.startswith("unknown metric 'NOPE'")
+    assert perturb_and_score(scorer, TEXT, "jumble", None, 0, "en", None).robustness is None  # no metric chosen
