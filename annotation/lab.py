@@ -12,11 +12,12 @@ from annotation import workflows as wf
 from annotation.acting import acting
 from annotation.exporters import captions_table
 from db.images import add_image
+from scoring.language_id import AUTO
 
 
 def collection_images(account_id: int | None, collection_name: str) -> dict[str, dict]:
     """The images of a collection by sha256: stored file, display name, candidate captions,
-    references and the candidates' languages."""
+    references, and `language`: the candidates' language when they share one, else "auto"."""
     with acting(account_id) as (session, user):
         rows = captions_table(session, user, wf.get_collection(session, collection_name))
     images: dict[str, dict] = {}
@@ -27,6 +28,9 @@ def collection_images(account_id: int | None, collection_name: str) -> dict[str,
         if row["kind"] == "candidate":
             entry["captions"].append(row["caption"])
             entry["languages"].add(row["language"])
+    for entry in images.values():
+        languages = entry.pop("languages")
+        entry["language"] = next(iter(languages)) if len(languages) == 1 else AUTO
     return images
 
 

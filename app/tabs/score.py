@@ -127,9 +127,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         entry = (found or {}).get(sha)
         if not entry:
             return (gr.skip(),) * 4 + ("Choose a collection and an image.",)
-        languages = entry["languages"]
-        return ([entry["file"]], "\n".join(entry["captions"]), "\n".join(entry["references"]),
-                next(iter(languages)) if len(languages) == 1 else AUTO, "")
+        return [entry["file"]], "\n".join(entry["captions"]), "\n".join(entry["references"]), entry["language"], ""
 
     user_state.change(collection_dropdown, user_state, pick_collection, api_visibility="private")
     pick_collection.change(on_collection, [user_state, pick_collection], [pick_image, picked, pick_status],

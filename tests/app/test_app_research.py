@@ -130,6 +130,7 @@ def test_pick_an_image_from_a_collection(server, researcher):
     texts = {c for entry in images.values() for c in entry["captions"]}
     assert {"a red square on a white table", server.xss, "a green field"} <= texts
     assert all(entry["references"] == ["a photo of a square"] for entry in images.values())
+    assert {entry["language"] for entry in images.values()} == {"en"}
     assert all(os.path.isfile(entry["file"]) for entry in images.values())
 
 
