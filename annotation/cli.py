@@ -1,78 +1,293 @@
-"""`caplens perturb`: perturb a caption or split it into SPECS detail units (JSON out)."""
+"""`caplens db ...` and `caplens user ...`: migrations, import, export, agreement, accounts.
+
+The command line acts for the person who owns the data directory: without `--user` it acts
+as a local administrator (that person can open the database file anyway); with `--user NAME`
+(or `CAPLENS_USER`) it acts as that account and its role is checked like in the UI.
+"""
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import os
+import sys
 
-_OPS_HELP = (
-    "repetition, removal, masking, jumble, substitution (PR-MCS), keyword-substitution, "
-    "repeat-remove, permutation (UMIC), or 'all' for the five PR-MCS operations"
-)
+EXPORT_KINDS = ("ratings", "captions", "finetune-prmcs", "finetune-specs", "finetune-umic", "finetune-pacs",
+                "finetune-human")
+
+
+def _subcommands(subparsers, name: str) -> argparse._SubParsersAction:
+    """The sub-command group of an existing command (`world`), so this package can add to it."""
+    parser = subparsers.choices[name]
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
 
 
 def register(subparsers, parents) -> None:
-    """Add this package's subcommands to the `caplens` parser."""
-    parser = subparsers.add_parser(
-        "perturb",
-        parents=parents,
-        help="perturb a caption (PR-MCS / UMIC) or split it into detail units (SPECS)",
-        description=(
-            "Print a seeded perturbation of TEXT as JSON ({text, op, p, seed, lang, parent, "
-            "changed_spans, noop, ...}), or with --detail-units its SPECS detail units as a "
-            "JSON list."
-        ),
-    )
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--op", metavar="OP", help=_OPS_HELP)
-    mode.add_argument(
-        "--detail-units", action="store_true", help="print TEXT's detail units as a JSON list"
-    )
-    parser.add_argument(
-        "--p", type=float, default=None,
-        help=(
-            "per-token probability (default as in the papers: 0.4 for repetition and masking, "
-            "0.6 for removal, 0.3 for keyword-substitution and repeat-remove)"
-        ),
-    )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    parser.add_argument("--lang", default="en", help="language code: en, de, fr, es, ja (default: en)")
-    parser.add_argument(
-        "--critical", default=None,
-        help='critical objects for substitution, separated by ";" (e.g. "white shirt;golf")',
-    )
-    parser.add_argument(
-        "--corpus", default=None, metavar="FILE",
-        help="captions (one per line) supplying replacement words for keyword-substitution",
-    )
-    parser.add_argument("text", metavar="TEXT", help="the caption")
-    parser.set_defaults(handler=_run)
+    """Add `db`, `user` and `world seed` to the `caplens` parser."""
+    seed = _subcommands(subparsers, "world").add_parser(
+        "seed", parents=parents, help="import the demo collection (world images, captions, perturbations, ratings)")
+    seed.add_argument("--scenes", type=int, default=12)
+    seed.add_argument("--force", action="store_true", help="import again even if the demo collection exists")
+    seed.set_defaults(handler=_seed)
+
+    db = subparsers.add_parser("db", parents=parents, help="database: migrations, import, export, agreement")
+    db_commands = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+
+    upgrade = db_commands.add_parser("upgrade", parents=parents, help="create or upgrade the schema (Alembic)")
+    upgrade.add_argument("--revision", default="head")
+    upgrade.set_defaults(handler=_upgrade)
+
+    downgrade = db_commands.add_parser("downgrade", parents=parents, help="downgrade the schema to REVISION")
+    downgrade.add_argument("revision", help="target revision (`base` drops every table)")
+    downgrade.set_defaults(handler=_downgrade)
+
+    current = db_commands.add_parser("current", parents=parents, help="show the database URL and schema revision")
+    current.set_defaults(handler=_current)
+
+    importer = db_commands.add_parser("import", parents=parents,
+                                      help="import CSV / JSONL / zip+manifest / CLIPScore JSON (all or nothing)")
+    importer.add_argument("file")
+    importer.add_argument("--collection", help="collection to import into (default: the file name)")
+    importer.add_argument("--format", dest="fmt", choices=("csv", "jsonl", "zip", "clipscore"),
+                          help="default: from the file suffix (.json = CLIPScore / PAC-S candidates)")
+    importer.add_argument("--references", help="CLIPScore / PAC-S references JSON ({image_id: [refs]})")
+    importer.add_argument("--image-dir", help="CLIPScore / PAC-S image folder (<image_id>.<ext>)")
+    importer.add_argument("--model", help="captioning model that wrote CLIPScore / PAC-S candidates")
+    importer.add_argument("--allow-reimport", action="store_true", help="import a file already imported")
+    importer.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
+    importer.set_defaults(handler=_import)
+
+    exporter = db_commands.add_parser("export", parents=parents, help="export ratings, captions or fine-tuning sets")
+    exporter.add_argument("out", help="output file (ratings, captions) or folder (fine-tuning sets, hf)")
+    exporter.add_argument("--format", dest="fmt", required=True, choices=("csv", "jsonl", "parquet", "hf"))
+    exporter.add_argument("--what", default="ratings", choices=EXPORT_KINDS)
+    exporter.add_argument("--collection")
+    exporter.add_argument("--seed", type=int, default=0, help="seed for sampled negatives (fine-tuning sets)")
+    exporter.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
+    exporter.set_defaults(handler=_export)
+
+    agreement = db_commands.add_parser("agreement", parents=parents,
+                                       help="Krippendorff's alpha and pairwise correlations of a collection")
+    agreement.add_argument("--collection", required=True)
+    agreement.add_argument("--field", default="overall", choices=("overall", "fluency", "relevance", "descriptiveness"))
+    agreement.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
+    agreement.set_defaults(handler=_agreement)
+
+    perturb = db_commands.add_parser("perturb", parents=parents,
+                                     help="store PR-MCS perturbations of a collection's captions")
+    perturb.add_argument("--collection", required=True)
+    perturb.add_argument("--ops", nargs="+", help="operations (default: the five PR-MCS ones)")
+    perturb.add_argument("--seed", type=int, default=0)
+    perturb.add_argument("--p", type=float, help="per-token probability (default: the paper's)")
+    perturb.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
+    perturb.set_defaults(handler=_perturb)
+
+    gc = db_commands.add_parser("gc", parents=parents, help="delete stored image files no database row uses")
+    gc.add_argument("--dry-run", action="store_true")
+    gc.set_defaults(handler=_gc)
+
+    user = subparsers.add_parser("user", parents=parents, help="annotator, researcher and admin accounts")
+    user_commands = user.add_subparsers(dest="user_command", metavar="ACTION", required=True)
+    add = user_commands.add_parser("add", parents=parents, help="add an account")
+    add.add_argument("name")
+    add.add_argument("--role", required=True, choices=("annotator", "researcher", "admin"))
+    add.add_argument("--password-stdin", action="store_true",
+                     help="read the password from standard input (else $CAPLENS_PASSWORD, else a prompt)")
+    add.add_argument("--no-login", action="store_true", help="account without a password (cannot log in)")
+    add.set_defaults(handler=_user_add)
+    passwd = user_commands.add_parser("passwd", parents=parents, help="set an account's password")
+    passwd.add_argument("name")
+    passwd.add_argument("--password-stdin", action="store_true")
+    passwd.set_defaults(handler=_user_passwd)
+    role = user_commands.add_parser("set-role", parents=parents, help="change an account's role")
+    role.add_argument("name")
+    role.add_argument("role", choices=("annotator", "researcher", "admin"))
+    role.set_defaults(handler=_user_set_role)
+    listing = user_commands.add_parser("list", parents=parents, help="list accounts")
+    listing.set_defaults(handler=_user_list)
 
 
-def _read_corpus(path: str) -> list[str]:
-    with open(path, encoding="utf-8") as handle:
-        return [line.strip() for line in handle if line.strip()]
+def _acting_user(session, name: str | None):
+    from annotation.accounts import get_user
+    from db.models import User
+
+    if name:
+        return get_user(session, name)
+    return User(name="local-cli", role="admin")
 
 
-def _run(args: argparse.Namespace) -> int:
-    if not args.text.strip():
-        raise ValueError("caption text is empty: nothing to perturb")
-    if args.detail_units:
-        from annotation.detail_units import detail_units
+def _upgrade(args) -> int:
+    from annotation.database import database_url
+    from db.session import current_revision, upgrade
 
-        print(json.dumps(detail_units(args.text, args.lang), ensure_ascii=False))
-        return 0
-    from annotation.perturb import ALL_OPS, PRMCS_OPS, perturb
+    url = database_url()
+    upgrade(url, revision=args.revision)
+    print(f"{_redacted(url)}: schema at revision {current_revision(url)}")
+    return 0
 
-    ops = PRMCS_OPS if args.op == "all" else (args.op,)
-    if args.op != "all" and args.op not in ALL_OPS:
-        raise ValueError(f"unknown operation {args.op!r}; choose one of: {', '.join(ALL_OPS)}, all")
-    corpus = _read_corpus(args.corpus) if args.corpus else None
-    results = [
-        perturb(
-            args.text, op, p=args.p, seed=args.seed, lang=args.lang,
-            critical=args.critical, corpus=corpus,
-        ).to_dict()
-        for op in ops
-    ]
-    print(json.dumps(results if args.op == "all" else results[0], ensure_ascii=False))
+
+def _downgrade(args) -> int:
+    from annotation.database import database_url
+    from db.session import current_revision, downgrade
+
+    url = database_url()
+    downgrade(url, revision=args.revision)
+    print(f"schema at revision {current_revision(url) or 'base (empty)'}")
+    return 0
+
+
+def _current(args) -> int:
+    from annotation.database import database_url
+    from db.session import current_revision, head_revision
+    from scoring.paths import data_dir
+
+    url = database_url()
+    print(f"data directory: {data_dir()}")
+    print(f"database: {_redacted(url)}")
+    print(f"revision: {current_revision(url) or 'none (run caplens db upgrade)'} (code head: {head_revision()})")
+    return 0
+
+
+def _redacted(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _progress(stage: str, done: int, total: int) -> None:
+    print(f"{stage} {done}/{total}", file=sys.stderr, flush=True)
+
+
+def _import(args) -> int:
+    from annotation.database import database_session
+    from annotation.importers import import_file
+
+    with database_session() as session:
+        report = import_file(session, _acting_user(session, args.user), args.file, collection=args.collection,
+                             fmt=args.fmt, references=args.references, image_dir=args.image_dir,
+                             source_model=args.model, allow_reimport=args.allow_reimport, progress=_progress)
+    print(json.dumps(report.to_dict(), indent=2))
+    return 0
+
+
+def _export(args) -> int:
+    from annotation.captions import get_collection
+    from annotation.database import database_session
+    from annotation.exporters import export_table
+    from annotation.finetune_sets import build_finetune_set
+
+    with database_session(read_only=True) as session:
+        user = _acting_user(session, args.user)
+        collection = get_collection(session, args.collection) if args.collection else None
+        if args.what.startswith("finetune-"):
+            summary = build_finetune_set(session, user, args.what.removeprefix("finetune-"), args.out,
+                                         collection=collection, fmt=args.fmt, seed=args.seed)
+        else:
+            summary = export_table(session, user, args.what, args.out, args.fmt, collection)
+    print(json.dumps(summary, indent=2, ensure_ascii=False))
+    return 0
+
+
+def _agreement(args) -> int:
+    from annotation.agreement import agreement
+    from annotation.captions import get_collection
+    from annotation.database import database_session
+
+    with database_session(read_only=True) as session:
+        report = agreement(session, _acting_user(session, args.user), get_collection(session, args.collection),
+                           field=args.field)
+    print(json.dumps(report.to_dict(), indent=2))
+    return 0
+
+
+def _perturb(args) -> int:
+    from dataclasses import asdict
+
+    from annotation.captions import get_collection
+    from annotation.database import database_session
+    from annotation.perturbations import perturb_collection
+
+    with database_session() as session:
+        summary = perturb_collection(session, _acting_user(session, args.user), get_collection(session, args.collection),
+                                     args.ops, seed=args.seed, p=args.p)
+    print(json.dumps(asdict(summary), indent=2))
+    return 0
+
+
+def _gc(args) -> int:
+    from annotation.database import database_session
+    from annotation.image_store import orphaned_files
+
+    with database_session() as session:  # a write lock: no import can add rows meanwhile
+        orphans = orphaned_files(session)
+        if not args.dry_run:
+            for path in orphans:
+                path.unlink(missing_ok=True)
+    print(f"{'would delete' if args.dry_run else 'deleted'} {len(orphans)} unreferenced image files")
+    return 0
+
+
+def _read_password(from_stdin: bool) -> str:
+    if from_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif os.environ.get("CAPLENS_PASSWORD"):
+        password = os.environ["CAPLENS_PASSWORD"]
+    elif sys.stdin.isatty():
+        password = getpass.getpass("password: ")
+        if getpass.getpass("again: ") != password:
+            raise ValueError("the passwords differ")
+    else:
+        raise ValueError("no password: use --password-stdin, CAPLENS_PASSWORD or a terminal prompt")
+    return password
+
+
+def _user_add(args) -> int:
+    from annotation.accounts import create_user
+    from annotation.database import database_session
+
+    password = None if args.no_login else _read_password(args.password_stdin)
+    with database_session() as session:
+        user = create_user(session, args.name, args.role, password)
+        print(f"added {user.name} ({user.role})")
+    return 0
+
+
+def _user_passwd(args) -> int:
+    from annotation.accounts import get_user, set_password
+    from annotation.database import database_session
+
+    password = _read_password(args.password_stdin)
+    with database_session() as session:
+        set_password(session, get_user(session, args.name), password)
+    print(f"password of {args.name} changed")
+    return 0
+
+
+def _user_set_role(args) -> int:
+    from annotation.accounts import get_user, set_role
+    from annotation.database import database_session
+
+    with database_session() as session:
+        set_role(session, get_user(session, args.name), args.role)
+    print(f"{args.name} is now {args.role}")
+    return 0
+
+
+def _user_list(args) -> int:
+    from sqlalchemy import select
+
+    from annotation.database import database_session
+    from db.models import User
+
+    with database_session(read_only=True) as session:
+        for user in session.scalars(select(User).order_by(User.name)):
+            login = "" if user.password_hash else "  (no login)"
+            print(f"{user.name}\t{user.role}{login}")
+    return 0
+
+
+def _seed(args: argparse.Namespace) -> int:
+    from annotation.demo_seed import seed_demo
+
+    print(json.dumps(seed_demo(args.scenes, force=args.force)))
     return 0

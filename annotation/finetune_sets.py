@@ -11,7 +11,7 @@ operations, the collection, import ids the captions came from, seed, creation ti
   probability 0.9 (SPECS §3).
 - `umic`: UMIC groups, one positive caption and four negatives (keyword substitution, a
   random or hard caption of another image, repetition & removal, word-order permutation;
-  UMIC §3.2, from `annotation.negatives`).
+  UMIC §3.2, from `scoring.perturb.negatives`).
 - `pacs`: PAC-S pairs (image, human caption) with a model caption of the same image as the
   generated text T' when one is stored (PAC-S §3).
 - `human`: human-rated sets for correlation (candidate, references, mean score, ratings).
@@ -30,21 +30,21 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
+from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.captions import in_collection
 from annotation.exporters import TABLE_FORMATS, copy_image, write_table
-from annotation.workflows import _in_collection
-from db.images import read_image_bytes
+from annotation.image_store import read_image_bytes
 from db.models import Caption, Collection, Image, Rating, User
-from db.users import RESEARCH_ROLES, require_role
+from scoring.perturb.ops import PRMCS_OPS
 
 SET_KINDS = ("prmcs", "specs", "umic", "pacs", "human")
-PRMCS_OPS = ("repetition", "removal", "masking", "jumble", "substitution")
 UMIC_NEGATIVES = 4
 HUMAN_CAPTION_KINDS = ("reference",)
 MODEL_CAPTION_KINDS = ("candidate",)
 
 
 def _scoped(query, collection: Collection | None):
-    return query.where(_in_collection(collection)) if collection is not None else query
+    return query.where(in_collection(collection)) if collection is not None else query
 
 
 def _prmcs_rows(session: Session, collection: Collection | None, rng: random.Random,
@@ -66,7 +66,7 @@ def _prmcs_rows(session: Session, collection: Collection | None, rng: random.Ran
 
 def _specs_rows(session: Session, collection: Collection | None, rng: random.Random,
                 options: dict) -> tuple[list[dict], dict]:
-    from annotation.detail_units import SHUFFLE_RATIO, specs_triplets
+    from scoring.perturb.detail_units import SHUFFLE_RATIO, specs_triplets
 
     query = (select(Caption, Image).join(Image, Image.id == Caption.image_id)
              .where(Caption.kind.in_(("reference", "candidate", "transcreated"))).order_by(Caption.id))
@@ -93,12 +93,12 @@ def _specs_rows(session: Session, collection: Collection | None, rng: random.Ran
 
 def _umic_rows(session: Session, collection: Collection | None, rng: random.Random,
                options: dict) -> tuple[list[dict], dict]:
-    """UMIC's four negatives per caption (annotation.negatives); a negative the perturbation
+    """UMIC's four negatives per caption (scoring.perturb.negatives); a negative the perturbation
     could not produce is replaced by a stored perturbation of the caption, else by a
     caption of another image."""
     import numpy as np
 
-    from annotation.negatives import umic_negatives
+    from scoring.perturb.negatives import umic_negatives
 
     query = (select(Caption, Image).join(Image, Image.id == Caption.image_id)
              .where(Caption.kind.in_(("reference", "candidate"))).order_by(Caption.id))

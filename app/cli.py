@@ -15,10 +15,10 @@ import sys
 COMMAND_MODULES = (
     "app.serve",
     "scoring.cli",
-    "scoring.analysis.cli",
-    "annotation.cli",
-    "db.cli",
+    "scoring.perturb.cli",
     "scoring.world.cli",
+    "annotation.analysis_cli",
+    "annotation.cli",  # after scoring.world.cli: it adds `world seed`
 )
 
 

@@ -25,61 +25,42 @@ def create_app(profile: str | None = None, seed_demo: bool = True):
     """
     from app import engine
     from app.ui import build_app
-    from db.session import ensure_schema
 
-    ensure_schema()
-    if seed_demo:
-        _seed_demo()
+    _prepare(seed_demo)
 
     chosen, banner = engine.choose_profile(profile)
     ctx = engine.AppContext(profile=chosen, banner=banner)
     return build_app(ctx), ctx
 
 
-def _seed_demo() -> None:
-    from scoring.world.seed import seed_demo_if_empty
-
-    report = seed_demo_if_empty()
-    if report:
-        print(f"CapLens: first run, demo collection {report.get('collection', 'world-demo')!r} created.", flush=True)
-        _create_demo_login()
-
-
 DEMO_LOGIN = "demo"
 
 
-def _create_demo_login() -> None:
-    """On first run nobody can log in yet, so the tabs behind a login would show nothing: make
-    a researcher account with a random password and tell only the operator's console."""
-    import secrets
+def _prepare(seed_demo: bool = True) -> None:
+    """The database ready to serve; on a first run the operator's console learns the demo
+    collection and the login (nobody else sees the password)."""
+    from annotation.app_start import prepare_database
 
-    from sqlalchemy import select
-
-    from db.models import User
-    from db.session import ensure_schema, session_scope
-    from db.users import create_user
-
-    with session_scope(ensure_schema()) as session:
-        if session.scalar(select(User).where(User.password_hash.is_not(None))) is not None:
-            return
-        password = secrets.token_urlsafe(9)
-        create_user(session, DEMO_LOGIN, "researcher", password)
-    print(f"CapLens: log in as '{DEMO_LOGIN}' with password '{password}' (researcher; change it with "
-          f"`caplens user passwd {DEMO_LOGIN}`).", flush=True)
+    first = prepare_database(seed_demo, DEMO_LOGIN)
+    if first.demo_collection:
+        print(f"CapLens: first run, demo collection {first.demo_collection!r} created.", flush=True)
+    if first.login_password:
+        print(f"CapLens: log in as '{DEMO_LOGIN}' with password '{first.login_password}' (researcher; change it "
+              f"with `caplens user passwd {DEMO_LOGIN}`).", flush=True)
 
 
 def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
     """Arguments for `Blocks.launch`: the stored images may be served (thumbnails, opening
     a failure case in the Score tab); uploads are capped before they reach our decoder."""
+    from annotation.app_start import served_image_folders
     from app.uploads import MAX_UPLOAD_BYTES
-    from db.config import image_store_dir
 
     return dict(
         server_name=host,
         server_port=port or None,
         share=share,
         max_file_size=MAX_UPLOAD_BYTES,
-        allowed_paths=[str(image_store_dir())],
+        allowed_paths=served_image_folders(),
         show_error=True,
     )
 

@@ -12,7 +12,6 @@ Images are identified by :func:`image_key`, a hash of their content.
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import warnings
 from dataclasses import dataclass, field
@@ -21,6 +20,8 @@ from typing import Union
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
+
+from scoring.fingerprint import content_fingerprint
 
 ImageInput = Union[Image.Image, bytes, str, Path]
 
@@ -51,16 +52,13 @@ def image_key(image: ImageInput) -> str:
     The same picture uploaded twice (or under another name) therefore hits the cache.
     """
     if isinstance(image, Image.Image):
-        digest = hashlib.sha1()
-        digest.update(f"{image.mode}:{image.size}".encode())
-        digest.update(image.tobytes())
-        return digest.hexdigest()
+        return content_fingerprint(f"{image.mode}:{image.size}".encode(), image.tobytes())
     return bytes_key(read_image_bytes(image))
 
 
 def bytes_key(data: bytes) -> str:
     """:func:`image_key` of encoded bytes already in memory."""
-    return hashlib.sha1(data).hexdigest()
+    return content_fingerprint(data)
 
 
 def read_image_bytes(image: bytes | str | Path) -> bytes:

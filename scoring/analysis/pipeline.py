@@ -2,7 +2,7 @@
 
 The measures in this package are pure; these functions are the glue that scores captions
 with `scoring.api.Scorer` (any object with the same `score(items, metrics)` method) and
-perturbs them with `annotation.perturb`, returning tables in the documented layouts.
+perturbs them with `scoring.perturb.ops`, returning tables in the documented layouts.
 Metrics that cannot run come back as all-NaN columns, with the reason in
 `table.attrs["unavailable"]` ({metric: reason}).
 """
@@ -110,7 +110,7 @@ def perturbation_scores(
     gets its own perturbation seed (seed + row number) so the draws differ between captions
     but the table is reproducible. Rows: item_id, lang, op, text, noop, metric, score.
     """
-    from annotation.perturb import perturb
+    from scoring.perturb.ops import perturb
 
     text_col = "candidate" if "candidate" in captions.columns else "caption"
     if text_col not in captions.columns:
@@ -148,10 +148,10 @@ def triplet_scores(
 ) -> pd.DataFrame:
     """SPECS triplets of every caption (per language), scored: kind, metric, base, extended.
 
-    Uses `annotation.detail_units.specs_triplets`: positives extend c_j with the caption's
+    Uses `scoring.perturb.detail_units.specs_triplets`: positives extend c_j with the caption's
     next unit, negatives with a (mostly token-shuffled) unit of another image's caption.
     """
-    from annotation.detail_units import specs_triplets
+    from scoring.perturb.detail_units import specs_triplets
 
     text_col = "candidate" if "candidate" in captions.columns else "caption"
     captions = captions.reset_index(drop=True)

@@ -21,7 +21,7 @@ class ImageTextMatch:
         self.spec = spec
 
     def info(self, backbone_label: str) -> MetricInfo:
-        tuned = self.spec.name.upper() == "UMIC"
+        tuned = self.spec.variant == "umic"
         return MetricInfo(
             name=self.spec.name, family=self.spec.family, needs_image=True, needs_references=False,
             languages=("en",), backbone=backbone_label,

@@ -1,4 +1,4 @@
-"""`caplens world ...`: show scenes, write sets, train and measure the world models, seed the demo."""
+"""`caplens world ...`: show scenes, write sets, train and measure the world models."""
 from __future__ import annotations
 
 import argparse
@@ -50,11 +50,6 @@ def register(subparsers, parents) -> None:
     measure.add_argument("--json", type=Path, help="also write the full result as JSON here")
     measure.add_argument("--device")
     measure.set_defaults(handler=_measure)
-
-    seed = sub.add_parser("seed", parents=parents, help="import the demo collection (world images, captions, perturbations, ratings)")
-    seed.add_argument("--scenes", type=int, default=12)
-    seed.add_argument("--force", action="store_true", help="import again even if the demo collection exists")
-    seed.set_defaults(handler=_seed)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -118,9 +113,3 @@ def _measure(args: argparse.Namespace) -> int:
     print(report(result))
     return 0
 
-
-def _seed(args: argparse.Namespace) -> int:
-    from .seed import seed_demo
-
-    print(json.dumps(seed_demo(args.scenes, force=args.force)))
-    return 0

@@ -123,7 +123,7 @@ def _pairwise(rows, values, langs) -> dict:
 
 
 def _perturbation(scorer, scenes, images, langs, seed) -> dict:
-    from annotation.perturb import PRMCS_OPS, perturb
+    from scoring.perturb.ops import PRMCS_OPS, perturb
     from scoring.api import ScoreItem
 
     originals, perturbed = [], defaultdict(list)  # items per (op)
@@ -220,7 +220,7 @@ def report(result: dict) -> str:
                 lines.append(f"| {name} | {lang} | " + " | ".join(_fmt(accs.get(k)) for k in kinds) + " |")
     p = result["perturbation"]
     lines += ["", f"## Score change under PR-MCS perturbations, % ({p['captions']} captions)", ""]
-    from annotation.perturb import PRMCS_OPS
+    from scoring.perturb.ops import PRMCS_OPS
 
     lines += ["| metric | lang | " + " | ".join(PRMCS_OPS) + " |", "|---|---|" + "---|" * len(PRMCS_OPS)]
     for name in ("MCS", "CLIP-S"):

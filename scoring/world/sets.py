@@ -110,7 +110,7 @@ UMIC_NEGATIVES = 4
 
 def _shuffled_unit(unit: str, lang: str, rng: random.Random) -> tuple[str, bool]:
     """A detail unit from another caption, token-shuffled with probability 0.9 (SPECS §3)."""
-    from annotation.tokenize import detokenize, tokenize
+    from scoring.perturb.tokenize import detokenize, tokenize
 
     lead = unit[: len(unit) - len(unit.lstrip())]
     tokens = tokenize(unit.strip(), lang)
@@ -124,13 +124,13 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
     """Fine-tuning sets with the row fields of `annotation.finetune_sets`, plus the world's ground truth.
 
     teacher: MCS teacher learning pairs (caption in a language, its English source);
-    prmcs: PR-MCS triplets (original, perturbed, operation) from annotation.perturb;
+    prmcs: PR-MCS triplets (original, perturbed, operation) from scoring.perturb.ops;
     specs: SPECS triplets (base c_j, c_j + d+, c_j + d-) on the world's exact detail units;
     umic: one positive and four negatives with controlled errors (another scene's caption
     where fewer errors apply); pacs: caption, another description of the scene as generated
     text and a re-rendered image as generated image.
     """
-    from annotation.perturb import PRMCS_OPS, perturb
+    from scoring.perturb.ops import PRMCS_OPS, perturb
 
     rng = random.Random(seed)
     paths = _write_images(out, scenes, size)

@@ -156,6 +156,31 @@ def _start_run(seed: int, threads: int) -> tuple[random.Random, float, float]:
 
 
 # -- world-CLIP ---------------------------------------------------------------------------------
+def _scheduled_steps(model, optimizer, steps: int, peak_lr: float):
+    """The step numbers of a training run, each with its learning rate (warm-up over the first
+    5 %, see `_lr`) set on the optimiser; the model is in training mode throughout."""
+    model.train()
+    for step in range(steps):
+        for group in optimizer.param_groups:
+            group["lr"] = _lr(step, steps, peak_lr, warmup=max(1, steps // 20))
+        yield step
+
+
+def _optimise(optimizer, model, loss: torch.Tensor) -> None:
+    """One optimiser step with the gradient norm clipped at 1."""
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+
+
+def _log_step(history: list, run: str, measure: str, digits: int, step: int, steps: int, loss: float,
+              started: float) -> None:
+    """Keep the step's loss in the run's history and tell the console."""
+    history.append({"step": step, "loss": round(loss, digits), "seconds": round(time.time() - started, 1)})
+    print(f"{run} step {step}/{steps} {measure} {loss:.{digits}f} ({time.time() - started:.0f}s)", flush=True)
+
+
 def clip_loss(model, batch_ids, batch_mask, pixels) -> torch.Tensor:
     return model(input_ids=batch_ids, attention_mask=batch_mask, pixel_values=pixels, return_loss=True).loss
 
@@ -179,10 +204,7 @@ def train_clip(out_dir: str | Path, *, config: str = "world-clip", scenes: int =
     model = build_clip(config, tokenizer)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
     history = []
-    model.train()
-    for step in range(steps):
-        for group in optimizer.param_groups:
-            group["lr"] = _lr(step, steps, lr, warmup=max(1, steps // 20))
+    for step in _scheduled_steps(model, optimizer, steps, lr):
         # Batches are all-short or all-long so short batches are not padded to long-caption length.
         if long_idx and rng.random() < long_share:
             idx = rng.sample(long_idx, min(batch_size, len(long_idx)))
@@ -193,13 +215,9 @@ def train_clip(out_dir: str | Path, *, config: str = "world-clip", scenes: int =
         texts = [(CLIP_PREFIX if rng.random() < 0.5 else "") + t for t in texts]
         tokens = _tokenize(tokenizer, texts, c["text_positions"])
         loss = clip_loss(model, tokens["input_ids"], tokens["attention_mask"], pixels[idx])
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        _optimise(optimizer, model, loss)
         if step % log_every == 0 or step == steps - 1:
-            history.append({"step": step, "loss": round(loss.item(), 4), "seconds": round(time.time() - started, 1)})
-            print(f"world-clip step {step}/{steps} loss {loss.item():.4f} ({time.time() - started:.0f}s)", flush=True)
+            _log_step(history, "world-clip", "loss", 4, step, steps, loss.item(), started)
     model.eval()
     processor = CLIPProcessor(
         image_processor=CLIPImageProcessor(
@@ -279,22 +297,15 @@ def train_mcs(clip_dir: str | Path, out_dir: str | Path, *, config: str = "world
     student = build_student(config, tokenizer, targets.shape[1])
     optimizer = torch.optim.AdamW(student.parameters(), lr=lr, weight_decay=0.01)
     history = []
-    student.train()
-    for step in range(steps):
-        for group in optimizer.param_groups:
-            group["lr"] = _lr(step, steps, lr, warmup=max(1, steps // 20))
+    for step in _scheduled_steps(student, optimizer, steps, lr):
         pool = long_pool if long_pool and rng.random() < long_share else short_pool  # same-length batches
         idx = rng.sample(pool, min(batch_size, len(pool)))
         texts = [realise(descriptions[i], rng.choice(LANGUAGES)).text for i in idx]
         tokens = _tokenize(tokenizer, texts, c["positions"])
         loss = nn.functional.mse_loss(student(tokens["input_ids"], tokens["attention_mask"]), targets[idx])
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
-        optimizer.step()
+        _optimise(optimizer, student, loss)
         if step % log_every == 0 or step == steps - 1:
-            history.append({"step": step, "loss": round(loss.item(), 5), "seconds": round(time.time() - started, 1)})
-            print(f"world-mcs step {step}/{steps} mse {loss.item():.5f} ({time.time() - started:.0f}s)", flush=True)
+            _log_step(history, "world-mcs", "mse", 5, step, steps, loss.item(), started)
     student.eval()
     save_student(student, tokenizer, out_dir, c["positions"])
     meta = {"model": "world-mcs", "config": config, "config_values": c, "teacher": str(clip_dir),

@@ -1,4 +1,4 @@
-"""Score-now paths: captions perturbed by annotation.perturb and scored by the tiny profile."""
+"""Score-now paths: captions perturbed by scoring.perturb.ops and scored by the tiny profile."""
 import json
 
 import pandas as pd

@@ -1,0 +1,107 @@
+"""Accounts, password hashing (Argon2id via argon2-cffi) and role checks.
+
+Roles, least to most trusted: annotator (rates, transcreates, marks critical objects; sees
+only their own work), researcher (also imports, exports, builds fine-tuning sets, deletes,
+reads everyone's annotations), admin (also manages accounts).
+"""
+from __future__ import annotations
+
+import functools
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from db.models import ROLES, User
+
+MIN_PASSWORD_LENGTH = 8
+ALL_ROLES = ROLES
+RESEARCH_ROLES = ("researcher", "admin")
+_hasher = PasswordHasher()
+
+
+def hash_password(password: str) -> str:
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise ValueError(f"password too short: at least {MIN_PASSWORD_LENGTH} characters")
+    return _hasher.hash(password)
+
+
+def require_role(user: User, *roles: str) -> None:
+    """Raise PermissionError unless `user` has one of `roles`."""
+    if user is None or user.role not in roles:
+        who = "nobody" if user is None else f"{user.name} ({user.role})"
+        raise PermissionError(f"{who} may not do this: needs role {' or '.join(roles)}")
+
+
+def validate_role(role: str) -> str:
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}: choose one of {', '.join(ROLES)}")
+    return role
+
+
+def validate_name(name: str) -> str:
+    name = (name or "").strip()
+    if not name or len(name) > 100 or any(ch.isspace() or not ch.isprintable() for ch in name):
+        raise ValueError(f"invalid user name {name!r}: 1-100 printable characters, no spaces")
+    return name
+
+
+def create_user(session: Session, name: str, role: str, password: str | None = None,
+                acting_user: User | None = None) -> User:
+    """Add an account. `acting_user` must be an admin, except when None: the local
+    command line, whose operator already owns the database file."""
+    if acting_user is not None:
+        require_role(acting_user, "admin")
+    name, role = validate_name(name), validate_role(role)
+    if session.scalar(select(User).where(User.name == name)) is not None:
+        raise ValueError(f"user {name!r} already exists")
+    user = User(name=name, role=role, password_hash=hash_password(password) if password is not None else None)
+    session.add(user)
+    session.flush()
+    return user
+
+
+def set_password(session: Session, user: User, password: str, acting_user: User | None = None) -> None:
+    if acting_user is not None and acting_user.id != user.id:
+        require_role(acting_user, "admin")
+    user.password_hash = hash_password(password)
+    session.flush()
+
+
+def set_role(session: Session, user: User, role: str, acting_user: User | None = None) -> None:
+    if acting_user is not None:
+        require_role(acting_user, "admin")
+    user.role = validate_role(role)
+    session.flush()
+
+
+def get_user(session: Session, name: str) -> User:
+    user = session.scalar(select(User).where(User.name == name))
+    if user is None:
+        raise LookupError(f"no user named {name!r} (add one with `caplens user add {name} --role ROLE`)")
+    return user
+
+
+def authenticate(session: Session, name: str, password: str) -> User | None:
+    """The user when `password` is right, else None (same answer for unknown names)."""
+    user = session.scalar(select(User).where(User.name == name))
+    if user is None or user.password_hash is None:
+        # Spend the same time as a real check so names cannot be probed by timing.
+        try:
+            _hasher.verify(_dummy_hash(), password)
+        except VerificationError:
+            pass
+        return None
+    try:
+        _hasher.verify(user.password_hash, password)
+    except (VerificationError, InvalidHashError):
+        return None
+    if _hasher.check_needs_rehash(user.password_hash):
+        user.password_hash = _hasher.hash(password)
+    return user
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    return _hasher.hash("caplens-timing-equaliser")

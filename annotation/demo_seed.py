@@ -1,0 +1,41 @@
+"""Seed the offline demo collection (`world-demo`) into the database on first run: the world's
+importer rows (`scoring.world.demo.demo_rows`) through the normal all-or-nothing importer."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from annotation.accounts import create_user
+from annotation.database import database_session
+from annotation.importers import import_rows
+from db.models import Collection, User
+from scoring.world.demo import DEMO_COLLECTION, demo_rows
+
+SEED_USER = "world-seed"
+
+
+def seed_demo(scenes: int = 12, force: bool = False) -> dict:
+    """Import the demo collection into the configured database; skipped if it already exists."""
+    if scenes < 1:
+        raise ValueError("the demo needs at least one scene")
+    with database_session() as session:
+        if session.scalar(select(Collection).where(Collection.name == DEMO_COLLECTION)) is not None and not force:
+            return {"collection": DEMO_COLLECTION, "skipped": "already seeded"}
+        user = session.scalar(select(User).where(User.name == SEED_USER))
+        if user is None:
+            user = create_user(session, SEED_USER, "researcher")
+        with tempfile.TemporaryDirectory(prefix="caplens-world-") as tmp:
+            rows = demo_rows(scenes, Path(tmp))
+            report = import_rows(session, user, rows, collection=DEMO_COLLECTION, base_dir=tmp,
+                                 source_name=f"caplens world seed ({scenes} scenes)")
+        return report.to_dict()
+
+
+def seed_demo_if_empty(scenes: int = 12) -> dict | None:
+    """Seed on first run: only when the database has no collection at all."""
+    with database_session(read_only=True) as session:
+        if session.scalar(select(func.count()).select_from(Collection)):
+            return None
+    return seed_demo(scenes)

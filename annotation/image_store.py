@@ -1,0 +1,121 @@
+"""Content-addressed image store: files are named by their sha256, never by client names.
+
+`<data dir>/images/<first two hex digits>/<sha256>.<ext>`. Writes go to a temporary file
+and are renamed into place, so a crash never leaves a half-written image under its hash.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from annotation.database import image_store_dir
+from db.models import Image
+from scoring.fingerprint import content_fingerprint
+from scoring.images import MAX_IMAGE_BYTES, ImageDecodeError, decode_image, open_checked  # noqa: F401 (MAX_IMAGE_BYTES: importers check it)
+
+# Pillow format name -> file extension in the store.
+STORED_FORMATS = {"JPEG": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "TIFF": "tiff"}
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What a decoded upload is: hash, format and size, checked before anything is stored."""
+
+    sha256: str
+    format: str
+    width: int
+    height: int
+    size_bytes: int
+
+
+def inspect_image(data: bytes, name: str = "upload") -> ImageFacts:
+    """Decode `data` fully under the library's decoding policy; raise ValueError naming `name`
+    if it is not a supported image."""
+    try:
+        header = open_checked(data, name)
+        decode_image(data, name)  # the whole image: catches truncated files with a valid header
+    except ImageDecodeError as exc:
+        raise ValueError(str(exc)) from None
+    if header.format not in STORED_FORMATS:
+        raise ValueError(f"{name}: image format {header.format} is not supported ({', '.join(STORED_FORMATS)})")
+    width, height = header.size
+    return ImageFacts(content_fingerprint(data), header.format, width, height, len(data))
+
+
+def stored_path(sha256: str, fmt: str, root: Path | None = None) -> Path:
+    """Where the image with this hash and format lives in the store."""
+    if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+        raise ValueError(f"not a sha256 hex digest: {sha256!r}")
+    root = root or image_store_dir()
+    return root / sha256[:2] / f"{sha256}.{STORED_FORMATS[fmt]}"
+
+
+def image_path(image: Image) -> Path:
+    return stored_path(image.sha256, image.format)
+
+
+def write_to_store(data: bytes, facts: ImageFacts) -> Path:
+    """Put the bytes into the store (idempotent: an existing file with that hash is kept)."""
+    path = stored_path(facts.sha256, facts.format)
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def add_image(session: Session, data: bytes, original_filename: str | None = None,
+              external_id: str | None = None, import_id: int | None = None) -> Image:
+    """Store an image and return its row (the existing row when these bytes are known)."""
+    facts = inspect_image(data, original_filename or "upload")
+    return add_inspected_image(session, data, facts, original_filename, external_id, import_id)
+
+
+def add_inspected_image(session: Session, data: bytes, facts: ImageFacts, original_filename: str | None = None,
+                        external_id: str | None = None, import_id: int | None = None) -> Image:
+    existing = session.scalar(select(Image).where(Image.sha256 == facts.sha256))
+    write_to_store(data, facts)
+    if existing is not None:
+        return existing
+    image = Image(sha256=facts.sha256, format=facts.format, width=facts.width, height=facts.height,
+                  size_bytes=facts.size_bytes, original_filename=_display_name(original_filename),
+                  external_id=external_id, import_id=import_id)
+    session.add(image)
+    session.flush()
+    return image
+
+
+def _display_name(name: str | None) -> str | None:
+    """Keep only the last path component of a client file name, as metadata."""
+    if not name:
+        return None
+    return name.replace("\\", "/").rsplit("/", 1)[-1][:500] or None
+
+
+def read_image_bytes(image: Image) -> bytes:
+    path = image_path(image)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as exc:
+        raise OSError(f"image {image.sha256} is in the database but missing from the store {path}") from exc
+
+
+def orphaned_files(session: Session) -> list[Path]:
+    """Stored files no database row refers to (left by rolled-back or killed imports)."""
+    known = set(session.scalars(select(Image.sha256)))
+    root = image_store_dir()
+    return [p for p in root.glob("??/*") if p.is_file() and p.name.split(".")[0] not in known]

@@ -1,0 +1,232 @@
+"""Stored metric scores of a collection and the collection views the analysis takes.
+
+The MetricScore table keeps one value per caption, metric and checkpoint fingerprint
+(`scoring.fingerprint.score_fingerprint`), so a value is never served for another checkpoint.
+`collection_scores` is what Analyze and Failure cases show: one row per caption, read from the
+MetricScore cache under the scorer's checkpoint fingerprint and scored now only where no value
+is stored. `into_collection` turns a public rating set into a collection through the
+all-or-nothing importer.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+from sqlalchemy import and_, delete, select
+from sqlalchemy.orm import Session
+
+from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.captions import get_collection
+from annotation.exporters import captions_table, ratings_table
+from annotation.importers import import_rows
+from db.models import MetricScore, User, utcnow
+from scoring.analysis.robustness import ORIGINAL
+from scoring.analysis.tables import RATING_DIMENSIONS, import_rows_for, score_columns
+from scoring.api import ScoreItem
+from scoring.fingerprint import score_fingerprint
+
+
+SCORE_BATCH = 128  # captions per scorer call, so progress can be reported while scoring
+
+
+Progress = Callable[..., object]
+
+
+def cache_metric_scores(session: Session, metric: str, checkpoint_fingerprint: str,
+                        values: dict[int, float | None]) -> None:
+    """Store metric values per caption id for one checkpoint (replacing older values for it)."""
+    if not metric or not checkpoint_fingerprint:
+        raise ValueError("metric name and checkpoint fingerprint are required")
+    existing = {s.caption_id: s for s in session.scalars(select(MetricScore).where(
+        MetricScore.metric == metric, MetricScore.checkpoint_fingerprint == checkpoint_fingerprint,
+        MetricScore.caption_id.in_(list(values))))}
+    for caption_id, value in values.items():
+        value = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+        if caption_id in existing:
+            existing[caption_id].value = value
+            existing[caption_id].computed_at = utcnow()
+        else:
+            session.add(MetricScore(caption_id=caption_id, metric=metric,
+                                    checkpoint_fingerprint=checkpoint_fingerprint, value=value))
+    session.flush()
+
+
+def cached_metric_scores(session: Session, metric: str, checkpoint_fingerprint: str,
+                         caption_ids: Iterable[int]) -> dict[int, float | None]:
+    """Cached values for this metric and checkpoint; caption ids without one are absent."""
+    rows = session.execute(select(MetricScore.caption_id, MetricScore.value).where(
+        MetricScore.metric == metric, MetricScore.checkpoint_fingerprint == checkpoint_fingerprint,
+        MetricScore.caption_id.in_(list(caption_ids)))).all()
+    return {caption_id: value for caption_id, value in rows}
+
+
+def invalidate_metric_scores(session: Session, user: User, metric: str, keep_fingerprint: str | None = None) -> int:
+    """Drop cached values of `metric` (except those of `keep_fingerprint`); returns how many."""
+    require_role(user, *RESEARCH_ROLES)
+    condition = MetricScore.metric == metric
+    if keep_fingerprint is not None:
+        condition = and_(condition, MetricScore.checkpoint_fingerprint != keep_fingerprint)
+    return session.execute(delete(MetricScore).where(condition)).rowcount
+
+
+
+def into_collection(session, user, table: pd.DataFrame, collection: str, image_root, *,
+                    scale: tuple[float, float] | None = None, source_name: str | None = None):
+    """Import a tidy rating table as `collection` (all or nothing); returns the ImportReport."""
+
+    rows = import_rows_for(table, image_root, scale=scale)
+    return import_rows(session, user, rows, collection=collection, base_dir=Path(image_root),
+                       source_name=source_name or collection)
+
+
+def collection_table(session, user, collection: str) -> pd.DataFrame:
+    """One row per rating of `collection`: human (overall, in [0, 1]), lang, item_id,
+    image_id, candidate, references, rater, system, collection, and one column per cached
+    metric (named `M`, or `M@fingerprint` when a metric was cached for several checkpoints)."""
+
+    rows = ratings_table(session, user, get_collection(session, collection))
+    if not rows:
+        raise ValueError(f"collection {collection!r} has no ratings")
+    frame = pd.DataFrame(rows)
+    renamed = frame.rename(columns={
+        "overall": "human", "language": "lang", "caption_id": "item_id", "caption": "candidate",
+        "annotator": "rater", "source_model": "system",
+    })
+    renamed["image_id"] = frame["image_external_id"].fillna(frame["image_sha256"])
+    renamed["collection"] = collection
+    scores = score_columns(renamed)
+    keep = ["collection", "lang", "image_id", "item_id", "candidate", "references", "human", "rater", "system",
+            *[d for d in RATING_DIMENSIONS if d in renamed], *scores]
+    return renamed[keep].rename(columns=scores)
+
+
+def collection_robustness_scores(session, user, collection: str, metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """Long robustness table of `collection`: each perturbed caption (kind `perturbed`, with its
+    operation) and its parent as `original`, with their cached metric scores."""
+
+    frame = pd.DataFrame(captions_table(session, user, get_collection(session, collection)))
+    if frame.empty:
+        raise ValueError(f"collection {collection!r} has no captions")
+    scores = score_columns(frame)
+    frame = frame.rename(columns=scores)
+    names = [n for n in scores.values() if metrics is None or n in metrics]
+    perturbed = frame[(frame["kind"] == "perturbed") & frame["parent_caption_id"].notna()]
+    if perturbed.empty:
+        raise ValueError(f"collection {collection!r} has no perturbed captions")
+    parents = frame[frame["caption_id"].isin(perturbed["parent_caption_id"].astype(int))]
+    rows = []
+    for metric in names:
+        for _, caption in parents.iterrows():
+            rows.append(dict(item_id=caption["caption_id"], lang=caption["language"], op=ORIGINAL,
+                             text=caption["caption"], metric=metric, score=caption[metric]))
+        for _, caption in perturbed.iterrows():
+            rows.append(dict(item_id=int(caption["parent_caption_id"]), lang=caption["language"],
+                             op=caption["perturbation_op"], text=caption["caption"], metric=metric,
+                             score=caption[metric]))
+    return pd.DataFrame(rows, columns=["item_id", "lang", "op", "text", "metric", "score"])
+
+
+def _score_item(row: dict):
+
+    return ScoreItem(image=row["image_file"], candidate=row["caption"], references=list(row["references"]),
+                     lang=row["language"], image_id=row["image_sha256"])
+
+
+def _cached_or_scored(session, scorer, captions: list[dict], metrics: Sequence[str],
+                      progress: Progress | None = None) -> tuple[dict[str, dict[int, float | None]], dict[str, str]]:
+    """Values of `metrics` for `captions` by caption id: read from MetricScore for the scorer's
+    fingerprint, and only captions without a cached value are scored (in batches) and stored.
+    Returns ({metric: {caption_id: value}}, {metric: reason} for metrics that cannot run)."""
+
+    names = [scorer.canonical_name(m) for m in metrics]
+    ids = [row["caption_id"] for row in captions]
+    values = {name: cached_metric_scores(session, name, score_fingerprint(scorer, name), ids) for name in names}
+    missing = [row for row in captions if any(row["caption_id"] not in values[name] for name in names)]
+    unavailable: dict[str, str] = {}
+    for start in range(0, len(missing), SCORE_BATCH):
+        if progress is not None:
+            progress(start / len(missing), desc=f"scoring captions {start + 1}-{min(start + SCORE_BATCH, len(missing))} "
+                                                 f"of {len(missing)} without cached scores")
+        chunk = missing[start:start + SCORE_BATCH]
+        todo = [name for name in names if name not in unavailable
+                and any(row["caption_id"] not in values[name] for row in chunk)]
+        for name, result in scorer.score([_score_item(row) for row in chunk], todo).items():
+            if result.unavailable:
+                unavailable[name] = result.unavailable
+                continue
+            scored = {row["caption_id"]: value for row, value in zip(chunk, result.values)}
+            cache_metric_scores(session, name, score_fingerprint(scorer, name), scored)
+            values[name].update(scored)
+    return values, unavailable
+
+
+def fill_metric_cache(session, user, scorer, collection: str, metrics: Sequence[str],
+                      progress: Progress | None = None) -> dict[str, str]:
+    """Cache `metrics` for every caption of `collection` in MetricScore (scoring only captions
+    not cached for the scorer's checkpoints). Images come from the database's image store;
+    references are the image's reference captions in the caption's language. Returns
+    {metric: reason} for metrics that cannot run."""
+
+    require_role(user, *RESEARCH_ROLES)
+    captions = captions_table(session, user, get_collection(session, collection))
+    if not captions:
+        raise ValueError(f"collection {collection!r} has no captions")
+    return _cached_or_scored(session, scorer, captions, metrics, progress)[1]
+
+
+def collection_scores(session, user, collection: str, scorer, metrics: Sequence[str],
+                      progress: Progress | None = None) -> pd.DataFrame:
+    """A collection's non-reference captions as one wide table: caption_id, image_id, image_file,
+    candidate, lang, kind, parent_caption_id, op ("original" for unperturbed captions), human
+    (mean overall rating, NaN when unrated), n_ratings, references (newline-joined),
+    collection, then one numeric column per metric (NaN where it cannot score the caption).
+
+    Scores come from the MetricScore cache for the scorer's checkpoint fingerprints; only
+    captions without one are scored, and are cached for the next call (researcher/admin).
+    """
+
+    require_role(user, *RESEARCH_ROLES)
+    if not collection:
+        raise ValueError("Choose a collection.")
+    rows = [r for r in captions_table(session, user, get_collection(session, collection)) if r["kind"] != "reference"]
+    if not rows:
+        raise ValueError(f"Collection {collection!r} has no captions to analyse.")
+    values, _ = _cached_or_scored(session, scorer, rows, metrics, progress)
+    table = pd.DataFrame({
+        "caption_id": [r["caption_id"] for r in rows],
+        "image_id": [r["image_sha256"][:12] for r in rows],
+        "image_file": [r["image_file"] for r in rows],
+        "candidate": [r["caption"] for r in rows],
+        "lang": [r["language"] for r in rows],
+        "kind": [r["kind"] for r in rows],
+        "parent_caption_id": [r["parent_caption_id"] for r in rows],
+        "op": [r["perturbation_op"] or ORIGINAL for r in rows],
+        "human": pd.to_numeric(pd.Series([r["human_score"] for r in rows], dtype="object"), errors="coerce"),
+        "n_ratings": [r["n_ratings"] for r in rows],
+        "references": ["\n".join(r["references"]) for r in rows],
+        "collection": collection,
+    })
+    for name, metric in zip((scorer.canonical_name(m) for m in metrics), metrics):
+        column = pd.Series([values[name].get(r["caption_id"]) for r in rows], dtype="object")
+        table[metric] = pd.to_numeric(column, errors="coerce")
+    return table
+
+
+def collection_captions(session, user, collection: str, kinds: Sequence[str] = ("candidate", "reference")) -> pd.DataFrame:
+    """Captions of `collection` of the given kinds as a `--captions`-style table (candidate,
+    lang, image = stored image file, image_id, references, item_id), for scoring now."""
+
+    frame = pd.DataFrame(captions_table(session, user, get_collection(session, collection)))
+    if frame.empty:
+        raise ValueError(f"collection {collection!r} has no captions")
+    frame = frame[frame["kind"].isin(list(kinds))]
+    if frame.empty:
+        raise ValueError(f"collection {collection!r} has no captions of kind {', '.join(kinds)}")
+    return pd.DataFrame({
+        "candidate": frame["caption"], "lang": frame["language"], "image": frame["image_file"],
+        "image_id": frame["image_sha256"], "references": frame["references"], "item_id": frame["caption_id"],
+    }).reset_index(drop=True)
+

@@ -1,0 +1,57 @@
+"""The offline demo collection as importer rows: world images, five-language captions with
+controlled errors, PR-MCS perturbations and simulated ratings. `annotation.demo_seed` imports
+them into the database.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .annotators import panel
+from .captions import scene_captions
+from .errors import candidates_for
+from .grammar import LANGUAGES
+from .render import render_scene
+from .sets import split_scenes
+from ..perturb.ops import PRMCS_OPS, perturb
+
+DEMO_COLLECTION = "world-demo"
+DEMO_SPLIT = "validation"  # neither trained on nor used by `caplens world measure`
+
+
+def demo_rows(scenes: int, image_dir: Path, langs=LANGUAGES, annotators: int = 3) -> list[dict]:
+    """Importer rows (JSONL fields of annotation.importers) for `scenes` world scenes."""
+    raters = panel(annotators)
+    rows: list[dict] = []
+    for scene in split_scenes(DEMO_SPLIT, scenes):
+        image = f"{scene.scene_id}.png"
+        render_scene(scene, 224).save(image_dir / image)
+        caps = scene_captions(scene, tuple(langs))
+        # References in the candidate's own language: the scene's correct captions of every
+        # style, less the candidate itself (an English reference would make BLEU & co.
+        # meaningless for the other four languages).
+        references = {lang: [caps[style][lang].text for style in caps] for lang in langs}
+        for style, per_lang in caps.items():
+            for k, cand in enumerate(candidates_for(scene, per_lang["en"].description, tuple(langs))):
+                caption_id = f"{scene.scene_id}-{style}-{cand.caption.lang}-{k}"
+                base = {"image": image, "image_id": scene.scene_id, "caption": cand.text,
+                        "language": cand.caption.lang, "kind": "candidate", "caption_id": caption_id,
+                        "model": "world-" + ("+".join(cand.errors + cand.damage) or "correct"),
+                        "critical_objects": list(cand.caption.critical_objects),
+                        "references": [r for r in references[cand.caption.lang] if r != cand.text]}
+                for n, rater in enumerate(raters):
+                    row = {**base, **rater.rate(cand, caption_id)}
+                    if n:  # the caption's critical objects are marked once, by the first annotator
+                        row.pop("critical_objects")
+                    rows.append(row)
+                if cand.errors or cand.damage:
+                    continue
+                for n, op in enumerate(PRMCS_OPS):  # perturbations of the correct caption
+                    p = perturb(cand.text, op, seed=scene.seed + n, lang=cand.caption.lang,
+                                critical=list(cand.caption.critical_objects))
+                    if p.noop:
+                        continue
+                    rows.append({"image": image, "image_id": scene.scene_id, "caption": p.text,
+                                 "language": cand.caption.lang, "kind": "perturbed", "parent_id": caption_id,
+                                 "caption_id": f"{caption_id}-{op}", "op": op,
+                                 "perturbation": {"p": p.p, "seed": p.seed, "changed_spans": [list(s) for s in p.changed_spans]}})
+    return rows

@@ -1,0 +1,88 @@
+"""The `caplens db` / `caplens user` commands end to end in a subprocess."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from annotation.accounts import authenticate
+from db.models import User
+from db.session import get_engine, session_scope
+
+REPO = Path(__file__).resolve().parents[2]
+# The commands run the same library code the other tests cover on both backends; one
+# backend keeps these subprocess-heavy tests short.
+pytestmark = pytest.mark.parametrize("empty_db_url", ["sqlite"], indirect=True)
+
+
+def caplens(*args, stdin=None, env=None):
+    full_env = {k: v for k, v in os.environ.items() if k != "CAPLENS_PASSWORD"}
+    full_env.update({"PYTHONPATH": str(REPO), **(env or {})})
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], input=stdin, capture_output=True, text=True,
+                          env=full_env, cwd=REPO, timeout=180)
+
+
+def test_user_add_reads_password_from_stdin_or_env_never_argv(db_url):
+    assert caplens("user", "add", "alice", "--role", "researcher", "--password-stdin",
+                   stdin="s3cret-pass\n").returncode == 0
+    assert caplens("user", "add", "bob", "--role", "annotator", env={"CAPLENS_PASSWORD": "env-pass-123"}).returncode == 0
+    no_password = caplens("user", "add", "carl", "--role", "annotator", stdin="")
+    assert no_password.returncode == 2 and "no password" in no_password.stderr
+    bad_role = caplens("user", "add", "dan", "--role", "boss", "--password-stdin", stdin="whatever-123\n")
+    assert bad_role.returncode == 2 and "invalid choice" in bad_role.stderr
+    again = caplens("user", "add", "alice", "--role", "admin", "--password-stdin", stdin="s3cret-pass\n")
+    assert again.returncode == 2 and "already exists" in again.stderr
+    with session_scope(get_engine(db_url)) as s:
+        assert authenticate(s, "alice", "s3cret-pass").role == "researcher"
+        assert authenticate(s, "bob", "env-pass-123").role == "annotator"
+        assert s.scalar(select(User).where(User.name == "carl")) is None
+    listing = caplens("user", "list")
+    assert "alice\tresearcher" in listing.stdout and "bob\tannotator" in listing.stdout
+
+
+def test_import_export_and_agreement_commands(db_url, tmp_path, make_png):
+    (tmp_path / "a.png").write_bytes(make_png())
+    (tmp_path / "b.png").write_bytes(make_png((0, 0, 200)))
+    rows = [{"image": "a.png", "caption": "red", "caption_id": "r", "annotator": n, "score": s}
+            for n, s in (("u1", 0.2), ("u2", 0.3), ("u3", 0.25))]
+    rows += [{"image": "b.png", "caption": "blue", "caption_id": "b", "annotator": n, "score": s}
+             for n, s in (("u1", 0.9), ("u2", 0.8), ("u3", 1.0))]
+    rows.append({"image": "b.png", "caption": "a blue square", "critical_objects": ["blue square"]})
+    (tmp_path / "r.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    imported = caplens("db", "import", str(tmp_path / "r.jsonl"), "--collection", "cli")
+    assert imported.returncode == 0, imported.stderr
+    counts = json.loads(imported.stdout)["counts"]
+    assert counts["ratings"] == 6 and counts["critical_annotations"] == 1
+    assert "writing 7/7" in imported.stderr
+    bad = tmp_path / "bad.csv"
+    bad.write_text("image,caption\nmissing.png,x\na.png,\n")
+    rejected = caplens("db", "import", str(bad))
+    assert rejected.returncode == 2
+    assert "line 2: image 'missing.png' not found" in rejected.stderr and "line 3: caption text is empty" in rejected.stderr
+    out = tmp_path / "ratings.parquet"
+    exported = caplens("db", "export", "--format", "parquet", "--what", "ratings", "--collection", "cli", str(out))
+    assert exported.returncode == 0 and json.loads(exported.stdout)["rows"] == 6 and out.is_file()
+    human = caplens("db", "export", "--format", "jsonl", "--what", "finetune-human", str(tmp_path / "h"))
+    assert human.returncode == 0 and json.loads(human.stdout)["rows"] == 2
+    assert "imported\tannotator  (no login)" in caplens("user", "list").stdout
+    agreement = caplens("db", "agreement", "--collection", "cli")
+    assert agreement.returncode == 0
+    assert json.loads(agreement.stdout)["krippendorff_alpha_interval"] > 0.9
+    denied = caplens("db", "export", "--format", "csv", "--user", "u1", str(tmp_path / "x.csv"))
+    assert denied.returncode == 2 and "needs role researcher or admin" in denied.stderr
+    unknown = caplens("db", "export", "--format", "csv", "--collection", "nope", str(tmp_path / "y.csv"))
+    assert unknown.returncode == 2 and "no collection named 'nope'" in unknown.stderr
+
+
+def test_empty_database_is_created_through_the_migrations(empty_db_url):
+    assert caplens("db", "upgrade").returncode == 0
+    assert caplens("db", "downgrade", "base").returncode == 0
+    # an empty database is created through the migrations on first use
+    assert caplens("user", "list").returncode == 0
+    current = caplens("db", "current")
+    assert "revision: 0001" in current.stdout

@@ -1,0 +1,280 @@
+"""Imports are all or nothing in every format; exports and fine-tuning sets carry everything."""
+from __future__ import annotations
+
+import csv
+import json
+import zipfile
+
+import pytest
+from sqlalchemy import func, select
+
+from annotation.captions import add_caption, get_collection
+from annotation.exporters import export_table
+from annotation.finetune_sets import build_finetune_set
+from annotation.importers import ImportRejected, import_file, import_rows
+from annotation.perturbations import perturb_collection
+from annotation.score_store import cache_metric_scores
+from db.models import Base, Caption, CriticalAnnotation, Image, User
+from db.session import session_scope
+
+COLORS = [(255, 0, 0), (0, 0, 255), (0, 160, 0), (250, 250, 0)]
+
+
+def _row_counts(session) -> dict:
+    return {name: session.execute(select(func.count()).select_from(table)).scalar()
+            for name, table in Base.metadata.tables.items()}
+
+
+@pytest.fixture
+def image_files(tmp_path, make_png):
+    folder = tmp_path / "src"
+    folder.mkdir()
+    for i, color in enumerate(COLORS):
+        (folder / f"img{i}.png").write_bytes(make_png(color, (10 + i, 8)))
+    (folder / "notes.png").write_text("this is not an image")
+    return folder
+
+
+def _rows():
+    return [
+        {"image": "img0.png", "image_id": "i0", "caption": "a red square on a white table", "caption_id": "c0",
+         "model": "blip", "references": ["a red square", "red block on a table"], "annotator": "x1", "score": 0.8,
+         "fluency": 1, "critical_objects": ["red square", "white table"]},
+        {"image": "img0.png", "caption": "a red square on a white table", "caption_id": "c0", "annotator": "x2",
+         "score": 0.6},
+        {"image": "img1.png", "caption": "a blue blue square", "caption_id": "p1", "kind": "perturbed",
+         "parent_id": "c1", "op": "repetition", "perturbation": {"p": 0.4, "seed": 3}},
+        {"image": "img1.png", "image_id": "i1", "caption": "a blue square", "caption_id": "c1", "model": "git",
+         "references": ["a blue square"], "annotator": "x1", "score": 0.4},
+        {"image": "img2.png", "caption": "ein grünes Quadrat", "language": "de", "caption_id": "c2"},
+        {"image": "img3.png", "caption": "a yellow square", "kind": "reference"},
+    ]
+
+
+def _check_imported(session, report):
+    assert report.counts["captions"] == 5 and report.counts["references"] == 3
+    assert report.counts["ratings"] == 3 and report.counts["images_new"] == 4
+    assert report.counts["annotators_created"] == 2 and report.counts["critical_annotations"] == 1
+    perturbed = session.scalar(select(Caption).where(Caption.kind == "perturbed"))
+    assert perturbed.parent.text == "a blue square" and perturbed.perturbation == {"p": 0.4, "seed": 3,
+                                                                                   "op": "repetition"}
+    assert session.scalar(select(CriticalAnnotation)).critical_objects == ["red square", "white table"]
+    x1 = session.scalar(select(User).where(User.name == "x1"))
+    assert x1.role == "annotator" and x1.password_hash is None
+    assert {i.original_filename for i in session.scalars(select(Image))} == {f"img{i}.png" for i in range(4)}
+    col = get_collection(session, report.collection)
+    assert len(col.captions) == 8
+
+
+def test_jsonl_import(engine, accounts, image_files):
+    path = image_files / "set.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in _rows()), encoding="utf-8")
+    with session_scope(engine) as s:
+        report = import_file(s, accounts["rita"], path, collection="j")
+        _check_imported(s, report)
+    with session_scope(engine) as s, pytest.raises(ValueError, match="already imported"):
+        import_file(s, accounts["rita"], path, collection="j")
+
+
+def _write_csv(path, rows):
+    columns = sorted({k for r in rows for k in r})
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
+                             for k, v in row.items()})
+
+
+def test_parsed_rows_import_all_or_nothing(engine, accounts, image_files):
+    with session_scope(engine) as s:
+        _check_imported(s, import_rows(s, accounts["rita"], _rows(), collection="r", base_dir=image_files))
+    with session_scope(engine) as s, pytest.raises(ImportRejected, match="row 2: caption text is empty"):
+        import_rows(s, accounts["rita"], [_rows()[0], {"image": "img0.png", "caption": ""}], collection="r2",
+                    base_dir=image_files)
+    with session_scope(engine, read_only=True) as s, pytest.raises(LookupError):
+        get_collection(s, "r2")
+
+
+def test_csv_import(engine, accounts, image_files):
+    path = image_files / "set.csv"
+    _write_csv(path, _rows())
+    with session_scope(engine) as s:
+        _check_imported(s, import_file(s, accounts["root"], path))
+
+
+def test_zip_import_reads_members_not_paths(engine, accounts, image_files, tmp_path):
+    path = tmp_path / "bundle.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        for i in range(4):
+            archive.write(image_files / f"img{i}.png", f"bundle/pics/img{i}.png")
+        rows = [{**r, "image": "pics/" + r["image"]} for r in _rows()]
+        archive.writestr("bundle/manifest.jsonl", "\n".join(json.dumps(r) for r in rows))
+    with session_scope(engine) as s:
+        _check_imported(s, import_file(s, accounts["rita"], path, collection="z"))
+    bad = tmp_path / "escape.zip"
+    with zipfile.ZipFile(bad, "w") as archive:
+        archive.writestr("manifest.jsonl", json.dumps({"image": "../../etc/passwd", "caption": "x"}))
+    with session_scope(engine) as s, pytest.raises(ImportRejected, match="not in the zip"):
+        import_file(s, accounts["rita"], bad)
+
+
+def test_clipscore_json_import(engine, accounts, image_files, tmp_path):
+    candidates = tmp_path / "candidates.json"
+    references = tmp_path / "refs.json"
+    candidates.write_text(json.dumps({"img0": "a red thing", "img1": "a blue thing"}))
+    references.write_text(json.dumps({"img0": ["a red square", "red box"], "img1": ["a blue square"]}))
+    with session_scope(engine) as s:
+        report = import_file(s, accounts["rita"], candidates, references=references, image_dir=image_files,
+                             source_model="my-model", collection="cs")
+        assert report.format == "clipscore"
+        assert (report.counts["captions"], report.counts["references"]) == (2, 3)
+        caption = s.scalar(select(Caption).where(Caption.text == "a red thing"))
+        assert caption.source_model == "my-model" and caption.image.external_id == "img0"
+    references.write_text(json.dumps({"img0": ["a"], "img9": ["b"]}))
+    candidates.write_text(json.dumps({"img0": "x", "missing": "y", "img1": 5}))
+    with session_scope(engine) as s, pytest.raises(ImportRejected) as rejected:
+        import_file(s, accounts["rita"], candidates, references=references, image_dir=image_files, collection="cs2")
+    assert len(rejected.value.errors) == 3
+    assert any("'missing'" in e and "no image" in e for e in rejected.value.errors)
+    assert any("'img9'" in e for e in rejected.value.errors)
+
+
+def test_bad_rows_reject_the_whole_import_and_name_every_row(engine, accounts, image_files):
+    rows = _rows() + [
+        {"image": "notes.png", "caption": "fine text"},
+        {"image": "../secret.png", "caption": "escape"},
+        {"image": "img0.png", "caption": "   "},
+        {"image": "img0.png", "caption": "rated", "annotator": "x1", "score": 1.5},
+        {"image": "img0.png", "caption": "orphan", "kind": "perturbed", "parent_id": "nope", "op": "removal"},
+        {"image": "img0.png", "caption": "a red square on a white table", "caption_id": "c0", "annotator": "x1",
+         "score": 0.1},
+    ]
+    path = image_files / "bad.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n[1, 2]\n{broken\n")
+    with session_scope(engine) as s:
+        before = _row_counts(s)
+    with session_scope(engine) as s, pytest.raises(ImportRejected) as rejected:
+        import_file(s, accounts["rita"], path, collection="bad")
+    errors = rejected.value.errors
+    for line, why in [(7, "not an image"), (8, "relative"), (9, "empty"), (10, "between 0 and 1"),
+                      (11, "'nope' is not in the file or the database"), (12, "rates caption 'c0' twice"),
+                      (13, "not a JSON object"), (14, "not valid JSON")]:
+        assert any(e.startswith(f"line {line}:") and why in e for e in errors), (line, why, errors)
+    assert not any(e.startswith(f"line {n}:") for n in range(1, 7) for e in errors)
+    with session_scope(engine) as s:
+        assert _row_counts(s) == before
+
+
+@pytest.fixture
+def filled(engine, accounts, image_files):
+    path = image_files / "set.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in _rows()), encoding="utf-8")
+    with session_scope(engine) as s:
+        import_file(s, accounts["rita"], path, collection="f")
+        c0 = s.scalar(select(Caption).where(Caption.external_id == "c0"))
+        cache_metric_scores(s, "CLIP-S", "fp1", {c0.id: 0.77})
+        add_caption(s, accounts["rita"], c0.image, "a red square", source_model="blip",
+                    collection=get_collection(s, "f"))
+    return "f"
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet", "hf"])
+def test_ratings_export_joins_captions_images_and_scores(engine, accounts, filled, tmp_path, fmt):
+    out = tmp_path / ("ratings" if fmt == "hf" else f"ratings.{fmt}")
+    with session_scope(engine, read_only=True) as s:
+        summary = export_table(s, accounts["rita"], "ratings", out, fmt, get_collection(s, filled))
+    assert summary["rows"] == 3
+    if fmt == "csv":
+        rows = list(csv.DictReader(out.open(encoding="utf-8")))
+        scores = [r["score:CLIP-S@fp1"] for r in rows]
+        assert json.loads(rows[0]["references"]) == ["a red square", "red block on a table"]
+    elif fmt == "jsonl":
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        scores = [r["score:CLIP-S@fp1"] for r in rows]
+    elif fmt == "parquet":
+        import pandas as pd
+
+        rows = pd.read_parquet(out).to_dict("records")
+        scores = [r["score:CLIP-S@fp1"] for r in rows]
+    else:
+        import datasets
+
+        dataset = datasets.load_from_disk(str(out))
+        rows = list(dataset)
+        scores = [r["score:CLIP-S@fp1"] for r in rows]
+        assert rows[0]["image"].size == (10, 8)  # decoded PIL image
+    assert sorted(str(r["annotator"]) for r in rows) == ["x1", "x1", "x2"]
+    assert [float(v) for v in scores if v not in ("", None) and v == v] == [0.77, 0.77]
+    assert {str(r["caption"]) for r in rows} == {"a red square on a white table", "a blue square"}
+    assert all(len(str(r["image_sha256"])) == 64 for r in rows)
+
+
+def test_finetune_sets_have_rows_images_and_manifests(engine, accounts, filled, tmp_path):
+    with session_scope(engine, read_only=True) as s:
+        col = get_collection(s, filled)
+        prmcs = build_finetune_set(s, accounts["rita"], "prmcs", tmp_path / "prmcs", collection=col)
+        umic = build_finetune_set(s, accounts["rita"], "umic", tmp_path / "umic", collection=col, seed=1)
+        pacs = build_finetune_set(s, accounts["rita"], "pacs", tmp_path / "pacs", collection=col)
+        human = build_finetune_set(s, accounts["rita"], "human", tmp_path / "human", collection=col, fmt="csv")
+        with pytest.raises(ValueError, match="not empty"):
+            build_finetune_set(s, accounts["rita"], "prmcs", tmp_path / "prmcs")
+    triplets = [json.loads(line) for line in (tmp_path / "prmcs" / "data.jsonl").read_text().splitlines()]
+    assert len(triplets) == prmcs["rows"] == 1
+    t = triplets[0]
+    assert (t["original"], t["perturbed"], t["language"], t["operation"], t["p"], t["seed"]) == (
+        "a blue square", "a blue blue square", "en", "repetition", 0.4, 3)
+    with session_scope(engine, read_only=True) as s:
+        parent = s.scalar(select(Caption).where(Caption.external_id == "c1"))
+        child = s.scalar(select(Caption).where(Caption.external_id == "p1"))
+        assert (t["original_caption_id"], t["perturbed_caption_id"], t["import_id"]) == (
+            parent.id, child.id, child.import_id)
+    assert (tmp_path / "prmcs" / t["image"]).is_file()
+    assert prmcs["operations"] == {"repetition": 1} and prmcs["provenance"]["collection"] == "f"
+    assert json.loads((tmp_path / "prmcs" / "manifest.json").read_text()) == prmcs
+    groups = [json.loads(line) for line in (tmp_path / "umic" / "data.jsonl").read_text().splitlines()]
+    assert all(len(g["negatives"]) == 4 and g["positive"] not in g["negatives"] for g in groups)
+    assert umic["rows"] == len(groups) == 7  # every English caption; German has no other German image
+    assert sum(umic["negative_kinds"].values()) == 4 * len(groups)
+    assert {"keyword-substitution", "random", "repeat-remove", "permutation"} <= set(umic["negative_kinds"])
+    assert umic["hard_negatives"].startswith("none")
+    assert all(g["negative_kinds"][1] == "random" for g in groups)
+    pairs = [json.loads(line) for line in (tmp_path / "pacs" / "data.jsonl").read_text().splitlines()]
+    red = [p for p in pairs if p["caption"] in ("a red square", "red block on a table")]
+    assert pacs["rows"] == 4 and all(p["generated_by"] == "blip" for p in red)
+    rows = list(csv.DictReader((tmp_path / "human" / "data.csv").open()))
+    by_text = {r["candidate"]: r for r in rows}
+    assert float(by_text["a red square on a white table"]["human_score"]) == pytest.approx(0.7)
+    assert json.loads(by_text["a red square on a white table"]["ratings"]) == {"x1": 0.8, "x2": 0.6}
+    assert human["rows"] == 2 and human["ratings"] == 3
+
+
+def test_specs_triplets_from_detail_units(engine, accounts, filled, tmp_path):
+    with session_scope(engine) as s:
+        images = list(s.scalars(select(Image).order_by(Image.id)))
+        for image, text in [(images[0], "A man in a white shirt is playing golf on a green field, and a dog sleeps"),
+                            (images[1], "A small cat sits on a sofa, while a woman reads a book near the window")]:
+            add_caption(s, accounts["rita"], image, text, kind="reference")
+        manifest = build_finetune_set(s, accounts["rita"], "specs", tmp_path / "specs", seed=0)
+    rows = [json.loads(line) for line in (tmp_path / "specs" / "data.jsonl").read_text().splitlines()]
+    assert manifest["rows"] == len(rows) > 0 and manifest["languages_without_other_images"] == ["de"]
+    for row in rows:
+        assert row["positive"].startswith(row["base"]) and row["negative"].startswith(row["base"])
+        assert len(row["positive"]) > len(row["base"]) and row["negative"] != row["positive"]
+
+
+def test_perturbing_a_collection_feeds_the_prmcs_set(engine, accounts, filled, tmp_path):
+    with session_scope(engine) as s:
+        col = get_collection(s, filled)
+        first = perturb_collection(s, accounts["rita"], col, seed=5)
+        again = perturb_collection(s, accounts["rita"], col, seed=5)
+        with pytest.raises(PermissionError):
+            perturb_collection(s, accounts["ann"], col)
+        manifest = build_finetune_set(s, accounts["rita"], "prmcs", tmp_path / "p", collection=col)
+    made = sum(first.stored.values())
+    assert made > 0 and sum(again.stored.values()) == 0 and again.already_present == made
+    assert manifest["rows"] == made + 1  # plus the imported repetition
+    triplets = [json.loads(line) for line in (tmp_path / "p" / "data.jsonl").read_text().splitlines()]
+    substituted = [t for t in triplets if t["operation"] == "substitution" and t["original"].startswith("a red square on")]
+    # the marked critical objects (red square, white table) are what substitution swapped
+    assert substituted and substituted[0]["perturbed"] == "a white table on a red square"
