@@ -1,7 +1,8 @@
 """The one image decoding policy: bytes, paths or PIL images in, upright 8-bit RGB out.
 
-Every place that turns an image into pixels (the scorer, uploads, stored images shown for
-rating) goes through :func:`decode_image` or :func:`load_image`, so they all agree:
+Every place that turns an image into pixels or accepts one (the scorer, uploads, the image
+store's check of imported files) goes through :func:`decode_image` or :func:`load_image`, so
+they all agree:
 
 * the header is checked before any pixel is decoded (size limits stop decompression bombs);
 * EXIF orientation is applied, so a phone photo is scored the way it is seen;
