@@ -41,9 +41,9 @@ from scoring.images import (
 )
 
 MODES = ("reference", "fast")
-# Pillow's resampling filters (codes as image processors store them): support and kernel.
+# Pillow's resampling filters (codes as image processors store them; 0, nearest, is a plain
+# lookup): support and kernel.
 _FILTERS = {
-    0: (0.0, None),  # nearest: handled separately
     1: (3.0, lambda x: _sinc(x) * _sinc(x / 3.0) if -3.0 <= x < 3.0 else 0.0),  # Lanczos
     2: (1.0, lambda x: 1.0 - abs(x) if abs(x) < 1.0 else 0.0),  # bilinear
     3: (2.0, lambda x: _bicubic(abs(x))),  # bicubic, a = -0.5

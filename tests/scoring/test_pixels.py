@@ -127,3 +127,15 @@ def test_preprocessing_mode_defaults_and_validation(monkeypatch):
     assert ImagePipeline("cpu").mode == "fast"
     with pytest.raises(ValueError, match="preprocessing mode"):
         ImagePipeline("cpu", mode="quick")
+
+
+@pytest.mark.parametrize("resample", [0, 1, 2, 3, 4, 5])  # nearest, Lanczos, bilinear, bicubic, box, Hamming
+def test_device_resize_equals_pillow_for_every_filter(make_image, resample):
+    from scoring.pixels import _resize
+
+    image = make_image(7, (53, 37))
+    tensor = torch.from_numpy(np.asarray(image).copy()).permute(2, 0, 1)
+    for width, height in ((20, 13), (80, 60), (7, 91)):  # down, up, mixed
+        expected = np.asarray(image.resize((width, height), resample=resample))
+        got = _resize([tensor], (height, width), resample)[0].permute(1, 2, 0).numpy().astype(np.uint8)
+        assert np.array_equal(got, expected), (resample, width, height)
