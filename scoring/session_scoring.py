@@ -7,13 +7,13 @@ only the new text.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import pandas as pd
 
 from scoring.api import ScoreItem
+from scoring.fingerprint import content_fingerprint
 from scoring.language_id import AUTO, resolve_language
 
 MAX_CACHED_ROWS = 2000
@@ -51,7 +51,7 @@ class ScoreOutcome:
 
 
 def _image_key(image: DecodedImage | None) -> str:
-    return "" if image is None else hashlib.sha256(image.data).hexdigest()
+    return "" if image is None else content_fingerprint(image.data)
 
 
 def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> ScoreOutcome:
@@ -76,7 +76,7 @@ def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> S
         if not set(names) <= set(rows_cache.get(key, {})):
             unique.setdefault(key, (img, cap, lang))
     if unique:
-        items = [ScoreItem(image=None if img is None else img.image, candidate=cap, references=list(refs), lang=lang,
+        items = [ScoreItem(image=None if img is None else img.data, candidate=cap, references=list(refs), lang=lang,
                            image_id=None if img is None else img.name)
                  for img, cap, lang in unique.values()]
         results = scorer.score(items, names)
