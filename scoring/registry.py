@@ -23,10 +23,10 @@ from typing import Any
 REGISTRY_DIR = Path(__file__).resolve().parent / "registry"
 BACKBONE_KINDS = ("clip", "openai-clip", "longclip", "st-text", "blip-itm")
 METRIC_FAMILIES = (
-    "clip-s", "refclip-s", "mcs", "specs", "itm", "bleu", "meteor", "rouge-l", "cider", "spice",
+    "clip-s", "refclip-s", "mcs", "specs", "itm", "umic", "bleu", "meteor", "rouge-l", "cider", "spice",
 )
 # Fields holding local paths: resolved relative to the TOML file that set them.
-PATH_FIELDS = ("path", "tokenizer")
+PATH_FIELDS = ("path", "tokenizer", "head_file")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 

@@ -14,6 +14,7 @@ def build_metric(spec: MetricSpec):
         "mcs": mcs.MultilingualClipScore,
         "specs": specs.Specs,
         "itm": umic.ImageTextMatch,
+        "umic": umic.Umic,
         "bleu": coco.Bleu,
         "meteor": coco.Meteor,
         "rouge-l": coco.RougeL,
