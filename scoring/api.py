@@ -11,7 +11,7 @@ only its metrics unavailable, with the reason.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -21,7 +21,8 @@ from scoring.backbones import BackboneUnavailable, fetch, load_backbone, select_
 from scoring.images import ImageInput, image_key
 from scoring.metrics import build_metric
 from scoring.metrics.base import MetricInfo, MetricUnavailable, ScoreContext
-from scoring.registry import Registry, canonical_metric_name, load_registry
+from scoring.registry import Registry, canonical_metric_name, load_registry, overrides_stamp
+from scoring.user_registry import training_note
 
 __all__ = ["MetricInfo", "MetricResult", "ScoreItem", "Scorer", "get_scorer", "metric_names"]
 
@@ -65,6 +66,8 @@ class Scorer:
     """Metrics of one registry profile with shared, lazily loaded backbones and caches."""
 
     def __init__(self, profile: str | Path | None = None, device: str | None = None):
+        self._profile_request = profile
+        self._overrides_stamp = overrides_stamp()
         self.registry: Registry = load_registry(profile)
         if self.registry.profile == "tiny":
             from scoring.tiny import ensure_tiny_checkpoints
@@ -75,6 +78,22 @@ class Scorer:
         self._backbones: dict[str, object] = {}
         self._failures: dict[str, str] = {}
         self._lock = threading.RLock()
+
+    def refresh(self) -> bool:
+        """Re-read the registry if an override file changed (e.g. a trained run was
+        registered): new metrics appear, backbones whose entry is unchanged stay loaded."""
+        stamp = overrides_stamp()
+        if stamp == self._overrides_stamp:
+            return False
+        registry = load_registry(self._profile_request)
+        with self._lock:
+            self._backbones = {name: loaded for name, loaded in self._backbones.items()
+                               if registry.backbones.get(name) == self.registry.backbones.get(name)}
+            self._failures = {}  # a checkpoint that was missing may exist now
+            self._metrics = {name: build_metric(spec) for name, spec in registry.metrics.items()}
+            self.registry = registry
+            self._overrides_stamp = stamp
+        return True
 
     # -- registry views ----------------------------------------------------------------
     @property
@@ -91,7 +110,9 @@ class Scorer:
 
     def info(self, name: str) -> MetricInfo:
         name = self.canonical_name(name)
-        return self._metrics[name].info(self.backbone_label(name))
+        info = self._metrics[name].info(self.backbone_label(name))
+        note = training_note(self.registry.metrics[name])
+        return replace(info, description=f"{info.description} {note}") if note else info
 
     def backbone_label(self, name: str) -> str:
         spec = self.registry.metrics[self.canonical_name(name)]
@@ -228,7 +249,9 @@ def get_scorer(profile: str | Path | None = None, device: str | None = None) -> 
     with _shared_lock:
         if key not in _shared:
             _shared[key] = Scorer(profile, device)
-        return _shared[key]
+        scorer = _shared[key]
+    scorer.refresh()
+    return scorer
 
 
 def metric_names(profile: str | Path | None = None) -> list[str]:
