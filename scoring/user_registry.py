@@ -144,8 +144,8 @@ def describe_data(data: Any) -> str:
         if manifest_file.is_file():
             manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
             what = [f"{manifest['kind']} set" if manifest.get("kind") else "set"]
-            if manifest.get("collection"):
-                what.append(f"of collection {manifest['collection']!r}")
+            if _collection(manifest):
+                what.append(f"of collection {_collection(manifest)!r}")
             if manifest.get("rows") is not None:
                 what.append(f"({manifest['rows']} rows)")
             return " ".join(what) + f" {folder.name}"
@@ -160,11 +160,16 @@ def _data_label(data: Any) -> str:
         path = Path(data)
         manifest_file = (path if path.is_dir() else path.parent) / "manifest.json"
         if manifest_file.is_file():
-            collection = json.loads(manifest_file.read_text(encoding="utf-8")).get("collection")
+            collection = _collection(json.loads(manifest_file.read_text(encoding="utf-8")))
             if collection:
                 return _slug(str(collection))
         return _slug(path.stem if path.is_file() else path.name)
     return "run"
+
+
+def _collection(manifest: dict) -> str | None:
+    """The collection an exported set came from (``provenance.collection`` in its manifest)."""
+    return manifest.get("collection") or (manifest.get("provenance") or {}).get("collection")
 
 
 def _slug(text: str) -> str:

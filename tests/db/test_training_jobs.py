@@ -1,0 +1,163 @@
+"""Background training jobs: one per device, the rest queued; progress, losses, log, cancel,
+before/after and registration; roles checked by the library."""
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from annotation import training_jobs as tj
+from scoring.api import metric_names
+
+
+def fit_line(config, *, progress=None, log=None, cancel=None):
+    """A small real training run: least squares of y = 3x − 1 by SGD, held-out MSE before and
+    after; the checkpoint is a tiny CLIP folder so the result registers as PAC-S."""
+    from scoring.tiny import build_clip_folder
+
+    gate = config.gate
+    torch.manual_seed(0)
+    x = torch.linspace(-1, 1, 64).unsqueeze(1)
+    y = 3 * x - 1
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.2)
+
+    def heldout() -> float:
+        with torch.no_grad():
+            return float(torch.nn.functional.mse_loss(model(x[1::2]), y[1::2]))
+
+    before = {"mse": heldout()}
+    log("fit-line: 32 training rows, 32 held-out rows")
+    losses = []
+    for step in range(1, config.steps + 1):
+        if gate is not None:
+            gate.wait(10)
+        if cancel is not None and cancel.is_set():
+            raise RuntimeError(f"cancelled at step {step - 1}/{config.steps}")
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x[::2]), y[::2])
+        loss.backward()
+        optimizer.step()
+        losses.append((step, float(loss)))
+        progress(step / config.steps, f"fit-line step {step}/{config.steps} loss {float(loss):.4f}")
+    out = Path(config.out)
+    build_clip_folder(out)
+    (out / "training.json").write_text(json.dumps({"config": {"data": {"world": {"scenes": 8}}, "base": "tiny:clip"}}))
+    return SimpleNamespace(out_dir=out, recipe="pac-s", metric="PAC-S", backbone_kind="clip", before=before,
+                           after={"mse": heldout()}, losses=losses, wall_s=0.1, device="cpu", warnings=[])
+
+
+def running(runner, job_id):
+    """Wait until the worker has picked the job up."""
+    for _ in range(1000):
+        if runner.view(job_id).status != "queued":
+            return runner.view(job_id)
+        threading.Event().wait(0.01)
+    raise AssertionError("the job never started")
+
+
+def config(tmp_path, name, steps=20, gate=None, device="cpu"):
+    return SimpleNamespace(recipe="pac-s", device=device, out=str(tmp_path / name), steps=steps, gate=gate)
+
+
+def test_one_job_per_device_the_rest_queued_then_both_finish_and_register(data_dir, tmp_path):
+    runner = tj.JobRunner(train=fit_line)
+    gate = threading.Event()
+    first = runner.submit(config(tmp_path, "a", gate=gate), 1, "rita", "tiny", "the preset's data")
+    second = runner.submit(config(tmp_path, "b"), 1, "rita", "tiny", "the preset's data")
+    assert running(runner, first.id).status == "running"
+    assert runner.view(second.id).status == "queued" and runner.view(second.id).queue_position == 1
+    gate.set()
+    done = runner.wait(first.id, 60), runner.wait(second.id, 60)
+    assert [v.status for v in done] == ["done", "done"], [v.message for v in done]
+    view = done[0]
+    assert view.progress == 1.0 and view.eta_s == 0.0 and len(view.losses) == 20
+    assert view.losses[-1][1] < view.losses[0][1] / 10
+    [row] = view.comparison
+    assert row["metric"] == "mse" and row["after"] < row["before"] and row["change"] == row["after"] - row["before"]
+    assert view.metric_name and view.metric_name.startswith("PAC-S@world-")
+    assert done[1].metric_name.endswith("-2") and {view.metric_name, done[1].metric_name} <= set(metric_names("tiny"))
+    assert any("32 training rows" in line for line in view.log) and view.message == f"done: registered as {view.metric_name}"
+
+
+def test_progress_gives_an_eta_and_loss_points_while_running(data_dir, tmp_path):
+    runner = tj.JobRunner(train=fit_line, register=lambda result: "X@y")
+    gate = threading.Event()
+    job = runner.submit(config(tmp_path, "a", steps=400, gate=gate), 1, "rita", "tiny", "d")
+    gate.set()
+    for _ in range(400):
+        view = runner.view(job.id)
+        if view.progress >= 0.05:
+            break
+        threading.Event().wait(0.01)
+    assert 0 < view.progress <= 1 and view.losses and view.losses[0][0] == 1
+    assert view.eta_s is not None or view.progress == 1.0
+    assert runner.wait(job.id, 60).status == "done"
+
+
+def test_cancel_a_running_and_a_queued_job(data_dir, tmp_path):
+    runner = tj.JobRunner(train=fit_line)
+    gate = threading.Event()
+    first = runner.submit(config(tmp_path, "a", gate=gate), 1, "rita", "tiny", "d")
+    queued = runner.submit(config(tmp_path, "b"), 1, "rita", "tiny", "d")
+    running(runner, first.id)
+    assert runner.cancel(queued.id).status == "cancelled"
+    runner.cancel(first.id)
+    gate.set()
+    ended = runner.wait(first.id, 30)
+    assert ended.status == "cancelled" and ended.metric_name is None and "resumable" in ended.message
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_failing_run_says_why_without_server_paths(data_dir, tmp_path):
+    def broken(config, **_):
+        raise ValueError(f"{tmp_path}/runs/x already holds a finished run: choose another `out`")
+
+    runner = tj.JobRunner(train=broken)
+    view = runner.wait(runner.submit(config(tmp_path, "a"), 1, "rita", "tiny", "d").id, 10)
+    assert view.status == "failed"
+    assert view.error == "x already holds a finished run: choose another `out`"
+    assert str(tmp_path) not in view.message and all(str(tmp_path) not in line for line in view.log)
+
+
+def test_roles_are_checked_by_the_library(accounts, tmp_path):
+    from db.session import session_scope
+    from db.users import create_user
+
+    with session_scope() as session:
+        other = create_user(session, "otto", "researcher", None)
+    runner = tj.JobRunner(train=fit_line, register=lambda result: "X@y")
+    rita, ann, root = accounts["rita"], accounts["ann"], accounts["root"]
+    job = runner.submit(config(tmp_path, "a"), rita.id, "rita", "tiny", "d")
+    with pytest.raises(PermissionError, match="researcher or admin"):
+        tj.user_jobs(ann.id, jobs=runner)
+    with pytest.raises(PermissionError, match="Log in first"):
+        tj.current_job(None, jobs=runner)
+    with pytest.raises(PermissionError, match="another user"):
+        tj.cancel_training(other.id, job.id, jobs=runner)
+    assert tj.user_jobs(other.id, jobs=runner) == []
+    assert [j.id for j in tj.user_jobs(root.id, jobs=runner)] == [job.id]
+    assert tj.current_job(rita.id, jobs=runner).id == job.id
+    assert tj.training_job(rita.id, job.id, jobs=runner).owner == "rita"
+    runner.wait(job.id, 60)
+
+
+def test_an_uploaded_set_is_unpacked_safely(tmp_path):
+    import zipfile
+
+    good = tmp_path / "set.zip"
+    with zipfile.ZipFile(good, "w") as archive:
+        archive.writestr("my-set/manifest.json", "{}")
+        archive.writestr("my-set/data.jsonl", "{}\n")
+    assert tj._unpack_set(good, tmp_path / "out") == tmp_path / "out" / "my-set"
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(evil, "w") as archive:
+        archive.writestr("../../escape.txt", "x")
+    with pytest.raises(ValueError, match="outside the set folder"):
+        tj._unpack_set(evil, tmp_path / "out2")
+    with pytest.raises(ValueError, match="zipped set folder"):
+        tj._unpack_set(tmp_path / "notes.txt", tmp_path / "out3")
