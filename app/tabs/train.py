@@ -1,0 +1,186 @@
+"""Train tab (researchers and admins): fine-tune a metric as a background job.
+
+Pick a recipe, a config preset and the data (the preset's own, an uploaded set, or a
+collection's exported set); the run is a job of `annotation.training_jobs` (one per device,
+the rest queued). A timer reads the job's state every second: progress bar with ETA, loss
+curve, log, and at the end the held-out numbers before and after side by side plus the
+metric version it registered. The job lives on the server, so after a reload (and a new
+login) the tab finds it again. The library checks the role; this tab only shows its answers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+import pandas as pd
+import plotly.graph_objects as go
+
+from annotation import training_jobs as jobs
+from app import render
+
+PRESET_DATA, SET_FILE, COLLECTION = "the preset's data", "a set file", "a collection"
+REFRESH_S = 1.0
+EMPTY_RESULT = pd.DataFrame(columns=["held-out number", "before", "after", "change"])
+PROBLEMS = (PermissionError, ValueError, LookupError, OSError)
+
+
+@dataclass
+class TrainTab:
+    start: gr.Button
+    status: gr.Textbox
+
+
+def _user_id(user_state: dict | None) -> int | None:
+    return (user_state or {}).get("id")
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def progress_bar(view: jobs.JobView | None) -> str:
+    """Numbers only (no user text goes into HTML)."""
+    percent = 0.0 if view is None else round(100 * view.progress, 1)
+    eta = "" if view is None or not view.active else f" · ETA {_clock(view.eta_s)}"
+    elapsed = "" if view is None else f" · {_clock(view.elapsed_s)} elapsed"
+    return (
+        '<div style="border:1px solid #999;border-radius:4px;height:14px;width:100%">'
+        f'<div id="train-progress-fill" style="background:#3b82f6;height:100%;width:{percent}%"></div></div>'
+        f'<div id="train-progress-text">{percent:g} %{eta}{elapsed}</div>'
+    )
+
+
+def loss_figure(view: jobs.JobView | None) -> go.Figure:
+    figure = go.Figure()
+    if view is not None and view.losses:
+        steps, values = zip(*view.losses)
+        figure.add_trace(go.Scatter(x=list(steps), y=list(values), mode="lines+markers", name="training loss"))
+    figure.update_layout(title="Training loss", xaxis_title="step", yaxis_title="loss", height=320,
+                         margin=dict(l=40, r=10, t=40, b=40))
+    return figure
+
+
+def result_table(view: jobs.JobView | None) -> pd.DataFrame:
+    if view is None or not view.comparison:
+        return EMPTY_RESULT
+    return pd.DataFrame([
+        {"held-out number": row["metric"], "before": render.format_score(row["before"]),
+         "after": render.format_score(row["after"]), "change": render.format_score(row["change"])}
+        for row in view.comparison
+    ])
+
+
+def status_text(view: jobs.JobView | None) -> str:
+    if view is None:
+        return "No training job yet."
+    lines = [f"Job {view.id} ({view.recipe}, preset {view.preset}, {view.data}) on {view.device}: {view.status}"]
+    if view.queue_position:
+        lines.append(f"waiting: number {view.queue_position} in the {view.device} queue")
+    lines.append(view.message)
+    if view.metric_name:
+        lines.append(f"New metric version: {view.metric_name} (choose it in the Score tab, the API or --metrics)")
+    lines += [f"warning: {warning}" for warning in view.warnings]
+    return "\n".join(lines)
+
+
+def show(view: jobs.JobView | None, message: str = ""):
+    """(job id, timer, status, bar, curve, result, log) for a job view."""
+    return (
+        None if view is None else view.id,
+        gr.Timer(active=bool(view and view.active)),
+        (message + "\n" if message else "") + status_text(view),
+        progress_bar(view),
+        loss_figure(view),
+        result_table(view),
+        "" if view is None else "\n".join(view.log),
+    )
+
+
+def problem(exc: Exception):
+    """Leave everything as it is and say why (no traceback, no server paths)."""
+    return (gr.skip(), gr.skip(), jobs.public_message(exc), gr.skip(), gr.skip(), gr.skip(), gr.skip())
+
+
+def build(user_state: gr.State) -> TrainTab:
+    try:
+        options = jobs.training_options()
+        recipes, presets = list(options["recipes"]), options["presets"]
+        unavailable = ""
+    except ImportError as exc:  # a deployment without the training stack
+        recipes, presets, unavailable = [], [], f"Training is unavailable here: {exc}"
+    gr.Markdown("Fine-tune a metric on the synthetic world, an uploaded fine-tuning set or a collection. "
+                "Researchers and admins only: log in on the Annotate tab first. A finished run becomes a new "
+                "version of its metric (e.g. `PR-MCS@world-2026-11-23`) in the Score tab, the API and the CLI.")
+    with gr.Row():
+        with gr.Column(scale=1):
+            recipe = gr.Dropdown(recipes, value=recipes[0] if recipes else None, label="Recipe", elem_id="train-recipe")
+            preset = gr.Dropdown(presets, value=presets[0] if presets else None, label="Config preset",
+                                 elem_id="train-preset")
+            source = gr.Radio([PRESET_DATA, SET_FILE, COLLECTION], value=PRESET_DATA, label="Data",
+                              elem_id="train-source")
+            set_file = gr.File(label="Fine-tuning set: the zipped set folder, or its JSONL/Parquet/CSV file",
+                               file_types=[".zip", *jobs.SET_SUFFIXES], elem_id="train-set")
+            collection = gr.Dropdown([], label="Collection", allow_custom_value=True, elem_id="train-collection")
+            with gr.Row():
+                start = gr.Button("Start training", variant="primary", elem_id="train-start")
+                cancel = gr.Button("Cancel job", variant="stop", elem_id="train-cancel")
+        with gr.Column(scale=2):
+            status = gr.Textbox(label="Job", value=unavailable, lines=4, interactive=False, elem_id="train-status")
+            bar = gr.HTML(progress_bar(None), elem_id="train-progress")
+            with gr.Row():
+                curve = gr.Plot(loss_figure(None), label="Loss curve", elem_id="train-loss")
+                result = gr.Dataframe(EMPTY_RESULT, label="Held-out numbers: before and after training",
+                                      interactive=False, elem_id="train-result")
+            log = gr.Textbox(label="Log", lines=8, max_lines=16, interactive=False, autoscroll=True,
+                             elem_id="train-log")
+    job_id = gr.State(None)
+    timer = gr.Timer(REFRESH_S, active=False)
+    outputs = [job_id, timer, status, bar, curve, result, log]
+
+    def on_start(state, recipe_name, preset_name, data_source, upload, collection_name):
+        try:
+            view = jobs.start_training(
+                _user_id(state), recipe_name, preset_name,
+                set_file=upload if data_source == SET_FILE else None,
+                collection=collection_name if data_source == COLLECTION else None)
+        except PROBLEMS as exc:
+            return problem(exc)
+        return show(view)
+
+    def on_tick(state, current):
+        if not current:
+            return (gr.skip(), gr.Timer(active=False), *[gr.skip()] * 5)
+        try:
+            return show(jobs.training_job(_user_id(state), current))
+        except PROBLEMS as exc:
+            return (gr.skip(), gr.Timer(active=False), *problem(exc)[2:])
+
+    def on_cancel(state, current):
+        try:
+            return show(jobs.cancel_training(_user_id(state), current))
+        except PROBLEMS as exc:
+            return problem(exc)
+
+    def on_login(state):
+        """After a (re)login: the user's running job, else their last one."""
+        if not state:
+            return show(None)
+        try:
+            return show(jobs.current_job(_user_id(state)))
+        except PROBLEMS as exc:
+            return (None, gr.Timer(active=False), jobs.public_message(exc), *show(None)[3:])
+
+    def on_collections(state):
+        from app.tabs.annotate import collection_choices
+
+        return collection_choices(state)[0]
+
+    start.click(on_start, [user_state, recipe, preset, source, set_file, collection], outputs, api_visibility="private")
+    timer.tick(on_tick, [user_state, job_id], outputs, api_visibility="private", show_progress="hidden")
+    cancel.click(on_cancel, [user_state, job_id], outputs, api_visibility="private")
+    user_state.change(on_login, user_state, outputs, api_visibility="private")
+    user_state.change(on_collections, user_state, collection, api_visibility="private")
+    return TrainTab(start, status)
