@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 REGISTRY_DIR = Path(__file__).resolve().parent / "registry"
-BACKBONE_KINDS = ("clip", "openai-clip", "longclip", "st-text", "blip-itm")
+BACKBONE_KINDS = ("clip", "openai-clip", "longclip", "st-text", "blip-itm", "caplens-r")
 METRIC_FAMILIES = (
-    "clip-s", "refclip-s", "mcs", "specs", "itm", "umic", "bleu", "meteor", "rouge-l", "cider", "spice",
+    "clip-s", "refclip-s", "mcs", "specs", "itm", "umic", "bleu", "meteor", "rouge-l", "cider", "spice", "caplens-r",
 )
 # Fields holding local paths: resolved relative to the TOML file that set them.
 PATH_FIELDS = ("path", "tokenizer", "head_file")

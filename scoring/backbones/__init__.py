@@ -102,6 +102,7 @@ def load_backbone(spec: BackboneSpec, placement: Placement, resolve_reference: C
     from scoring.backbones.clip import ClipBackbone
     from scoring.backbones.itm import ItmBackbone
     from scoring.backbones.st_text import MultilingualTextEncoder
+    from scoring.metrics.caplens_r import CaplensRHead
 
     from transformers.utils import logging as hf_logging
 
@@ -112,6 +113,7 @@ def load_backbone(spec: BackboneSpec, placement: Placement, resolve_reference: C
         "longclip": ClipBackbone.from_state_dict,
         "st-text": MultilingualTextEncoder.from_folder,
         "blip-itm": ItmBackbone.from_folder,
+        "caplens-r": CaplensRHead.from_folder,
     }
     hf_logging.disable_progress_bar()  # no "Loading weights" bars in the CLI or logs
     try:

@@ -6,7 +6,7 @@ from scoring.registry import MetricSpec
 
 def build_metric(spec: MetricSpec):
     """The metric object for a registry entry (no model is loaded here)."""
-    from scoring.metrics import clip_score, coco, mcs, specs, umic
+    from scoring.metrics import caplens_r, clip_score, coco, mcs, specs, umic
 
     families = {
         "clip-s": clip_score.ClipScore,
@@ -15,6 +15,7 @@ def build_metric(spec: MetricSpec):
         "specs": specs.Specs,
         "itm": umic.ImageTextMatch,
         "umic": umic.Umic,
+        "caplens-r": caplens_r.CaplensR,
         "bleu": coco.Bleu,
         "meteor": coco.Meteor,
         "rouge-l": coco.RougeL,
