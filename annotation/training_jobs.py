@@ -17,6 +17,7 @@ import re
 import shutil
 import threading
 import time
+import tomllib
 import uuid
 import zipfile
 from collections import deque
@@ -78,6 +79,7 @@ class _Job:
     preset: str
     data: str
     device: str
+    profile: str | None = None
     status: str = "queued"
     created: float = field(default_factory=time.time)
     started: float | None = None
@@ -99,7 +101,7 @@ class _Job:
 class JobRunner:
     """Queues per device, one worker thread per busy device."""
 
-    def __init__(self, train: TrainFunction | None = None, register: Callable[[Any], str] = register_run):
+    def __init__(self, train: TrainFunction | None = None, register: Callable[..., str] = register_run):
         self._train = train
         self._register = register
         self._jobs: dict[str, _Job] = {}
@@ -107,9 +109,10 @@ class JobRunner:
         self._busy: set[str] = set()
         self._lock = threading.RLock()
 
-    def submit(self, config, owner_id: int, owner: str, preset: str, data: str) -> JobView:
+    def submit(self, config, owner_id: int, owner: str, preset: str, data: str, profile: str | None = None) -> JobView:
+        """Queue ``config``; the result registers for ``profile`` when the run names none."""
         job = _Job(id=uuid.uuid4().hex[:12], owner_id=owner_id, owner=owner, config=config, preset=preset,
-                   data=data, device=_device_of(config))
+                   data=data, device=_device_of(config), profile=profile)
         with self._lock:
             self._jobs[job.id] = job
             self._queues.setdefault(job.device, deque()).append(job.id)
@@ -188,7 +191,7 @@ class JobRunner:
             job.progress, job.eta_s = 1.0, 0.0
             self._note(job, "training finished; registering the result")
         try:
-            name = self._register(result)
+            name = self._register(result, fallback_profile=job.profile)
         except (ValueError, OSError) as exc:
             name, message = None, f"trained, but not registered: {public_message(exc)}"
         else:
@@ -294,17 +297,25 @@ def _researcher(user_id: int | None) -> tuple[int, str, bool]:
         return user.id, user.name, user.role == "admin"
 
 
-def training_options() -> dict[str, Any]:
-    """Recipes (name -> summary) and config presets for the Train tab's menus."""
-    from scoring.training import RECIPES, presets
+def training_options() -> dict[str, dict[str, Any]]:
+    """Recipe name -> its summary and its config presets (smallest first), for the menus."""
+    from scoring.training import RECIPES
+    from scoring.training.config import PRESETS_DIR
 
-    return {"recipes": {name: recipe.summary for name, recipe in RECIPES.items()}, "presets": presets()}
+    by_recipe: dict[str, list[str]] = {}
+    for path in sorted(PRESETS_DIR.glob("*.toml")):
+        by_recipe.setdefault(tomllib.loads(path.read_text(encoding="utf-8")).get("recipe", ""), []).append(path.stem)
+    return {name: {"summary": recipe.summary,
+                   "presets": sorted(by_recipe.get(name, []), key=lambda p: (not p.endswith("-tiny"), p))}
+            for name, recipe in RECIPES.items()}
 
 
 def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: str | None = None,
-                   collection: str | None = None, jobs: JobRunner | None = None) -> JobView:
+                   collection: str | None = None, profile: str | None = None,
+                   jobs: JobRunner | None = None) -> JobView:
     """Queue a run of ``recipe`` with config ``preset`` on the preset's data, an uploaded set
-    (a set folder zipped, or its JSONL/Parquet/CSV data file) or a collection's exported set."""
+    (a set folder zipped, or its JSONL/Parquet/CSV data file) or a collection's exported set.
+    ``profile`` (the app's) is where the result registers if the run names no profile."""
     from scoring.training import RECIPES, load_config
 
     owner_id, owner, _ = _researcher(user_id)
@@ -313,7 +324,7 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
     if set_file and collection:
         raise ValueError("choose a set file or a collection, not both")
     stamp = f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
-    overrides: dict[str, Any] = {"recipe": recipe, "out": str(data_dir() / "runs" / f"{recipe}-{stamp}")}
+    overrides: dict[str, Any] = {"out": str(data_dir() / "runs" / f"{recipe}-{stamp}")}
     if set_file:
         overrides["data"] = str(_unpack_set(Path(set_file), data_dir() / "sets" / f"upload-{stamp}"))
         about = f"uploaded set {Path(set_file).name}"
@@ -324,7 +335,9 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
     else:
         about = "the preset's data"
     config = load_config(preset, **overrides)
-    return (jobs or runner()).submit(config, owner_id, owner, preset, about)
+    if config.recipe != recipe:
+        raise ValueError(f"preset {preset} is for recipe {config.recipe}, not {recipe}")
+    return (jobs or runner()).submit(config, owner_id, owner, preset, about, profile)
 
 
 def training_job(user_id: int | None, job_id: str, *, jobs: JobRunner | None = None) -> JobView:

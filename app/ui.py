@@ -30,7 +30,10 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
             with gr.Tab("Data", id="data"):
                 data.build(user_state)
             with gr.Tab("Train", id="train"):
-                train.build(user_state)
+                train.build(ctx, user_state)
         api.build(ctx, user_state)
         demo.load(None, None, None, js=annotate.KEYBOARD_JS)
+        # Metric versions registered by training since the app started appear after a reload.
+        demo.load(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None, score_tab.metrics,
+                  api_visibility="private")
     return demo

@@ -43,17 +43,18 @@ def user_registry_path() -> Path:
 
 
 def register_run(result: "TrainResult | str | os.PathLike", *, version: str | None = None,
-                 profile: str | None = None) -> str:
+                 profile: str | None = None, fallback_profile: str | None = None) -> str:
     """Register a finished run as a new version of its metric; returns the new metric name.
 
     ``result`` is a TrainResult or a run folder holding ``training.json``.  ``version``
     defaults to ``<data>-<date>`` (``world-2026-11-23``), made unique with ``-2``, ``-3``…;
-    an explicit version that is taken is an error.  ``profile`` defaults to the profile of
-    the run's registry references (``world:clip``); a run with none is registered for every
-    profile unless its metric needs a second backbone of a profile (MCS's image tower).
+    an explicit version that is taken is an error.  The entry goes to ``profile``, else the
+    profile of the run's registry references (``world:clip``), else ``fallback_profile``
+    (the app's); with none of them it is registered for every profile, unless its metric
+    needs a second backbone of a profile (MCS's image tower).
     """
     run = _run_record(result)
-    profile = profile or _profile_of(run["config"])
+    profile = profile or _profile_of(run["config"]) or fallback_profile
     base_registry = load_registry(profile or default_profile())
     base = _base_metric(base_registry.metrics, run["metric"])
     if base.vision_backbone and profile is None:
@@ -135,7 +136,8 @@ def describe_data(data: Any) -> str:
     """A short phrase for the card: the world generator or the exported set a run used."""
     if isinstance(data, dict) and "world" in data:
         world = data["world"] if isinstance(data["world"], dict) else {}
-        detail = ", ".join(f"{key} {value}" for key, value in world.items())
+        detail = ", ".join(f"{key} {'/'.join(map(str, value)) if isinstance(value, list) else value}"
+                           for key, value in world.items())
         return "the synthetic world" + (f" ({detail})" if detail else "")
     if isinstance(data, str) and data:
         path = Path(data)

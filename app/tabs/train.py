@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from annotation import training_jobs as jobs
-from app import render
+from app import engine, render
 
 PRESET_DATA, SET_FILE, COLLECTION = "the preset's data", "a set file", "a collection"
 REFRESH_S = 1.0
@@ -104,26 +104,29 @@ def problem(exc: Exception):
     return (gr.skip(), gr.skip(), jobs.public_message(exc), gr.skip(), gr.skip(), gr.skip(), gr.skip())
 
 
-def build(user_state: gr.State) -> TrainTab:
+def build(ctx: engine.AppContext, user_state: gr.State) -> TrainTab:
     try:
-        options = jobs.training_options()
-        recipes, presets = list(options["recipes"]), options["presets"]
-        unavailable = ""
+        options, unavailable = jobs.training_options(), ""
     except ImportError as exc:  # a deployment without the training stack
-        recipes, presets, unavailable = [], [], f"Training is unavailable here: {exc}"
+        options, unavailable = {}, f"Training is unavailable here: {exc}"
+    recipes = list(options)
+    presets = options[recipes[0]]["presets"] if recipes else []
     gr.Markdown("Fine-tune a metric on the synthetic world, an uploaded fine-tuning set or a collection. "
                 "Researchers and admins only: log in on the Annotate tab first. A finished run becomes a new "
                 "version of its metric (e.g. `PR-MCS@world-2026-11-23`) in the Score tab, the API and the CLI.")
     with gr.Row():
         with gr.Column(scale=1):
             recipe = gr.Dropdown(recipes, value=recipes[0] if recipes else None, label="Recipe", elem_id="train-recipe")
+            summary = gr.Textbox(options[recipes[0]]["summary"] if recipes else "", label="What it trains",
+                                 interactive=False, lines=2, elem_id="train-summary")
             preset = gr.Dropdown(presets, value=presets[0] if presets else None, label="Config preset",
                                  elem_id="train-preset")
             source = gr.Radio([PRESET_DATA, SET_FILE, COLLECTION], value=PRESET_DATA, label="Data",
                               elem_id="train-source")
             set_file = gr.File(label="Fine-tuning set: the zipped set folder, or its JSONL/Parquet/CSV file",
-                               file_types=[".zip", *jobs.SET_SUFFIXES], elem_id="train-set")
-            collection = gr.Dropdown([], label="Collection", allow_custom_value=True, elem_id="train-collection")
+                               file_types=[".zip", *jobs.SET_SUFFIXES], elem_id="train-set", visible=False)
+            collection = gr.Dropdown([], label="Collection", allow_custom_value=True, elem_id="train-collection",
+                                     visible=False)
             with gr.Row():
                 start = gr.Button("Start training", variant="primary", elem_id="train-start")
                 cancel = gr.Button("Cancel job", variant="stop", elem_id="train-cancel")
@@ -145,7 +148,7 @@ def build(user_state: gr.State) -> TrainTab:
             view = jobs.start_training(
                 _user_id(state), recipe_name, preset_name,
                 set_file=upload if data_source == SET_FILE else None,
-                collection=collection_name if data_source == COLLECTION else None)
+                collection=collection_name if data_source == COLLECTION else None, profile=ctx.profile)
         except PROBLEMS as exc:
             return problem(exc)
         return show(view)
@@ -178,6 +181,16 @@ def build(user_state: gr.State) -> TrainTab:
 
         return collection_choices(state)[0]
 
+    def on_recipe(name):
+        entry = options.get(name) or {"summary": "", "presets": []}
+        chosen = entry["presets"]
+        return gr.Dropdown(choices=chosen, value=chosen[0] if chosen else None), entry["summary"]
+
+    def on_source(choice):
+        return gr.File(visible=choice == SET_FILE), gr.Dropdown(visible=choice == COLLECTION)
+
+    recipe.change(on_recipe, recipe, [preset, summary], api_visibility="private")
+    source.change(on_source, source, [set_file, collection], api_visibility="private")
     start.click(on_start, [user_state, recipe, preset, source, set_file, collection], outputs, api_visibility="private")
     timer.tick(on_tick, [user_state, job_id], outputs, api_visibility="private", show_progress="hidden")
     cancel.click(on_cancel, [user_state, job_id], outputs, api_visibility="private")

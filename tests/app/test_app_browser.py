@@ -181,3 +181,53 @@ def test_analyze_tab_shows_correlations(page, server, artifacts):
     page.wait_for_timeout(1000)
     page.screenshot(path=str(artifacts / "analyze-tab.png"), full_page=True)
     assert page.dialogs == []
+
+
+# -- Train tab: a tiny real training job runs to the end, shows before/after, registers a
+# new metric version, and is found again after a reload.
+JOB_TIMEOUT_MS = 180_000
+
+
+def status_js(text: str) -> str:
+    return f"() => document.querySelector('#train-status textarea')?.value.includes({text!r})"
+
+
+def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts):
+    from scoring.api import metric_names
+    from scoring.tiny import ensure_tiny_checkpoints
+
+    ensure_tiny_checkpoints()  # the tiny preset starts from the tiny CLIP
+    log_in(page, *server.researcher)
+    page.get_by_role("tab", name="Train").click()
+    choose(page, "train-recipe", "pac-s")
+    page.wait_for_function("() => document.querySelector('#train-summary textarea')?.value.startsWith('PAC-S')")
+    choose(page, "train-preset", "pac-s-tiny")
+    page.locator("#train-start").click()
+    page.wait_for_function(status_js("registered as PAC-S@"), timeout=JOB_TIMEOUT_MS)
+    status = page.locator("#train-status textarea").input_value()
+    name = status.split("registered as ")[1].split()[0]
+    assert name in metric_names("tiny")
+    table = page.locator("#train-result").inner_text()
+    assert "before" in table and "after" in table and "R@1" in table, table
+    assert "100 %" in page.locator("#train-progress").inner_text()
+    assert "step 6/6" in page.locator("#train-log textarea").input_value()
+    page.wait_for_timeout(1000)  # let Plotly draw the loss curve before the screenshot
+    assert page.locator("#train-loss .js-plotly-plot").count() == 1
+    page.screenshot(path=str(artifacts / "train-tab.png"), full_page=True)
+
+    job = status.split()[1]
+    page.reload()
+    page.wait_for_selector("#score-button")
+    # The new version is selectable in the Score tab's metric list after the reload.
+    assert page.locator("label", has_text=name).count() >= 1
+    log_in(page, *server.researcher)
+    page.get_by_role("tab", name="Train").click()
+    page.wait_for_function(status_js(f"Job {job} "))
+    assert "R@1" in page.locator("#train-result").inner_text()
+
+
+def test_annotators_may_not_train(page, server):
+    log_in(page, *server.annotator)
+    page.get_by_role("tab", name="Train").click()
+    page.locator("#train-start").click()
+    page.wait_for_function(status_js("may not do this"))

@@ -85,7 +85,7 @@ def test_one_job_per_device_the_rest_queued_then_both_finish_and_register(data_d
 
 
 def test_progress_gives_an_eta_and_loss_points_while_running(data_dir, tmp_path):
-    runner = tj.JobRunner(train=fit_line, register=lambda result: "X@y")
+    runner = tj.JobRunner(train=fit_line, register=lambda result, **_: "X@y")
     gate = threading.Event()
     job = runner.submit(config(tmp_path, "a", steps=400, gate=gate), 1, "rita", "tiny", "d")
     gate.set()
@@ -130,7 +130,7 @@ def test_roles_are_checked_by_the_library(accounts, tmp_path):
 
     with session_scope() as session:
         other = create_user(session, "otto", "researcher", None)
-    runner = tj.JobRunner(train=fit_line, register=lambda result: "X@y")
+    runner = tj.JobRunner(train=fit_line, register=lambda result, **_: "X@y")
     rita, ann, root = accounts["rita"], accounts["ann"], accounts["root"]
     job = runner.submit(config(tmp_path, "a"), rita.id, "rita", "tiny", "d")
     with pytest.raises(PermissionError, match="researcher or admin"):
@@ -161,3 +161,34 @@ def test_an_uploaded_set_is_unpacked_safely(tmp_path):
         tj._unpack_set(evil, tmp_path / "out2")
     with pytest.raises(ValueError, match="zipped set folder"):
         tj._unpack_set(tmp_path / "notes.txt", tmp_path / "out3")
+
+
+def test_a_collection_trains_with_the_real_trainer_and_registers(accounts, tmp_path, make_png):
+    """start_training exports the collection's set the recipe needs (PAC-S: reference pairs),
+    runs the real tiny preset in the background and registers the result for the app's profile."""
+    from annotation import workflows as wf
+    from db.images import add_image
+    from db.session import session_scope
+    from scoring.tiny import ensure_tiny_checkpoints
+    from scoring.user_registry import registered_versions
+
+    ensure_tiny_checkpoints()
+    rita = accounts["rita"]
+    colours = [(200, 10, 10), (10, 200, 10), (10, 10, 200), (200, 200, 10), (10, 200, 200), (200, 10, 200)]
+    with session_scope() as session:
+        user = session.get(type(rita), rita.id)
+        collection = wf.get_or_create_collection(session, user, "shapes")
+        for n, colour in enumerate(colours):
+            image = add_image(session, make_png(colour, size=(24, 24)), original_filename=f"{n}.png")
+            for text in (f"a square of colour {n}", f"colour number {n} fills the picture"):
+                wf.add_caption(session, user, image, text, kind="reference", collection=collection)
+    with pytest.raises(ValueError, match="is for recipe pac-s, not specs"):
+        tj.start_training(rita.id, "specs", "pac-s-tiny")
+    runner = tj.JobRunner()
+    job = tj.start_training(rita.id, "pac-s", "pac-s-tiny", collection="shapes", profile="tiny", jobs=runner)
+    assert job.data == "collection shapes"
+    view = runner.wait(job.id, 240)
+    assert view.status == "done", view.log
+    assert view.metric_name.startswith("PAC-S@shapes-") and {r["metric"] for r in view.comparison} >= {"R@1"}
+    card = registered_versions("tiny")[view.metric_name]
+    assert card["trained_on"].startswith("pacs set of collection 'shapes' (12 rows)")
