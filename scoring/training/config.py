@@ -46,6 +46,7 @@ class TrainConfig:
     checkpoint_every: int = 50  # optimizer steps between resumable snapshots
     grad_clip: float = 1.0
     threads: int | None = None
+    time_limit_s: float | None = None  # stop early (evaluate and save) once training has run this long
 
     def __post_init__(self):
         if self.device not in DEVICES:

@@ -85,15 +85,18 @@ def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
     from scoring.world.sets import split_scenes, write_finetune_sets, write_rated_collection
 
     spec = {"scenes": 200, "split": "train", "size": 128, "languages": list(LANGUAGES)} | dict(spec)
-    key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    rated = kind == "ratings"  # the rated collection and the fine-tuning sets are written separately
+    key = hashlib.sha256(json.dumps([spec, rated], sort_keys=True).encode()).hexdigest()[:16]
     folder = data_dir() / "cache" / "world-sets" / key
-    name = "ratings.jsonl" if kind == "ratings" else f"{kind}.jsonl"
+    name = "ratings.jsonl" if rated else f"{kind}.jsonl"
     done = folder / "DONE"
     if not done.is_file():
         scenes = split_scenes(spec["split"], int(spec["scenes"]))
         langs = tuple(spec["languages"])
-        write_finetune_sets(folder, scenes, langs, size=int(spec["size"]))
-        write_rated_collection(folder, scenes, langs, size=int(spec["size"]))
+        if rated:
+            write_rated_collection(folder, scenes, langs, size=int(spec["size"]))
+        else:
+            write_finetune_sets(folder, scenes, langs, size=int(spec["size"]))
         done.write_text(json.dumps(spec), encoding="utf-8")
     rows, digest, about = load_set(folder / name)
     return rows, digest, about | {"world": spec}

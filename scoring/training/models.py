@@ -15,7 +15,7 @@ from torch import nn
 from scoring.backbones import Placement
 from scoring.backbones.text import tokenize_truncating
 from scoring.images import load_image
-from scoring.registry import BackboneSpec
+from scoring.registry import BackboneSpec, tiny_dir
 
 
 def detect_kind(folder: Path) -> str:
@@ -38,6 +38,10 @@ def resolve_model(ref: str) -> tuple[Path, BackboneSpec]:
     from scoring.registry import load_registry
 
     path = Path(ref)
+    if not path.exists() and tiny_dir() in path.parents:
+        from scoring.tiny import ensure_tiny_checkpoints
+
+        ensure_tiny_checkpoints()  # tiny presets name the tiny checkpoints, built on first use
     if path.exists():
         return path, BackboneSpec(name=path.name, kind=detect_kind(path), label=path.name, path=path)
     profile, sep, name = ref.partition(":")

@@ -80,6 +80,9 @@ class Recipe:
     def setup(self, config: TrainConfig, device: torch.device, scratch: Path) -> SimpleNamespace:
         raise NotImplementedError
 
+    def prepare(self, state, rows: list[dict], device) -> None:
+        """Work done once on every row (train and held-out) before training; none by default."""
+
     def batch_loss(self, state, rows: list[dict], rng: random.Random, device) -> tuple[torch.Tensor, dict]:
         raise NotImplementedError
 
@@ -230,7 +233,7 @@ class TextEncoderRecipe(Recipe):
         clip.model.requires_grad_(False)
         trainable = nn.ModuleDict({"transformer": encoder.model, "dense": encoder.dense})
         return SimpleNamespace(encoder=encoder, clip=clip, trainable=trainable, pixels=PixelCache(clip.image_processor),
-                               weights=self.weights(config), image_cache={}, target_cache={}, config=config)
+                               weights=self.weights(config), config=config)
 
     def build_initial(self, config, scratch):
         raise ValueError(f"recipe {self.name} needs `base` (a sentence-transformers folder or PROFILE:BACKBONE)")
@@ -240,13 +243,10 @@ class TextEncoderRecipe(Recipe):
 
     @torch.no_grad()
     def frozen_images(self, state, rows, device) -> torch.Tensor:
-        keys = [image_key(r) for r in rows]
-        todo = [(k, r["image"]) for k, r in dict(zip(keys, rows)).items() if k not in state.image_cache]
-        if todo:
-            pixels = state.pixels([im for _, im in todo], [k for k, _ in todo], device)
-            for (key, _), row in zip(todo, clip_image_features(state.clip, pixels).float()):
-                state.image_cache[key] = row
-        return torch.stack([state.image_cache[k] for k in keys])
+        """The frozen CLIP image embeddings of a batch (recomputed per batch: a cache filled in
+        batches of another composition would differ in the last bits after a resume)."""
+        pixels = state.pixels([r["image"] for r in rows], [image_key(r) for r in rows], device)
+        return clip_image_features(state.clip, pixels).float()
 
 
 class McsTeacherRecipe(TextEncoderRecipe):
@@ -290,12 +290,7 @@ class McsTeacherRecipe(TextEncoderRecipe):
 
     @torch.no_grad()
     def targets(self, state, english: list[str], device) -> torch.Tensor:
-        todo = [t for t in dict.fromkeys(english) if t not in state.target_cache]
-        for i in range(0, len(todo), 256):
-            chunk = todo[i:i + 256]
-            for text, row in zip(chunk, clip_text_features(state.clip, chunk, device).float()):
-                state.target_cache[text] = row
-        return torch.stack([state.target_cache[t] for t in english])
+        return clip_text_features(state.clip, english, device).float()
 
     def batch_loss(self, state, rows, rng, device):
         student = st_text_features(state.encoder, [r["caption"] for r in rows], device).float()
@@ -513,17 +508,24 @@ class CaplensRRecipe(Recipe):
         head = RegressionHead(feature_size(vision.embedding_dim), int(config.architecture.get("hidden", 128))).to(device)
         return SimpleNamespace(text=text, vision=vision, head=head, trainable=head, cache={}, config=config)
 
-    def features(self, state, rows, device) -> torch.Tensor:
+    @torch.no_grad()
+    def prepare(self, state, rows, device):
+        """Features of every row, once, in a fixed order (the backbones are frozen)."""
         from scoring.metrics.caplens_r import embed_items
 
-        keys = [(image_key(r), r["candidate"], tuple(r["references"])) for r in rows]
-        todo = [(k, r) for k, r in dict(zip(keys, rows)).items() if k not in state.cache]
-        if todo:
-            x = embed_items(state.text, state.vision, [r["image"] for _, r in todo], [k[0] for k, _ in todo],
-                            [r["candidate"] for _, r in todo], [r["references"] for _, r in todo])
-            for (key, _), row in zip(todo, x):
-                state.cache[key] = torch.from_numpy(row)
-        return torch.stack([state.cache[k] for k in keys]).to(device)
+        for i in range(0, len(rows), 512):
+            chunk = rows[i:i + 512]
+            x = embed_items(state.text, state.vision, [r["image"] for r in chunk], [image_key(r) for r in chunk],
+                            [r["candidate"] for r in chunk], [r["references"] for r in chunk])
+            for r, row in zip(chunk, x):
+                state.cache[self.key(r)] = torch.from_numpy(row)
+
+    @staticmethod
+    def key(row: dict) -> tuple:
+        return image_key(row), row["candidate"], tuple(row["references"])
+
+    def features(self, state, rows, device) -> torch.Tensor:
+        return torch.stack([state.cache[self.key(r)] for r in rows]).to(device)
 
     def batch_loss(self, state, rows, rng, device):
         target = torch.tensor([r["target"] for r in rows], device=device)

@@ -181,6 +181,8 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
     scratch.mkdir(parents=True, exist_ok=True)
     state = recipe.setup(config, device, scratch)
     state.warnings = recipe.warnings(train_rows, config)
+    tell(0.0, "preparing")
+    recipe.prepare(state, train_rows + eval_rows, device)
     for warning in state.warnings:
         say(f"warning: {warning}")
     module = state.trainable.to(device)
@@ -214,6 +216,7 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
         say(f"resumed at step {step}/{total}")
     else:
         before = evaluate("before")
+        torch.manual_seed(config.seed)  # loading may have drawn random numbers (a model built from scratch)
 
     def save_snapshot() -> None:
         tmp = snapshot_path.with_suffix(".tmp")
@@ -224,7 +227,12 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
 
     module.train()
     loop_started, first_step = time.time(), step
+    stopped_early = None
     while step < total:
+        if config.time_limit_s and elapsed_before + time.time() - started > config.time_limit_s:
+            stopped_early = step
+            say(f"time limit of {config.time_limit_s:g} s reached at step {step}/{total}: stopping early")
+            break
         if cancel is not None and cancel.is_set():
             save_snapshot()
             say(f"cancelled at step {step}/{total}; resumable")
@@ -276,7 +284,7 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
                  "heldout_images": len({image_key(r) for r in heldout_rows}), "evaluated_rows": len(eval_rows)},
         "git_commit": _git_commit(), "device": device.type if device.type == "cpu" else torch.cuda.get_device_name(device),
         "precision": str(autocast_dtype).removeprefix("torch.") if autocast_dtype else "fp32",
-        "torch": torch.__version__, "steps": total, "wall_s": round(wall, 1), "before": before, "after": after,
+        "torch": torch.__version__, "steps": total, "stopped_early_at": stopped_early, "wall_s": round(wall, 1), "before": before, "after": after,
         "losses": losses, "warnings": warnings,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
