@@ -164,8 +164,9 @@ def test_an_uploaded_set_is_unpacked_safely(tmp_path):
 
 
 def test_a_collection_trains_with_the_real_trainer_and_registers(accounts, tmp_path, make_png):
-    """start_training exports the collection's set the recipe needs (PAC-S: reference pairs),
-    runs the real tiny preset in the background and registers the result for the app's profile."""
+    """start_training exports the collection's set the recipe needs (UMIC: captions with four
+    negatives), runs the real tiny preset in the background and registers the result for the
+    app's profile."""
     from annotation import workflows as wf
     from db.images import add_image
     from db.session import session_scope
@@ -185,10 +186,10 @@ def test_a_collection_trains_with_the_real_trainer_and_registers(accounts, tmp_p
     with pytest.raises(ValueError, match="is for recipe pac-s, not specs"):
         tj.start_training(rita.id, "specs", "pac-s-tiny")
     runner = tj.JobRunner()
-    job = tj.start_training(rita.id, "pac-s", "pac-s-tiny", collection="shapes", profile="tiny", jobs=runner)
+    job = tj.start_training(rita.id, "umic", "umic-tiny", collection="shapes", profile="tiny", jobs=runner)
     assert job.data == "collection shapes"
     view = runner.wait(job.id, 240)
     assert view.status == "done", view.log
-    assert view.metric_name.startswith("PAC-S@shapes-") and {r["metric"] for r in view.comparison} >= {"R@1"}
+    assert view.metric_name.startswith("UMIC@shapes-") and view.comparison
     card = registered_versions("tiny")[view.metric_name]
-    assert card["trained_on"].startswith("pacs set of collection 'shapes' (12 rows)")
+    assert card["family"] == "umic" and card["trained_on"].startswith("umic set of collection 'shapes' (12 rows)")
