@@ -73,8 +73,9 @@ def test_pr_mcs_run_keeps_the_profiles_image_tower_and_names_are_unique(data_dir
         register_run(tmp_path / "a", version=f"world-{TODAY}")
 
 
-def test_running_scorer_and_cli_see_a_version_registered_after_they_started(data_dir, tmp_path, tiny_dir, images,
+def test_running_scorer_cli_and_api_see_a_version_registered_after_they_started(data_dir, tmp_path, tiny_dir, images,
                                                                              capsys):
+    from app.api import score_endpoint
     from app.cli import main
 
     shared = get_scorer("tiny")
@@ -89,6 +90,9 @@ def test_running_scorer_and_cli_see_a_version_registered_after_they_started(data
     out, err = capsys.readouterr()
     assert code == 0, err
     assert out.startswith(f"{name}: ")
+    answer = score_endpoint("tiny", str(tmp_path / "one.png"), "a dog on the grass", "", "en", name.lower())
+    assert answer["metrics"][name]["status"] == "available"
+    assert float(out.split(": ")[1]) == pytest.approx(answer["rows"][0][name], abs=5e-5)
 
 
 def test_bad_runs_write_nothing(data_dir, tmp_path, tiny_dir):
