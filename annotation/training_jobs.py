@@ -180,7 +180,10 @@ class JobRunner:
                     job.status, job.message = "cancelled", "cancelled; the last snapshot stays resumable"
                 else:
                     LOG.exception("training job %s failed", job.id)
-                    job.status, job.error = "failed", public_message(exc)
+                    expected = isinstance(exc, (ValueError, PermissionError, OSError))
+                    job.status = "failed"
+                    job.error = public_message(exc) if expected else (
+                        f"internal error ({type(exc).__name__}: {public_message(exc)}); the server log has the details")
                     job.message = f"failed: {job.error}"
                 self._note(job, job.message)
             return
@@ -340,23 +343,25 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
     return (jobs or runner()).submit(config, owner_id, owner, preset, about, profile)
 
 
-def training_job(user_id: int | None, job_id: str, *, jobs: JobRunner | None = None) -> JobView:
-    jobs = jobs or runner()
-    _check_access(user_id, jobs, job_id)
-    return jobs.view(job_id)
+@dataclass(frozen=True)
+class TrainingBoard:
+    """What the Train tab shows: one job in detail and the list of jobs."""
+
+    current: JobView | None
+    jobs: list[JobView]
 
 
-def user_jobs(user_id: int | None, *, jobs: JobRunner | None = None) -> list[JobView]:
-    """This user's jobs newest first (an admin's list holds everyone's)."""
+def training_board(user_id: int | None, job_id: str | None = None, *, jobs: JobRunner | None = None) -> TrainingBoard:
+    """Job ``job_id`` (else the user's newest active job, else their newest) and the user's
+    jobs newest first; an admin's list holds everyone's."""
     owner_id, _, admin = _researcher(user_id)
-    return (jobs or runner()).jobs(None if admin else owner_id)
-
-
-def current_job(user_id: int | None, *, jobs: JobRunner | None = None) -> JobView | None:
-    """The job a reloaded page should show: the user's newest active job, else the newest."""
-    owner_id, _, _ = _researcher(user_id)
-    own = (jobs or runner()).jobs(owner_id)
-    return next((j for j in own if j.active), own[0] if own else None)
+    jobs = jobs or runner()
+    listed = jobs.jobs(None if admin else owner_id)
+    if job_id:
+        _check_access(user_id, jobs, job_id)
+        return TrainingBoard(jobs.view(job_id), listed)
+    own = [j for j in listed if jobs.owner_of(j.id) == owner_id] if admin else listed
+    return TrainingBoard(next((j for j in own if j.active), own[0] if own else None), listed)
 
 
 def cancel_training(user_id: int | None, job_id: str, *, jobs: JobRunner | None = None) -> JobView:

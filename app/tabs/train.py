@@ -21,6 +21,7 @@ from app import engine, render
 PRESET_DATA, SET_FILE, COLLECTION = "the preset's data", "a set file", "a collection"
 REFRESH_S = 1.0
 EMPTY_RESULT = pd.DataFrame(columns=["held-out number", "before", "after", "change"])
+JOB_COLUMNS = ["job", "owner", "recipe", "preset", "data", "status", "progress", "metric version"]
 PROBLEMS = (PermissionError, ValueError, LookupError, OSError)
 
 
@@ -86,22 +87,31 @@ def status_text(view: jobs.JobView | None) -> str:
     return "\n".join(lines)
 
 
-def show(view: jobs.JobView | None, message: str = ""):
-    """(job id, timer, status, bar, curve, result, log) for a job view."""
+def jobs_table(listed: list[jobs.JobView]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"job": j.id, "owner": j.owner, "recipe": j.recipe, "preset": j.preset, "data": j.data, "status": j.status,
+          "progress": f"{100 * j.progress:.0f} %", "metric version": j.metric_name or ""} for j in listed],
+        columns=JOB_COLUMNS)
+
+
+def show(view: jobs.JobView | None, listed: list[jobs.JobView] | None = None):
+    """(job id, timer, status, bar, curve, result, log, job list) for a job view; the list
+    stays as it is when not given."""
     return (
         None if view is None else view.id,
         gr.Timer(active=bool(view and view.active)),
-        (message + "\n" if message else "") + status_text(view),
+        status_text(view),
         progress_bar(view),
         loss_figure(view),
         result_table(view),
         "" if view is None else "\n".join(view.log),
+        gr.skip() if listed is None else jobs_table(listed),
     )
 
 
 def problem(exc: Exception):
     """Leave everything as it is and say why (no traceback, no server paths)."""
-    return (gr.skip(), gr.skip(), jobs.public_message(exc), gr.skip(), gr.skip(), gr.skip(), gr.skip())
+    return (gr.skip(), gr.skip(), jobs.public_message(exc), *[gr.skip()] * 5)
 
 
 def build(ctx: engine.AppContext, user_state: gr.State) -> TrainTab:
@@ -139,9 +149,11 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> TrainTab:
                                       interactive=False, elem_id="train-result")
             log = gr.Textbox(label="Log", lines=8, max_lines=16, interactive=False, autoscroll=True,
                              elem_id="train-log")
+            listed = gr.Dataframe(pd.DataFrame(columns=JOB_COLUMNS), label="Your jobs (click one to show it)",
+                                  interactive=False, elem_id="train-jobs")
     job_id = gr.State(None)
     timer = gr.Timer(REFRESH_S, active=False)
-    outputs = [job_id, timer, status, bar, curve, result, log]
+    outputs = [job_id, timer, status, bar, curve, result, log, listed]
 
     def on_start(state, recipe_name, preset_name, data_source, upload, collection_name):
         try:
@@ -155,11 +167,12 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> TrainTab:
 
     def on_tick(state, current):
         if not current:
-            return (gr.skip(), gr.Timer(active=False), *[gr.skip()] * 5)
+            return (gr.skip(), gr.Timer(active=False), *[gr.skip()] * 6)
         try:
-            return show(jobs.training_job(_user_id(state), current))
+            board = jobs.training_board(_user_id(state), current)
         except PROBLEMS as exc:
             return (gr.skip(), gr.Timer(active=False), *problem(exc)[2:])
+        return show(board.current, board.jobs)
 
     def on_cancel(state, current):
         try:
@@ -170,11 +183,17 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> TrainTab:
     def on_login(state):
         """After a (re)login: the user's running job, else their last one."""
         if not state:
-            return show(None)
+            return show(None, [])
         try:
-            return show(jobs.current_job(_user_id(state)))
+            board = jobs.training_board(_user_id(state))
         except PROBLEMS as exc:
-            return (None, gr.Timer(active=False), jobs.public_message(exc), *show(None)[3:])
+            return (None, gr.Timer(active=False), jobs.public_message(exc), *show(None, [])[3:])
+        return show(board.current, board.jobs)
+
+    def on_pick(table: pd.DataFrame, event: gr.SelectData):
+        """Show the clicked job: the next timer tick reads it."""
+        row = event.index[0] if isinstance(event.index, (list, tuple)) else event.index
+        return table.iloc[row]["job"], gr.Timer(active=True)
 
     def on_collections(state):
         from app.tabs.annotate import collection_choices
@@ -195,5 +214,6 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> TrainTab:
     timer.tick(on_tick, [user_state, job_id], outputs, api_visibility="private", show_progress="hidden")
     cancel.click(on_cancel, [user_state, job_id], outputs, api_visibility="private")
     user_state.change(on_login, user_state, outputs, api_visibility="private")
+    listed.select(on_pick, listed, [job_id, timer], api_visibility="private")
     user_state.change(on_collections, user_state, collection, api_visibility="private")
     return TrainTab(start, status)

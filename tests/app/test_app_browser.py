@@ -224,6 +224,8 @@ def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts)
     page.get_by_role("tab", name="Train").click()
     page.wait_for_function(status_js(f"Job {job} "))
     assert "R@1" in page.locator("#train-result").inner_text()
+    jobs_listed = page.locator("#train-jobs").inner_text()
+    assert job in jobs_listed and name in jobs_listed
 
 
 def test_annotators_may_not_train(page, server):

@@ -134,15 +134,19 @@ def test_roles_are_checked_by_the_library(accounts, tmp_path):
     rita, ann, root = accounts["rita"], accounts["ann"], accounts["root"]
     job = runner.submit(config(tmp_path, "a"), rita.id, "rita", "tiny", "d")
     with pytest.raises(PermissionError, match="researcher or admin"):
-        tj.user_jobs(ann.id, jobs=runner)
+        tj.training_board(ann.id, jobs=runner)
     with pytest.raises(PermissionError, match="Log in first"):
-        tj.current_job(None, jobs=runner)
+        tj.training_board(None, jobs=runner)
     with pytest.raises(PermissionError, match="another user"):
         tj.cancel_training(other.id, job.id, jobs=runner)
-    assert tj.user_jobs(other.id, jobs=runner) == []
-    assert [j.id for j in tj.user_jobs(root.id, jobs=runner)] == [job.id]
-    assert tj.current_job(rita.id, jobs=runner).id == job.id
-    assert tj.training_job(rita.id, job.id, jobs=runner).owner == "rita"
+    with pytest.raises(PermissionError, match="another user"):
+        tj.training_board(other.id, job.id, jobs=runner)
+    assert tj.training_board(other.id, jobs=runner) == tj.TrainingBoard(None, [])
+    admin_board = tj.training_board(root.id, jobs=runner)
+    assert admin_board.current is None and [j.id for j in admin_board.jobs] == [job.id]
+    assert tj.training_board(root.id, job.id, jobs=runner).current.owner == "rita"
+    board = tj.training_board(rita.id, jobs=runner)
+    assert board.current.id == job.id and [j.id for j in board.jobs] == [job.id]
     runner.wait(job.id, 60)
 
 
