@@ -319,6 +319,8 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
     """Queue a run of ``recipe`` with config ``preset`` on the preset's data, an uploaded set
     (a set folder zipped, or its JSONL/Parquet/CSV data file) or a collection's exported set.
     ``profile`` (the app's) is where the result registers if the run names no profile."""
+    from db.models import User
+    from db.session import session_scope
     from scoring.training import RECIPES, load_config
 
     owner_id, owner, _ = _researcher(user_id)
@@ -326,20 +328,22 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
         raise ValueError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
     if set_file and collection:
         raise ValueError("choose a set file or a collection, not both")
+    preset_recipe = load_config(preset).recipe
+    if preset_recipe != recipe:
+        raise ValueError(f"preset {preset} is for recipe {preset_recipe}, not {recipe}")
     stamp = f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
     overrides: dict[str, Any] = {"out": str(data_dir() / "runs" / f"{recipe}-{stamp}")}
     if set_file:
         overrides["data"] = str(_unpack_set(Path(set_file), data_dir() / "sets" / f"upload-{stamp}"))
         about = f"uploaded set {Path(set_file).name}"
     elif collection:
-        overrides["data"] = str(_export_collection(user_id, RECIPES[recipe].set_kind, collection,
-                                                   data_dir() / "sets" / f"{_slug(collection)}-{stamp}"))
+        with session_scope() as session:
+            overrides["data"] = str(export_collection_set(session, session.get(User, owner_id), recipe, collection,
+                                                          data_dir() / "sets" / f"{_slug(collection)}-{stamp}"))
         about = f"collection {collection}"
     else:
         about = "the preset's data"
     config = load_config(preset, **overrides)
-    if config.recipe != recipe:
-        raise ValueError(f"preset {preset} is for recipe {config.recipe}, not {recipe}")
     return (jobs or runner()).submit(config, owner_id, owner, preset, about, profile)
 
 
@@ -382,19 +386,18 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-").lower() or "set"
 
 
-def _export_collection(user_id: int, set_kind: str, collection: str, out_dir: Path) -> Path:
-    """Export the collection's fine-tuning set of the kind the recipe trains on."""
+def export_collection_set(session, user, recipe: str, collection: str, out_dir: Path, seed: int = 0) -> Path:
+    """Export the collection's fine-tuning set of the kind ``recipe`` trains on (its
+    ``set_kind``; the trainer's "ratings" is the exported "human" set) into ``out_dir``."""
     from annotation.finetune_sets import SET_KINDS, build_finetune_set
     from annotation.workflows import get_collection
-    from db.models import User
-    from db.session import session_scope
+    from scoring.training import RECIPES
 
+    set_kind = RECIPES[recipe].set_kind
     kind = COLLECTION_SET_KINDS.get(set_kind, set_kind)
     if kind not in SET_KINDS:
-        raise ValueError(f"this recipe trains on {set_kind} data, which no collection provides: use the preset's data")
-    with session_scope() as session:
-        build_finetune_set(session, session.get(User, user_id), kind, out_dir,
-                           collection=get_collection(session, collection))
+        raise ValueError(f"recipe {recipe} trains on {set_kind} data, which no collection provides: use the preset's data")
+    build_finetune_set(session, user, kind, out_dir, collection=get_collection(session, collection), seed=seed)
     return out_dir
 
 

@@ -3,6 +3,7 @@ before/after and registration; roles checked by the library."""
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -197,3 +198,10 @@ def test_a_collection_trains_with_the_real_trainer_and_registers(accounts, tmp_p
     assert view.metric_name.startswith("UMIC@shapes-") and view.comparison
     card = registered_versions("tiny")[view.metric_name]
     assert card["family"] == "umic" and card["trained_on"].startswith("umic set of collection 'shapes' (12 rows)")
+
+    # The same set uploaded as the zip of its folder trains too.
+    exported = next((Path(card["run"]).parents[1] / "sets").glob("shapes-*"))
+    archive = shutil.make_archive(str(tmp_path / "shapes-set"), "zip", exported.parent, exported.name)
+    uploaded = tj.start_training(rita.id, "umic", "umic-tiny", set_file=archive, profile="tiny", jobs=runner)
+    assert uploaded.data == "uploaded set shapes-set.zip"
+    assert runner.wait(uploaded.id, 240).status == "done"
