@@ -192,7 +192,22 @@ def status_js(text: str) -> str:
     return f"() => document.querySelector('#train-status textarea')?.value.includes({text!r})"
 
 
-def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts):
+@pytest.fixture
+def user_registry_restored():
+    """The job registers a metric version in the suite's data directory: take it out again,
+    so later tests see the profiles' own metric lists."""
+    from scoring.user_registry import user_registry_path
+
+    path = user_registry_path()
+    saved = path.read_text(encoding="utf-8") if path.exists() else None
+    yield
+    if saved is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(saved, encoding="utf-8")
+
+
+def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts, user_registry_restored):
     from scoring.api import metric_names
     from scoring.tiny import ensure_tiny_checkpoints
 
@@ -219,7 +234,7 @@ def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts)
     page.reload()
     page.wait_for_selector("#score-button")
     # The new version is selectable in the Score tab's metric list after the reload.
-    assert page.locator("label", has_text=name).count() >= 1
+    page.locator("label", has_text=name).first.wait_for()
     log_in(page, *server.researcher)
     page.get_by_role("tab", name="Train").click()
     page.wait_for_function(status_js(f"Job {job} "))
