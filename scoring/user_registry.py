@@ -34,6 +34,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from scoring.training import TrainResult
 
 TRAINING_FILE = "training.json"
+# A registry reference in a training config: PROFILE:BACKBONE (world:clip).
+_REF = re.compile(r"[A-Za-z0-9_-]{2,}:[^/\\].*")
+# Backbones a metric family reads besides the trained one: metric field -> training config key.
+COMPANIONS = {"mcs": {"vision_backbone": "teacher"},
+              "caplens-r": {"text_backbone": "base", "vision_backbone": "teacher"}}
+COMPANION_FIELDS = ("vision_backbone", "text_backbone")
 # Metric-spec fields a registered version carries for its card (not formula parameters).
 CARD_FIELDS = ("recipe", "trained_on", "trained_at", "run", "device", "before", "after")
 
@@ -57,18 +63,24 @@ def register_run(result: "TrainResult | str | os.PathLike", *, version: str | No
     profile = profile or _profile_of(run["config"]) or fallback_profile
     base_registry = load_registry(profile or default_profile())
     base = _base_metric(base_registry.metrics, run["metric"])
-    if base.vision_backbone and profile is None:
-        raise ValueError(
-            f"{run['metric']} uses the image tower {base.vision_backbone!r} of a profile: name the profile to register for"
-        )
     path = user_registry_path()
     with _locked(path):
         existing = _read(path)
         taken = {name.lower() for name in _registered_names(existing)} | {n.lower() for n in base_registry.metrics}
         name = _version_name(run, version, taken)
         backbone = _backbone_name(name)
-        text = _entry_text(profile, backbone, _backbone_fields(run, name), name, _metric_fields(base, backbone, run))
-        _write_checked(path, text, profile)
+        backbones = {backbone: {"kind": run["backbone_kind"], "path": str(run["out_dir"]),
+                                "label": f"{name}: {run['recipe']} run {run['out_dir'].name} (CapLens-trained)"}}
+        metric = _metric_fields(base, backbone, run)
+        for field_name, (companion, companion_fields) in _companions(base, backbone, run["config"]).items():
+            metric[field_name] = companion
+            if companion_fields:
+                backbones[companion] = companion_fields
+        borrowed = [metric[f] for f in COMPANION_FIELDS if metric.get(f) and metric[f] not in backbones]
+        if borrowed and profile is None:
+            raise ValueError(f"{run['metric']} uses backbone(s) {', '.join(borrowed)} of a profile: "
+                             "name the profile to register for")
+        _write_checked(path, _entry_text(profile, backbones, name, metric), profile)
     return name
 
 
@@ -127,7 +139,7 @@ def _profile_of(config: dict[str, Any]) -> str | None:
     """The profile named by the run's registry references (``world:clip``), teacher first."""
     for key in ("teacher", "base"):
         ref = config.get(key)
-        if isinstance(ref, str) and re.fullmatch(r"[A-Za-z0-9_-]{2,}:[^/\\].*", ref):
+        if isinstance(ref, str) and _REF.fullmatch(ref):
             return ref.split(":", 1)[0]
     return None
 
@@ -209,9 +221,23 @@ def _backbone_name(metric_name: str) -> str:
     return "run-" + _slug(metric_name.replace("@", "-"))
 
 
-def _backbone_fields(run: dict[str, Any], name: str) -> dict[str, Any]:
-    return {"kind": run["backbone_kind"], "label": f"{name}: {run['recipe']} run {run['out_dir'].name} (CapLens-trained)",
-            "path": str(run["out_dir"])}
+def _companions(base: MetricSpec, backbone: str, config: dict[str, Any]) -> dict[str, tuple[str, dict | None]]:
+    """The frozen backbones the run scored with besides its own checkpoint, from its config:
+    field -> (backbone name, fields of a new entry, or None for a profile's backbone)."""
+    from scoring.training.models import detect_kind
+
+    found = {}
+    for field_name, config_key in COMPANIONS.get(base.family, {}).items():
+        ref = config.get(config_key)
+        if not isinstance(ref, str) or not ref:
+            continue
+        if _REF.fullmatch(ref):
+            found[field_name] = (ref.split(":", 1)[1], None)
+        else:
+            name = f"{backbone}-{field_name.removesuffix('_backbone')}"
+            found[field_name] = (name, {"kind": detect_kind(Path(ref)), "path": str(Path(ref).resolve()),
+                                        "label": f"{Path(ref).name} (frozen {config_key} of {backbone})"})
+    return found
 
 
 def _metric_fields(base: MetricSpec, backbone: str, run: dict[str, Any]) -> dict[str, Any]:
@@ -239,11 +265,12 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def _entry_text(profile: str | None, backbone: str, backbone_fields: dict, metric: str, metric_fields: dict) -> str:
+def _entry_text(profile: str | None, backbones: dict[str, dict], metric: str, metric_fields: dict) -> str:
     where = f"profiles.{_key(profile)}." if profile else ""
-    lines = [f"\n# Registered by CapLens: {metric}", f"[{where}backbones.{_key(backbone)}]"]
-    lines += [f"{_key(k)} = {_value(v)}" for k, v in backbone_fields.items()]
-    lines += ["", f"[{where}metrics.{_key(metric)}]"]
+    lines = [f"\n# Registered by CapLens: {metric}"]
+    for backbone, fields in backbones.items():
+        lines += [f"[{where}backbones.{_key(backbone)}]", *(f"{_key(k)} = {_value(v)}" for k, v in fields.items()), ""]
+    lines += [f"[{where}metrics.{_key(metric)}]"]
     lines += [f"{_key(k)} = {_value(v)}" for k, v in metric_fields.items()]
     return "\n".join(lines) + "\n"
 

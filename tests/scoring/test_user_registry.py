@@ -113,3 +113,21 @@ def test_users_own_overrides_survive_registration(data_dir, tmp_path, tiny_dir):
     text = user_registry_path().read_text()
     assert text.startswith('# my settings\n[metrics."CLIP-S"]\nw = 3.0\n')
     assert Scorer("tiny", device="cpu").registry.metrics["CLIP-S"].w == 3.0
+
+
+def test_caplens_r_run_brings_its_frozen_backbones_along(data_dir, tmp_path, tiny_dir, images):
+    """A real tiny CapLens-R run whose config names its text encoder and vision tower by path:
+    the entry registers them beside the head, so the version scores in any profile."""
+    from scoring.training import load_config, train
+
+    config = load_config("caplens-r-tiny", out=str(tmp_path / "run"), base=str(tiny_dir / "mclip-text"),
+                         teacher=str(tiny_dir / "clip"))
+    name = register_run(train(config))
+    assert name in metric_names("hub") and name in metric_names("tiny")
+    scorer = Scorer("tiny", device="cpu")
+    spec = scorer.registry.metrics[name]
+    text, vision = scorer.registry.backbones[spec.extra["text_backbone"]], scorer.registry.backbones[spec.vision_backbone]
+    assert (text.kind, text.path, vision.kind, vision.path) == ("st-text", tiny_dir / "mclip-text", "clip", tiny_dir / "clip")
+    result = scorer.score([ScoreItem(images[0], "a dog", ["a dog on the grass"])], [name])[name]
+    assert result.unavailable is None and 0.0 <= result.values[0] <= 1.0
+    assert "tau_c" in scorer.info(name).description
