@@ -27,7 +27,9 @@ class ImageTextMatch:
             languages=("en",), backbone=backbone_label,
             description=(
                 "P(match) from an image-text-matching cross-encoder head (softmax of the ITM logits); "
-                + ("fine-tuned with UMIC's ranking loss against synthetic negatives. " if tuned
+                + ("fine-tuned with UMIC's ranking loss against synthetic negatives; the score is UMIC's "
+                   "S(I, X) = sigmoid(W·[CLS] + b), one logit, stored as the pair head [0; W], [0; b] so that "
+                   "softmax(...)[1] equals it exactly (a released one-output head loads the same way). " if tuned
                    else "pre-trained head without UMIC's contrastive fine-tuning. ")
                 + "BLIP ITM stands in for UNITER, which needs detector region features."
             ),
