@@ -6,10 +6,10 @@ Two heads read its [CLS] state:
 
 * the ITM pair head (UMIC-C): P(match) = softmax(itm_logits)[1];
 * UMIC's one-logit head: S(I, X) = sigmoid(W·i_CLS + b), W of shape 1×hidden.  It is read
-  from ``umic_head.safetensors`` in the folder (what the UMIC recipe writes) or from the
-  backbone's ``head_file`` (e.g. the released UMIC checkpoint, whose ``rank_output`` is such
-  a head); a folder with neither uses W = W_match − W_no-match, b = b_match − b_no-match of
-  the pair head, which gives exactly the pair head's probability.
+  from the backbone's ``head_file`` (e.g. the released UMIC checkpoint, whose ``rank_output``
+  is such a head) or ``umic_head.safetensors`` in the folder; a folder with neither uses
+  W = W_match − W_no-match, b = b_match − b_no-match of the pair head.  The UMIC recipe stores
+  its head that way, as the pair head [0; W], [0; b], so its one logit is exactly W·i_CLS + b.
 """
 from __future__ import annotations
 

@@ -28,6 +28,14 @@ SCALES = {
 }
 
 
+def specs_values(image_embeddings: np.ndarray, text_embeddings: np.ndarray, scale: str = "paper") -> np.ndarray:
+    """SPECS of row-paired, L2-normalised embeddings on ``scale`` ("paper" or "released")."""
+    if scale not in SCALES:
+        raise ValueError(f"SPECS scale must be one of {', '.join(SCALES)}, not {scale!r}")
+    cos = np.sum(np.asarray(image_embeddings, np.float64) * np.asarray(text_embeddings, np.float64), axis=1)
+    return SCALES[scale][1](cos)
+
+
 class Specs(ClipScore):
     def __init__(self, spec: MetricSpec):
         super().__init__(spec)
@@ -48,5 +56,4 @@ class Specs(ClipScore):
         )
 
     def pair_scores(self, image_embeddings: np.ndarray, text_embeddings: np.ndarray) -> np.ndarray:
-        cos = np.sum(np.asarray(image_embeddings, np.float64) * np.asarray(text_embeddings, np.float64), axis=1)
-        return SCALES[self.scale][1](cos)
+        return specs_values(image_embeddings, text_embeddings, self.scale)

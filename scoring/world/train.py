@@ -112,7 +112,11 @@ def build_student(config_name: str, tokenizer, out_features: int) -> TextStudent
 def build_itm(config_name: str, tokenizer):
     """A small `BlipForImageTextRetrieval` and its `BlipProcessor` (CLIP normalisation, square resize)."""
     from transformers import BlipConfig, BlipForImageTextRetrieval, BlipProcessor
-    from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil
+
+    try:  # the PIL processor needs no torchvision (absent from CPU-only installs)
+        from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil as ImageProcessor
+    except ImportError:
+        from transformers import BlipImageProcessor as ImageProcessor
 
     c = model_config(config_name)
     config = BlipConfig(
@@ -127,7 +131,7 @@ def build_itm(config_name: str, tokenizer):
         projection_dim=c["text_width"],
     )
     processor = BlipProcessor(
-        image_processor=BlipImageProcessorPil(size={"height": c["image_size"], "width": c["image_size"]},
+        image_processor=ImageProcessor(size={"height": c["image_size"], "width": c["image_size"]},
                                               image_mean=CLIP_MEAN, image_std=CLIP_STD),
         tokenizer=tokenizer)
     return BlipForImageTextRetrieval(config), processor
