@@ -85,6 +85,17 @@ def test_one_job_per_device_the_rest_queued_then_both_finish_and_register(data_d
     assert any("32 training rows" in line for line in view.log) and view.message == f"done: registered as {view.metric_name}"
 
 
+def test_each_device_has_its_own_queue(data_dir, tmp_path):
+    runner = tj.JobRunner(train=fit_line, register=lambda result, **_: "X@y")
+    gate = threading.Event()
+    on_cpu = runner.submit(config(tmp_path, "a", gate=gate), 1, "rita", "tiny", "d")
+    running(runner, on_cpu.id)
+    on_gpu = runner.submit(config(tmp_path, "b", device="cuda"), 1, "rita", "tiny", "d")
+    assert runner.wait(on_gpu.id, 60).status == "done" and runner.view(on_cpu.id).status == "running"
+    gate.set()
+    assert runner.wait(on_cpu.id, 60).status == "done"
+
+
 def test_progress_gives_an_eta_and_loss_points_while_running(data_dir, tmp_path):
     runner = tj.JobRunner(train=fit_line, register=lambda result, **_: "X@y")
     gate = threading.Event()
