@@ -30,7 +30,7 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
             with gr.Tab("Data", id="data"):
                 data.build(user_state)
             with gr.Tab("Train", id="train"):
-                train.build(ctx, user_state)
+                train.build(ctx, user_state, score_tab.metrics)
         api.build(ctx, user_state)
         demo.load(None, None, None, js=annotate.KEYBOARD_JS)
         # Metric versions registered by training since the app started appear after a reload.

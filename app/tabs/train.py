@@ -95,8 +95,8 @@ def jobs_table(listed: list[jobs.JobView]) -> pd.DataFrame:
 
 
 def show(view: jobs.JobView | None, listed: list[jobs.JobView] | None = None):
-    """(job id, timer, status, bar, curve, result, log, job list) for a job view; the list
-    stays as it is when not given."""
+    """(job id, timer, status, bar, curve, result, log, job list, registered version) for a
+    job view; the list stays as it is when not given."""
     return (
         None if view is None else view.id,
         gr.Timer(active=bool(view and view.active)),
@@ -106,15 +106,17 @@ def show(view: jobs.JobView | None, listed: list[jobs.JobView] | None = None):
         result_table(view),
         "" if view is None else "\n".join(view.log),
         gr.skip() if listed is None else jobs_table(listed),
+        view.metric_name if view is not None and view.metric_name else gr.skip(),
     )
 
 
 def problem(exc: Exception):
     """Leave everything as it is and say why (no traceback, no server paths)."""
-    return (gr.skip(), gr.skip(), jobs.public_message(exc), *[gr.skip()] * 5)
+    return (gr.skip(), gr.skip(), jobs.public_message(exc), *[gr.skip()] * 6)
 
 
-def build(ctx: engine.AppContext, user_state: gr.State) -> TrainTab:
+def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.CheckboxGroup) -> TrainTab:
+    """The tab; ``score_metrics`` (the Score tab's metric list) gains each version a job registers."""
     try:
         options, unavailable = jobs.training_options(), ""
     except ImportError as exc:  # a deployment without the training stack
@@ -153,7 +155,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> TrainTab:
                                   interactive=False, elem_id="train-jobs")
     job_id = gr.State(None)
     timer = gr.Timer(REFRESH_S, active=False)
-    outputs = [job_id, timer, status, bar, curve, result, log, listed]
+    registered = gr.State(None)  # the metric version the shown job registered
+    outputs = [job_id, timer, status, bar, curve, result, log, listed, registered]
 
     def on_start(state, recipe_name, preset_name, data_source, upload, collection_name):
         try:
@@ -167,7 +170,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> TrainTab:
 
     def on_tick(state, current):
         if not current:
-            return (gr.skip(), gr.Timer(active=False), *[gr.skip()] * 6)
+            return (gr.skip(), gr.Timer(active=False), *[gr.skip()] * 7)
         try:
             board = jobs.training_board(_user_id(state), current)
         except PROBLEMS as exc:
@@ -215,5 +218,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> TrainTab:
     cancel.click(on_cancel, [user_state, job_id], outputs, api_visibility="private")
     user_state.change(on_login, user_state, outputs, api_visibility="private")
     listed.select(on_pick, listed, [job_id, timer], api_visibility="private")
+    registered.change(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None, score_metrics,
+                      api_visibility="private")
     user_state.change(on_collections, user_state, collection, api_visibility="private")
     return TrainTab(start, status)

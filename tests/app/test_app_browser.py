@@ -230,10 +230,13 @@ def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts,
     assert page.locator("#train-loss .js-plotly-plot").count() == 1
     page.screenshot(path=str(artifacts / "train-tab.png"), full_page=True)
 
+    # The Score tab's metric list offers the new version at once …
+    page.get_by_role("tab", name="Score").click()
+    page.locator("label", has_text=name).first.wait_for()
     job = status.split()[1]
     page.reload()
     page.wait_for_selector("#score-button")
-    # The new version is selectable in the Score tab's metric list after the reload.
+    # … and after a reload.
     page.locator("label", has_text=name).first.wait_for()
     log_in(page, *server.researcher)
     page.get_by_role("tab", name="Train").click()
