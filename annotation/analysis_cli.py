@@ -208,11 +208,11 @@ def _wide_scores(scores):
 @contextmanager
 def _database(args):
     """A session (one transaction) and the acting user, as `caplens db` commands get them."""
+    from annotation.accounts import get_user
+    from annotation.database import database_session
     from db.models import User
-    from db.session import ensure_schema, session_scope
-    from db.users import get_user
 
-    with session_scope(ensure_schema()) as session:
+    with database_session() as session:
         user = get_user(session, args.user) if args.user else User(name="local-cli", role="admin")
         yield session, user
 
@@ -347,7 +347,8 @@ def _p_text(comparison, n_boot: int) -> str:
 
 
 def _robustness(args) -> int:
-    from scoring.analysis.robustness import PRMCS_OPS, format_table7, robustness_table
+    from scoring.analysis.robustness import format_table7, robustness_table
+    from scoring.perturb.ops import PRMCS_OPS
 
     if args.collection:
         from annotation.score_store import collection_robustness_scores

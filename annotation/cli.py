@@ -108,8 +108,8 @@ def register(subparsers, parents) -> None:
 
 
 def _acting_user(session, name: str | None):
+    from annotation.accounts import get_user
     from db.models import User
-    from db.users import get_user
 
     if name:
         return get_user(session, name)
@@ -117,29 +117,34 @@ def _acting_user(session, name: str | None):
 
 
 def _upgrade(args) -> int:
-    from db.config import database_url
+    from annotation.database import database_url
     from db.session import current_revision, upgrade
 
-    upgrade(revision=args.revision)
-    print(f"{_redacted(database_url())}: schema at revision {current_revision()}")
+    url = database_url()
+    upgrade(url, revision=args.revision)
+    print(f"{_redacted(url)}: schema at revision {current_revision(url)}")
     return 0
 
 
 def _downgrade(args) -> int:
+    from annotation.database import database_url
     from db.session import current_revision, downgrade
 
-    downgrade(revision=args.revision)
-    print(f"schema at revision {current_revision() or 'base (empty)'}")
+    url = database_url()
+    downgrade(url, revision=args.revision)
+    print(f"schema at revision {current_revision(url) or 'base (empty)'}")
     return 0
 
 
 def _current(args) -> int:
-    from db.config import data_dir, database_url
+    from annotation.database import database_url
     from db.session import current_revision, head_revision
+    from scoring.paths import data_dir
 
+    url = database_url()
     print(f"data directory: {data_dir()}")
-    print(f"database: {_redacted(database_url())}")
-    print(f"revision: {current_revision() or 'none (run caplens db upgrade)'} (code head: {head_revision()})")
+    print(f"database: {_redacted(url)}")
+    print(f"revision: {current_revision(url) or 'none (run caplens db upgrade)'} (code head: {head_revision()})")
     return 0
 
 
@@ -154,11 +159,10 @@ def _progress(stage: str, done: int, total: int) -> None:
 
 
 def _import(args) -> int:
+    from annotation.database import database_session
     from annotation.importers import import_file
-    from db.session import ensure_schema, session_scope
 
-    engine = ensure_schema()
-    with session_scope(engine) as session:
+    with database_session() as session:
         report = import_file(session, _acting_user(session, args.user), args.file, collection=args.collection,
                              fmt=args.fmt, references=args.references, image_dir=args.image_dir,
                              source_model=args.model, allow_reimport=args.allow_reimport, progress=_progress)
@@ -167,13 +171,12 @@ def _import(args) -> int:
 
 
 def _export(args) -> int:
+    from annotation.captions import get_collection
+    from annotation.database import database_session
     from annotation.exporters import export_table
     from annotation.finetune_sets import build_finetune_set
-    from annotation.workflows import get_collection
-    from db.session import ensure_schema, session_scope
 
-    engine = ensure_schema()
-    with session_scope(engine, read_only=True) as session:
+    with database_session(read_only=True) as session:
         user = _acting_user(session, args.user)
         collection = get_collection(session, args.collection) if args.collection else None
         if args.what.startswith("finetune-"):
@@ -186,11 +189,11 @@ def _export(args) -> int:
 
 
 def _agreement(args) -> int:
-    from annotation.workflows import agreement, get_collection
-    from db.session import ensure_schema, session_scope
+    from annotation.agreement import agreement
+    from annotation.captions import get_collection
+    from annotation.database import database_session
 
-    engine = ensure_schema()
-    with session_scope(engine, read_only=True) as session:
+    with database_session(read_only=True) as session:
         report = agreement(session, _acting_user(session, args.user), get_collection(session, args.collection),
                            field=args.field)
     print(json.dumps(report.to_dict(), indent=2))
@@ -200,10 +203,11 @@ def _agreement(args) -> int:
 def _perturb(args) -> int:
     from dataclasses import asdict
 
-    from annotation.workflows import get_collection, perturb_collection
-    from db.session import ensure_schema, session_scope
+    from annotation.captions import get_collection
+    from annotation.database import database_session
+    from annotation.perturbations import perturb_collection
 
-    with session_scope(ensure_schema()) as session:
+    with database_session() as session:
         summary = perturb_collection(session, _acting_user(session, args.user), get_collection(session, args.collection),
                                      args.ops, seed=args.seed, p=args.p)
     print(json.dumps(asdict(summary), indent=2))
@@ -211,11 +215,10 @@ def _perturb(args) -> int:
 
 
 def _gc(args) -> int:
-    from db.images import orphaned_files
-    from db.session import ensure_schema, session_scope
+    from annotation.database import database_session
+    from annotation.image_store import orphaned_files
 
-    engine = ensure_schema()
-    with session_scope(engine) as session:  # a write lock: no import can add rows meanwhile
+    with database_session() as session:  # a write lock: no import can add rows meanwhile
         orphans = orphaned_files(session)
         if not args.dry_run:
             for path in orphans:
@@ -239,33 +242,32 @@ def _read_password(from_stdin: bool) -> str:
 
 
 def _user_add(args) -> int:
-    from db.session import ensure_schema, session_scope
-    from db.users import create_user
+    from annotation.accounts import create_user
+    from annotation.database import database_session
 
     password = None if args.no_login else _read_password(args.password_stdin)
-    engine = ensure_schema()
-    with session_scope(engine) as session:
+    with database_session() as session:
         user = create_user(session, args.name, args.role, password)
         print(f"added {user.name} ({user.role})")
     return 0
 
 
 def _user_passwd(args) -> int:
-    from db.session import ensure_schema, session_scope
-    from db.users import get_user, set_password
+    from annotation.accounts import get_user, set_password
+    from annotation.database import database_session
 
     password = _read_password(args.password_stdin)
-    with session_scope(ensure_schema()) as session:
+    with database_session() as session:
         set_password(session, get_user(session, args.name), password)
     print(f"password of {args.name} changed")
     return 0
 
 
 def _user_set_role(args) -> int:
-    from db.session import ensure_schema, session_scope
-    from db.users import get_user, set_role
+    from annotation.accounts import get_user, set_role
+    from annotation.database import database_session
 
-    with session_scope(ensure_schema()) as session:
+    with database_session() as session:
         set_role(session, get_user(session, args.name), args.role)
     print(f"{args.name} is now {args.role}")
     return 0
@@ -274,10 +276,10 @@ def _user_set_role(args) -> int:
 def _user_list(args) -> int:
     from sqlalchemy import select
 
+    from annotation.database import database_session
     from db.models import User
-    from db.session import ensure_schema, session_scope
 
-    with session_scope(ensure_schema(), read_only=True) as session:
+    with database_session(read_only=True) as session:
         for user in session.scalars(select(User).order_by(User.name)):
             login = "" if user.password_hash else "  (no login)"
             print(f"{user.name}\t{user.role}{login}")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
+from annotation.accounts import create_user
+from annotation.database import database_session
 from annotation.importers import import_rows
 from db.models import Collection, User
-from db.session import ensure_schema, session_scope
-from db.users import create_user
 from scoring.world.demo import DEMO_COLLECTION, demo_rows
 
 SEED_USER = "world-seed"
@@ -20,8 +20,7 @@ def seed_demo(scenes: int = 12, force: bool = False) -> dict:
     """Import the demo collection into the configured database; skipped if it already exists."""
     if scenes < 1:
         raise ValueError("the demo needs at least one scene")
-    engine = ensure_schema()
-    with session_scope(engine) as session:
+    with database_session() as session:
         if session.scalar(select(Collection).where(Collection.name == DEMO_COLLECTION)) is not None and not force:
             return {"collection": DEMO_COLLECTION, "skipped": "already seeded"}
         user = session.scalar(select(User).where(User.name == SEED_USER))
@@ -36,8 +35,7 @@ def seed_demo(scenes: int = 12, force: bool = False) -> dict:
 
 def seed_demo_if_empty(scenes: int = 12) -> dict | None:
     """Seed on first run: only when the database has no collection at all."""
-    engine = ensure_schema()
-    with session_scope(engine, read_only=True) as session:
+    with database_session(read_only=True) as session:
         if session.scalar(select(func.count()).select_from(Collection)):
             return None
     return seed_demo(scenes)

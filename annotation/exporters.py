@@ -17,10 +17,10 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from annotation.workflows import _in_collection
-from db.images import image_path, read_image_bytes
+from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.captions import in_collection
+from annotation.image_store import image_path, read_image_bytes
 from db.models import Caption, Collection, Image, MetricScore, Rating, User, collection_captions
-from db.users import RESEARCH_ROLES, require_role
 
 TABLE_FORMATS = ("csv", "jsonl", "parquet", "hf")
 
@@ -98,7 +98,7 @@ def ratings_table(session: Session, user: User, collection: Collection | None = 
              .join(User, User.id == Rating.annotator_id).outerjoin(parent, parent.c.id == Caption.parent_id)
              .order_by(Rating.id))
     if collection is not None:
-        query = query.where(_in_collection(collection))
+        query = query.where(in_collection(collection))
     results = session.execute(query).all()
     caption_ids = sorted({caption.id for _r, caption, *_ in results})
     collections = _collections_of(session, caption_ids)
@@ -127,7 +127,7 @@ def captions_table(session: Session, user: User, collection: Collection | None =
              .join(Image, Image.id == Caption.image_id).outerjoin(stats, stats.c.caption_id == Caption.id)
              .outerjoin(parent, parent.c.id == Caption.parent_id).order_by(Caption.id))
     if collection is not None:
-        query = query.where(_in_collection(collection))
+        query = query.where(in_collection(collection))
     results = session.execute(query).all()
     caption_ids = [caption.id for caption, *_ in results]
     collections = _collections_of(session, caption_ids)

@@ -30,21 +30,21 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
+from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.captions import in_collection
 from annotation.exporters import TABLE_FORMATS, copy_image, write_table
-from annotation.workflows import _in_collection
-from db.images import read_image_bytes
+from annotation.image_store import read_image_bytes
 from db.models import Caption, Collection, Image, Rating, User
-from db.users import RESEARCH_ROLES, require_role
+from scoring.perturb.ops import PRMCS_OPS
 
 SET_KINDS = ("prmcs", "specs", "umic", "pacs", "human")
-PRMCS_OPS = ("repetition", "removal", "masking", "jumble", "substitution")
 UMIC_NEGATIVES = 4
 HUMAN_CAPTION_KINDS = ("reference",)
 MODEL_CAPTION_KINDS = ("candidate",)
 
 
 def _scoped(query, collection: Collection | None):
-    return query.where(_in_collection(collection)) if collection is not None else query
+    return query.where(in_collection(collection)) if collection is not None else query
 
 
 def _prmcs_rows(session: Session, collection: Collection | None, rng: random.Random,

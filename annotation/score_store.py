@@ -1,5 +1,7 @@
 """Stored metric scores of a collection and the collection views the analysis takes.
 
+The MetricScore table keeps one value per caption, metric and checkpoint fingerprint
+(`scoring.fingerprint.score_fingerprint`), so a value is never served for another checkpoint.
 `collection_scores` is what Analyze and Failure cases show: one row per caption, read from the
 MetricScore cache under the scorer's checkpoint fingerprint and scored now only where no value
 is stored. `into_collection` turns a public rating set into a collection through the
@@ -7,17 +9,22 @@ all-or-nothing importer.
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Callable, Sequence
 
 import pandas as pd
+from sqlalchemy import and_, delete, select
+from sqlalchemy.orm import Session
 
+from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.captions import get_collection
 from annotation.exporters import captions_table, ratings_table
 from annotation.importers import import_rows
-from annotation.workflows import cache_metric_scores, cached_metric_scores, get_collection
-from db.users import RESEARCH_ROLES, require_role
+from db.models import MetricScore, User, utcnow
 from scoring.analysis.robustness import ORIGINAL
-from scoring.analysis.tables import _DIMENSIONS, _score_columns, import_rows_for
+from scoring.analysis.tables import RATING_DIMENSIONS, import_rows_for, score_columns
 from scoring.api import ScoreItem
 from scoring.fingerprint import score_fingerprint
 
@@ -26,6 +33,44 @@ SCORE_BATCH = 128  # captions per scorer call, so progress can be reported while
 
 
 Progress = Callable[..., object]
+
+
+def cache_metric_scores(session: Session, metric: str, checkpoint_fingerprint: str,
+                        values: dict[int, float | None]) -> None:
+    """Store metric values per caption id for one checkpoint (replacing older values for it)."""
+    if not metric or not checkpoint_fingerprint:
+        raise ValueError("metric name and checkpoint fingerprint are required")
+    existing = {s.caption_id: s for s in session.scalars(select(MetricScore).where(
+        MetricScore.metric == metric, MetricScore.checkpoint_fingerprint == checkpoint_fingerprint,
+        MetricScore.caption_id.in_(list(values))))}
+    for caption_id, value in values.items():
+        value = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+        if caption_id in existing:
+            existing[caption_id].value = value
+            existing[caption_id].computed_at = utcnow()
+        else:
+            session.add(MetricScore(caption_id=caption_id, metric=metric,
+                                    checkpoint_fingerprint=checkpoint_fingerprint, value=value))
+    session.flush()
+
+
+def cached_metric_scores(session: Session, metric: str, checkpoint_fingerprint: str,
+                         caption_ids: Iterable[int]) -> dict[int, float | None]:
+    """Cached values for this metric and checkpoint; caption ids without one are absent."""
+    rows = session.execute(select(MetricScore.caption_id, MetricScore.value).where(
+        MetricScore.metric == metric, MetricScore.checkpoint_fingerprint == checkpoint_fingerprint,
+        MetricScore.caption_id.in_(list(caption_ids)))).all()
+    return {caption_id: value for caption_id, value in rows}
+
+
+def invalidate_metric_scores(session: Session, user: User, metric: str, keep_fingerprint: str | None = None) -> int:
+    """Drop cached values of `metric` (except those of `keep_fingerprint`); returns how many."""
+    require_role(user, *RESEARCH_ROLES)
+    condition = MetricScore.metric == metric
+    if keep_fingerprint is not None:
+        condition = and_(condition, MetricScore.checkpoint_fingerprint != keep_fingerprint)
+    return session.execute(delete(MetricScore).where(condition)).rowcount
+
 
 
 def into_collection(session, user, table: pd.DataFrame, collection: str, image_root, *,
@@ -52,9 +97,9 @@ def collection_table(session, user, collection: str) -> pd.DataFrame:
     })
     renamed["image_id"] = frame["image_external_id"].fillna(frame["image_sha256"])
     renamed["collection"] = collection
-    scores = _score_columns(renamed)
+    scores = score_columns(renamed)
     keep = ["collection", "lang", "image_id", "item_id", "candidate", "references", "human", "rater", "system",
-            *[d for d in _DIMENSIONS if d in renamed], *scores]
+            *[d for d in RATING_DIMENSIONS if d in renamed], *scores]
     return renamed[keep].rename(columns=scores)
 
 
@@ -65,7 +110,7 @@ def collection_robustness_scores(session, user, collection: str, metrics: Sequen
     frame = pd.DataFrame(captions_table(session, user, get_collection(session, collection)))
     if frame.empty:
         raise ValueError(f"collection {collection!r} has no captions")
-    scores = _score_columns(frame)
+    scores = score_columns(frame)
     frame = frame.rename(columns=scores)
     names = [n for n in scores.values() if metrics is None or n in metrics]
     perturbed = frame[(frame["kind"] == "perturbed") & frame["parent_caption_id"].notna()]

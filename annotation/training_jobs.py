@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from scoring.registry import data_dir
+from scoring.paths import data_dir
 from scoring.user_registry import register_run
 
 LOG = logging.getLogger(__name__)
@@ -288,13 +288,13 @@ def runner() -> JobRunner:
 
 def _researcher(user_id: int | None) -> tuple[int, str, bool]:
     """(id, name, is_admin) of a researcher or admin; PermissionError otherwise."""
+    from annotation.accounts import RESEARCH_ROLES, require_role
+    from annotation.database import database_session
     from db.models import User
-    from db.session import session_scope
-    from db.users import RESEARCH_ROLES, require_role
 
     if user_id is None:
         raise PermissionError("Log in first (Annotate tab) as a researcher or admin.")
-    with session_scope(read_only=True) as session:
+    with database_session(read_only=True) as session:
         user = session.get(User, user_id)
         require_role(user, *RESEARCH_ROLES)
         return user.id, user.name, user.role == "admin"
@@ -319,8 +319,8 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
     """Queue a run of ``recipe`` with config ``preset`` on the preset's data, an uploaded set
     (a set folder zipped, or its JSONL/Parquet/CSV data file) or a collection's exported set.
     ``profile`` (the app's) is where the result registers if the run names no profile."""
+    from annotation.database import database_session
     from db.models import User
-    from db.session import session_scope
     from scoring.training import RECIPES, load_config
 
     owner_id, owner, _ = _researcher(user_id)
@@ -337,7 +337,7 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
         overrides["data"] = str(_unpack_set(Path(set_file), data_dir() / "sets" / f"upload-{stamp}"))
         about = f"uploaded set {Path(set_file).name}"
     elif collection:
-        with session_scope() as session:
+        with database_session() as session:
             overrides["data"] = str(export_collection_set(session, session.get(User, owner_id), recipe, collection,
                                                           data_dir() / "sets" / f"{_slug(collection)}-{stamp}"))
         about = f"collection {collection}"
@@ -390,7 +390,7 @@ def export_collection_set(session, user, recipe: str, collection: str, out_dir: 
     """Export the collection's fine-tuning set of the kind ``recipe`` trains on (its
     ``set_kind``; the trainer's "ratings" is the exported "human" set) into ``out_dir``."""
     from annotation.finetune_sets import SET_KINDS, build_finetune_set
-    from annotation.workflows import get_collection
+    from annotation.captions import get_collection
     from scoring.training import RECIPES
 
     set_kind = RECIPES[recipe].set_kind

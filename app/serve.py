@@ -23,11 +23,11 @@ def create_app(profile: str | None = None, seed_demo: bool = True):
     On first run this creates the database (through the migrations) and, with `seed_demo`,
     fills the synthetic-world demo collection so every tab has something to show offline.
     """
+    from annotation.database import open_database
     from app import engine
     from app.ui import build_app
-    from db.session import ensure_schema
 
-    ensure_schema()
+    open_database()
     if seed_demo:
         _seed_demo()
 
@@ -55,11 +55,11 @@ def _create_demo_login() -> None:
 
     from sqlalchemy import select
 
+    from annotation.accounts import create_user
+    from annotation.database import database_session
     from db.models import User
-    from db.session import ensure_schema, session_scope
-    from db.users import create_user
 
-    with session_scope(ensure_schema()) as session:
+    with database_session() as session:
         if session.scalar(select(User).where(User.password_hash.is_not(None))) is not None:
             return
         password = secrets.token_urlsafe(9)
@@ -71,8 +71,8 @@ def _create_demo_login() -> None:
 def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
     """Arguments for `Blocks.launch`: the stored images may be served (thumbnails, opening
     a failure case in the Score tab); uploads are capped before they reach our decoder."""
+    from annotation.database import image_store_dir
     from app.uploads import MAX_UPLOAD_BYTES
-    from db.config import image_store_dir
 
     return dict(
         server_name=host,

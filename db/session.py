@@ -3,7 +3,10 @@
 SQLite connections run in WAL mode with foreign keys on and a busy timeout, and every
 transaction starts with `BEGIN IMMEDIATE` so concurrent writers queue on the lock instead
 of failing when a read lock cannot be upgraded. Read-only work can use
-`session_scope(read_only=True)`, which starts a deferred transaction and never blocks.
+`session_scope(engine, read_only=True)`, which starts a deferred transaction and never blocks.
+
+Every function takes the database URL (or engine) from its caller: which database CapLens
+uses is decided in `annotation.database`, so this package imports nothing of the others.
 """
 from __future__ import annotations
 
@@ -15,8 +18,6 @@ from pathlib import Path
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
-
-from db import config
 
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -54,9 +55,8 @@ def create_database_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
-def get_engine(url: str | None = None) -> Engine:
-    """The process-wide engine for `url` (default: `db.config.database_url()`)."""
-    url = url or config.database_url()
+def get_engine(url: str) -> Engine:
+    """The process-wide engine for `url`."""
     with _engines_lock:
         engine = _engines.get(url)
         if engine is None:
@@ -74,9 +74,8 @@ def dispose_engines(close: bool = True) -> None:
 
 
 @contextmanager
-def session_scope(engine: Engine | None = None, *, read_only: bool = False) -> Iterator[Session]:
+def session_scope(engine: Engine, *, read_only: bool = False) -> Iterator[Session]:
     """One transaction: committed when the block ends, rolled back if it raises."""
-    engine = engine or get_engine()
     if read_only and engine.dialect.name == "sqlite":
         engine = engine.execution_options(sqlite_begin="DEFERRED")
     session = sessionmaker(bind=engine, expire_on_commit=False)()
@@ -87,31 +86,31 @@ def session_scope(engine: Engine | None = None, *, read_only: bool = False) -> I
         session.close()
 
 
-def alembic_config(url: str | None = None):
+def alembic_config(url: str):
     """An Alembic configuration that works from any working directory or installed package."""
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     # ConfigParser interpolation: a literal % in a password must be doubled.
-    cfg.set_main_option("sqlalchemy.url", (url or config.database_url()).replace("%", "%%"))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return cfg
 
 
-def upgrade(url: str | None = None, revision: str = "head") -> None:
+def upgrade(url: str, revision: str = "head") -> None:
     """Create or upgrade the schema (the only way CapLens creates tables)."""
     from alembic import command
 
     command.upgrade(alembic_config(url), revision)
 
 
-def downgrade(url: str | None = None, revision: str = "base") -> None:
+def downgrade(url: str, revision: str = "base") -> None:
     from alembic import command
 
     command.downgrade(alembic_config(url), revision)
 
 
-def current_revision(url: str | None = None) -> str | None:
+def current_revision(url: str) -> str | None:
     """The revision the database is at (None for an empty database)."""
     from alembic.runtime.migration import MigrationContext
 
@@ -125,7 +124,7 @@ def head_revision() -> str:
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
-def ensure_schema(url: str | None = None) -> Engine:
+def ensure_schema(url: str) -> Engine:
     """The engine, after making sure the schema is current.
 
     An empty database is created through the migrations; a database at an older revision

@@ -1,1 +1,2 @@
-"""CapLens scoring: backbones, metrics, analysis and fine-tuning recipes."""
+"""CapLens scoring, the pure library: registry, backbones, metrics, perturbations, analysis,
+training and the synthetic world. Imports neither `annotation`, `db` nor `app`."""

@@ -1,4 +1,4 @@
-"""The scoring API the app, the CLI and the analysis code use (see docs/CONTRACTS.md).
+"""The scoring API the app, the CLI and the analysis code use (see docs/scoring.md).
 
     scorer = get_scorer("hub")
     results = scorer.score([ScoreItem(image="cat.jpg", candidate="A cat on a mat.")])

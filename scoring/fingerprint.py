@@ -1,4 +1,5 @@
-"""Checkpoint fingerprints: the one key under which a metric's values are stored and reused.
+"""Fingerprints: of image content (the key of the image store and of the embedding caches) and
+of checkpoints (the one key under which a metric's values are stored and reused).
 
 A value scored with one checkpoint must never be served for another, so the key digests the
 profile, each backbone's label and source and, for local checkpoints, their files' sizes and
@@ -8,6 +9,14 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+
+
+def content_fingerprint(*parts: bytes) -> str:
+    """SHA-256 hex digest of the bytes: the same picture under any file name gets one key."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    return digest.hexdigest()
 
 
 def _checkpoint_identity(spec) -> str:

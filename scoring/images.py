@@ -1,12 +1,13 @@
 """Image inputs: accept PIL images, encoded bytes or file paths; hash them by content."""
 from __future__ import annotations
 
-import hashlib
 import io
 from pathlib import Path
 from typing import Union
 
 from PIL import Image, UnidentifiedImageError
+
+from scoring.fingerprint import content_fingerprint
 
 ImageInput = Union[Image.Image, bytes, str, Path]
 
@@ -16,13 +17,9 @@ def image_key(image: ImageInput) -> str:
 
     The same picture uploaded twice (or under another name) therefore hits the cache.
     """
-    digest = hashlib.sha1()
     if isinstance(image, Image.Image):
-        digest.update(f"{image.mode}:{image.size}".encode())
-        digest.update(image.tobytes())
-    else:
-        digest.update(read_image_bytes(image))
-    return digest.hexdigest()
+        return content_fingerprint(f"{image.mode}:{image.size}".encode(), image.tobytes())
+    return content_fingerprint(read_image_bytes(image))
 
 
 def read_image_bytes(image: bytes | str | Path) -> bytes:

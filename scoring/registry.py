@@ -21,11 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scoring.paths import data_dir
+
 REGISTRY_DIR = Path(__file__).resolve().parent / "registry"
 BACKBONE_KINDS = ("clip", "openai-clip", "longclip", "st-text", "blip-itm", "caplens-r")
 METRIC_FAMILIES = (
-    "clip-s", "refclip-s", "mcs", "specs", "itm", "umic", "bleu", "meteor", "rouge-l", "cider", "spice", "caplens-r",
+    "clip-s", "refclip-s", "mcs", "specs", "itm", "bleu", "meteor", "rouge-l", "cider", "spice", "caplens-r",
 )
+# Which paper's checkpoint a row of a family follows (keys its description and citation), so
+# that behaviour never depends on a metric's display name. The first variant is the default.
+METRIC_VARIANTS = {
+    "clip-s": ("clip", "pacs"), "refclip-s": ("clip", "pacs"), "mcs": ("mcs", "pr-mcs"), "itm": ("umic-c", "umic"),
+}
 # Fields holding local paths: resolved relative to the TOML file that set them.
 PATH_FIELDS = ("path", "tokenizer", "head_file")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -73,6 +80,7 @@ class MetricSpec:
     prefix: str = ""
     max_tokens: int | None = None
     n: int | None = None  # BLEU order
+    variant: str = ""  # one of METRIC_VARIANTS[family]; "" for families with one variant
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -105,11 +113,6 @@ def available_profiles() -> list[str]:
 
 def default_profile() -> str:
     return os.environ.get("CAPLENS_PROFILE") or "hub"
-
-
-def data_dir() -> Path:
-    """The CapLens data directory (``$CAPLENS_DATA_DIR``, else ``~/.caplens``)."""
-    return Path(os.environ.get("CAPLENS_DATA_DIR") or Path.home() / ".caplens").expanduser()
 
 
 def tiny_dir() -> Path:
@@ -333,9 +336,14 @@ def _metric_spec(name: str, fields: dict[str, Any], backbones: dict[str, Backbon
         ref = fields.get(key)
         if ref is not None and ref not in backbones:
             raise RegistryError(f"{origin}: metric {name!r} uses unknown {key} {ref!r}")
+    variants = METRIC_VARIANTS.get(family, ("",))
+    variant = fields.pop("variant", variants[0])
+    if variant not in variants:
+        raise RegistryError(f"{origin}: metric {name!r} has variant {variant!r}; {family} has {variants}")
     return MetricSpec(
         name=name,
         family=family,
+        variant=variant,
         backbone=fields.pop("backbone", None),
         vision_backbone=fields.pop("vision_backbone", None),
         w=float(fields.pop("w", 1.0)),

@@ -1,6 +1,6 @@
 """Tiny, deterministic, randomly initialised checkpoints for every backbone kind.
 
-They are written in exactly the formats the real checkpoints come in (docs/CONTRACTS.md),
+They are written in exactly the formats the real checkpoints come in (docs/scoring.md),
 tokenizers included (built here from a small word list, no download), so tests and offline
 smoke runs exercise the same loading code as the hub profile.  Building all of them takes a
 few seconds on a CPU.  Scores computed with them are meaningless.

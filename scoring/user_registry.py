@@ -25,9 +25,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from scoring.paths import data_dir
 from scoring.registry import (
-    METRIC_FAMILIES, MetricSpec, RegistryError, available_profiles, data_dir, default_profile, load_registry,
-    override_files,
+    METRIC_FAMILIES, MetricSpec, RegistryError, available_profiles, default_profile, load_registry, override_files,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -242,6 +242,8 @@ def _companions(base: MetricSpec, backbone: str, config: dict[str, Any]) -> dict
 
 def _metric_fields(base: MetricSpec, backbone: str, run: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {"family": base.family, "backbone": backbone}
+    if base.variant:
+        fields["variant"] = base.variant
     if base.vision_backbone:
         fields["vision_backbone"] = base.vision_backbone
     fields.update({"w": base.w, "prefix": base.prefix})

@@ -1,6 +1,6 @@
 """Annotate tab (login required): rating queue, transcreation queue, critical-object marking.
 
-Every action is one call into `annotation.workflows` inside one database transaction; the
+Every action is one call into `annotation.tasks` inside one database transaction; the
 workflow functions check the acting user's role themselves. The logged-in user lives in a
 per-session `gr.State` holding only the user's id, so each request re-reads the account.
 """
@@ -48,9 +48,9 @@ class NotLoggedIn(PermissionError):
 
 
 def _db():
-    from db.session import session_scope
+    from annotation.database import database_session
 
-    return session_scope()
+    return database_session()
 
 
 def acting_user(session, user_state: dict | None):
@@ -67,7 +67,7 @@ def acting_user(session, user_state: dict | None):
 
 def login(name: str, password: str) -> tuple[dict | None, str]:
     """(user state, message) for a login attempt."""
-    from db.users import authenticate
+    from annotation.accounts import authenticate
 
     if not name or not password:
         return None, "Enter your user name and password."
@@ -79,7 +79,7 @@ def login(name: str, password: str) -> tuple[dict | None, str]:
 
 
 def collection_names(user_state: dict | None) -> list[str]:
-    from annotation.workflows import list_collections
+    from annotation.captions import list_collections
 
     with _db() as session:
         return [c.name for c in list_collections(session, acting_user(session, user_state))]
@@ -112,7 +112,7 @@ def _pil(image_row):
     """The stored image of a caption, decoded for display."""
     from PIL import Image
 
-    from db.images import read_image_bytes
+    from annotation.image_store import read_image_bytes
 
     try:
         return Image.open(io.BytesIO(read_image_bytes(image_row))).convert("RGB")
@@ -132,27 +132,28 @@ class RatingView:
 
 def rating_view(session, user, collection_name: str, caption=None) -> RatingView:
     """What the rating screen shows: `caption`, or the next one in the queue."""
-    from annotation import workflows as wf
+    from annotation.captions import get_collection
+    from annotation.tasks import RATING_FIELDS, list_ratings, next_rating_item, rating_progress
 
-    collection = wf.get_collection(session, collection_name)
-    progress = wf.rating_progress(session, user, collection)
+    collection = get_collection(session, collection_name)
+    progress = rating_progress(session, user, collection)
     progress_text = (f"You rated {progress.done_by_user} of {progress.items} items; "
                      f"{progress.items_complete} items have {progress.k} ratings.")
     if caption is None:
-        caption = wf.next_rating_item(session, user, collection)
+        caption = next_rating_item(session, user, collection)
     if caption is None:
         return RatingView(None, "Nothing left to rate in this collection. Thank you!", "", None, {}, progress_text)
     values = {}
-    for rating in wf.list_ratings(session, user, annotator=user):
+    for rating in list_ratings(session, user, annotator=user):
         if rating.caption_id == caption.id:
-            values = {f: getattr(rating, f) for f in wf.RATING_FIELDS}
+            values = {f: getattr(rating, f) for f in RATING_FIELDS}
     return RatingView(caption.id, caption.text, caption.language, _pil(caption.image), values, progress_text)
 
 
 def rate(user_state: dict | None, caption_id: int, overall: float, fluency: float | None = None,
          relevance: float | None = None, descriptiveness: float | None = None) -> dict:
     """Store this annotator's rating (editing an earlier one keeps its history)."""
-    from annotation.workflows import submit_rating
+    from annotation.tasks import submit_rating
 
     with _db() as session:
         user = acting_user(session, user_state)
@@ -291,7 +292,7 @@ def build(user_state: gr.State) -> None:
 
     @guarded
     def on_skip(state, collection_name, caption_id, visited):
-        from annotation.workflows import skip_item
+        from annotation.tasks import skip_item
 
         if caption_id is None:
             raise ValueError("No caption loaded.")
@@ -305,7 +306,7 @@ def build(user_state: gr.State) -> None:
 
     @guarded
     def on_back(state, collection_name, caption_id, visited):
-        from annotation.workflows import get_caption
+        from annotation.captions import get_caption
 
         earlier = [c for c in visited if c != caption_id]
         if not earlier:
@@ -327,13 +328,18 @@ def build(user_state: gr.State) -> None:
     tc_outputs = [instructions, tc_image, tc_source, tc_score, tc_refs, tc_source_id, tc_text, tc_status]
 
     def transcreation_screen(state, collection_name, target_language, message=""):
-        from annotation import workflows as wf
+        from annotation.captions import get_collection
+        from annotation.tasks import (
+            TRANSCREATION_EXAMPLES,
+            TRANSCREATION_INSTRUCTIONS,
+            next_transcreation_item,
+        )
 
         with _db() as session:
             user = acting_user(session, state)
-            task = wf.next_transcreation_item(session, user, wf.get_collection(session, collection_name),
-                                              target_language)
-            text = instructions_markdown(wf.TRANSCREATION_INSTRUCTIONS, wf.TRANSCREATION_EXAMPLES)
+            task = next_transcreation_item(session, user, get_collection(session, collection_name),
+                                           target_language)
+            text = instructions_markdown(TRANSCREATION_INSTRUCTIONS, TRANSCREATION_EXAMPLES)
             if task is None:
                 return (text, None, "", None, "", None, "",
                         (message + " " if message else "") + "Nothing left to transcreate into this language.")
@@ -348,7 +354,7 @@ def build(user_state: gr.State) -> None:
 
     @queue_guard
     def on_tc_submit(state, collection_name, target_language, source_id, text):
-        from annotation.workflows import submit_transcreation
+        from annotation.tasks import submit_transcreation
 
         if source_id is None:
             raise ValueError("Load a caption first.")
@@ -358,7 +364,7 @@ def build(user_state: gr.State) -> None:
 
     @queue_guard
     def on_tc_skip(state, collection_name, target_language, source_id):
-        from annotation.workflows import skip_item
+        from annotation.tasks import skip_item
 
         if source_id is None:
             raise ValueError("Load a caption first.")
@@ -377,12 +383,13 @@ def build(user_state: gr.State) -> None:
                   cr_status]
 
     def critical_screen(state, collection_name, message=""):
-        from annotation import workflows as wf
+        from annotation.captions import get_collection
+        from annotation.tasks import CRITICAL_INSTRUCTIONS, next_critical_item
 
         with _db() as session:
             user = acting_user(session, state)
-            caption = wf.next_critical_item(session, user, wf.get_collection(session, collection_name))
-            text = wf.CRITICAL_INSTRUCTIONS
+            caption = next_critical_item(session, user, get_collection(session, collection_name))
+            text = CRITICAL_INSTRUCTIONS
             if caption is None:
                 return (text, None, "", None, "", "", "", (message + " " if message else "") + "Nothing left to mark.")
             return (text, _pil(caption.image), caption.text, caption.id, "", "", "", message)
@@ -395,7 +402,7 @@ def build(user_state: gr.State) -> None:
 
     @queue_guard
     def on_cr_save(state, collection_name, caption_id, objects, backgrounds, relations):
-        from annotation.workflows import mark_critical
+        from annotation.tasks import mark_critical
 
         if caption_id is None:
             raise ValueError("Load a caption first.")
@@ -406,7 +413,7 @@ def build(user_state: gr.State) -> None:
 
     @queue_guard
     def on_cr_skip(state, collection_name, caption_id):
-        from annotation.workflows import skip_item
+        from annotation.tasks import skip_item
 
         if caption_id is None:
             raise ValueError("Load a caption first.")

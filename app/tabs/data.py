@@ -49,8 +49,8 @@ def import_upload(user_state, path: str, collection: str | None, fmt: str, progr
 
 def export_download(user_state, what: str, fmt: str, collection: str | None) -> tuple[str, dict]:
     """Export into a fresh temporary folder; returns (file to download, summary)."""
+    from annotation.captions import get_collection
     from annotation.exporters import export_table
-    from annotation.workflows import get_collection
 
     from app.tabs.annotate import _db, acting_user
 
@@ -64,8 +64,8 @@ def export_download(user_state, what: str, fmt: str, collection: str | None) -> 
 
 
 def finetune_download(user_state, kind: str, fmt: str, collection: str | None, seed: int) -> tuple[str, dict]:
+    from annotation.captions import get_collection
     from annotation.finetune_sets import build_finetune_set
-    from annotation.workflows import get_collection
 
     from app.tabs.annotate import _db, acting_user
 

@@ -90,8 +90,10 @@ def save_to_collection(user_state: dict | None, image: LoadedImage | None, origi
                        perturbations: list, collection_name: str, critical: list[str] | None) -> str:
     """Store image, original caption (as a candidate), its critical objects and the perturbed
     captions with their provenance in `collection_name` (researcher or admin)."""
-    from annotation import workflows as wf
-    from db.images import add_image
+    from annotation.captions import add_caption, get_or_create_collection
+    from annotation.image_store import add_image
+    from annotation.perturbations import store_perturbation
+    from annotation.tasks import mark_critical
 
     from app.tabs.annotate import _db, acting_user
 
@@ -103,13 +105,13 @@ def save_to_collection(user_state: dict | None, image: LoadedImage | None, origi
         raise ValueError("Name the collection to save into.")
     with _db() as session:
         user = acting_user(session, user_state)
-        collection = wf.get_or_create_collection(session, user, collection_name.strip())
+        collection = get_or_create_collection(session, user, collection_name.strip())
         stored_image = add_image(session, image.data, original_filename=image.name)
-        parent = wf.add_caption(session, user, stored_image, original, language=lang, kind="candidate",
-                                collection=collection)
+        parent = add_caption(session, user, stored_image, original, language=lang, kind="candidate",
+                             collection=collection)
         if critical:
-            wf.mark_critical(session, user, parent.id, critical)
-        saved = [wf.store_perturbation(session, user, parent, pert, collection=collection)
+            mark_critical(session, user, parent.id, critical)
+        saved = [store_perturbation(session, user, parent, pert, collection=collection)
                  for pert in perturbations if not pert.noop]
         return (f"Saved caption {parent.id} and {len(saved)} perturbed caption(s) into {collection.name}"
                 + (f", with {len(critical)} critical object(s)." if critical else "."))

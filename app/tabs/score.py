@@ -160,8 +160,8 @@ class ScoreTab:
 def collection_images(user_state: dict | None, collection_name: str) -> dict[str, dict]:
     """Images of a stored collection with their candidate captions and references, by sha256
     (researcher or admin: the library checks)."""
+    from annotation.captions import get_collection
     from annotation.exporters import captions_table
-    from annotation.workflows import get_collection
 
     from app.tabs.annotate import _db, acting_user
 

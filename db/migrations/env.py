@@ -1,12 +1,19 @@
-"""Alembic environment: runs CapLens migrations against the configured database."""
+"""Alembic environment: runs CapLens migrations against the database it is given.
+
+`caplens db upgrade` passes the URL in the Alembic configuration; a developer running the
+`alembic` command sets CAPLENS_DATABASE_URL (see db/alembic.ini).
+"""
+import os
+
 from alembic import context
 
-from db import config as caplens_config
 from db.models import Base
 from db.session import create_database_engine
 
 config = context.config
-url = config.get_main_option("sqlalchemy.url") or caplens_config.database_url()
+url = config.get_main_option("sqlalchemy.url") or os.environ.get("CAPLENS_DATABASE_URL")
+if not url:
+    raise SystemExit("no database: set CAPLENS_DATABASE_URL (e.g. sqlite:////tmp/x.db)")
 target_metadata = Base.metadata
 
 

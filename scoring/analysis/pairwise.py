@@ -101,16 +101,22 @@ def pascal50s_table(
     return pd.DataFrame(rows, columns=["metric", *PASCAL_CATEGORIES, "mean", "n"])
 
 
+def paired_scores(first, second, names: str) -> tuple[np.ndarray, np.ndarray]:
+    """The two score arrays with every pair where either is NaN dropped (ValueError naming
+    `names` when their lengths differ)."""
+    first, second = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    if first.shape != second.shape:
+        raise ValueError(f"{names} differ in length")
+    valid = ~(np.isnan(first) | np.isnan(second))
+    return first[valid], second[valid]
+
+
 def foil_accuracy(score_correct, score_foil) -> float:
     """Share of (correct, foil) pairs where the correct caption scores higher; ties count half."""
-    correct = np.asarray(score_correct, dtype=float)
-    foil = np.asarray(score_foil, dtype=float)
-    if correct.shape != foil.shape:
-        raise ValueError("score_correct and score_foil differ in length")
-    valid = ~(np.isnan(correct) | np.isnan(foil))
-    if not valid.any():
+    correct, foil = paired_scores(score_correct, score_foil, "score_correct and score_foil")
+    if not correct.size:
         return float("nan")
-    return float(pairwise_correct(correct[valid], foil[valid]).mean())
+    return float(pairwise_correct(correct, foil).mean())
 
 
 def foil_table(pairs: pd.DataFrame, metrics: Sequence[str], *, suffixes: tuple[str, str] = ("_correct", "_foil")) -> pd.DataFrame:

@@ -22,8 +22,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from scoring.perturb.ops import PRMCS_OPS
+
 ORIGINAL = "original"
-PRMCS_OPS = ("repetition", "removal", "masking", "jumble", "substitution")
 
 
 # Below this an original mean is numerically zero (the COCO toolkit's BLEU smoothing leaves

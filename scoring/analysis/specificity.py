@@ -22,6 +22,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from scoring.analysis.pairwise import paired_scores
+
 KINDS = ("pos", "neg")
 
 
@@ -29,14 +31,10 @@ def specificity_rate(base, extended, kind: str) -> float:
     """SR for one kind: share of triplets where the extension moves the score the right way."""
     if kind not in KINDS:
         raise ValueError(f"kind must be 'pos' or 'neg', got {kind!r}")
-    base = np.asarray(base, dtype=float)
-    extended = np.asarray(extended, dtype=float)
-    if base.shape != extended.shape:
-        raise ValueError("base and extended differ in length")
-    valid = ~(np.isnan(base) | np.isnan(extended))
-    if not valid.any():
+    base, extended = paired_scores(base, extended, "base and extended")
+    if not base.size:
         return float("nan")
-    success = extended[valid] > base[valid] if kind == "pos" else extended[valid] < base[valid]
+    success = extended > base if kind == "pos" else extended < base
     return float(success.mean())
 
 

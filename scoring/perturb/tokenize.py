@@ -128,10 +128,3 @@ def japanese_morphemes(text: str) -> list[Morpheme]:
         )
         cursor = end
     return morphemes
-
-
-def japanese_tagger_version() -> str:
-    """Package versions behind the Japanese morphemes (for provenance and the docs)."""
-    from importlib.metadata import version
-
-    return f"fugashi {version('fugashi')} + unidic-lite {version('unidic-lite')}"

@@ -7,16 +7,18 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from scoring.perturb.ops import perturb
-from annotation.workflows import get_collection, store_perturbation
+from annotation.captions import get_collection
+from annotation.database import open_database
+from annotation.perturbations import store_perturbation
+from annotation.score_store import collection_scores, fill_metric_cache, into_collection
 from db.models import MetricScore, User
-from db.session import dispose_engines, ensure_schema, session_scope
+from db.session import dispose_engines, session_scope
 from scoring.analysis.datasets import load_flickr8k_json
 from scoring.analysis.robustness import robustness_table
-from annotation.score_store import collection_scores, fill_metric_cache, into_collection
 from scoring.analysis.tables import collection_correlations, rated_captions, robustness_input
-from scoring.fingerprint import score_fingerprint
 from scoring.api import Scorer
+from scoring.fingerprint import score_fingerprint
+from scoring.perturb.ops import perturb
 
 ADMIN = User(name="local-cli", role="admin")
 METRICS = ["BLEU-1", "CLIP-S"]
@@ -52,7 +54,7 @@ def fresh_scorer(clip_dir=None) -> CountingScorer:
 def collection(tmp_path, monkeypatch, flickr8k_json):
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("CAPLENS_DATABASE_URL", f"sqlite:///{tmp_path / 'caplens.db'}")
-    engine = ensure_schema()
+    engine = open_database()
     root = flickr8k_json.parent
     (root / "Flicker8k_Dataset").mkdir()
     Image.new("RGB", (40, 30), (180, 120, 40)).save(root / "Flicker8k_Dataset" / "1000_aa.jpg")
@@ -119,8 +121,10 @@ def test_another_checkpoint_never_reuses_cached_values(collection, tmp_path):
     assert score_fingerprint(moved, "BLEU-1") == score_fingerprint(default, "BLEU-1")
     table = scores(collection, moved)
     assert moved.scored == {"CLIP-S": len(table)}
-    assert fresh_scorer(clip_copy) is not None and scores(collection, counted := fresh_scorer(clip_copy)) is not None
+    counted = fresh_scorer(clip_copy)  # the same copied checkpoint after a restart: all cached
+    again = scores(collection, counted)
     assert counted.scored == {}
+    pd.testing.assert_frame_equal(again, table)
     weights = next(f for f in sorted(clip_copy.rglob("*")) if f.is_file())
     stat = weights.stat()
     os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # retrained in place

@@ -3,24 +3,26 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from scoring.perturb.ops import perturb
-from annotation.workflows import get_collection, store_perturbation
+from annotation.captions import get_collection
+from annotation.database import open_database
+from annotation.perturbations import store_perturbation
+from annotation.score_store import collection_robustness_scores, collection_table, fill_metric_cache, into_collection
 from app.cli import main
 from db.models import User
-from db.session import dispose_engines, ensure_schema, session_scope
+from db.session import dispose_engines, session_scope
 from scoring.analysis.correlation import correlation_table
 from scoring.analysis.datasets import load_flickr8k_json, make_item_id
 from scoring.analysis.robustness import robustness_table
-from annotation.score_store import collection_robustness_scores, collection_table, fill_metric_cache, into_collection
 from scoring.analysis.tables import import_rows_for
 from scoring.api import get_scorer
+from scoring.perturb.ops import perturb
 
 
 @pytest.fixture
 def database(tmp_path, monkeypatch):
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("CAPLENS_DATABASE_URL", f"sqlite:///{tmp_path / 'caplens.db'}")
-    engine = ensure_schema()
+    engine = open_database()
     yield engine
     dispose_engines()
 

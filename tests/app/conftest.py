@@ -53,32 +53,34 @@ def server():
 
 def seed_annotation_data() -> dict:
     """Accounts and a small collection, written through the library's own functions."""
-    from annotation import workflows as wf
-    from db.images import add_image
-    from db.session import session_scope
-    from db.users import create_user
+    from annotation.accounts import create_user
+    from annotation.captions import add_caption, get_caption, get_or_create_collection
+    from annotation.database import database_session
+    from annotation.image_store import add_image
+    from annotation.perturbations import store_perturbation
+    from annotation.tasks import submit_rating
 
     from scoring.perturb.ops import PRMCS_OPS, perturb
 
     captions = {}
-    with session_scope() as session:
+    with database_session() as session:
         create_user(session, ANNOTATOR[0], "annotator", ANNOTATOR[1])
         researcher = create_user(session, RESEARCHER[0], "researcher", RESEARCHER[1])
         raters = [create_user(session, f"rater{i}", "annotator", f"rater-password-{i}") for i in (1, 2)]
-        collection = wf.get_or_create_collection(session, researcher, COLLECTION)
+        collection = get_or_create_collection(session, researcher, COLLECTION)
         seeded = [((200, 30, 30), "a red square on a white table", (0.9, 0.8)),
                   ((30, 30, 200), XSS, (0.1, 0.2)),
                   ((30, 200, 30), "a green field", (0.5, 0.7))]
         for colour, text, scores in seeded:
             image = add_image(session, png_bytes(colour), original_filename=f"{text[:5]}.png")
-            wf.add_caption(session, researcher, image, "a photo of a square", kind="reference", collection=collection)
-            caption = wf.add_caption(session, researcher, image, text, collection=collection)
+            add_caption(session, researcher, image, "a photo of a square", kind="reference", collection=collection)
+            caption = add_caption(session, researcher, image, text, collection=collection)
             captions[text] = caption.id
             for rater, score in zip(raters, scores):
-                wf.submit_rating(session, rater, caption.id, score)
-        parent = wf.get_caption(session, captions["a red square on a white table"])
+                submit_rating(session, rater, caption.id, score)
+        parent = get_caption(session, captions["a red square on a white table"])
         for n, op in enumerate(PRMCS_OPS[:4]):
-            wf.store_perturbation(session, researcher, parent, perturb(parent.text, op, seed=n), collection=collection)
+            store_perturbation(session, researcher, parent, perturb(parent.text, op, seed=n), collection=collection)
     return {"caption_ids": captions}
 
 

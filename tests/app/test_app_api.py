@@ -129,9 +129,9 @@ def test_perturb_rejects_empty_text(client):
 
 
 def test_rate_requires_login_then_stores_the_rating(server):
-    from annotation.workflows import list_ratings
-    from db.session import session_scope
-    from db.users import get_user
+    from annotation.accounts import get_user
+    from annotation.database import database_session
+    from annotation.tasks import list_ratings
 
     client = Client(server.url, verbose=False)
     caption_id = server.caption_ids["a green field"]
@@ -145,7 +145,7 @@ def test_rate_requires_login_then_stores_the_rating(server):
     assert isinstance(item["caption_id"], int) and item["text"] and "rated" in item["progress"]
     stored = client.predict(caption_id, 0.7, 0.9, None, 0.4, api_name="/rate")
     assert stored["overall"] == pytest.approx(0.7) and stored["annotator"] == server.annotator[0]
-    with session_scope() as session:
+    with database_session() as session:
         user = get_user(session, server.annotator[0])
         mine = {r.caption_id: r for r in list_ratings(session, user, annotator=user)}
         assert mine[caption_id].overall == pytest.approx(0.7)

@@ -87,9 +87,9 @@ def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts)
 
 
 def test_login_rate_and_rating_is_in_the_database(page, server, artifacts):
-    from annotation.workflows import list_ratings
-    from db.session import session_scope
-    from db.users import get_user
+    from annotation.accounts import get_user
+    from annotation.database import database_session
+    from annotation.tasks import list_ratings
 
     page.get_by_role("tab", name="Annotate").click()
     page.locator("#login-name textarea").fill(server.annotator[0])
@@ -107,7 +107,7 @@ def test_login_rate_and_rating_is_in_the_database(page, server, artifacts):
     page.wait_for_function(
         "() => document.querySelector('#rate-status textarea')?.value.includes('Saved rating')")
     page.screenshot(path=str(artifacts / "annotate-rate.png"), full_page=True)
-    with session_scope() as session:
+    with database_session() as session:
         user = get_user(session, server.annotator[0])
         ratings = {r.caption_id: r.overall for r in list_ratings(session, user, annotator=user)}
     assert ratings.get(caption_id) == pytest.approx(0.8)

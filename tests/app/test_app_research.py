@@ -98,7 +98,7 @@ def _bundle(tmp_path, rows, name):
 
 
 def test_import_is_all_or_nothing_and_annotators_cannot_import(server, researcher, tmp_path):
-    from annotation.workflows import list_collections
+    from annotation.captions import list_collections
     from app.tabs.annotate import _db, acting_user
 
     good = [{"image": "blue.png", "caption": "a blue square"}, {"image": "blue.png", "caption": "a blue tile"}]
@@ -128,7 +128,8 @@ def test_pick_an_image_from_a_collection(server, researcher):
 
 
 def test_perturbation_lab_saves_original_critical_objects_and_perturbations(server, researcher, image_file):
-    from annotation.workflows import critical_objects, get_caption
+    from annotation.captions import get_caption
+    from annotation.tasks import critical_objects
     from app.tabs.annotate import _db
     from app.tabs.perturb import run_perturbations, save_to_collection
     from app.tabs.score import load_images

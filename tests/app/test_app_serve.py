@@ -73,16 +73,16 @@ def test_library_reasons_in_the_banner_are_escaped():
 def test_first_run_gives_the_operator_a_login(tmp_path, monkeypatch, capsys):
     import re
 
+    from annotation.accounts import authenticate
+    from annotation.database import database_session
     from app import serve
-    from db.session import ensure_schema, session_scope
-    from db.users import authenticate
 
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
     serve._seed_demo()
     printed = capsys.readouterr().out
     match = re.search(r"log in as 'demo' with password '([^']+)'", printed)
     assert match, printed
-    with session_scope(ensure_schema()) as session:
+    with database_session() as session:
         user = authenticate(session, "demo", match.group(1))
         assert user.role == "researcher"
         assert authenticate(session, "demo", "wrong") is None

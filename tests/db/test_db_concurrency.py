@@ -6,11 +6,12 @@ import time
 
 from sqlalchemy import func, select
 
-from annotation import workflows as wf
-from db.images import add_image
+from annotation.accounts import create_user
+from annotation.captions import add_caption, get_collection, get_or_create_collection
+from annotation.image_store import add_image
+from annotation.tasks import next_rating_item, submit_rating
 from db.models import Rating, User
 from db.session import dispose_engines, get_engine, session_scope
-from db.users import create_user
 
 WORKERS, PER_WORKER, ITEMS, K = 16, 100, 200, 16
 
@@ -27,10 +28,10 @@ def _annotate(url: str, name: str, start, results) -> None:
         done = []
         for index in range(PER_WORKER):
             with session_scope(engine) as session:
-                item = wf.next_rating_item(session, user, wf.get_collection(session, "busy"), k=K)
+                item = next_rating_item(session, user, get_collection(session, "busy"), k=K)
                 if item is None:
                     break
-                rating = wf.submit_rating(session, user, item.id, overall=(index % 11) / 10)
+                rating = submit_rating(session, user, item.id, overall=(index % 11) / 10)
                 done.append((rating.id, item.id))
         results.put((name, done, time.perf_counter() - began, None))
     except BaseException as exc:  # report, so the test fails with the reason
@@ -39,10 +40,10 @@ def _annotate(url: str, name: str, start, results) -> None:
 
 def test_sixteen_writers_lose_and_duplicate_nothing(engine, db_url, accounts, make_png):
     with session_scope(engine) as s:
-        col = wf.get_or_create_collection(s, accounts["rita"], "busy")
+        col = get_or_create_collection(s, accounts["rita"], "busy")
         images = [add_image(s, make_png((i, 0, 0)), f"{i}.png") for i in range(20)]
         for i in range(ITEMS):
-            wf.add_caption(s, accounts["rita"], images[i % 20], f"caption number {i}", collection=col)
+            add_caption(s, accounts["rita"], images[i % 20], f"caption number {i}", collection=col)
         for w in range(WORKERS):
             create_user(s, f"worker{w}", "annotator")
     context = multiprocessing.get_context("fork")

@@ -10,9 +10,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
-from db import config
+from annotation import database
 from db.models import Base
 from db.session import current_revision, downgrade, get_engine, head_revision, session_scope, upgrade
+from scoring.paths import data_dir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,17 +67,17 @@ def test_data_dir_and_url_resolution(tmp_path, monkeypatch):
     monkeypatch.delenv("CAPLENS_DATABASE_URL", raising=False)
     monkeypatch.delenv("CAPLENS_DATA_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert config.data_dir() == tmp_path / "home" / ".caplens"
+    assert data_dir() == tmp_path / "home" / ".caplens"
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "d"))
-    assert config.database_url() == f"sqlite:///{tmp_path / 'd' / 'caplens.db'}"
+    assert database.database_url() == f"sqlite:///{tmp_path / 'd' / 'caplens.db'}"
     (tmp_path / "d" / "config.toml").write_text('[database]\nurl = "sqlite:////tmp/from-config.db"\n')
-    assert config.database_url() == "sqlite:////tmp/from-config.db"
+    assert database.database_url() == "sqlite:////tmp/from-config.db"
     monkeypatch.setenv("CAPLENS_DATABASE_URL", "postgresql+psycopg://u@h/db")
-    assert config.database_url() == "postgresql+psycopg://u@h/db"
+    assert database.database_url() == "postgresql+psycopg://u@h/db"
     (tmp_path / "d" / "config.toml").write_text("[database\n")
     monkeypatch.delenv("CAPLENS_DATABASE_URL")
     with pytest.raises(ValueError, match="not valid TOML"):
-        config.database_url()
+        database.database_url()
 
 
 def test_cli_upgrade_honours_data_dir_from_any_cwd(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The Scorer API surface the app relies on (docs/CONTRACTS.md)."""
+"""The Scorer API surface the app relies on (docs/scoring.md)."""
 from __future__ import annotations
 
 from scoring.api import MetricResult, ScoreItem, get_scorer
@@ -33,10 +33,20 @@ def test_get_scorer_shares_one_instance(tiny_dir):
     assert get_scorer("tiny").score([], ["CLIP-S"])["CLIP-S"].values == []
 
 
-def test_warm_up_reports_availability(tiny_scorer):
-    reasons = tiny_scorer.warm_up(["CLIP-S", "SPICE"])
-    assert reasons["CLIP-S"] is None
-    assert reasons["SPICE"] is None or "SPICE" in reasons["SPICE"] or "Java" in reasons["SPICE"]
+def test_warm_up_reports_availability(tiny_dir, tmp_path, monkeypatch, images):
+    """Warm-up loads what can load and names the reason for what cannot, the same reason
+    scoring then reports."""
+    from scoring.api import Scorer
+
+    missing = tmp_path / "no-such-umic-checkpoint"
+    monkeypatch.setenv("CAPLENS_REGISTRY_UMIC_ITM_PATH", str(missing))
+    scorer = Scorer("tiny", device="cpu")
+    reasons = scorer.warm_up(["CLIP-S", "BLEU-1", "UMIC", "UMIC-C"])
+    assert reasons == {"CLIP-S": None, "BLEU-1": None, "UMIC": f"checkpoint not found: {missing}", "UMIC-C": None}
+    assert "clip" in scorer._backbones  # warmed: loaded before the first score()
+    results = scorer.score([ScoreItem(images[0], "a dog")], ["UMIC", "UMIC-C"])
+    assert results["UMIC"].unavailable == reasons["UMIC"] and results["UMIC"].values == [None]
+    assert results["UMIC-C"].unavailable is None and 0.0 <= results["UMIC-C"].values[0] <= 1.0
 
 
 def test_device_selection():

@@ -113,11 +113,18 @@ def test_meteor_is_thread_safe_and_restarts_after_a_crash(java, tiny_scorer):
     assert again.unavailable is None and again.values == pytest.approx(baseline[:2], abs=1e-12)
 
 
-def test_spice_reports_missing_resources(java, tiny_scorer):
-    result = tiny_scorer.score([ScoreItem(None, "a dog", ["a dog"])], ["SPICE"])["SPICE"]
-    if coco.Spice._missing_resources():
-        assert result.unavailable.startswith("SPICE needs the Stanford CoreNLP 3.6.0 models")
-        assert result.values == [None]
+def test_spice_reports_missing_resources(java, tiny_scorer, tmp_path, monkeypatch):
+    """SPICE names the CoreNLP jars a toolkit folder lacks; with them, an exact match scores 1."""
+    item = ScoreItem(None, "a dog", ["a dog"])
+    if not coco.Spice._missing_resources():
+        result = tiny_scorer.score([item], ["SPICE"])["SPICE"]
+        assert result.unavailable is None and result.values == [pytest.approx(1.0)]
+    monkeypatch.setattr(coco, "_toolkit_dir", lambda: tmp_path)  # a toolkit without the models
+    result = tiny_scorer.score([item], ["SPICE"])["SPICE"]
+    assert result.unavailable == (
+        "SPICE needs the Stanford CoreNLP 3.6.0 models, not present: stanford-corenlp-3.6.0.jar, "
+        "stanford-corenlp-3.6.0-models.jar (python -m pycocoevalcap.spice.get_stanford_models fetches them)")
+    assert result.values == [None]
 
 
 def test_degenerate_candidates_do_not_break_alignment(java, tiny_scorer, images):

@@ -140,3 +140,27 @@ def test_metric_names_are_case_insensitive(tiny_scorer):
     assert tiny_scorer.canonical_name(" cider ") == "CIDEr"
     with pytest.raises(LookupError):
         tiny_scorer.canonical_name("CLIPS")
+
+
+def test_metric_behaviour_follows_registry_data_not_display_names(tmp_path):
+    """Renaming rows changes nothing but their names: the variant field picks the paper."""
+    from scoring.api import Scorer
+
+    original = (Path(__file__).resolve().parents[2] / "scoring" / "registry" / "tiny.toml").read_text()
+    renamed = original
+    for old, new in [('"PAC-S"', '"Positive-Augmented"'), ('"RefPAC-S"', '"With-References"'),
+                     ('"PR-MCS"', '"Robust-Multilingual"'), ("metrics.UMIC]", 'metrics."Tuned-ITM"]')]:
+        assert old in renamed
+        renamed = renamed.replace(old, new)
+    shipped, moved = Scorer("tiny"), Scorer(_write(tmp_path / "renamed.toml", renamed))
+    for old, new in [("PAC-S", "Positive-Augmented"), ("RefPAC-S", "With-References"),
+                     ("PR-MCS", "Robust-Multilingual"), ("UMIC", "Tuned-ITM")]:
+        before, after = shipped.info(old), moved.info(new)
+        assert (after.description, after.citation, after.range) == (before.description, before.citation, before.range)
+    assert "Sarto et al." in moved.info("Positive-Augmented").citation
+    assert "Harmonic mean of PAC-S" in moved.info("With-References").description
+    assert "PR-MCS fine-tuned" in moved.info("Robust-Multilingual").description
+    assert "fine-tuned with UMIC's ranking loss" in moved.info("Tuned-ITM").description
+    assert "pre-trained head" in moved.info("UMIC-C").description
+    with pytest.raises(RegistryError, match="variant"):
+        load_registry(_write(tmp_path / "bad.toml", '[metrics.M]\nfamily = "mcs"\nvariant = "pacs"\n'))

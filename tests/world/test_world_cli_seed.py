@@ -1,8 +1,8 @@
 """`caplens world` subcommands and the demo seeding through the importer."""
 import json
 
-from app.cli import main
 from annotation.demo_seed import seed_demo, seed_demo_if_empty
+from app.cli import main
 from scoring.world.demo import DEMO_COLLECTION
 
 
@@ -28,14 +28,15 @@ def test_seed_fills_an_empty_database_once(tmp_path, monkeypatch):
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path))
     from sqlalchemy import func, select
 
+    from annotation.database import database_session
     from db.models import Caption, Collection, Rating
-    from db.session import dispose_engines, session_scope
+    from db.session import dispose_engines
 
     try:
         report = seed_demo_if_empty(scenes=2)
         assert report["collection"] == DEMO_COLLECTION
         assert report["counts"]["ratings"] > 0
-        with session_scope() as session:
+        with database_session() as session:
             collection = session.scalar(select(Collection).where(Collection.name == DEMO_COLLECTION))
             languages = {c.language for c in collection.captions}
             kinds = {c.kind for c in collection.captions}
@@ -45,7 +46,7 @@ def test_seed_fills_an_empty_database_once(tmp_path, monkeypatch):
             captions = session.scalar(select(func.count()).select_from(Caption))
         assert seed_demo_if_empty(scenes=2) is None
         assert seed_demo(scenes=2)["skipped"] == "already seeded"
-        with session_scope() as session:
+        with database_session() as session:
             assert session.scalar(select(func.count()).select_from(Caption)) == captions
     finally:
         dispose_engines()
@@ -53,15 +54,15 @@ def test_seed_fills_an_empty_database_once(tmp_path, monkeypatch):
 
 def test_rated_collection_imports_through_the_importer(tmp_path, monkeypatch):
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    from annotation.accounts import create_user
+    from annotation.database import database_session
     from annotation.importers import import_file
-    from db.session import dispose_engines, ensure_schema, session_scope
-    from db.users import create_user
+    from db.session import dispose_engines
     from scoring.world.sets import split_scenes, write_rated_collection
 
     rows = write_rated_collection(tmp_path / "rated", split_scenes("heldout", 2), annotators=3, size=32)
     try:
-        engine = ensure_schema()
-        with session_scope(engine) as session:
+        with database_session() as session:
             user = create_user(session, "researcher-1", "researcher")
             counts = import_file(session, user, tmp_path / "rated" / "ratings.jsonl", collection="w").counts
         assert counts["ratings"] == rows and counts["captions"] * 3 == rows

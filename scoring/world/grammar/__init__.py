@@ -112,6 +112,41 @@ class Grammar:
         return "".join(u.text for u in self.units(description))
 
 
+class CopulaGrammar(Grammar):
+    """Languages whose sentences read "<noun phrase> <copula> <where>" (en, de, fr, es): each
+    supplies its noun and prepositional phrases, copula, nouns and positions."""
+
+    copula = ""
+    nouns: dict[str, tuple[str, str]] = {}  # shape -> (noun, grammatical gender)
+    positions: dict[str, str] = {}  # position key -> phrase
+
+    def noun_phrase(self, m: Mention, definite: bool, with_size: bool) -> str:
+        """The object as a subject: indefinite when introduced, definite when referred back to."""
+        raise NotImplementedError
+
+    def prepositional_phrase(self, relation: str, m: Mention, definite: bool) -> str:
+        raise NotImplementedError
+
+    def shape_noun(self, shape: str) -> str:
+        return self.nouns[shape][0]
+
+    def object_subject(self, m: Mention) -> str:
+        return capitalise(self.noun_phrase(m, definite=False, with_size=True))
+
+    def object_position(self, m: Mention) -> str:
+        return f"{self.copula} {self.positions[POSITION_KEYS[m.cell]]}."
+
+    def relation_sentence(self, a: Mention, relation: str, b: Mention) -> str:
+        subject = capitalise(self.noun_phrase(a, definite=True, with_size=False))
+        return f"{subject} {self.copula} {self.prepositional_phrase(relation, b, definite=True)}."
+
+    def short_first(self, m: Mention) -> str:
+        return self.noun_phrase(m, definite=False, with_size=True)
+
+    def short_second(self, relation: str, m: Mention) -> str:
+        return self.prepositional_phrase(relation, m, definite=False)
+
+
 def _object_facts(i: int) -> tuple:
     return (("shape", i), ("colour", i), ("size", i))
 

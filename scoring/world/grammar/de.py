@@ -5,7 +5,7 @@ Locative prepositions (links von, rechts von, über, unter, neben) govern the da
 """
 from __future__ import annotations
 
-from . import POSITION_KEYS, Grammar, Mention, capitalise
+from . import CopulaGrammar, Mention
 
 NOUNS = {"circle": ("Kreis", "m"), "square": ("Quadrat", "n"), "triangle": ("Dreieck", "n"),
          "star": ("Stern", "m"), "diamond": ("Raute", "f"), "cross": ("Kreuz", "n")}
@@ -46,28 +46,18 @@ def prepositional_phrase(relation: str, m: Mention, definite: bool) -> str:
     return phrase.replace("von dem ", "vom ")
 
 
-class German(Grammar):
+class German(CopulaGrammar):
     lang = "de"
-
-    def shape_noun(self, shape: str) -> str:
-        return NOUNS[shape][0]
+    copula = "ist"
+    nouns = NOUNS
+    positions = POSITIONS
 
     def intro(self, count: int, background: str) -> str:
         noun = "Form" if count == 1 else "Formen"
         return f"Das Bild zeigt {NUMBERS[count]} {noun} auf einem {BACKGROUNDS[background]}en Hintergrund."
 
-    def object_subject(self, m: Mention) -> str:
-        return capitalise(noun_phrase(m, definite=False, case="nom", with_size=True))
+    def noun_phrase(self, m: Mention, definite: bool, with_size: bool) -> str:
+        return noun_phrase(m, definite, "nom", with_size)  # subjects are nominative
 
-    def object_position(self, m: Mention) -> str:
-        return f"ist {POSITIONS[POSITION_KEYS[m.cell]]}."
-
-    def relation_sentence(self, a: Mention, relation: str, b: Mention) -> str:
-        subject = capitalise(noun_phrase(a, definite=True, case="nom", with_size=False))
-        return f"{subject} ist {prepositional_phrase(relation, b, definite=True)}."
-
-    def short_first(self, m: Mention) -> str:
-        return noun_phrase(m, definite=False, case="nom", with_size=True)
-
-    def short_second(self, relation: str, m: Mention) -> str:
-        return prepositional_phrase(relation, m, definite=False)
+    def prepositional_phrase(self, relation: str, m: Mention, definite: bool) -> str:
+        return prepositional_phrase(relation, m, definite)

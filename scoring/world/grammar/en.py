@@ -1,7 +1,7 @@
 """English captions."""
 from __future__ import annotations
 
-from . import POSITION_KEYS, Grammar, Mention, capitalise
+from . import CopulaGrammar, Mention
 
 NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 POSITIONS = {
@@ -17,33 +17,21 @@ def indefinite_article(word: str) -> str:
     return "an" if word[:1] in "aeiou" else "a"
 
 
-class English(Grammar):
+class English(CopulaGrammar):
     lang = "en"
+    copula = "is"
+    positions = POSITIONS
 
     def shape_noun(self, shape: str) -> str:
         return shape
-
-    def _indefinite(self, m: Mention) -> str:
-        return f"{indefinite_article(m.size)} {m.size} {m.colour} {m.shape}"
-
-    def _definite(self, m: Mention) -> str:
-        return f"the {m.colour} {m.shape}"
 
     def intro(self, count: int, background: str) -> str:
         noun = "shape" if count == 1 else "shapes"
         return f"The picture shows {NUMBERS[count]} {noun} on {indefinite_article(background)} {background} background."
 
-    def object_subject(self, m: Mention) -> str:
-        return capitalise(self._indefinite(m))
+    def noun_phrase(self, m: Mention, definite: bool, with_size: bool) -> str:
+        words = ([m.size] if with_size else []) + [m.colour, m.shape]
+        return " ".join(["the" if definite else indefinite_article(words[0]), *words])
 
-    def object_position(self, m: Mention) -> str:
-        return f"is {POSITIONS[POSITION_KEYS[m.cell]]}."
-
-    def relation_sentence(self, a: Mention, relation: str, b: Mention) -> str:
-        return f"{capitalise(self._definite(a))} is {RELATIONS[relation]} {self._definite(b)}."
-
-    def short_first(self, m: Mention) -> str:
-        return self._indefinite(m)
-
-    def short_second(self, relation: str, m: Mention) -> str:
-        return f"{RELATIONS[relation]} {self._indefinite(m)}"
+    def prepositional_phrase(self, relation: str, m: Mention, definite: bool) -> str:
+        return f"{RELATIONS[relation]} {self.noun_phrase(m, definite, with_size=not definite)}"

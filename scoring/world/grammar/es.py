@@ -1,7 +1,7 @@
 """Spanish captions: gender agreement, colour and size after the noun, de + el -> del."""
 from __future__ import annotations
 
-from . import POSITION_KEYS, Grammar, Mention, capitalise
+from . import CopulaGrammar, Mention
 
 NOUNS = {"circle": ("círculo", "m"), "square": ("cuadrado", "m"), "triangle": ("triángulo", "m"),
          "star": ("estrella", "f"), "diamond": ("rombo", "m"), "cross": ("cruz", "f")}
@@ -33,28 +33,18 @@ def prepositional_phrase(relation: str, m: Mention, definite: bool) -> str:
     return phrase.replace(" de el ", " del ")
 
 
-class Spanish(Grammar):
+class Spanish(CopulaGrammar):
     lang = "es"
-
-    def shape_noun(self, shape: str) -> str:
-        return NOUNS[shape][0]
+    copula = "está"
+    nouns = NOUNS
+    positions = POSITIONS
 
     def intro(self, count: int, background: str) -> str:
         noun = "forma" if count == 1 else "formas"
         return f"La imagen muestra {NUMBERS[count]} {noun} sobre un fondo {BACKGROUNDS[background]}."
 
-    def object_subject(self, m: Mention) -> str:
-        return capitalise(noun_phrase(m, definite=False, with_size=True))
+    def noun_phrase(self, m: Mention, definite: bool, with_size: bool) -> str:
+        return noun_phrase(m, definite, with_size)
 
-    def object_position(self, m: Mention) -> str:
-        return f"está {POSITIONS[POSITION_KEYS[m.cell]]}."
-
-    def relation_sentence(self, a: Mention, relation: str, b: Mention) -> str:
-        subject = capitalise(noun_phrase(a, definite=True, with_size=False))
-        return f"{subject} está {prepositional_phrase(relation, b, definite=True)}."
-
-    def short_first(self, m: Mention) -> str:
-        return noun_phrase(m, definite=False, with_size=True)
-
-    def short_second(self, relation: str, m: Mention) -> str:
-        return prepositional_phrase(relation, m, definite=False)
+    def prepositional_phrase(self, relation: str, m: Mention, definite: bool) -> str:
+        return prepositional_phrase(relation, m, definite)

@@ -2,7 +2,7 @@
 elision (l'étoile) and de + article contraction (du, de la, de l', d'un)."""
 from __future__ import annotations
 
-from . import POSITION_KEYS, Grammar, Mention, capitalise
+from . import CopulaGrammar, Mention
 
 NOUNS = {"circle": ("cercle", "m"), "square": ("carré", "m"), "triangle": ("triangle", "m"),
          "star": ("étoile", "f"), "diamond": ("losange", "m"), "cross": ("croix", "f")}
@@ -51,28 +51,18 @@ def prepositional_phrase(relation: str, m: Mention, definite: bool) -> str:
     return f"{preposition} {de_phrase(noun_phrase(m, definite, with_size=not definite))}"
 
 
-class French(Grammar):
+class French(CopulaGrammar):
     lang = "fr"
-
-    def shape_noun(self, shape: str) -> str:
-        return NOUNS[shape][0]
+    copula = "est"
+    nouns = NOUNS
+    positions = POSITIONS
 
     def intro(self, count: int, background: str) -> str:
         noun = "forme" if count == 1 else "formes"
         return f"L'image montre {NUMBERS[count]} {noun} sur un fond {BACKGROUNDS[background]}."
 
-    def object_subject(self, m: Mention) -> str:
-        return capitalise(noun_phrase(m, definite=False, with_size=True))
+    def noun_phrase(self, m: Mention, definite: bool, with_size: bool) -> str:
+        return noun_phrase(m, definite, with_size)
 
-    def object_position(self, m: Mention) -> str:
-        return f"est {POSITIONS[POSITION_KEYS[m.cell]]}."
-
-    def relation_sentence(self, a: Mention, relation: str, b: Mention) -> str:
-        subject = capitalise(noun_phrase(a, definite=True, with_size=False))
-        return f"{subject} est {prepositional_phrase(relation, b, definite=True)}."
-
-    def short_first(self, m: Mention) -> str:
-        return noun_phrase(m, definite=False, with_size=True)
-
-    def short_second(self, relation: str, m: Mention) -> str:
-        return prepositional_phrase(relation, m, definite=False)
+    def prepositional_phrase(self, relation: str, m: Mention, definite: bool) -> str:
+        return prepositional_phrase(relation, m, definite)

@@ -8,8 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import pearsonr, spearmanr
 
-from annotation import workflows as wf
-from db.images import add_image
+from annotation.agreement import agreement, krippendorff_alpha_interval
+from annotation.captions import add_caption, get_or_create_collection
+from annotation.image_store import add_image
+from annotation.tasks import submit_rating
 from db.session import session_scope
 
 
@@ -23,7 +25,7 @@ def test_alpha_matches_krippendorff_package_with_missing_values(seed):
     truth = rng.uniform(0, 1, size=40)
     matrix = np.clip(truth + rng.normal(0, 0.15 * (seed + 1), size=(6, 40)), 0, 1)
     matrix[rng.uniform(size=matrix.shape) < 0.3] = np.nan
-    assert wf.krippendorff_alpha_interval(matrix) == pytest.approx(_reference_alpha(matrix), abs=1e-9)
+    assert krippendorff_alpha_interval(matrix) == pytest.approx(_reference_alpha(matrix), abs=1e-9)
 
 
 @settings(max_examples=40, deadline=None)
@@ -35,14 +37,14 @@ def test_alpha_matches_package_on_arbitrary_reliability_data(rows):
     values = matrix[:, pairable]
     values = values[~np.isnan(values)]
     if len(np.unique(values)) < 2:  # no variation: alpha is undefined (the package raises)
-        assert np.isnan(wf.krippendorff_alpha_interval(matrix))
+        assert np.isnan(krippendorff_alpha_interval(matrix))
         return
-    assert wf.krippendorff_alpha_interval(matrix) == pytest.approx(_reference_alpha(matrix), abs=1e-9)
+    assert krippendorff_alpha_interval(matrix) == pytest.approx(_reference_alpha(matrix), abs=1e-9)
 
 
 def test_perfect_agreement_is_one_and_systematic_disagreement_is_negative():
-    assert wf.krippendorff_alpha_interval(np.array([[0.1, 0.5, 0.9], [0.1, 0.5, 0.9]])) == pytest.approx(1.0)
-    assert wf.krippendorff_alpha_interval(np.array([[0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 1.0, 0.0]])) < 0
+    assert krippendorff_alpha_interval(np.array([[0.1, 0.5, 0.9], [0.1, 0.5, 0.9]])) == pytest.approx(1.0)
+    assert krippendorff_alpha_interval(np.array([[0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 1.0, 0.0]])) < 0
 
 
 def test_collection_agreement_report(engine, accounts, make_png):
@@ -51,15 +53,15 @@ def test_collection_agreement_report(engine, accounts, make_png):
     annotators = ["ann", "bea", "cal"]
     scores = {name: np.clip(truth + rng.normal(0, 0.1, 12), 0, 1).round(3) for name in annotators}
     with session_scope(engine) as s:
-        col = wf.get_or_create_collection(s, accounts["rita"], "agree")
+        col = get_or_create_collection(s, accounts["rita"], "agree")
         image = add_image(s, make_png(), "a.png")
-        captions = [wf.add_caption(s, accounts["rita"], image, f"caption {i}", collection=col) for i in range(12)]
+        captions = [add_caption(s, accounts["rita"], image, f"caption {i}", collection=col) for i in range(12)]
         for name in annotators:
             for i, caption in enumerate(captions):
                 if name == "cal" and i >= 8:
                     continue  # cal rated only the first 8
-                wf.submit_rating(s, accounts[name], caption.id, float(scores[name][i]))
-        report = wf.agreement(s, accounts["rita"], col)
+                submit_rating(s, accounts[name], caption.id, float(scores[name][i]))
+        report = agreement(s, accounts["rita"], col)
     matrix = np.array([scores[n] for n in annotators])
     matrix[2, 8:] = np.nan
     assert report.alpha_interval == pytest.approx(_reference_alpha(matrix), abs=1e-9)

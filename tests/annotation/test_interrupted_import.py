@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from db.images import orphaned_files
+from annotation.image_store import orphaned_files
 from db.models import Base
 from db.session import dispose_engines, get_engine, session_scope
 

@@ -5,7 +5,6 @@ and are renamed into place, so a crash never leaves a half-written image under i
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import tempfile
@@ -17,8 +16,9 @@ from PIL import UnidentifiedImageError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db import config
+from annotation.database import image_store_dir
 from db.models import Image
+from scoring.fingerprint import content_fingerprint
 
 # Pillow format name -> file extension in the store.
 STORED_FORMATS = {"JPEG": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "TIFF": "tiff"}
@@ -55,14 +55,14 @@ def inspect_image(data: bytes, name: str = "upload") -> ImageFacts:
         raise ValueError(f"{name}: damaged or unreadable image ({exc})") from exc
     if fmt not in STORED_FORMATS:
         raise ValueError(f"{name}: image format {fmt} is not supported ({', '.join(STORED_FORMATS)})")
-    return ImageFacts(hashlib.sha256(data).hexdigest(), fmt, width, height, len(data))
+    return ImageFacts(content_fingerprint(data), fmt, width, height, len(data))
 
 
 def stored_path(sha256: str, fmt: str, root: Path | None = None) -> Path:
     """Where the image with this hash and format lives in the store."""
     if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
         raise ValueError(f"not a sha256 hex digest: {sha256!r}")
-    root = root or config.image_store_dir()
+    root = root or image_store_dir()
     return root / sha256[:2] / f"{sha256}.{STORED_FORMATS[fmt]}"
 
 
@@ -128,5 +128,5 @@ def read_image_bytes(image: Image) -> bytes:
 def orphaned_files(session: Session) -> list[Path]:
     """Stored files no database row refers to (left by rolled-back or killed imports)."""
     known = set(session.scalars(select(Image.sha256)))
-    root = config.image_store_dir()
+    root = image_store_dir()
     return [p for p in root.glob("??/*") if p.is_file() and p.name.split(".")[0] not in known]

@@ -1,18 +1,39 @@
 """Rating / transcreation / critical-object workflows and the role rules they enforce."""
 from __future__ import annotations
 
+import hashlib
 import io
 
 import pytest
 from PIL import Image as PILImage
 
-from annotation import workflows as wf
+from annotation.agreement import agreement
+from annotation.captions import add_caption, delete_caption, get_collection, get_or_create_collection
+from annotation.score_store import cache_metric_scores, cached_metric_scores, invalidate_metric_scores
+from annotation.tasks import (
+    critical_objects,
+    delete_rating,
+    edit_rating,
+    get_rating,
+    list_ratings,
+    list_transcreations,
+    mark_critical,
+    next_critical_item,
+    next_rating_item,
+    next_transcreation_item,
+    rating_history,
+    rating_progress,
+    skip_item,
+    submit_rating,
+    submit_transcreation,
+)
+from annotation.accounts import authenticate, create_user
 from annotation.exporters import export_table
 from annotation.finetune_sets import build_finetune_set
-from db.images import add_image, image_path, inspect_image, stored_path
+from annotation.image_store import add_image, image_path, inspect_image, stored_path
 from db.models import Caption, Rating
 from db.session import session_scope
-from db.users import authenticate, create_user
+from scoring.images import image_key
 
 
 @pytest.fixture
@@ -20,13 +41,13 @@ def collection(engine, accounts, make_png):
     """Collection `c` with 4 candidate captions on 2 images, each with a reference."""
     with session_scope(engine) as s:
         rita = accounts["rita"]
-        col = wf.get_or_create_collection(s, rita, "c")
+        col = get_or_create_collection(s, rita, "c")
         for i in range(2):
             image = add_image(s, make_png((i * 50, 0, 0)), f"img{i}.png")
-            wf.add_caption(s, rita, image, f"reference {i}", kind="reference", collection=col)
+            add_caption(s, rita, image, f"reference {i}", kind="reference", collection=col)
             for j in range(2):
-                wf.add_caption(s, rita, image, f"a caption {i}-{j} with a red ball on grass", collection=col,
-                               source_model="m")
+                add_caption(s, rita, image, f"a caption {i}-{j} with a red ball on grass", collection=col,
+                            source_model="m")
     return "c"
 
 
@@ -40,6 +61,8 @@ def test_images_are_content_addressed_and_client_names_are_metadata(engine, make
         facts = inspect_image(data)
         assert (first.sha256, first.format, first.width, first.height, first.size_bytes) == (
             facts.sha256, "PNG", 12, 9, len(data))
+        # One fingerprint: the store's name for the image is the scorer's cache key for it.
+        assert first.sha256 == image_key(data) == hashlib.sha256(data).hexdigest()
         path = image_path(first)
         assert path == stored_path(first.sha256, "PNG") and path.read_bytes() == data
         assert path.is_relative_to(data_dir / "images")
@@ -53,70 +76,70 @@ def test_images_are_content_addressed_and_client_names_are_metadata(engine, make
 
 def test_rating_queue_balances_to_k_skips_and_edits(engine, accounts, collection):
     with session_scope(engine) as s:
-        col = wf.get_collection(s, collection)
+        col = get_collection(s, collection)
         seen = []
-        while (item := wf.next_rating_item(s, accounts["ann"], col, k=2)) is not None:
+        while (item := next_rating_item(s, accounts["ann"], col, k=2)) is not None:
             assert item.kind != "reference" and item.id not in seen
             seen.append(item.id)
-            wf.submit_rating(s, accounts["ann"], item.id, 0.5)
+            submit_rating(s, accounts["ann"], item.id, 0.5)
         assert len(seen) == 4
         # bea skips one item, rates the rest: every item now has 2 ratings except the skipped
-        skipped = wf.next_rating_item(s, accounts["bea"], col, k=2)
-        wf.skip_item(s, accounts["bea"], skipped.id)
-        while (item := wf.next_rating_item(s, accounts["bea"], col, k=2)) is not None:
+        skipped = next_rating_item(s, accounts["bea"], col, k=2)
+        skip_item(s, accounts["bea"], skipped.id)
+        while (item := next_rating_item(s, accounts["bea"], col, k=2)) is not None:
             assert item.id != skipped.id
-            wf.submit_rating(s, accounts["bea"], item.id, 0.7, fluency=1, relevance=0.5, descriptiveness=0.25)
+            submit_rating(s, accounts["bea"], item.id, 0.7, fluency=1, relevance=0.5, descriptiveness=0.25)
         # cal is only offered the item still below k
-        assert wf.next_rating_item(s, accounts["cal"], col, k=2).id == skipped.id
-        progress = wf.rating_progress(s, accounts["cal"], col, k=2)
+        assert next_rating_item(s, accounts["cal"], col, k=2).id == skipped.id
+        progress = rating_progress(s, accounts["cal"], col, k=2)
         assert (progress.items, progress.items_complete, progress.done_by_user) == (4, 3, 0)
-        rating = wf.submit_rating(s, accounts["cal"], skipped.id, 0.2)
-        edited = wf.edit_rating(s, accounts["cal"], rating.id, overall=0.9, fluency=0.3)
+        rating = submit_rating(s, accounts["cal"], skipped.id, 0.2)
+        edited = edit_rating(s, accounts["cal"], rating.id, overall=0.9, fluency=0.3)
         assert edited.version == 2 and edited.overall == 0.9
-        wf.submit_rating(s, accounts["cal"], skipped.id, 0.4)  # rating again is an edit too
-        history = wf.rating_history(s, accounts["cal"], rating.id)
+        submit_rating(s, accounts["cal"], skipped.id, 0.4)  # rating again is an edit too
+        history = rating_history(s, accounts["cal"], rating.id)
         assert [(h.version, h.overall, h.fluency) for h in history] == [(1, 0.2, None), (2, 0.9, 0.3)]
-        assert wf.next_rating_item(s, accounts["cal"], col, k=2) is None
+        assert next_rating_item(s, accounts["cal"], col, k=2) is None
         for bad in (1.5, -0.1, "x", float("nan")):
             with pytest.raises(ValueError):
-                wf.submit_rating(s, accounts["ann"], skipped.id, bad)
+                submit_rating(s, accounts["ann"], skipped.id, bad)
         reference = s.query(Caption).filter_by(kind="reference").first()
         with pytest.raises(ValueError, match="reference"):
-            wf.submit_rating(s, accounts["ann"], reference.id, 0.5)
+            submit_rating(s, accounts["ann"], reference.id, 0.5)
 
 
 def test_annotator_cannot_read_or_change_anothers_ratings(engine, accounts, collection, tmp_path):
     with session_scope(engine) as s:
-        col = wf.get_collection(s, collection)
-        item = wf.next_rating_item(s, accounts["ann"], col)
-        ann_rating = wf.submit_rating(s, accounts["ann"], item.id, 0.3)
-        bea_rating = wf.submit_rating(s, accounts["bea"], item.id, 0.6)
+        col = get_collection(s, collection)
+        item = next_rating_item(s, accounts["ann"], col)
+        ann_rating = submit_rating(s, accounts["ann"], item.id, 0.3)
+        bea_rating = submit_rating(s, accounts["bea"], item.id, 0.6)
         bea = accounts["bea"]
         with pytest.raises(PermissionError):
-            wf.get_rating(s, bea, ann_rating.id)
+            get_rating(s, bea, ann_rating.id)
         with pytest.raises(PermissionError):
-            wf.edit_rating(s, bea, ann_rating.id, overall=1.0)
+            edit_rating(s, bea, ann_rating.id, overall=1.0)
         with pytest.raises(PermissionError):
-            wf.rating_history(s, bea, ann_rating.id)
+            rating_history(s, bea, ann_rating.id)
         with pytest.raises(PermissionError):
-            wf.list_ratings(s, bea, annotator=accounts["ann"])
-        assert [r.id for r in wf.list_ratings(s, bea, col)] == [bea_rating.id]
+            list_ratings(s, bea, annotator=accounts["ann"])
+        assert [r.id for r in list_ratings(s, bea, col)] == [bea_rating.id]
         # researchers read everyone's ratings but even they cannot edit someone else's
-        assert {r.id for r in wf.list_ratings(s, accounts["rita"], col)} == {ann_rating.id, bea_rating.id}
+        assert {r.id for r in list_ratings(s, accounts["rita"], col)} == {ann_rating.id, bea_rating.id}
         with pytest.raises(PermissionError):
-            wf.edit_rating(s, accounts["rita"], ann_rating.id, overall=1.0)
+            edit_rating(s, accounts["rita"], ann_rating.id, overall=1.0)
         # export, deletion, fine-tuning sets, agreement, collections: researcher or admin only
         for action in (lambda: export_table(s, bea, "ratings", tmp_path / "x.csv", "csv"),
                        lambda: build_finetune_set(s, bea, "human", tmp_path / "ft"),
-                       lambda: wf.delete_rating(s, bea, ann_rating.id),
-                       lambda: wf.delete_caption(s, bea, item.id),
-                       lambda: wf.agreement(s, bea, col),
-                       lambda: wf.get_or_create_collection(s, bea, "mine"),
+                       lambda: delete_rating(s, bea, ann_rating.id),
+                       lambda: delete_caption(s, bea, item.id),
+                       lambda: agreement(s, bea, col),
+                       lambda: get_or_create_collection(s, bea, "mine"),
                        lambda: create_user(s, "eve", "admin", "password123", acting_user=bea)):
             with pytest.raises(PermissionError):
                 action()
         assert s.get(Rating, ann_rating.id).overall == 0.3
-        wf.delete_rating(s, accounts["rita"], ann_rating.id)
+        delete_rating(s, accounts["rita"], ann_rating.id)
         assert s.get(Rating, ann_rating.id) is None
 
 
@@ -137,61 +160,63 @@ def test_passwords_are_argon2_hashed_and_checked(engine):
 
 def test_transcreation_queue_keeps_the_source_score(engine, accounts, collection):
     with session_scope(engine) as s:
-        col = wf.get_collection(s, collection)
+        col = get_collection(s, collection)
         ann = accounts["ann"]
-        assert wf.next_transcreation_item(s, ann, col, "de") is None  # nothing rated yet
-        first = wf.next_rating_item(s, ann, col)
-        wf.submit_rating(s, ann, first.id, 0.2)
-        wf.submit_rating(s, accounts["bea"], first.id, 0.4)
-        task = wf.next_transcreation_item(s, ann, col, "de")
+        assert next_transcreation_item(s, ann, col, "de") is None  # nothing rated yet
+        first = next_rating_item(s, ann, col)
+        submit_rating(s, ann, first.id, 0.2)
+        submit_rating(s, accounts["bea"], first.id, 0.4)
+        task = next_transcreation_item(s, ann, col, "de")
         assert task.caption.id == first.id and task.source_score == pytest.approx(0.3)
-        assert task.references == [f"reference {'01'[first.image_id != task.image.id]}"] or task.references
+        # Caption "a caption i-j ..." is of image i, whose one reference is "reference i".
+        image_index = first.text.removeprefix("a caption ").split("-")[0]
+        assert task.image.id == first.image_id and task.references == [f"reference {image_index}"]
         assert "same score" in task.instructions and len(task.examples) == 4
         with pytest.raises(ValueError, match="no human rating"):
             other = s.query(Caption).filter(Caption.kind == "candidate", Caption.id != first.id).first()
-            wf.submit_transcreation(s, ann, other.id, "de", "text")
-        done = wf.submit_transcreation(s, ann, first.id, "de", "eine Beschriftung mit rotem Ball")
+            submit_transcreation(s, ann, other.id, "de", "text")
+        done = submit_transcreation(s, ann, first.id, "de", "eine Beschriftung mit rotem Ball")
         assert done.source_score == pytest.approx(0.3)
         result = done.result_caption
         assert (result.kind, result.language, result.parent_id) == ("transcreated", "de", first.id)
         assert col in result.collections
-        assert wf.next_transcreation_item(s, accounts["bea"], col, "de") is None
-        assert wf.next_transcreation_item(s, accounts["bea"], col, "ja").caption.id == first.id
-        wf.skip_item(s, accounts["bea"], first.id, "transcreation", "ja")
-        assert wf.next_transcreation_item(s, accounts["bea"], col, "ja") is None
-        assert wf.list_transcreations(s, accounts["bea"]) == []
-        assert len(wf.list_transcreations(s, accounts["rita"])) == 1
+        assert next_transcreation_item(s, accounts["bea"], col, "de") is None
+        assert next_transcreation_item(s, accounts["bea"], col, "ja").caption.id == first.id
+        skip_item(s, accounts["bea"], first.id, "transcreation", "ja")
+        assert next_transcreation_item(s, accounts["bea"], col, "ja") is None
+        assert list_transcreations(s, accounts["bea"]) == []
+        assert len(list_transcreations(s, accounts["rita"])) == 1
 
 
 def test_critical_objects_must_come_from_the_caption(engine, accounts, collection):
     with session_scope(engine) as s:
-        col = wf.get_collection(s, collection)
+        col = get_collection(s, collection)
         item = s.query(Caption).filter_by(kind="candidate").first()
         with pytest.raises(ValueError, match="'blue car'"):
-            wf.mark_critical(s, accounts["ann"], item.id, ["red ball", "blue car"])
+            mark_critical(s, accounts["ann"], item.id, ["red ball", "blue car"])
         with pytest.raises(ValueError, match="at least one"):
-            wf.mark_critical(s, accounts["ann"], item.id, [])
-        wf.mark_critical(s, accounts["ann"], item.id, "red ball, grass", backgrounds=["grass"],
-                         relationships=["on"])
-        wf.mark_critical(s, accounts["bea"], item.id, ["Red ball", "caption"])
-        assert wf.critical_objects(s, item.id) == ["red ball", "grass", "Red ball", "caption"]
+            mark_critical(s, accounts["ann"], item.id, [])
+        mark_critical(s, accounts["ann"], item.id, "red ball, grass", backgrounds=["grass"],
+                      relationships=["on"])
+        mark_critical(s, accounts["bea"], item.id, ["Red ball", "caption"])
+        assert critical_objects(s, item.id) == ["red ball", "grass", "Red ball", "caption"]
         offered = []
-        while (other := wf.next_critical_item(s, accounts["ann"], col)) is not None:
+        while (other := next_critical_item(s, accounts["ann"], col)) is not None:
             offered.append(other.id)
-            wf.skip_item(s, accounts["ann"], other.id, "critical")
+            skip_item(s, accounts["ann"], other.id, "critical")
         assert item.id not in offered and len(offered) == 5  # 2 references + 3 unmarked candidates
 
 
 def test_metric_scores_are_cached_per_checkpoint(engine, accounts, collection):
     with session_scope(engine) as s:
         ids = [c.id for c in s.query(Caption).filter_by(kind="candidate")]
-        wf.cache_metric_scores(s, "CLIP-S", "sha-a", {ids[0]: 0.7, ids[1]: None})
-        wf.cache_metric_scores(s, "CLIP-S", "sha-a", {ids[0]: 0.8})
-        wf.cache_metric_scores(s, "CLIP-S", "sha-b", {ids[0]: 0.1})
-        assert wf.cached_metric_scores(s, "CLIP-S", "sha-a", ids) == {ids[0]: 0.8, ids[1]: None}
-        assert wf.cached_metric_scores(s, "PAC-S", "sha-a", ids) == {}
-        assert wf.invalidate_metric_scores(s, accounts["rita"], "CLIP-S", keep_fingerprint="sha-b") == 2
-        assert wf.cached_metric_scores(s, "CLIP-S", "sha-b", ids) == {ids[0]: 0.1}
+        cache_metric_scores(s, "CLIP-S", "sha-a", {ids[0]: 0.7, ids[1]: None})
+        cache_metric_scores(s, "CLIP-S", "sha-a", {ids[0]: 0.8})
+        cache_metric_scores(s, "CLIP-S", "sha-b", {ids[0]: 0.1})
+        assert cached_metric_scores(s, "CLIP-S", "sha-a", ids) == {ids[0]: 0.8, ids[1]: None}
+        assert cached_metric_scores(s, "PAC-S", "sha-a", ids) == {}
+        assert invalidate_metric_scores(s, accounts["rita"], "CLIP-S", keep_fingerprint="sha-b") == 2
+        assert cached_metric_scores(s, "CLIP-S", "sha-b", ids) == {ids[0]: 0.1}
 
 
 def test_same_annotator_rating_twice_at_once_ends_as_one_edited_rating(engine, accounts, collection):
@@ -202,13 +227,13 @@ def test_same_annotator_rating_twice_at_once_ends_as_one_edited_rating(engine, a
         caption_id = s.query(Caption).filter_by(kind="candidate").first().id
     first = session_scope(engine)
     session = first.__enter__()
-    wf.submit_rating(session, accounts["ann"], caption_id, 0.1)  # inserted, not yet committed
+    submit_rating(session, accounts["ann"], caption_id, 0.1)  # inserted, not yet committed
     outcome = {}
 
     def second_tab():
         try:
             with session_scope(engine) as other:
-                outcome["version"] = wf.submit_rating(other, accounts["ann"], caption_id, 0.9).version
+                outcome["version"] = submit_rating(other, accounts["ann"], caption_id, 0.9).version
         except Exception as exc:  # surfaced by the assertion below
             outcome["error"] = exc
 

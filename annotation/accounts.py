@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from db.models import ROLES, User
 
 MIN_PASSWORD_LENGTH = 8
+ALL_ROLES = ROLES
 RESEARCH_ROLES = ("researcher", "admin")
 _hasher = PasswordHasher()
 

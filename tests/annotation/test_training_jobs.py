@@ -136,11 +136,11 @@ def test_a_failing_run_says_why_without_server_paths(data_dir, tmp_path):
     assert str(tmp_path) not in view.message and all(str(tmp_path) not in line for line in view.log)
 
 
-def test_roles_are_checked_by_the_library(accounts, tmp_path):
+def test_roles_are_checked_by_the_library(accounts, engine, tmp_path):
+    from annotation.accounts import create_user
     from db.session import session_scope
-    from db.users import create_user
 
-    with session_scope() as session:
+    with session_scope(engine) as session:
         other = create_user(session, "otto", "researcher", None)
     runner = tj.JobRunner(train=fit_line, register=lambda result, **_: "X@y")
     rita, ann, root = accounts["rita"], accounts["ann"], accounts["root"]
@@ -179,12 +179,12 @@ def test_an_uploaded_set_is_unpacked_safely(tmp_path):
         tj._unpack_set(tmp_path / "notes.txt", tmp_path / "out3")
 
 
-def test_a_collection_trains_with_the_real_trainer_and_registers(accounts, tmp_path, make_png):
+def test_a_collection_trains_with_the_real_trainer_and_registers(accounts, engine, tmp_path, make_png):
     """start_training exports the collection's set the recipe needs (UMIC: captions with four
     negatives), runs the real tiny preset in the background and registers the result for the
     app's profile."""
-    from annotation import workflows as wf
-    from db.images import add_image
+    from annotation.captions import add_caption, get_or_create_collection
+    from annotation.image_store import add_image
     from db.session import session_scope
     from scoring.tiny import ensure_tiny_checkpoints
     from scoring.user_registry import registered_versions
@@ -192,13 +192,13 @@ def test_a_collection_trains_with_the_real_trainer_and_registers(accounts, tmp_p
     ensure_tiny_checkpoints()
     rita = accounts["rita"]
     colours = [(200, 10, 10), (10, 200, 10), (10, 10, 200), (200, 200, 10), (10, 200, 200), (200, 10, 200)]
-    with session_scope() as session:
+    with session_scope(engine) as session:
         user = session.get(type(rita), rita.id)
-        collection = wf.get_or_create_collection(session, user, "shapes")
+        collection = get_or_create_collection(session, user, "shapes")
         for n, colour in enumerate(colours):
             image = add_image(session, make_png(colour, size=(24, 24)), original_filename=f"{n}.png")
             for text in (f"a square of colour {n}", f"colour number {n} fills the picture"):
-                wf.add_caption(session, user, image, text, kind="reference", collection=collection)
+                add_caption(session, user, image, text, kind="reference", collection=collection)
     with pytest.raises(ValueError, match="is for recipe pac-s, not specs"):
         tj.start_training(rita.id, "specs", "pac-s-tiny")
     runner = tj.JobRunner()
@@ -208,7 +208,7 @@ def test_a_collection_trains_with_the_real_trainer_and_registers(accounts, tmp_p
     assert view.status == "done", view.log
     assert view.metric_name.startswith("UMIC@shapes-") and view.comparison
     card = registered_versions("tiny")[view.metric_name]
-    assert card["family"] == "umic" and card["trained_on"].startswith("umic set of collection 'shapes' (12 rows)")
+    assert (card["family"], card["variant"]) == ("itm", "umic") and card["trained_on"].startswith("umic set of collection 'shapes' (12 rows)")
 
     # The same set uploaded as the zip of its folder trains too.
     exported = next((Path(card["run"]).parents[1] / "sets").glob("shapes-*"))

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from annotation.accounts import authenticate
 from db.models import User
 from db.session import get_engine, session_scope
-from db.users import authenticate
 
 REPO = Path(__file__).resolve().parents[2]
 # The commands run the same library code the other tests cover on both backends; one

@@ -8,10 +8,12 @@ import zipfile
 import pytest
 from sqlalchemy import func, select
 
-from annotation import workflows as wf
+from annotation.captions import add_caption, get_collection
 from annotation.exporters import export_table
 from annotation.finetune_sets import build_finetune_set
 from annotation.importers import ImportRejected, import_file, import_rows
+from annotation.perturbations import perturb_collection
+from annotation.score_store import cache_metric_scores
 from db.models import Base, Caption, CriticalAnnotation, Image, User
 from db.session import session_scope
 
@@ -60,7 +62,7 @@ def _check_imported(session, report):
     x1 = session.scalar(select(User).where(User.name == "x1"))
     assert x1.role == "annotator" and x1.password_hash is None
     assert {i.original_filename for i in session.scalars(select(Image))} == {f"img{i}.png" for i in range(4)}
-    col = wf.get_collection(session, report.collection)
+    col = get_collection(session, report.collection)
     assert len(col.captions) == 8
 
 
@@ -91,7 +93,7 @@ def test_parsed_rows_import_all_or_nothing(engine, accounts, image_files):
         import_rows(s, accounts["rita"], [_rows()[0], {"image": "img0.png", "caption": ""}], collection="r2",
                     base_dir=image_files)
     with session_scope(engine, read_only=True) as s, pytest.raises(LookupError):
-        wf.get_collection(s, "r2")
+        get_collection(s, "r2")
 
 
 def test_csv_import(engine, accounts, image_files):
@@ -171,9 +173,9 @@ def filled(engine, accounts, image_files):
     with session_scope(engine) as s:
         import_file(s, accounts["rita"], path, collection="f")
         c0 = s.scalar(select(Caption).where(Caption.external_id == "c0"))
-        wf.cache_metric_scores(s, "CLIP-S", "fp1", {c0.id: 0.77})
-        wf.add_caption(s, accounts["rita"], c0.image, "a red square", source_model="blip",
-                       collection=wf.get_collection(s, "f"))
+        cache_metric_scores(s, "CLIP-S", "fp1", {c0.id: 0.77})
+        add_caption(s, accounts["rita"], c0.image, "a red square", source_model="blip",
+                    collection=get_collection(s, "f"))
     return "f"
 
 
@@ -181,7 +183,7 @@ def filled(engine, accounts, image_files):
 def test_ratings_export_joins_captions_images_and_scores(engine, accounts, filled, tmp_path, fmt):
     out = tmp_path / ("ratings" if fmt == "hf" else f"ratings.{fmt}")
     with session_scope(engine, read_only=True) as s:
-        summary = export_table(s, accounts["rita"], "ratings", out, fmt, wf.get_collection(s, filled))
+        summary = export_table(s, accounts["rita"], "ratings", out, fmt, get_collection(s, filled))
     assert summary["rows"] == 3
     if fmt == "csv":
         rows = list(csv.DictReader(out.open(encoding="utf-8")))
@@ -210,7 +212,7 @@ def test_ratings_export_joins_captions_images_and_scores(engine, accounts, fille
 
 def test_finetune_sets_have_rows_images_and_manifests(engine, accounts, filled, tmp_path):
     with session_scope(engine, read_only=True) as s:
-        col = wf.get_collection(s, filled)
+        col = get_collection(s, filled)
         prmcs = build_finetune_set(s, accounts["rita"], "prmcs", tmp_path / "prmcs", collection=col)
         umic = build_finetune_set(s, accounts["rita"], "umic", tmp_path / "umic", collection=col, seed=1)
         pacs = build_finetune_set(s, accounts["rita"], "pacs", tmp_path / "pacs", collection=col)
@@ -218,10 +220,15 @@ def test_finetune_sets_have_rows_images_and_manifests(engine, accounts, filled, 
         with pytest.raises(ValueError, match="not empty"):
             build_finetune_set(s, accounts["rita"], "prmcs", tmp_path / "prmcs")
     triplets = [json.loads(line) for line in (tmp_path / "prmcs" / "data.jsonl").read_text().splitlines()]
-    assert triplets[0] | {} == triplets[0] and len(triplets) == prmcs["rows"] == 1
+    assert len(triplets) == prmcs["rows"] == 1
     t = triplets[0]
-    assert (t["original"], t["perturbed"], t["language"], t["operation"]) == (
-        "a blue square", "a blue blue square", "en", "repetition")
+    assert (t["original"], t["perturbed"], t["language"], t["operation"], t["p"], t["seed"]) == (
+        "a blue square", "a blue blue square", "en", "repetition", 0.4, 3)
+    with session_scope(engine, read_only=True) as s:
+        parent = s.scalar(select(Caption).where(Caption.external_id == "c1"))
+        child = s.scalar(select(Caption).where(Caption.external_id == "p1"))
+        assert (t["original_caption_id"], t["perturbed_caption_id"], t["import_id"]) == (
+            parent.id, child.id, child.import_id)
     assert (tmp_path / "prmcs" / t["image"]).is_file()
     assert prmcs["operations"] == {"repetition": 1} and prmcs["provenance"]["collection"] == "f"
     assert json.loads((tmp_path / "prmcs" / "manifest.json").read_text()) == prmcs
@@ -247,7 +254,7 @@ def test_specs_triplets_from_detail_units(engine, accounts, filled, tmp_path):
         images = list(s.scalars(select(Image).order_by(Image.id)))
         for image, text in [(images[0], "A man in a white shirt is playing golf on a green field, and a dog sleeps"),
                             (images[1], "A small cat sits on a sofa, while a woman reads a book near the window")]:
-            wf.add_caption(s, accounts["rita"], image, text, kind="reference")
+            add_caption(s, accounts["rita"], image, text, kind="reference")
         manifest = build_finetune_set(s, accounts["rita"], "specs", tmp_path / "specs", seed=0)
     rows = [json.loads(line) for line in (tmp_path / "specs" / "data.jsonl").read_text().splitlines()]
     assert manifest["rows"] == len(rows) > 0 and manifest["languages_without_other_images"] == ["de"]
@@ -258,11 +265,11 @@ def test_specs_triplets_from_detail_units(engine, accounts, filled, tmp_path):
 
 def test_perturbing_a_collection_feeds_the_prmcs_set(engine, accounts, filled, tmp_path):
     with session_scope(engine) as s:
-        col = wf.get_collection(s, filled)
-        first = wf.perturb_collection(s, accounts["rita"], col, seed=5)
-        again = wf.perturb_collection(s, accounts["rita"], col, seed=5)
+        col = get_collection(s, filled)
+        first = perturb_collection(s, accounts["rita"], col, seed=5)
+        again = perturb_collection(s, accounts["rita"], col, seed=5)
         with pytest.raises(PermissionError):
-            wf.perturb_collection(s, accounts["ann"], col)
+            perturb_collection(s, accounts["ann"], col)
         manifest = build_finetune_set(s, accounts["rita"], "prmcs", tmp_path / "p", collection=col)
     made = sum(first.stored.values())
     assert made > 0 and sum(again.stored.values()) == 0 and again.already_present == made

@@ -1,0 +1,99 @@
+"""Collections and their captions: create, read, validate, delete.
+
+Each function takes an open `Session` (the caller owns the transaction, e.g.
+`annotation.database.database_session()`) and, where it changes data, the acting `User`,
+whose role it checks itself (annotation.accounts): collections, captions and deletion are
+researcher or admin actions. Bad input raises ValueError, unknown names LookupError.
+"""
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from annotation.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
+from db.models import CAPTION_KINDS, Caption, Collection, Image, User, collection_captions
+
+MAX_CAPTION_CHARS = 5000
+
+
+def get_collection(session: Session, name: str) -> Collection:
+    collection = session.scalar(select(Collection).where(Collection.name == name))
+    if collection is None:
+        raise LookupError(f"no collection named {name!r}")
+    return collection
+
+
+def list_collections(session: Session, user: User) -> list[Collection]:
+    require_role(user, *ALL_ROLES)
+    return list(session.scalars(select(Collection).order_by(Collection.name)))
+
+
+def get_or_create_collection(session: Session, user: User, name: str, description: str | None = None) -> Collection:
+    require_role(user, *RESEARCH_ROLES)
+    name = (name or "").strip()
+    if not name or len(name) > 200:
+        raise ValueError("collection name must be 1-200 characters")
+    collection = session.scalar(select(Collection).where(Collection.name == name))
+    if collection is None:
+        collection = Collection(name=name, description=description, created_by_id=user.id)
+        session.add(collection)
+        session.flush()
+    return collection
+
+
+def validate_caption_text(text: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("caption text is empty")
+    if len(text) > MAX_CAPTION_CHARS:
+        raise ValueError(f"caption longer than {MAX_CAPTION_CHARS} characters")
+    return text.strip()
+
+
+def validate_language(language: str) -> str:
+    language = (language or "").strip()
+    if not language or len(language) > 16 or not all(ch.isalnum() or ch in "-_" for ch in language):
+        raise ValueError(f"invalid language code {language!r} (use e.g. en, de, ja, pt-BR)")
+    return language
+
+
+def add_caption(session: Session, user: User, image: Image, text: str, *, language: str = "en",
+                kind: str = "candidate", source_model: str | None = None, parent: Caption | None = None,
+                perturbation: dict | None = None, collection: Collection | None = None,
+                external_id: str | None = None, import_id: int | None = None) -> Caption:
+    """Add a caption of `image` (researcher or admin), optionally into `collection`."""
+    require_role(user, *RESEARCH_ROLES)
+    if kind not in CAPTION_KINDS:
+        raise ValueError(f"unknown caption kind {kind!r}: choose one of {', '.join(CAPTION_KINDS)}")
+    if kind == "perturbed" and (parent is None or not perturbation or not perturbation.get("op")):
+        raise ValueError("a perturbed caption needs its parent caption and the perturbation (op, parameters)")
+    caption = Caption(
+        image=image, text=validate_caption_text(text), language=validate_language(language), kind=kind,
+        source_model=source_model, parent=parent,
+        perturbation_op=(perturbation or {}).get("op"), perturbation=perturbation,
+        external_id=external_id, import_id=import_id, created_by_id=user.id,
+    )
+    session.add(caption)
+    if collection is not None:
+        caption.collections.append(collection)
+    session.flush()
+    return caption
+
+
+def get_caption(session: Session, caption_id: int) -> Caption:
+    caption = session.get(Caption, caption_id)
+    if caption is None:
+        raise LookupError(f"no caption with id {caption_id}")
+    return caption
+
+
+def delete_caption(session: Session, user: User, caption_id: int) -> None:
+    """Delete a caption with its ratings, annotations and derived captions (researcher or admin)."""
+    require_role(user, *RESEARCH_ROLES)
+    session.delete(get_caption(session, caption_id))
+    session.flush()
+
+
+def in_collection(collection: Collection):
+    return Caption.id.in_(
+        select(collection_captions.c.caption_id).where(collection_captions.c.collection_id == collection.id)
+    )

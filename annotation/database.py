@@ -1,0 +1,72 @@
+"""Which database and image folder CapLens uses, and sessions on that database.
+
+The data directory comes from `scoring.paths.data_dir`. The database URL comes from
+`CAPLENS_DATABASE_URL`, else from `[database] url` in `<data dir>/config.toml`, else a SQLite
+file inside the data directory. `db` itself only takes URLs and engines from here.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from db.session import ensure_schema, session_scope
+from scoring.paths import data_dir
+
+CONFIG_FILE_NAME = "config.toml"
+SQLITE_FILE_NAME = "caplens.db"
+IMAGE_STORE_DIR_NAME = "images"
+
+
+def config_file() -> Path:
+    return data_dir() / CONFIG_FILE_NAME
+
+
+def read_config() -> dict:
+    """The parsed `config.toml` of the data directory ({} when there is none)."""
+    path = config_file()
+    if not path.is_file():
+        return {}
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def database_url() -> str:
+    """The SQLAlchemy URL of the CapLens database."""
+    url = os.environ.get("CAPLENS_DATABASE_URL")
+    if url:
+        return url
+    section = read_config().get("database", {})
+    if not isinstance(section, dict):
+        raise ValueError(f"{config_file()}: [database] must be a table")
+    url = section.get("url")
+    if url:
+        return str(url)
+    return f"sqlite:///{data_dir(create=True) / SQLITE_FILE_NAME}"
+
+
+def image_store_dir() -> Path:
+    """Root of the content-addressed image store."""
+    path = data_dir(create=True) / IMAGE_STORE_DIR_NAME
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def open_database() -> Engine:
+    """The configured database's engine, its schema created on first use (see db.session.ensure_schema)."""
+    return ensure_schema(database_url())
+
+
+@contextmanager
+def database_session(read_only: bool = False) -> Iterator[Session]:
+    """One transaction on the configured database, its schema made current first."""
+    with session_scope(open_database(), read_only=read_only) as session:
+        yield session

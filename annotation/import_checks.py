@@ -1,0 +1,202 @@
+"""Checking import rows before anything is written: fields, images, and rows against each other.
+
+Every problem of every row is collected (one line each), so a rejected import lists them all.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from annotation.accounts import validate_name
+from annotation.captions import validate_caption_text, validate_language
+from annotation.image_store import inspect_image
+from annotation.import_sources import FileImages, ImageSource, RawRows, ZipImages, parse_json
+from annotation.tasks import validate_rating_values
+from db.models import CAPTION_KINDS, Image
+
+BATCH_SIZE = 50  # rows between progress reports (and flushes while writing)
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class Row:
+    """One import row after its checks: every field parsed, its image found and decoded."""
+
+    label: str
+    image: ImageSource
+    text: str
+    language: str
+    kind: str
+    source_model: str | None
+    image_external_id: str | None
+    caption_id: str | None
+    parent_id: str | None
+    perturbation: dict | None
+    references: list[str]
+    annotator: str | None
+    rating: dict | None
+    critical: dict | None
+
+
+def _get(record: dict, *names: str):
+    for name in names:
+        value = record.get(name)
+        if value is not None and value != "":
+            return value
+    return None
+
+
+def _as_list(value, what: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        value = parse_json(text, what, list, "a JSON list") if text.startswith("[") else [text]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{what} must be a list of strings")
+    return [v.strip() for v in value if v.strip()]
+
+
+def _as_object(value, what: str) -> dict | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return parse_json(value, what, dict, "a JSON object")
+    if not isinstance(value, dict):
+        raise ValueError(f"{what}: expected a JSON object")
+    return value
+
+
+def _parse_row(label: str, record: dict, images, existing_sha: set[str]) -> tuple[Row | None, list[str]]:
+    problems: list[str] = []
+
+    def check(fn, *args):
+        try:
+            return fn(*args)
+        except ValueError as exc:
+            problems.append(str(exc))
+            return None
+
+    image_ref = _get(record, "image", "image_path", "file_name")
+    image = None
+    if not isinstance(image_ref, str):
+        problems.append("no image given (field `image`)")
+    elif image_ref.startswith("sha256:"):
+        digest = image_ref[7:].lower()
+        if digest not in existing_sha:
+            problems.append(f"image {image_ref} is not in the store")
+        else:
+            image = ImageSource(key=image_ref, label=image_ref, read=None, existing_sha256=digest)
+    else:
+        found = images.source(image_ref)
+        if isinstance(found, str):
+            problems.append(found)
+        else:
+            image = found
+    text = check(validate_caption_text, _get(record, "caption", "text", "candidate"))
+    language = check(validate_language, str(_get(record, "language", "lang") or "en"))
+    kind = str(_get(record, "kind") or "candidate")
+    if kind not in CAPTION_KINDS:
+        problems.append(f"unknown kind {kind!r} (choose one of {', '.join(CAPTION_KINDS)})")
+    parent_id = _get(record, "parent_id", "parent")
+    op = _get(record, "op", "perturbation_op")
+    perturbation = check(_as_object, _get(record, "perturbation"), "perturbation")
+    if kind == "perturbed":
+        if parent_id is None:
+            problems.append("a perturbed caption needs parent_id")
+        if op is None and not (perturbation or {}).get("op"):
+            problems.append("a perturbed caption needs op")
+    if op is not None:
+        perturbation = {**(perturbation or {}), "op": str(op)}
+    references = check(_as_list, _get(record, "references", "refs"), "references") or []
+    annotator = _get(record, "annotator", "rater")
+    if annotator is not None:
+        annotator = check(validate_name, str(annotator))
+    rating = None
+    values = {name: _get(record, *aliases) for name, aliases in
+              (("overall", ("overall", "score", "rating")), ("fluency", ("fluency",)),
+               ("relevance", ("relevance",)), ("descriptiveness", ("descriptiveness",)))}
+    if any(v is not None for v in values.values()):
+        if annotator is None:
+            problems.append("a rating needs the annotator who gave it (field `annotator`)")
+        if kind == "reference":
+            problems.append("reference captions are not rated")
+        rating = check(validate_rating_values, values)
+    critical = None
+    if any(_get(record, name) is not None for name in ("critical_objects", "backgrounds", "relationships")):
+        critical = {name: check(_as_list, _get(record, name), name) or []
+                    for name in ("critical_objects", "backgrounds", "relationships")}
+        if text:
+            lowered = text.casefold()
+            missing = [p for group in critical.values() for p in group if p.casefold() not in lowered]
+            if missing:
+                problems.append(f"marked phrases not in the caption: {', '.join(map(repr, missing))}")
+    if problems:
+        return None, problems
+    return Row(label=label, image=image, text=text, language=language, kind=kind,
+               source_model=str(_get(record, "model", "source_model")) if _get(record, "model", "source_model") else None,
+               image_external_id=str(_get(record, "image_id")) if _get(record, "image_id") is not None else None,
+               caption_id=str(_get(record, "caption_id", "id")) if _get(record, "caption_id", "id") is not None else None,
+               parent_id=str(parent_id) if parent_id is not None else None, perturbation=perturbation,
+               references=references, annotator=annotator, rating=rating, critical=critical), []
+
+
+def validate_rows(raw_rows: RawRows, images: FileImages | ZipImages, session: Session,
+                  progress: Progress | None) -> tuple[list[Row], list[str]]:
+    existing_sha = set(session.scalars(select(Image.sha256)))
+    errors: list[str] = []
+    rows: list[Row] = []
+    checked: dict[str, ImageSource | str] = {}
+    for index, (label, record) in enumerate(raw_rows, start=1):
+        if isinstance(record, str):
+            errors.append(f"{label}: {record}")
+            continue
+        row, problems = _parse_row(label, record, images, existing_sha)
+        if row is not None and row.image.read is not None:
+            # Decode each distinct image once, however many rows use it.
+            known = checked.get(row.image.key)
+            if known is None:
+                try:
+                    row.image.facts = inspect_image(row.image.read(), row.image.label)
+                    known = checked[row.image.key] = row.image
+                except (ValueError, OSError) as exc:
+                    known = checked[row.image.key] = str(exc)
+            if isinstance(known, str):
+                problems.append(known)
+                row = None
+            else:
+                row.image = known
+        errors.extend(f"{label}: {p}" for p in problems)
+        if row is not None:
+            rows.append(row)
+        if progress and index % BATCH_SIZE == 0:
+            progress("checking", index, len(raw_rows))
+    errors.extend(check_cross_row(rows))
+    return rows, errors
+
+
+def check_cross_row(rows: list[Row]) -> list[str]:
+    errors = []
+    first: dict[str, Row] = {}
+    for row in rows:
+        if row.caption_id is None:
+            continue
+        seen = first.setdefault(row.caption_id, row)
+        if seen is not row and (seen.text != row.text or seen.image.key != row.image.key):
+            errors.append(f"{row.label}: caption_id {row.caption_id!r} was used by {seen.label} "
+                          "for a different caption or image")
+    pairs = set()
+    for row in rows:
+        if row.annotator and row.rating:
+            key = (row.caption_id or id(row), row.annotator)
+            if key in pairs:
+                errors.append(f"{row.label}: {row.annotator} rates caption {row.caption_id!r} twice")
+            pairs.add(key)
+    for row in rows:
+        if row.parent_id is not None and row.parent_id == row.caption_id:
+            errors.append(f"{row.label}: a caption cannot be its own parent")
+    return errors

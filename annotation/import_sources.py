@@ -1,0 +1,209 @@
+"""Import sources read into raw rows: CSV, JSONL, a zip with a manifest, CLIPScore / PAC-S JSON.
+
+A raw row is (label, record) where record is a dict of the fields annotation.importers
+documents, or a string saying why that row could not be read. Images are looked up through
+a `FileImages` (a folder, confined to it) or a `ZipImages` (members of the zip, never
+extracted to disk paths).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from annotation.image_store import MAX_IMAGE_BYTES, ImageFacts
+
+FORMATS = ("csv", "jsonl", "zip", "clipscore")
+MANIFEST_NAMES = ("manifest.jsonl", "manifest.csv", "manifest.json")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tiff", ".tif", ".gif", ".webp", ".bmp")
+
+RawRows = list[tuple[str, "dict | str"]]
+
+
+@dataclass
+class ImageSource:
+    """Where a row's image bytes come from, and what they were checked to be."""
+
+    key: str  # sha256:<hex>, or the manifest path / zip member name
+    label: str
+    read: Callable[[], bytes] | None
+    facts: ImageFacts | None = None
+    existing_sha256: str | None = None
+
+
+def detect_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return "csv"
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix == ".zip":
+        return "zip"
+    if suffix == ".json":
+        return "clipscore"
+    raise ValueError(f"{path}: cannot tell the import format from the suffix; use --format ({', '.join(FORMATS)})")
+
+
+def csv_rows(text: str) -> RawRows:
+    reader = csv.DictReader(io.StringIO(text))
+    if not reader.fieldnames:
+        return []
+    rows = []
+    for record in reader:
+        label = f"line {reader.line_num}"
+        if None in record:
+            rows.append((label, "more fields than the header has columns"))
+            continue
+        rows.append((label, {k.strip(): (v if v is None else v.strip()) for k, v in record.items() if k}))
+    return rows
+
+
+def jsonl_rows(text: str) -> RawRows:
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        label = f"line {number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            rows.append((label, f"not valid JSON ({exc.msg})"))
+            continue
+        rows.append((label, record if isinstance(record, dict) else "not a JSON object"))
+    return rows
+
+
+def parse_json(text: str, what: str, kind: type, expected: str):
+    """`text` parsed as JSON, which must be a `kind`; ValueError naming `what` otherwise."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what}: not valid JSON ({exc.msg})") from None
+    if not isinstance(value, kind):
+        raise ValueError(f"{what}: expected {expected}")
+    return value
+
+
+def json_list_rows(text: str, source: str) -> RawRows:
+    records = parse_json(text, source, list, "a JSON manifest: a list of row objects")
+    return [(f"entry {i}", r if isinstance(r, dict) else "not a JSON object") for i, r in enumerate(records)]
+
+
+def decode_text(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{source}: not UTF-8 text ({exc})") from exc
+
+
+def manifest_rows(name: str, text: str) -> RawRows:
+    if name.endswith(".csv"):
+        return csv_rows(text)
+    if name.endswith(".json"):
+        return json_list_rows(text, name)
+    return jsonl_rows(text)
+
+
+class FileImages:
+    """Images referenced by relative path from a manifest on disk (confined to its folder)."""
+
+    def __init__(self, base: Path):
+        self.base = base.resolve()
+
+    def source(self, ref: str) -> ImageSource | str:
+        relative = PurePosixPath(ref.replace("\\", "/"))
+        if relative.is_absolute() or ".." in relative.parts:
+            return f"image path {ref!r} must be relative to the manifest's folder, without '..'"
+        path = (self.base / relative).resolve()
+        if not path.is_relative_to(self.base) or not path.is_file():
+            return f"image {ref!r} not found next to the manifest"
+        return ImageSource(key=str(relative), label=ref, read=path.read_bytes)
+
+
+class ZipImages:
+    """Images looked up by member name inside a zip (never extracted to disk paths)."""
+
+    def __init__(self, archive: zipfile.ZipFile, prefix: str):
+        self.archive = archive
+        self.members = {info.filename: info for info in archive.infolist() if not info.is_dir()}
+        self.prefix = prefix
+
+    def source(self, ref: str) -> ImageSource | str:
+        name = self.prefix + ref.replace("\\", "/").lstrip("./")
+        info = self.members.get(name)
+        if info is None:
+            return f"image {ref!r} is not in the zip"
+        if info.file_size > MAX_IMAGE_BYTES:
+            return f"image {ref!r} is larger than {MAX_IMAGE_BYTES} bytes"
+        return ImageSource(key=name, label=ref, read=lambda: self.archive.read(info))
+
+
+def find_manifest(archive: zipfile.ZipFile, source: str) -> tuple[str, str]:
+    names = [n for n in archive.namelist() if not n.endswith("/")]
+    for candidate in MANIFEST_NAMES:
+        for name in names:
+            if name == candidate or (name.count("/") == 1 and name.endswith("/" + candidate)):
+                return name, name[: -len(candidate)]
+    raise ValueError(f"{source}: the zip has no {' / '.join(MANIFEST_NAMES)} at its top level")
+
+
+def clipscore_rows(path: Path, references: Path | None, image_dir: Path | None,
+                   source_model: str | None) -> RawRows:
+    if image_dir is None:
+        raise ValueError("the CLIPScore / PAC-S format needs --image-dir (images named <image_id>.<ext>)")
+    if not image_dir.is_dir():
+        raise ValueError(f"{image_dir}: not a directory")
+
+    def load(json_path: Path) -> dict:
+        return parse_json(decode_text(json_path.read_bytes(), str(json_path)), str(json_path), dict,
+                          "an object keyed by image id")
+
+    candidates = load(path)
+    refs = load(references) if references else {}
+    images = {}
+    for file in sorted(image_dir.iterdir()):
+        if file.is_file() and file.suffix.lower() in IMAGE_SUFFIXES:
+            images.setdefault(file.stem, file.name)
+    rows: RawRows = []
+    for image_id, candidate in candidates.items():
+        label = f"candidate {image_id!r}"
+        if not isinstance(candidate, str):
+            rows.append((label, "the candidate must be a string"))
+            continue
+        reference_list = refs.get(image_id, [])
+        if isinstance(reference_list, str):
+            reference_list = [reference_list]
+        if image_id not in images:
+            rows.append((label, f"no image named {image_id}.<png|jpg|...> in {image_dir}"))
+            continue
+        rows.append((label, {"image": images[image_id], "image_id": image_id, "caption": candidate,
+                             "kind": "candidate", "model": source_model, "references": reference_list}))
+    for image_id in refs:
+        if image_id not in candidates:
+            rows.append((f"references {image_id!r}", "references for an image id that has no candidate"))
+    return rows
+
+
+@contextmanager
+def open_source(path: Path, fmt: str, *, references: Path | None = None, image_dir: Path | None = None,
+                source_model: str | None = None) -> Iterator[tuple[RawRows, FileImages | ZipImages]]:
+    """The raw rows of `path` read as `fmt`, and where their images come from (a zip stays
+    open while the block runs)."""
+    if fmt == "zip":
+        try:
+            archive = zipfile.ZipFile(path)
+        except zipfile.BadZipFile as exc:
+            raise ValueError(f"{path}: not a zip file ({exc})") from exc
+        with archive:
+            manifest, prefix = find_manifest(archive, str(path))
+            yield manifest_rows(manifest, decode_text(archive.read(manifest), manifest)), ZipImages(archive, prefix)
+    elif fmt == "clipscore":
+        yield clipscore_rows(path, references, image_dir, source_model), FileImages(Path(image_dir))
+    else:
+        text = decode_text(path.read_bytes(), str(path))
+        yield (csv_rows(text) if fmt == "csv" else jsonl_rows(text)), FileImages(path.parent)

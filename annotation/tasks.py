@@ -1,0 +1,426 @@
+"""Annotators' work: the rating queue and ratings, the transcreation queue, critical objects.
+
+Queues offer each annotator the items that still need work, least-done first, never one they
+did or skipped. Roles are checked here, server-side: an annotator reads and edits only their
+own ratings; researchers and admins read everyone's. Permission problems raise
+PermissionError, bad input ValueError, unknown ids LookupError.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from annotation.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
+from annotation.captions import get_caption, in_collection, validate_caption_text, validate_language
+from db.models import (
+    Caption,
+    Collection,
+    CriticalAnnotation,
+    Image,
+    QueueSkip,
+    Rating,
+    RatingRevision,
+    Transcreation,
+    User,
+    utcnow,
+)
+
+RATING_FIELDS = ("overall", "fluency", "relevance", "descriptiveness")
+DEFAULT_RATINGS_PER_ITEM = 3
+
+# M-CapEval1k transcreation guidance (PR-MCS appendix C, Figures 10-11), in our own words.
+TRANSCREATION_INSTRUCTIONS = """\
+You are writing this caption again in another language so that it keeps its score.
+
+1. You see an image and an English caption of it. Write the caption in the target language.
+2. The image can be a photograph, a drawing, or just a background.
+3. The caption was produced by a captioning model and may describe the image badly. Its
+   human score (0 = wrong, 1 = perfect) is shown beside it.
+4. Your caption must deserve the same score as the English one, or very nearly: keep its
+   mistakes, omissions and vagueness. Do not fix it and do not improve it.
+5. Keep typos and details that do not match the image as they are, carried over into the
+   target language.
+6. Up to five human reference captions are shown. They only show what a caption scoring 1.0
+   looks like; do not translate them and do not borrow from them.
+7. The aim is a caption in each language that fits its own score.
+"""
+
+TRANSCREATION_EXAMPLES = tuple(dict(zip(("caption", "score", "good", "bad", "why_bad"), example)) for example in (
+    ("a bird perched on top of a tree", 0.25, "a bird sitting on top of a tree", "two birds sitting on a tree",
+     "it corrects the number of birds, which the original caption got wrong"),
+    ("a person holding a cell phone in their hand", 0.8, "a person holding a mobile phone in their hand",
+     "a young girl is holding a cell phone",
+     "it adds information (a young girl) that the original caption does not contain"),
+    ("a tray of food with a bunch of bananas.", 0.4, "a tray of food items with a bunch of bananas",
+     "a tray of food including a banana.",
+     "it repairs a mistake of the original (a bunch of bananas instead of one)"),
+    ("a baby brushing his teeth with a toothbrush.", 0.85, "a baby brushing his teeth with a toothbrush.",
+     "a crying baby brushing his teeth with a toothbrush.", "it invents a detail (crying) that nobody asked for"),
+))
+
+CRITICAL_INSTRUCTIONS = """\
+Mark what a substitution perturbation should swap (M-FineCap3k, PR-MCS section 4).
+Critical objects: the most important things the caption describes, copied exactly as they
+appear in the caption, attributes included (e.g. "white shirt", "green field").
+Backgrounds: the setting or scenery (e.g. "blue sky"). Relationships: how objects relate
+(e.g. "playing golf on"). Phrases must be copied from the caption text.
+"""
+
+
+# ---------------------------------------------------------------------------------------
+# rating queue and ratings
+
+
+def queue_order(user: User):
+    """A per-annotator tie-break so annotators working at once start on different items."""
+    return (Caption.id * 7919 + user.id * 104729) % 1000003
+
+
+def next_rating_item(session: Session, user: User, collection: Collection,
+                     k: int = DEFAULT_RATINGS_PER_ITEM) -> Caption | None:
+    """The next caption this annotator has neither rated nor skipped, least-rated first.
+
+    Items that already have `k` ratings are not offered, so work goes where it is needed
+    until every item has `k`. Reference captions are context, not rated.
+    """
+    require_role(user, *ALL_ROLES)
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    counts = (select(Rating.caption_id, func.count(Rating.id).label("n"))
+              .where(Rating.caption_id.in_(select(Caption.id).where(in_collection(collection))))
+              .group_by(Rating.caption_id).subquery())
+    n_ratings = func.coalesce(counts.c.n, 0)
+    mine = select(Rating.caption_id).where(Rating.annotator_id == user.id)
+    skipped = select(QueueSkip.caption_id).where(QueueSkip.annotator_id == user.id, QueueSkip.task == "rating")
+    query = (
+        select(Caption)
+        .outerjoin(counts, counts.c.caption_id == Caption.id)
+        .where(in_collection(collection), Caption.kind != "reference",
+               Caption.id.not_in(mine), Caption.id.not_in(skipped), n_ratings < k)
+        .order_by(n_ratings, queue_order(user), Caption.id)
+        .limit(1)
+    )
+    return session.scalar(query)
+
+
+@dataclass(frozen=True)
+class QueueProgress:
+    done_by_user: int
+    items: int
+    items_complete: int  # items with at least k ratings
+    k: int
+
+
+def rating_progress(session: Session, user: User, collection: Collection,
+                    k: int = DEFAULT_RATINGS_PER_ITEM) -> QueueProgress:
+    require_role(user, *ALL_ROLES)
+    rateable = select(Caption.id).where(in_collection(collection), Caption.kind != "reference")
+    items = session.scalar(select(func.count()).select_from(rateable.subquery()))
+    done = session.scalar(select(func.count(Rating.id)).where(Rating.annotator_id == user.id,
+                                                             Rating.caption_id.in_(rateable)))
+    per_item = (select(Rating.caption_id).where(Rating.caption_id.in_(rateable)).group_by(Rating.caption_id)
+                .having(func.count(Rating.id) >= k))
+    complete = session.scalar(select(func.count()).select_from(per_item.subquery()))
+    return QueueProgress(done, items, complete, k)
+
+
+def skip_item(session: Session, user: User, caption_id: int, task: str = "rating", language: str = "") -> None:
+    """Do not offer this caption to this annotator again in `task` (per target language)."""
+    require_role(user, *ALL_ROLES)
+    get_caption(session, caption_id)
+    exists = session.scalar(select(QueueSkip.id).where(
+        QueueSkip.annotator_id == user.id, QueueSkip.caption_id == caption_id,
+        QueueSkip.task == task, QueueSkip.language == language))
+    if exists is None:
+        session.add(QueueSkip(annotator_id=user.id, caption_id=caption_id, task=task, language=language))
+        session.flush()
+
+
+def validate_rating_values(values: dict) -> dict:
+    unknown = set(values) - set(RATING_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown rating fields: {', '.join(sorted(unknown))}")
+    clean = {}
+    for name, value in values.items():
+        if value is None:
+            if name == "overall":
+                raise ValueError("the overall score is required")
+            clean[name] = None
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}") from None
+        if not (0.0 <= number <= 1.0) or math.isnan(number):
+            raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
+        clean[name] = number
+    return clean
+
+
+def _own_rating(session: Session, user: User, caption_id: int) -> Rating | None:
+    return session.scalar(select(Rating).where(Rating.caption_id == caption_id, Rating.annotator_id == user.id))
+
+
+def submit_rating(session: Session, user: User, caption_id: int, overall: float, fluency: float | None = None,
+                  relevance: float | None = None, descriptiveness: float | None = None) -> Rating:
+    """Rate a caption (0-1); rating it again edits this annotator's rating, keeping history."""
+    require_role(user, *ALL_ROLES)
+    values = validate_rating_values(dict(overall=overall, fluency=fluency, relevance=relevance,
+                                         descriptiveness=descriptiveness))
+    caption = get_caption(session, caption_id)
+    if caption.kind == "reference":
+        raise ValueError(f"caption {caption_id} is a reference caption; references are not rated")
+    existing = _own_rating(session, user, caption_id)
+    if existing is not None:
+        return _apply_edit(session, existing, values)
+    try:
+        with session.begin_nested():
+            rating = Rating(caption_id=caption_id, annotator_id=user.id, **values)
+            session.add(rating)
+    except IntegrityError:
+        # The same annotator's other request (another tab) inserted it first: edit that one.
+        return _apply_edit(session, _own_rating(session, user, caption_id), values)
+    return rating
+
+
+def _apply_edit(session: Session, rating: Rating, values: dict) -> Rating:
+    if all(getattr(rating, name) == value for name, value in values.items()):
+        return rating
+    session.add(RatingRevision(
+        rating=rating, version=rating.version, valid_from=rating.updated_at,
+        **{name: getattr(rating, name) for name in RATING_FIELDS},
+    ))
+    for name, value in values.items():
+        setattr(rating, name, value)
+    rating.version += 1
+    rating.updated_at = utcnow()
+    session.flush()
+    return rating
+
+
+def get_rating(session: Session, user: User, rating_id: int) -> Rating:
+    """A rating; annotators may only read their own."""
+    require_role(user, *ALL_ROLES)
+    rating = session.get(Rating, rating_id)
+    if rating is None:
+        raise LookupError(f"no rating with id {rating_id}")
+    if rating.annotator_id != user.id and user.role not in RESEARCH_ROLES:
+        raise PermissionError(f"{user.name} may only read their own ratings")
+    return rating
+
+
+def edit_rating(session: Session, user: User, rating_id: int, **values) -> Rating:
+    """Change some fields of a rating. Only its author may edit it; the old values are kept."""
+    rating = get_rating(session, user, rating_id)
+    if rating.annotator_id != user.id:
+        raise PermissionError(f"{user.name} may only edit their own ratings")
+    return _apply_edit(session, rating, validate_rating_values(values))
+
+
+def rating_history(session: Session, user: User, rating_id: int) -> list[RatingRevision]:
+    """Earlier versions of a rating, oldest first (same read rules as `get_rating`)."""
+    return list(get_rating(session, user, rating_id).revisions)
+
+
+def list_ratings(session: Session, user: User, collection: Collection | None = None,
+                 annotator: User | None = None) -> list[Rating]:
+    """Ratings visible to `user`: annotators get only their own, researchers anyone's."""
+    require_role(user, *ALL_ROLES)
+    if user.role not in RESEARCH_ROLES:
+        if annotator is not None and annotator.id != user.id:
+            raise PermissionError(f"{user.name} may only read their own ratings")
+        annotator = user
+    query = select(Rating).order_by(Rating.id)
+    if annotator is not None:
+        query = query.where(Rating.annotator_id == annotator.id)
+    if collection is not None:
+        query = query.where(Rating.caption_id.in_(select(Caption.id).where(in_collection(collection))))
+    return list(session.scalars(query))
+
+
+def delete_rating(session: Session, user: User, rating_id: int) -> None:
+    """Delete a rating (researcher or admin)."""
+    require_role(user, *RESEARCH_ROLES)
+    rating = session.get(Rating, rating_id)
+    if rating is None:
+        raise LookupError(f"no rating with id {rating_id}")
+    session.delete(rating)
+    session.flush()
+
+
+def human_score(session: Session, caption_id: int) -> float | None:
+    """Mean overall rating of a caption (None when unrated)."""
+    return session.scalar(select(func.avg(Rating.overall)).where(Rating.caption_id == caption_id))
+
+
+# ---------------------------------------------------------------------------------------
+# transcreation queue
+
+
+@dataclass
+class TranscreationTask:
+    """What the transcreation screen shows for one caption."""
+
+    caption: Caption
+    image: Image
+    source_score: float
+    references: list[str]
+    target_language: str
+    instructions: str = TRANSCREATION_INSTRUCTIONS
+    examples: tuple = TRANSCREATION_EXAMPLES
+
+
+def _reference_texts(session: Session, image_id: int, language: str, limit: int = 5) -> list[str]:
+    return list(session.scalars(
+        select(Caption.text).where(Caption.image_id == image_id, Caption.kind == "reference",
+                                   Caption.language == language).order_by(Caption.id).limit(limit)))
+
+
+def next_transcreation_item(session: Session, user: User, collection: Collection, target_language: str,
+                            source_language: str = "en") -> TranscreationTask | None:
+    """The next rated `source_language` caption nobody has transcreated into `target_language`."""
+    require_role(user, *ALL_ROLES)
+    target_language = validate_language(target_language)
+    if target_language == source_language:
+        raise ValueError("target language equals the source language")
+    done = select(Transcreation.source_caption_id).where(Transcreation.target_language == target_language)
+    skipped = select(QueueSkip.caption_id).where(QueueSkip.annotator_id == user.id,
+                                                 QueueSkip.task == "transcreation",
+                                                 QueueSkip.language == target_language)
+    rated = select(Rating.caption_id)
+    caption = session.scalar(
+        select(Caption)
+        .where(in_collection(collection), Caption.kind == "candidate", Caption.language == source_language,
+               Caption.id.in_(rated), Caption.id.not_in(done), Caption.id.not_in(skipped))
+        .order_by(queue_order(user), Caption.id)
+        .limit(1))
+    if caption is None:
+        return None
+    return TranscreationTask(caption=caption, image=caption.image, source_score=human_score(session, caption.id),
+                             references=_reference_texts(session, caption.image_id, source_language),
+                             target_language=target_language)
+
+
+def submit_transcreation(session: Session, user: User, source_caption_id: int, target_language: str,
+                         text: str) -> Transcreation:
+    """Save a transcreation as a new caption (kind `transcreated`, parent = the source).
+
+    The source's current mean human score is stored with it: that is the score the new
+    caption is meant to keep. Submitting again for the same caption and language edits it.
+    """
+    require_role(user, *ALL_ROLES)
+    target_language = validate_language(target_language)
+    text = validate_caption_text(text)
+    source = get_caption(session, source_caption_id)
+    if source.kind in ("transcreated", "perturbed", "reference"):
+        raise ValueError(f"caption {source_caption_id} is a {source.kind} caption; transcreate model candidates")
+    if source.language == target_language:
+        raise ValueError("target language equals the caption's language")
+    score = human_score(session, source.id)
+    if score is None:
+        raise ValueError(f"caption {source_caption_id} has no human rating: there is no score to preserve")
+    existing = session.scalar(select(Transcreation).where(
+        Transcreation.source_caption_id == source.id, Transcreation.target_language == target_language,
+        Transcreation.annotator_id == user.id))
+    if existing is not None:
+        existing.text = existing.result_caption.text = text
+        existing.source_score = score
+        existing.updated_at = utcnow()
+        session.flush()
+        return existing
+    result = Caption(image_id=source.image_id, text=text, language=target_language, kind="transcreated",
+                     source_model=source.source_model, parent_id=source.id, created_by_id=user.id)
+    result.collections.extend(source.collections)
+    session.add(result)
+    session.flush()
+    transcreation = Transcreation(source_caption_id=source.id, result_caption_id=result.id,
+                                  target_language=target_language, text=text, annotator_id=user.id,
+                                  source_score=score)
+    session.add(transcreation)
+    session.flush()
+    return transcreation
+
+
+def list_transcreations(session: Session, user: User, collection: Collection | None = None) -> list[Transcreation]:
+    """Transcreations visible to `user` (annotators: their own)."""
+    require_role(user, *ALL_ROLES)
+    query = select(Transcreation).order_by(Transcreation.id)
+    if user.role not in RESEARCH_ROLES:
+        query = query.where(Transcreation.annotator_id == user.id)
+    if collection is not None:
+        query = query.where(Transcreation.source_caption_id.in_(select(Caption.id).where(in_collection(collection))))
+    return list(session.scalars(query))
+
+
+# ---------------------------------------------------------------------------------------
+# critical objects (for substitution perturbations)
+
+
+def _phrases(values: Iterable[str], what: str) -> list[str]:
+    if isinstance(values, str):
+        values = [part for part in values.split(",")]
+    phrases = []
+    for value in values:
+        if not isinstance(value, str):
+            raise ValueError(f"{what} must be text, got {value!r}")
+        value = value.strip()
+        if value and value not in phrases:
+            phrases.append(value)
+    return phrases
+
+
+def next_critical_item(session: Session, user: User, collection: Collection) -> Caption | None:
+    """The next caption (not perturbed) this annotator has not marked or skipped."""
+    require_role(user, *ALL_ROLES)
+    mine = select(CriticalAnnotation.caption_id).where(CriticalAnnotation.annotator_id == user.id)
+    skipped = select(QueueSkip.caption_id).where(QueueSkip.annotator_id == user.id, QueueSkip.task == "critical")
+    return session.scalar(
+        select(Caption)
+        .where(in_collection(collection), Caption.kind.in_(("reference", "candidate", "transcreated")),
+               Caption.id.not_in(mine), Caption.id.not_in(skipped))
+        .order_by(queue_order(user), Caption.id).limit(1))
+
+
+def mark_critical(session: Session, user: User, caption_id: int, critical_objects: Sequence[str] | str,
+                  backgrounds: Sequence[str] | str = (), relationships: Sequence[str] | str = ()) -> CriticalAnnotation:
+    """Record critical objects, backgrounds and relationships of a caption.
+
+    Every phrase must occur in the caption text (case-insensitively), because substitution
+    swaps those exact spans. Marking again replaces this annotator's earlier marking.
+    """
+    require_role(user, *ALL_ROLES)
+    caption = get_caption(session, caption_id)
+    marked = {"critical_objects": _phrases(critical_objects, "critical objects"),
+              "backgrounds": _phrases(backgrounds, "backgrounds"),
+              "relationships": _phrases(relationships, "relationships")}
+    if not marked["critical_objects"]:
+        raise ValueError("mark at least one critical object")
+    lowered = caption.text.casefold()
+    missing = [p for group in marked.values() for p in group if p.casefold() not in lowered]
+    if missing:
+        raise ValueError(f"not in the caption text: {', '.join(repr(p) for p in missing)}")
+    annotation = session.scalar(select(CriticalAnnotation).where(
+        CriticalAnnotation.caption_id == caption_id, CriticalAnnotation.annotator_id == user.id))
+    if annotation is None:
+        annotation = CriticalAnnotation(caption_id=caption_id, annotator_id=user.id, **marked)
+        session.add(annotation)
+    else:
+        for name, value in marked.items():
+            setattr(annotation, name, value)
+        annotation.updated_at = utcnow()
+    session.flush()
+    return annotation
+
+
+def critical_objects(session: Session, caption_id: int) -> list[str]:
+    """Critical objects of a caption from all annotators, first-marked first (for perturb)."""
+    merged: list[str] = []
+    for annotation in session.scalars(select(CriticalAnnotation).where(CriticalAnnotation.caption_id == caption_id)
+                                      .order_by(CriticalAnnotation.id)):
+        merged.extend(p for p in annotation.critical_objects if p not in merged)
+    return merged
