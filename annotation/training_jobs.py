@@ -363,7 +363,8 @@ def training_board(user_id: int | None, job_id: str | None = None, *, jobs: JobR
     listed = jobs.jobs(None if admin else owner_id)
     if job_id:
         _check_access(user_id, jobs, job_id)
-        return TrainingBoard(jobs.view(job_id), listed)
+        # From the same snapshot as the list, so the two never disagree about the job's state.
+        return TrainingBoard(next(j for j in listed if j.id == job_id), listed)
     own = [j for j in listed if jobs.owner_of(j.id) == owner_id] if admin else listed
     return TrainingBoard(next((j for j in own if j.active), own[0] if own else None), listed)
 

@@ -226,6 +226,7 @@ def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts,
     assert "before" in table and "after" in table and "R@1" in table, table
     assert "100 %" in page.locator("#train-progress").inner_text()
     assert "step 6/6" in page.locator("#train-log textarea").input_value()
+    assert "done" in page.locator("#train-jobs").inner_text() and name in page.locator("#train-jobs").inner_text()
     page.wait_for_timeout(1000)  # let Plotly draw the loss curve before the screenshot
     assert page.locator("#train-loss .js-plotly-plot").count() == 1
     page.screenshot(path=str(artifacts / "train-tab.png"), full_page=True)
