@@ -1,8 +1,9 @@
 """`caplens finetune RECIPE --config FILE [--set FILE | --collection NAME] [--resume]` and `caplens finetune list`.
 
 Lives in `annotation/` because `--collection` first exports the collection's fine-tuning set
-(`annotation.finetune_sets`) and then trains on it with `scoring.training`.  Ctrl-C cancels
-cleanly: the run stays resumable with `--resume`.
+(`annotation.finetune_sets`) and then trains on it with `scoring.training`.  A finished run
+registers as a new version of its metric (`scoring.user_registry`).  Ctrl-C cancels cleanly:
+the run stays resumable with `--resume`.
 """
 from __future__ import annotations
 
@@ -11,10 +12,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-
-# Which exported set feeds which recipe (mcs-teacher and world-clip train on world data only).
-SET_FOR_RECIPE = {"pr-mcs": "prmcs", "specs": "specs", "umic": "umic", "itm": "umic", "pac-s": "pacs",
-                  "caplens-r": "human"}
 
 
 def register(subparsers, parents) -> None:
@@ -41,19 +38,14 @@ def register(subparsers, parents) -> None:
 
 def _export_collection(name: str, recipe: str, user_name: str | None, seed: int) -> Path:
     from annotation.cli import _acting_user
-    from annotation.finetune_sets import build_finetune_set
-    from annotation.workflows import get_collection
-    from db.session import ensure_schema, session_scope
-    from scoring.registry import data_dir
+    from annotation.database import database_session
+    from annotation.training_jobs import export_collection_set
+    from scoring.paths import data_dir
 
-    if recipe not in SET_FOR_RECIPE:
-        raise ValueError(f"recipe {recipe} trains on world data only; it has no collection set")
-    kind = SET_FOR_RECIPE[recipe]
-    out = data_dir() / "sets" / f"{name}-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
-    with session_scope(ensure_schema(), read_only=True) as session:
-        manifest = build_finetune_set(session, _acting_user(session, user_name), kind, out,
-                                      collection=get_collection(session, name), seed=seed)
-    print(f"exported {manifest['rows']} {kind} rows of collection {name!r} to {out}", file=sys.stderr)
+    out = data_dir() / "sets" / f"{name}-{recipe}-{time.strftime('%Y%m%d-%H%M%S')}"
+    with database_session(read_only=True) as session:
+        export_collection_set(session, _acting_user(session, user_name), recipe, name, out, seed=seed)
+    print(f"exported the {recipe} set of collection {name!r} to {out}", file=sys.stderr)
     return out
 
 
@@ -95,6 +87,7 @@ def _run_with_progress(config, resume: bool):
 def _finetune(args: argparse.Namespace) -> int:
     from scoring.registry import data_dir
     from scoring.training import Cancelled, list_runs, load_config
+    from scoring.user_registry import register_run
 
     if args.recipe == "list":
         return _list(list_runs(data_dir() / "runs"))
@@ -116,6 +109,12 @@ def _finetune(args: argparse.Namespace) -> int:
     print(_table(result))
     for warning in result.warnings:
         print(f"warning: {warning}")
+    try:
+        name = register_run(result)
+    except ValueError as exc:
+        print(f"not registered as a metric version: {exc}", file=sys.stderr)
+    else:
+        print(f"registered as {name}: caplens score --metrics '{name}'")
     return 0
 
 
