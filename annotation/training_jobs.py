@@ -30,8 +30,7 @@ from scoring.paths import data_dir
 from scoring.user_registry import register_run
 
 LOG = logging.getLogger(__name__)
-STATUSES = ("queued", "running", "done", "failed", "cancelled")
-ACTIVE = ("queued", "running")
+ACTIVE = ("queued", "running")  # the other statuses: done, failed, cancelled
 LOG_LINES = 500
 SET_SUFFIXES = (".jsonl", ".parquet", ".csv", ".json")
 # The trainer's set kinds that a collection export provides under another name.

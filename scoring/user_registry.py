@@ -84,15 +84,6 @@ def register_run(result: "TrainResult | str | os.PathLike", *, version: str | No
     return name
 
 
-def registered_versions(profile: str | None = None) -> dict[str, dict[str, Any]]:
-    """Registered versions visible in ``profile`` (every profile when None): name -> fields."""
-    data = _read(user_registry_path())
-    sections = [data.get("metrics", {})]
-    profiles = data.get("profiles", {})
-    sections += [profiles[p].get("metrics", {}) for p in profiles if profile is None or p == profile]
-    return {name: fields for section in sections for name, fields in section.items() if "run" in fields}
-
-
 def training_note(spec: MetricSpec) -> str:
     """The card's sentence on a registered version: what it was trained on, before → after."""
     extra = spec.extra

@@ -9,8 +9,6 @@ login) the tab finds it again. The library checks the role; this tab only shows 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import gradio as gr
 import pandas as pd
 import plotly.graph_objects as go
@@ -23,12 +21,6 @@ REFRESH_S = 1.0
 EMPTY_RESULT = pd.DataFrame(columns=["held-out number", "before", "after", "change"])
 JOB_COLUMNS = ["job", "owner", "recipe", "preset", "data", "status", "progress", "metric version"]
 PROBLEMS = (PermissionError, ValueError, LookupError, OSError)
-
-
-@dataclass
-class TrainTab:
-    start: gr.Button
-    status: gr.Textbox
 
 
 def _user_id(user_state: dict | None) -> int | None:
@@ -115,7 +107,7 @@ def problem(exc: Exception):
     return (gr.skip(), gr.skip(), jobs.public_message(exc), *[gr.skip()] * 6)
 
 
-def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.CheckboxGroup) -> TrainTab:
+def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.CheckboxGroup) -> None:
     """The tab; ``score_metrics`` (the Score tab's metric list) gains each version a job registers."""
     try:
         options, unavailable = jobs.training_options(), ""
@@ -221,4 +213,3 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
     registered.change(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None, score_metrics,
                       api_visibility="private")
     user_state.change(on_collections, user_state, collection, api_visibility="private")
-    return TrainTab(start, status)

@@ -187,7 +187,7 @@ def test_a_collection_trains_with_the_real_trainer_and_registers(accounts, engin
     from annotation.image_store import add_image
     from db.session import session_scope
     from scoring.tiny import ensure_tiny_checkpoints
-    from scoring.user_registry import registered_versions
+    from scoring.registry import load_registry
 
     ensure_tiny_checkpoints()
     rita = accounts["rita"]
@@ -207,11 +207,12 @@ def test_a_collection_trains_with_the_real_trainer_and_registers(accounts, engin
     view = runner.wait(job.id, 240)
     assert view.status == "done", view.log
     assert view.metric_name.startswith("UMIC@shapes-") and view.comparison
-    card = registered_versions("tiny")[view.metric_name]
-    assert (card["family"], card["variant"]) == ("itm", "umic") and card["trained_on"].startswith("umic set of collection 'shapes' (12 rows)")
+    spec = load_registry("tiny").metrics[view.metric_name]
+    assert (spec.family, spec.variant) == ("itm", "umic")
+    assert spec.extra["trained_on"].startswith("umic set of collection 'shapes' (12 rows)")
 
     # The same set uploaded as the zip of its folder trains too.
-    exported = next((Path(card["run"]).parents[1] / "sets").glob("shapes-*"))
+    exported = next((Path(spec.extra["run"]).parents[1] / "sets").glob("shapes-*"))
     archive = shutil.make_archive(str(tmp_path / "shapes-set"), "zip", exported.parent, exported.name)
     uploaded = tj.start_training(rita.id, "umic", "umic-tiny", set_file=archive, profile="tiny", jobs=runner)
     assert uploaded.data == "uploaded set shapes-set.zip"

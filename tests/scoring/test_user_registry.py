@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from scoring.api import ScoreItem, Scorer, get_scorer, metric_names
-from scoring.registry import RegistryError
-from scoring.user_registry import register_run, registered_versions, user_registry_path
+from scoring.registry import RegistryError, load_registry
+from scoring.user_registry import register_run, user_registry_path
 
 TODAY = datetime.now(timezone.utc).strftime("%Y-%m-%d")
 CAPTIONS = ["a dog on the grass", "two red cars", "a small white cat"]
@@ -55,7 +55,7 @@ def test_registered_pacs_run_is_listed_scored_and_carded(data_dir, tmp_path, tin
     card = scorer.info(name).description
     assert "pac-s recipe" in card and "the synthetic world (scenes 40)" in card
     assert "tau_c 0.5241 → 0.5612" in card
-    assert name in registered_versions("tiny")
+    assert load_registry("tiny").metrics[name].extra["run"] == str(run.resolve())
 
 
 def test_pr_mcs_run_keeps_the_profiles_image_tower_and_names_are_unique(data_dir, tmp_path, tiny_dir, images):
