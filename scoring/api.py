@@ -10,6 +10,7 @@ only its metrics unavailable, with the reason.
 """
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,11 +22,12 @@ from scoring.backbones import BackboneUnavailable, fetch, load_backbone, select_
 from scoring.images import ImageInput, image_key
 from scoring.metrics import build_metric
 from scoring.metrics.base import MetricInfo, MetricUnavailable, ScoreContext
-from scoring.registry import Registry, canonical_metric_name, load_registry, overrides_stamp
+from scoring.registry import Registry, RegistryError, canonical_metric_name, load_registry, overrides_stamp
 from scoring.user_registry import training_note
 
 __all__ = ["MetricInfo", "MetricResult", "ScoreItem", "Scorer", "get_scorer", "metric_names"]
 
+LOG = logging.getLogger(__name__)
 Progress = Callable[..., object]  # called as progress(fraction, desc=...) — gr.Progress fits
 
 
@@ -81,11 +83,18 @@ class Scorer:
 
     def refresh(self) -> bool:
         """Re-read the registry if an override file changed (e.g. a trained run was
-        registered): new metrics appear, backbones whose entry is unchanged stay loaded."""
+        registered): new metrics appear, backbones whose entry is unchanged stay loaded.
+        A file edited into an invalid state is logged and the last good registry kept, so
+        a typo in registry.toml does not stop a running app from scoring."""
         stamp = overrides_stamp()
         if stamp == self._overrides_stamp:
             return False
-        registry = load_registry(self._profile_request)
+        try:
+            registry = load_registry(self._profile_request)
+        except RegistryError as exc:
+            LOG.warning("registry not reloaded, keeping the previous one: %s", exc)
+            self._overrides_stamp = stamp
+            return False
         with self._lock:
             self._backbones = {name: loaded for name, loaded in self._backbones.items()
                                if registry.backbones.get(name) == self.registry.backbones.get(name)}

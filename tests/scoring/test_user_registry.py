@@ -131,3 +131,13 @@ def test_caplens_r_run_brings_its_frozen_backbones_along(data_dir, tmp_path, tin
     result = scorer.score([ScoreItem(images[0], "a dog", ["a dog on the grass"])], [name])[name]
     assert result.unavailable is None and 0.0 <= result.values[0] <= 1.0
     assert "tau_c" in scorer.info(name).description
+
+
+def test_a_broken_registry_edit_keeps_the_running_scorer_on_its_last_good_registry(data_dir, tmp_path, tiny_dir):
+    register_run(make_run(tmp_path / "r", tiny_dir / "clip", "pac-s", "PAC-S", "clip", {"base": "tiny:clip"}))
+    scorer = get_scorer("tiny")
+    names = scorer.metric_names()
+    user_registry_path().write_text(user_registry_path().read_text() + "\n[metrics.broken\n")
+    assert get_scorer("tiny").metric_names() == names
+    with pytest.raises(RegistryError, match="invalid TOML"):
+        Scorer("tiny", device="cpu")
