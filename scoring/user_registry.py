@@ -56,8 +56,9 @@ def register_run(result: "TrainResult | str | os.PathLike", *, version: str | No
     defaults to ``<data>-<date>`` (``world-2026-11-23``), made unique with ``-2``, ``-3``…;
     an explicit version that is taken is an error.  The entry goes to ``profile``, else the
     profile of the run's registry references (``world:clip``), else ``fallback_profile``
-    (the app's); with none of them it is registered for every profile, unless its metric
-    needs a second backbone of a profile (MCS's image tower).
+    (the app's); with none of them it is registered for every profile, which is refused when
+    the version borrows a profile's backbone (an MCS image tower its run did not name).
+    Backbones the run named by folder come along as entries of their own (see _companions).
     """
     run = _run_record(result)
     profile = profile or _profile_of(run["config"]) or fallback_profile
