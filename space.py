@@ -10,18 +10,11 @@ from app.serve import create_app, launch_kwargs
 
 
 def ensure_admin_from_secrets() -> None:
-    from sqlalchemy import select
-
-    from annotation.accounts import create_user
-    from annotation.database import database_session
-    from db.models import User
+    from annotation.app_start import ensure_account
 
     name, password = os.environ.get("CAPLENS_ADMIN_USER"), os.environ.get("CAPLENS_ADMIN_PASSWORD")
-    if not name or not password:
-        return
-    with database_session() as session:
-        if session.scalar(select(User).where(User.name == name)) is None:
-            create_user(session, name, "admin", password)
+    if name and password:
+        ensure_account(name, "admin", password)
 
 
 demo, ctx = create_app()

@@ -164,16 +164,9 @@ def _scoring_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_csv(path: Path):
-    import pandas as pd
+    from scoring.analysis.run import read_table
 
-    if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
-    try:
-        return pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        raise ValueError(f"{path}: the file is empty") from None
-    except pd.errors.ParserError as exc:
-        raise ValueError(f"{path}: not a readable CSV ({exc})") from None
+    return read_table(path)
 
 
 def _emit(table, args, formatted=None) -> None:
@@ -238,16 +231,15 @@ def _scorer(args):
     return get_scorer(args.profile, args.device)
 
 
-def _report_unavailable(table) -> None:
-    for metric, reason in table.attrs.get("unavailable", {}).items():
+def _report_unavailable(unavailable: dict[str, str]) -> None:
+    for metric, reason in unavailable.items():
         print(f"{metric}: unavailable: {reason}")
 
 
 def _captions(path: Path):
-    captions = _read_csv(path)
-    if not {"candidate", "caption"} & set(captions.columns):
-        raise ValueError(f"{path}: needs a 'candidate' (or 'caption') column")
-    return captions
+    from scoring.analysis.run import read_captions
+
+    return read_captions(path)
 
 
 def _load_dataset(name: str, path: Path):
@@ -272,12 +264,14 @@ def _correlation(args) -> int:
     if args.scores is None:
         if not (args.dataset and args.dataset_path):
             raise ValueError("give --scores, or --dataset and --dataset-path with --metrics to score now")
-        from scoring.analysis.pipeline import score_table
+        from scoring.analysis.run import rating_correlation
 
-        table = score_table(_scorer(args), _load_dataset(args.dataset, args.dataset_path), args.metrics,
-                            image_root=args.image_root)
-        _report_unavailable(table)
-        return _correlate(table.drop(columns=["references"]), args, table.attrs.get("unavailable", {}))
+        measured = rating_correlation(_scorer(args), args.dataset_path, args.metrics, dataset=args.dataset,
+                                      image_root=args.image_root, group_by=args.group,
+                                      coefficients=args.coefficients, n_boot=args.bootstrap, seed=args.seed)
+        _report_unavailable(measured.unavailable)
+        _emit(measured.table, args)
+        return _compare(measured.scores, args, list(dict.fromkeys(measured.table["metric"])))
     scores = _wide_scores(_read_csv(args.scores))
     if args.dataset:
         if not args.dataset_path:
@@ -301,19 +295,24 @@ def _correlation(args) -> int:
 def _correlate(table, args, unavailable=None) -> int:
     """Correlation (and optional comparison / system level) of `table`; metrics reported
     unavailable are left out so the others still get their rows."""
-    from scoring.analysis.correlation import compare_metrics, correlation_table, metric_columns, system_level_correlation
+    from scoring.analysis.correlation import metric_columns
+    from scoring.analysis.run import correlate
 
     if args.human_col not in table.columns:
         raise ValueError(f"no human column {args.human_col!r}; give --dataset or add it to {args.scores}")
     metrics = [m for m in (args.metrics or metric_columns(table, args.human_col)) if m not in (unavailable or {})]
-    if not metrics:
-        raise ValueError("no metric could be scored")
-    group = args.group if args.group is not None else [c for c in ("collection", "lang") if c in table.columns]
-    result = correlation_table(
-        table, metrics, human_col=args.human_col, group_by=group, coefficients=args.coefficients,
-        n_boot=args.bootstrap, seed=args.seed,
-    )
-    _emit(result, args)
+    _emit(correlate(table, metrics, human_col=args.human_col, group_by=args.group, coefficients=args.coefficients,
+                    n_boot=args.bootstrap, seed=args.seed), args)
+    return _compare(table, args, metrics)
+
+
+def _compare(table, args, metrics: list[str]) -> int:
+    """With --compare, whether two metrics' correlations differ; with --system-col, the
+    system-level correlation."""
+    from scoring.analysis.correlation import compare_metrics, system_level_correlation
+    from scoring.analysis.run import default_groups
+
+    group = args.group if args.group is not None else default_groups(table)
     if args.compare:
         missing = [m for m in args.compare if m not in metrics]
         if missing:
@@ -362,7 +361,7 @@ def _robustness(args) -> int:
         ops = [o.lower() for o in args.ops] if args.ops else list(PRMCS_OPS)
         scores = perturbation_scores(_scorer(args), _captions(args.captions), args.metrics, ops, p=args.p,
                                      seed=args.seed, image_root=args.image_root)
-        _report_unavailable(scores)
+        _report_unavailable(scores.attrs["unavailable"])
         _save(scores, args.save_scores)
     else:
         scores = _read_csv(args.scores)
@@ -378,11 +377,9 @@ def _robustness(args) -> int:
 
 
 def _specificity(args) -> int:
-    from scoring.analysis.specificity import specificity_table
+    from scoring.analysis.run import specificity, specificity_rates
 
     if args.captions or args.collection:
-        from scoring.analysis.pipeline import triplet_scores
-
         if args.collection:
             from annotation.score_store import collection_captions
 
@@ -390,13 +387,12 @@ def _specificity(args) -> int:
                 captions = collection_captions(session, user, args.collection)
         else:
             captions = _captions(args.captions)
-        triplets = triplet_scores(_scorer(args), captions, args.metrics, seed=args.seed, image_root=args.image_root)
-        _report_unavailable(triplets)
-        _save(triplets, args.save_scores)
+        measured = specificity(_scorer(args), captions, args.metrics, seed=args.seed, image_root=args.image_root)
+        _report_unavailable(measured.unavailable)
+        _save(measured.scores, args.save_scores)
+        _emit(measured.table, args)
     else:
-        triplets = _read_csv(args.scores)
-    group = [c for c in ("lang", "metric") if c in triplets.columns]
-    _emit(specificity_table(triplets, group_by=group), args)
+        _emit(specificity_rates(_read_csv(args.scores)), args)
     return 0
 
 
@@ -407,18 +403,16 @@ def _retrieval(args) -> int:
     from scoring.analysis.retrieval import retrieval_table
 
     if args.coco_sm:
+        from scoring.analysis.run import coco_sm_retrieval
         from scoring.api import get_scorer
 
-        from scoring.analysis.pipeline import retrieval_similarities
-
-        captions = load_coco_sm(args.coco_sm, args.langs)
-        arrays, text_to_image = retrieval_similarities(get_scorer(args.profile, args.device), captions, args.metric,
-                                                       image_root=args.image_root, langs=args.langs)
+        measured = coco_sm_retrieval(get_scorer(args.profile, args.device), args.coco_sm, args.metric,
+                                     langs=args.langs, image_root=args.image_root, reference_lang=args.reference_lang)
         if args.save_similarities:
             args.save_similarities.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(args.save_similarities, text_to_image=text_to_image, **arrays)
+            np.savez(args.save_similarities, text_to_image=measured.text_to_image, **measured.similarities)
             print(f"wrote {args.save_similarities}")
-        _emit(retrieval_table(arrays, text_to_image, reference_lang=args.reference_lang), args)
+        _emit(measured.table, args)
         return 0
     if not args.similarities.exists():
         raise FileNotFoundError(f"no such file: {args.similarities}")
@@ -454,14 +448,15 @@ def _pascal50s(args) -> int:
     if args.scores is None:
         if not args.pascal_dir:
             raise ValueError("give --scores, or --pascal-dir with --metrics to score the pairs now")
-        from scoring.analysis.pipeline import pair_scores
+        from scoring.analysis.run import pascal50s
 
-        scores = pair_scores(_scorer(args), load_pascal50s(args.pascal_dir), args.metrics, ("caption_a", "caption_b"),
-                             ("_a", "_b"), n_references=args.references, seed=args.seed, image_root=args.image_root)
-        _report_unavailable(scores)
-    else:
-        scores = _read_csv(args.scores)
-    if args.scores is not None and args.pascal_dir:
+        measured = pascal50s(_scorer(args), args.pascal_dir, args.metrics, n_references=args.references,
+                             seed=args.seed, image_root=args.image_root)
+        _report_unavailable(measured.unavailable)
+        _emit(measured.table, args)
+        return 0
+    scores = _read_csv(args.scores)
+    if args.pascal_dir:
         pairs = load_pascal50s(args.pascal_dir).drop(columns=["references"])
         if "pair_id" not in scores.columns:
             raise ValueError(f"{args.scores}: needs a pair_id column to join with Pascal-50S")
@@ -479,15 +474,14 @@ def _foil(args) -> int:
     from scoring.analysis.pairwise import foil_table
 
     if args.foil_json:
-        from scoring.analysis.datasets import load_foil
-        from scoring.analysis.pipeline import pair_scores
+        from scoring.analysis.run import foil
 
-        scores = pair_scores(_scorer(args), load_foil(args.foil_json), args.metrics, ("correct", "foil"),
-                             ("_correct", "_foil"), n_references=args.references, seed=args.seed,
-                             image_root=args.image_root)
-        _report_unavailable(scores)
-    else:
-        scores = _read_csv(args.scores)
+        measured = foil(_scorer(args), args.foil_json, args.metrics, n_references=args.references, seed=args.seed,
+                        image_root=args.image_root)
+        _report_unavailable(measured.unavailable)
+        _emit(measured.table, args)
+        return 0
+    scores = _read_csv(args.scores)
     metrics = args.metrics or [m for m in _metrics_from_suffix(scores.columns, "_correct") if f"{m}_foil" in scores]
     if not metrics:
         raise ValueError("no <metric>_correct / <metric>_foil score columns found")

@@ -7,10 +7,26 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app import engine
-from app.langs import AUTO
-from app.tabs.perturb import parse_critical, run_perturbations
-from app.tabs.score import ScoreRequest, load_images, outcome_to_json, run_scoring, split_lines
+from annotation.queue_screens import rate, rating_screen
+from app import engine, render
+from app.session import account_id, login
+from app.tabs.score import load_images, split_lines
+from scoring.language_id import AUTO
+from scoring.perturb.lab import parse_critical, perturb_caption
+from scoring.session_scoring import ScoreOutcome, ScoreRequest, score_request
+
+
+def outcome_to_json(outcome: ScoreOutcome) -> dict:
+    """The API's answer: rows with every metric (rounded as shown), plus each metric's availability."""
+    frame = outcome.frame.astype(object).where(outcome.frame.notna(), None)
+    records = [{key: render.format_score(value) if key in outcome.metric_columns else value
+                for key, value in row.items()} for row in frame.to_dict(orient="records")]
+    return {
+        "rows": records,
+        "computed_now": outcome.scored_now,
+        "metrics": {a["metric"]: {"backbone": a["backbone"], "status": a["status"]} for a in outcome.availability},
+        "messages": outcome.messages,
+    }
 
 
 def score_endpoint(profile: str, image_path: str | None, captions: str, references: str, lang: str,
@@ -24,25 +40,20 @@ def score_endpoint(profile: str, image_path: str | None, captions: str, referenc
     if not caption_list:
         raise gr.Error("captions: give at least one caption (one per line)")
     chosen = [m.strip() for m in (metrics or "").split(",") if m.strip()] or None
-    if chosen:
-        known = {name.lower(): name for name in engine.metric_names(profile)}
-        unknown = [m for m in chosen if m.lower() not in known]
-        if unknown:
-            raise gr.Error(f"unknown metric(s): {', '.join(unknown)}; known: {', '.join(known.values())}")
-        chosen = [known[m.lower()] for m in chosen]
-    outcome = run_scoring(profile, ScoreRequest(images, caption_list, split_lines(references), lang or AUTO, chosen),
-                          cache)
+    try:
+        request = ScoreRequest(images, caption_list, split_lines(references), lang or AUTO, chosen)
+        outcome = score_request(engine.AppScorer(profile), request, cache)
+    except LookupError as exc:
+        raise gr.Error(str(exc)) from None
     outcome.messages = messages
     return outcome_to_json(outcome)
 
 
 def perturb_endpoint(text: str, op: str, p: float, seed: float, lang: str, critical: str) -> list[dict]:
     """The perturbed caption(s) with provenance and changed character spans."""
-    from app.langs import resolve_language
-
     try:
-        results = run_perturbations(text, op or "all", float(p if p is not None else 0.4), int(seed or 0),
-                                    resolve_language(lang or AUTO, text or ""), parse_critical(critical))
+        results = perturb_caption(text, op or "all", float(p if p is not None else 0.4), int(seed or 0), lang or AUTO,
+                                  parse_critical(critical))
     except (ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
     return [r.to_dict() | {"noop_reason": r.noop_reason} for r in results]
@@ -50,8 +61,6 @@ def perturb_endpoint(text: str, op: str, p: float, seed: float, lang: str, criti
 
 def login_endpoint(name: str, password: str):
     """Log this client session in; later /rate and /next_item calls act as that user."""
-    from app.tabs.annotate import login
-
     state, message = login(name, password)
     if state is None:
         raise gr.Error(message)
@@ -60,67 +69,34 @@ def login_endpoint(name: str, password: str):
 
 def next_item_endpoint(collection: str, user_state: dict | None) -> dict:
     """The next caption this user should rate in `collection` (caption_id None when done)."""
-    from app.tabs.annotate import _db, acting_user, rating_view
-
     try:
-        with _db() as session:
-            view = rating_view(session, acting_user(session, user_state), collection)
+        screen = rating_screen(account_id(user_state), collection)
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
-    return {"caption_id": view.caption_id, "text": view.text, "language": view.language, "progress": view.progress}
+    return {"caption_id": screen.caption_id, "text": screen.text, "language": screen.language,
+            "progress": screen.progress}
 
 
 def rate_endpoint(caption_id: float, overall: float, fluency: float | None, relevance: float | None,
                   descriptiveness: float | None, user_state: dict | None) -> dict:
     """Rate a caption as the logged-in user (0-1 each; aspects optional)."""
-    from app.tabs.annotate import rate
-
     if caption_id is None or overall is None:
         raise gr.Error("caption_id and overall are required")
     try:
-        return rate(user_state, int(caption_id), float(overall), fluency, relevance, descriptiveness)
+        return rate(account_id(user_state), int(caption_id), float(overall), fluency, relevance, descriptiveness)
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
+
+
+def _endpoint(api_name: str, fn, inputs: list, result_label: str, extra_outputs: tuple = ()) -> None:
+    """A hidden button named `api_name` whose click calls `fn` and answers in a JSON component."""
+    result = gr.JSON(label=result_label)
+    gr.Button(api_name).click(fn, inputs, [result, *extra_outputs], api_name=api_name)
 
 
 def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     """Hidden components and the named endpoints bound to them. `user_state` is the
     Annotate tab's per-session login, so an API client logs in once per Client."""
-    with gr.Column(visible=False):
-        image = gr.File(label="image", file_count="single")
-        captions = gr.Textbox(label="captions")
-        references = gr.Textbox(label="references")
-        lang = gr.Textbox(label="lang", value=AUTO)
-        metrics = gr.Textbox(label="metrics")
-        score_result = gr.JSON(label="scores")
-        score_trigger = gr.Button("score")
-
-        text = gr.Textbox(label="text")
-        op = gr.Textbox(label="op", value="all")
-        p = gr.Number(label="p", value=0.4)
-        seed = gr.Number(label="seed", value=0, precision=0)
-        perturb_lang = gr.Textbox(label="lang", value=AUTO)
-        critical = gr.Textbox(label="critical")
-        perturb_result = gr.JSON(label="perturbations")
-        perturb_trigger = gr.Button("perturb")
-
-        user_name = gr.Textbox(label="name")
-        user_password = gr.Textbox(label="password", type="password")
-        login_result = gr.JSON(label="login")
-        login_trigger = gr.Button("login")
-
-        collection = gr.Textbox(label="collection")
-        next_result = gr.JSON(label="item")
-        next_trigger = gr.Button("next_item")
-
-        caption_id = gr.Number(label="caption_id", precision=0)
-        overall = gr.Number(label="overall")
-        fluency = gr.Number(label="fluency", value=None)
-        relevance = gr.Number(label="relevance", value=None)
-        descriptiveness = gr.Number(label="descriptiveness", value=None)
-        rate_result = gr.JSON(label="rating")
-        rate_trigger = gr.Button("rate")
-
     score_cache = gr.State({})
 
     def score_api(image_path, captions_text, references_text, lang_code, metric_list, cache):
@@ -128,12 +104,18 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
                                 cache)
         return result, cache
 
-    score_trigger.click(score_api, [image, captions, references, lang, metrics, score_cache],
-                        [score_result, score_cache], api_name="score")
-    perturb_trigger.click(perturb_endpoint, [text, op, p, seed, perturb_lang, critical], perturb_result,
-                          api_name="perturb")
-    login_trigger.click(login_endpoint, [user_name, user_password], [login_result, user_state],
-                        api_name="login")
-    next_trigger.click(next_item_endpoint, [collection, user_state], next_result, api_name="next_item")
-    rate_trigger.click(rate_endpoint, [caption_id, overall, fluency, relevance, descriptiveness, user_state],
-                       rate_result, api_name="rate")
+    with gr.Column(visible=False):
+        _endpoint("score", score_api, [gr.File(label="image", file_count="single"), gr.Textbox(label="captions"),
+                                       gr.Textbox(label="references"), gr.Textbox(label="lang", value=AUTO),
+                                       gr.Textbox(label="metrics"), score_cache], "scores", (score_cache,))
+        _endpoint("perturb", perturb_endpoint, [gr.Textbox(label="text"), gr.Textbox(label="op", value="all"),
+                                                gr.Number(label="p", value=0.4),
+                                                gr.Number(label="seed", value=0, precision=0),
+                                                gr.Textbox(label="lang", value=AUTO), gr.Textbox(label="critical")],
+                  "perturbations")
+        _endpoint("login", login_endpoint, [gr.Textbox(label="name"), gr.Textbox(label="password", type="password")],
+                  "login", (user_state,))
+        _endpoint("next_item", next_item_endpoint, [gr.Textbox(label="collection"), user_state], "item")
+        aspects = [gr.Number(label=name, value=None) for name in ("fluency", "relevance", "descriptiveness")]
+        _endpoint("rate", rate_endpoint, [gr.Number(label="caption_id", precision=0), gr.Number(label="overall"),
+                                          *aspects, user_state], "rating")

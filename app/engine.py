@@ -51,48 +51,27 @@ def metric_names(profile: str) -> list[str]:
 
 
 def choose_profile(requested: str | None) -> tuple[str, str]:
-    """The profile to serve and a banner line saying which and why.
+    """The profile to serve (`scoring.profile_choice`) and a banner line saying which and why."""
+    from scoring.profile_choice import choose_profile as choose
 
-    An explicit request (argument or CAPLENS_PROFILE) is honoured. Otherwise the real hub
-    checkpoints are tried with one probe scoring; when CLIP cannot be loaded (offline, no
-    cache) the app falls back to the synthetic `world` profile and says so. If neither
-    loads, it stays on `hub`, whose rows then each say why they are unavailable.
-    """
-    import os
-
-    explicit = requested or os.environ.get("CAPLENS_PROFILE")
-    if explicit:
-        return explicit, f"Profile **{explicit}** (chosen explicitly)."
-    hub_problem = _probe("hub")
-    if hub_problem is None:
+    choice = choose(requested, score_items)
+    if choice.explicit:
+        return choice.profile, f"Profile **{choice.profile}** (chosen explicitly)."
+    if choice.hub_problem is None:
         return "hub", "Profile **hub**: the published checkpoints."
-    world_problem = _probe("world")
-    if world_problem is None:
+    if choice.world_problem is None:
         return (
             "world",
             "Profile **world**: small models trained on CapLens's synthetic world, because the hub "
-            f"checkpoints could not be loaded ({_plain(hub_problem)}). Scores are for demonstration and "
+            f"checkpoints could not be loaded ({_plain(choice.hub_problem)}). Scores are for demonstration and "
             "testing, not comparable with published numbers.",
         )
     return (
         "hub",
-        f"Profile **hub**, but its checkpoints could not be loaded ({_plain(hub_problem)}) and neither could "
-        f"the offline world models ({_plain(world_problem)}): model-based metrics show why they are unavailable.",
+        f"Profile **hub**, but its checkpoints could not be loaded ({_plain(choice.hub_problem)}) and neither "
+        f"could the offline world models ({_plain(choice.world_problem)}): model-based metrics show why they are "
+        "unavailable.",
     )
-
-
-def _probe(profile: str) -> str | None:
-    """None when the profile's CLIP backbone loads and scores, else the reason it does not."""
-    from PIL import Image
-
-    from scoring.api import ScoreItem
-
-    try:
-        probe = ScoreItem(image=Image.new("RGB", (32, 32), (127, 127, 127)), candidate="a grey square")
-        result = score_items(profile, [probe], ["CLIP-S"])["CLIP-S"]
-    except Exception as exc:  # any failure to build the profile means: not usable here
-        return f"{type(exc).__name__}: {exc}"
-    return result.unavailable
 
 
 def _plain(text: str) -> str:

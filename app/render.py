@@ -24,6 +24,13 @@ def plotly_text(text: str, limit: int = 120) -> str:
     return html.escape(shortened, quote=True)
 
 
+def inert_captions(table: pd.DataFrame) -> pd.DataFrame:
+    """Copy of `table` whose `candidate` captions are escaped for Plotly hover labels."""
+    safe = table.copy()
+    safe["candidate"] = safe["candidate"].map(plotly_text)
+    return safe
+
+
 def highlight_spans(text: str, spans: Iterable[tuple[int, int]], label: str = CHANGED,
                     mark_removals: bool = False) -> list[tuple[str, str | None]]:
     """Split `text` into HighlightedText segments, labelling the character spans that changed.
@@ -72,7 +79,7 @@ def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availabilit
         row = {"metric": metric, "status": status.get(metric, {}).get("status", ""),
                "backbone": status.get(metric, {}).get("backbone", "")}
         for number, value in zip(frame["#"], frame[metric]):
-            row[f"#{number}"] = None if value is None or pd.isna(value) else value
+            row[f"#{number}"] = None if value is None or pd.isna(value) else format_score(value)
         rows.append(row)
     return pairs, pd.DataFrame(rows, columns=["metric", *[f"#{n}" for n in frame["#"]], "status", "backbone"])
 
@@ -97,24 +104,6 @@ def scores_bar_chart(frame: pd.DataFrame, metric_columns: Sequence[str], title: 
         xaxis_title="metric",
         yaxis_title="score",
         legend_title="row",
-        margin=dict(l=40, r=10, t=50, b=40),
-        height=380,
-    )
-    return fig
-
-
-def drop_bar_chart(rows: Sequence[dict], title: str) -> go.Figure:
-    """Bars of % change per metric and operation (negative = the metric noticed the damage)."""
-    fig = go.Figure()
-    ops = list(dict.fromkeys(r["operation"] for r in rows))
-    for op in ops:
-        mine = [r for r in rows if r["operation"] == op]
-        fig.add_bar(name=op, x=[r["metric"] for r in mine], y=[r["change %"] for r in mine])
-    fig.update_layout(
-        barmode="group",
-        title=title,
-        xaxis_title="metric",
-        yaxis_title="change vs original (%)",
         margin=dict(l=40, r=10, t=50, b=40),
         height=380,
     )

@@ -23,55 +23,36 @@ def create_app(profile: str | None = None, seed_demo: bool = True):
     On first run this creates the database (through the migrations) and, with `seed_demo`,
     fills the synthetic-world demo collection so every tab has something to show offline.
     """
-    from annotation.database import open_database
     from app import engine
     from app.ui import build_app
 
-    open_database()
-    if seed_demo:
-        _seed_demo()
+    _prepare(seed_demo)
 
     chosen, banner = engine.choose_profile(profile)
     ctx = engine.AppContext(profile=chosen, banner=banner)
     return build_app(ctx), ctx
 
 
-def _seed_demo() -> None:
-    from annotation.demo_seed import seed_demo_if_empty
-
-    report = seed_demo_if_empty()
-    if report:
-        print(f"CapLens: first run, demo collection {report.get('collection', 'world-demo')!r} created.", flush=True)
-        _create_demo_login()
-
-
 DEMO_LOGIN = "demo"
 
 
-def _create_demo_login() -> None:
-    """On first run nobody can log in yet, so the tabs behind a login would show nothing: make
-    a researcher account with a random password and tell only the operator's console."""
-    import secrets
+def _prepare(seed_demo: bool = True) -> None:
+    """The database ready to serve; on a first run the operator's console learns the demo
+    collection and the login (nobody else sees the password)."""
+    from annotation.app_start import prepare_database
 
-    from sqlalchemy import select
-
-    from annotation.accounts import create_user
-    from annotation.database import database_session
-    from db.models import User
-
-    with database_session() as session:
-        if session.scalar(select(User).where(User.password_hash.is_not(None))) is not None:
-            return
-        password = secrets.token_urlsafe(9)
-        create_user(session, DEMO_LOGIN, "researcher", password)
-    print(f"CapLens: log in as '{DEMO_LOGIN}' with password '{password}' (researcher; change it with "
-          f"`caplens user passwd {DEMO_LOGIN}`).", flush=True)
+    first = prepare_database(seed_demo, DEMO_LOGIN)
+    if first.demo_collection:
+        print(f"CapLens: first run, demo collection {first.demo_collection!r} created.", flush=True)
+    if first.login_password:
+        print(f"CapLens: log in as '{DEMO_LOGIN}' with password '{first.login_password}' (researcher; change it "
+              f"with `caplens user passwd {DEMO_LOGIN}`).", flush=True)
 
 
 def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
     """Arguments for `Blocks.launch`: the stored images may be served (thumbnails, opening
     a failure case in the Score tab); uploads are capped before they reach our decoder."""
-    from annotation.database import image_store_dir
+    from annotation.app_start import served_image_folders
     from app.uploads import MAX_UPLOAD_BYTES
 
     return dict(
@@ -79,7 +60,7 @@ def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
         server_port=port or None,
         share=share,
         max_file_size=MAX_UPLOAD_BYTES,
-        allowed_paths=[str(image_store_dir())],
+        allowed_paths=served_image_folders(),
         show_error=True,
     )
 

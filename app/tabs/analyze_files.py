@@ -1,9 +1,9 @@
 """Analyse from files: the `caplens analyze` measures on uploaded public benchmark files.
 
-Each measure takes the files as published (read by `scoring.analysis.datasets`), scores them
-now with the process-wide scorer and reports the measure's table, exactly as the CLI does
-through `scoring.analysis.pipeline`. The tab only handles uploads (copied or unzipped into a
-fresh folder), progress and the CSV download; the measures live in the library.
+Each measure is one call to `scoring.analysis.run`, the orchestration `caplens analyze` uses:
+the files as published are read, scored now with the process-wide scorer, and measured. The
+tab only handles uploads (copied or unzipped into a fresh folder), progress and the CSV
+download.
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import zipfile
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,6 +19,7 @@ import gradio as gr
 import pandas as pd
 
 from app import engine
+from scoring.analysis import plots, run
 
 RATING_SETS = ("flickr8k-expert", "flickr8k-cf", "composite", "capeval1k", "m-capeval1k")
 HANDLED_ERRORS = (ValueError, LookupError, OSError, zipfile.BadZipFile)
@@ -83,176 +85,78 @@ def image_folder(images) -> Path | None:
     return _into_folder(paths, "caplens-images-")
 
 
-def _scored_images(table: pd.DataFrame, root: Path | None) -> pd.DataFrame:
-    """Without uploaded images the image columns are dropped, so reference metrics still run
-    and image metrics report unavailable instead of every row failing on a missing file."""
-    if root is not None:
-        return table
-    return table.drop(columns=[c for c in ("image", "image_path") if c in table.columns])
-
-
-def _metrics(metrics: Sequence[str] | None) -> list[str]:
-    if not metrics:
-        raise ValueError("Choose at least one metric.")
-    return list(metrics)
-
-
-def _unavailable_text(table: pd.DataFrame) -> str:
-    reasons = table.attrs.get("unavailable", {})
-    return " ".join(f"{metric}: unavailable: {reason}." for metric, reason in reasons.items())
-
-
-def _message(count: str, scored: pd.DataFrame, result: pd.DataFrame | None = None) -> str:
-    """The count, each unavailable metric's reason, and the metrics that scored nothing
-    (typically image metrics when no images were uploaded)."""
-    reasons = scored.attrs.get("unavailable", {})
-    empty = []
-    if result is not None and {"metric", "n"} <= set(result.columns):
-        totals = result.groupby("metric", sort=False)["n"].sum()
-        empty = [m for m, n in totals.items() if n == 0 and m not in reasons]
-    no_scores = f"No scores for {', '.join(empty)} (image metrics need the images zip)." if empty else ""
-    return " ".join(part for part in (count, _unavailable_text(scored), no_scores) if part)
-
-
 def _progress(progress, fraction: float, desc: str) -> None:
     if progress is not None:
         progress(fraction, desc=desc)
 
 
-# --- measures (the same library calls as `caplens analyze ...`) ------------------------------
+# --- measures (`scoring.analysis.run`, as `caplens analyze ...` runs them) --------------------
+
+
+def _measure(profile: str, measure, upload: Path, images, metrics, progress, figure=None, **options) -> Outcome:
+    """`measure(scorer, upload, metrics, ...)` of `scoring.analysis.run` with the uploaded images
+    (without them, image metrics score nothing and say so)."""
+    root = image_folder(images)
+    _progress(progress, 0.2, "scoring")
+    measured = measure(engine.AppScorer(profile), upload, metrics, image_root=root, with_images=root is not None,
+                       **options)
+    return Outcome(measured.table, figure(measured.table) if figure else None, measured.summary())
 
 
 def correlation_from_files(profile: str, dataset: str, files, images, metrics, *, n_boot: int = 200,
                            seed: int = 0, progress=None) -> Outcome:
     """Caption-level correlation of each metric with a public rating set's human scores."""
-    from scoring.analysis import plots
-    from scoring.analysis.correlation import correlation_table
-    from scoring.analysis.pipeline import load_rating_set, score_table
-
-    chosen = _metrics(metrics)
-    ratings = load_rating_set(dataset, gather_upload(files, f"{dataset} rating file(s)"))
-    _progress(progress, 0.2, f"scoring {len(ratings)} captions")
-    root = image_folder(images)
-    scored = score_table(engine.get_scorer(profile), _scored_images(ratings, root), chosen, image_root=root)
-    usable = [m for m in chosen if m not in scored.attrs.get("unavailable", {})]
-    if not usable:
-        raise ValueError("No chosen metric could be scored. " + _unavailable_text(scored))
-    _progress(progress, 0.8, "correlating")
-    result = correlation_table(scored.drop(columns=["references"]), usable, group_by=["collection", "lang"],
-                               n_boot=n_boot, seed=seed)
-    return Outcome(result, plots.correlation_heatmap(result, "kendall_c"),
-                   _message(f"{len(scored)} rated captions of {dataset}.", scored, result))
+    return _measure(profile, partial(run.rating_correlation, dataset=dataset),
+                    gather_upload(files, f"{dataset} rating file(s)"), images, metrics, progress,
+                    lambda table: plots.correlation_heatmap(table, "kendall_c"), n_boot=n_boot, seed=seed)
 
 
 def length_from_files(profile: str, dataset: str, files, images, metrics, combine_short: str | None = None,
                       combine_long: str | None = None, threshold: int = 60, progress=None) -> Outcome:
     """Correlation per caption-length bucket (SPECS Figure 3), with SPECS' combined metric
     (short metric under `threshold` tokens, long metric above) when both are chosen."""
-    from scoring.analysis import plots
-    from scoring.analysis.pipeline import length_analysis, load_rating_set, score_table
-
-    chosen = _metrics(metrics)
     combine = (combine_short, combine_long) if combine_short and combine_long else None
-    needed = list(dict.fromkeys(chosen + list(combine or ())))
-    ratings = load_rating_set(dataset, gather_upload(files, f"{dataset} rating file(s)"))
-    _progress(progress, 0.2, f"scoring {len(ratings)} captions")
-    root = image_folder(images)
-    scored = score_table(engine.get_scorer(profile), _scored_images(ratings, root), needed, image_root=root)
-    unavailable = scored.attrs.get("unavailable", {})
-    if combine and any(m in unavailable for m in combine):
-        raise ValueError("The combined metric needs both of its metrics. " + _unavailable_text(scored))
-    usable = [m for m in chosen if m not in unavailable]
-    if not usable and not combine:
-        raise ValueError("No chosen metric could be scored. " + _unavailable_text(scored))
-    result = length_analysis(scored.drop(columns=["references"]), usable, combine=combine, threshold=int(threshold))
-    return Outcome(result, plots.length_bucket_lines(result, "pearson"),
-                   _message(f"{len(scored)} rated captions of {dataset}.", scored, result))
+    return _measure(profile, partial(run.rating_length_buckets, dataset=dataset),
+                    gather_upload(files, f"{dataset} rating file(s)"), images, metrics, progress,
+                    lambda table: plots.length_bucket_lines(table, "pearson"), combine=combine, threshold=threshold)
 
 
 def pascal50s_from_files(profile: str, files, images, metrics, *, n_references: int = 5, seed: int = 0,
                          progress=None) -> Outcome:
     """Pascal-50S pairwise accuracy (HC, HI, HM, MM, mean) from pair_pascal.mat and
     consensus_pascal.mat (uploaded together or as a zip)."""
-    from scoring.analysis.datasets import load_pascal50s
-    from scoring.analysis.pairwise import pascal50s_table
-    from scoring.analysis.pipeline import pair_scores
-
-    chosen = _metrics(metrics)
-    pairs = load_pascal50s(gather_upload(files, "pair_pascal.mat and consensus_pascal.mat"))
-    _progress(progress, 0.2, f"scoring {len(pairs)} pairs")
-    root = image_folder(images)
-    scores = pair_scores(engine.get_scorer(profile), _scored_images(pairs, root), chosen, ("caption_a", "caption_b"),
-                         ("_a", "_b"), n_references=n_references, seed=seed, image_root=root)
-    result = pascal50s_table(scores, chosen, seed=seed)
-    return Outcome(result, None, _message(f"{len(pairs)} pairs.", scores, result))
+    return _measure(profile, run.pascal50s, gather_upload(files, "pair_pascal.mat and consensus_pascal.mat"), images,
+                    metrics, progress, n_references=n_references, seed=seed)
 
 
 def foil_from_files(profile: str, files, images, metrics, *, n_references: int = 4, seed: int = 0,
                     progress=None) -> Outcome:
     """FOIL accuracy: share of (correct, foil) caption pairs where the correct one scores higher."""
-    from scoring.analysis.datasets import load_foil
-    from scoring.analysis.pairwise import foil_table
-    from scoring.analysis.pipeline import pair_scores
-
-    chosen = _metrics(metrics)
-    pairs = load_foil(gather_upload(files, "FOIL annotation file (foilv1.0_test_2017.json)"))
-    _progress(progress, 0.2, f"scoring {len(pairs)} pairs")
-    root = image_folder(images)
-    scores = pair_scores(engine.get_scorer(profile), _scored_images(pairs, root), chosen, ("correct", "foil"),
-                         ("_correct", "_foil"), n_references=n_references, seed=seed, image_root=root)
-    result = foil_table(scores, chosen)
-    return Outcome(result, None, _message(f"{len(pairs)} pairs.", scores, result))
+    return _measure(profile, run.foil, gather_upload(files, "FOIL annotation file (foilv1.0_test_2017.json)"),
+                    images, metrics, progress, n_references=n_references, seed=seed)
 
 
 def specificity_from_files(profile: str, files, images, metrics, *, seed: int = 0, progress=None) -> Outcome:
     """Specificity rates SR_pos / SR_neg (SPECS eq. 1-2) of a caption CSV split into triplets."""
-    from scoring.analysis.pipeline import triplet_scores
-    from scoring.analysis.specificity import specificity_table
-
-    chosen = _metrics(metrics)
-    captions = _caption_csv(gather_upload(files, "caption CSV"))
-    _progress(progress, 0.2, f"scoring the triplets of {len(captions)} captions")
-    root = image_folder(images)
-    triplets = triplet_scores(engine.get_scorer(profile), _scored_images(captions, root), chosen, seed=seed,
-                              image_root=root)
-    group = [c for c in ("lang", "metric") if c in triplets.columns]
-    return Outcome(specificity_table(triplets, group_by=group), None,
-                   _message(f"{len(triplets) // 2 // len(chosen)} triplets.", triplets))
-
-
-def _caption_csv(path: Path) -> pd.DataFrame:
-    if path.is_dir():
-        raise ValueError("Upload one caption CSV (candidate [, lang, image, image_id]).")
-    try:
-        captions = pd.read_csv(path)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path.name}: not a readable CSV ({exc})") from None
-    if not {"candidate", "caption"} & set(captions.columns):
-        raise ValueError(f"{path.name}: needs a 'candidate' (or 'caption') column")
-    return captions
+    return _measure(profile, run.specificity, gather_upload(files, "caption CSV"), images, metrics, progress,
+                    seed=seed)
 
 
 def retrieval_from_files(profile: str, files, images, metric: str, *, langs: Sequence[str] | None = None,
                          reference_lang: str = "en", progress=None) -> Outcome:
     """COCO-SM text-to-image Recall@1/5/10 per language and NDCG@20 against `reference_lang`."""
-    from scoring.analysis.datasets import load_coco_sm
-    from scoring.analysis.pipeline import retrieval_similarities
-    from scoring.analysis.retrieval import retrieval_table
-
     if not metric:
         raise ValueError("Choose the metric whose encoders embed (e.g. MCS or CLIP-S).")
     meta = gather_upload(files, "COCO-SM meta file (meta/google.json, bing.json or nllb.json)")
     if meta.is_dir():
         raise ValueError("Upload one COCO-SM meta file.")
-    captions = load_coco_sm(meta, list(langs) if langs else None)
     root = image_folder(images)
     if root is None:
         raise ValueError("Upload a zip of the COCO images the meta file names.")
-    _progress(progress, 0.2, f"embedding {len(captions)} captions")
-    arrays, text_to_image = retrieval_similarities(engine.get_scorer(profile), captions, metric, image_root=root,
-                                                   langs=list(langs) if langs else None)
-    return Outcome(retrieval_table(arrays, text_to_image, reference_lang=reference_lang), None,
-                   f"{len(text_to_image)} texts, {int(text_to_image.max()) + 1} images, {len(arrays)} languages.")
+    _progress(progress, 0.2, "embedding captions and images")
+    measured = run.coco_sm_retrieval(engine.AppScorer(profile), meta, metric, langs=langs, image_root=root,
+                                     reference_lang=reference_lang)
+    return Outcome(measured.table, None, measured.summary())
 
 
 def csv_download(table: pd.DataFrame, name: str) -> str:
@@ -290,7 +194,8 @@ def build(ctx: engine.AppContext) -> None:
                     "(otherwise they report unavailable). The same measures as `caplens analyze`.")
         with gr.Tab("Human-judgment correlation"):
             corr_set = gr.Dropdown(list(RATING_SETS), value=RATING_SETS[0], label="Rating set")
-            corr_files = gr.File(label="Rating file(s) or a zip of them", file_count="multiple")
+            corr_files = gr.File(label="Rating file(s) or a zip of them", file_count="multiple",
+                                 elem_id="files-correlation-upload")
             corr_images = gr.File(label="Images (zip, optional)", file_count="multiple")
             corr_metrics = gr.CheckboxGroup(names, value=default, label="Metrics")
             corr_run = gr.Button("Correlate", variant="primary", elem_id="files-correlation-button")

@@ -1,17 +1,15 @@
 """Annotate tab (login required): rating queue, transcreation queue, critical-object marking.
 
-Every action is one call into `annotation.tasks` inside one database transaction; the
-workflow functions check the acting user's role themselves. The logged-in user lives in a
-per-session `gr.State` holding only the user's id, so each request re-reads the account.
+Every action is one call into `annotation.queue_screens`, one database transaction as the
+logged-in account (`app.session`); the library checks the account's role itself.
 """
 from __future__ import annotations
 
-import io
-from dataclasses import dataclass
-
 import gradio as gr
 
+from annotation import queue_screens
 from app.langs import LANGUAGES
+from app.session import account_id, collection_dropdown, login
 
 # Alt+N save and next, Alt+S skip, Alt+B back; digits 0-9 set the overall score to 0.0-0.9
 # and "m" to 1.0 when no text field has the focus. Arrow keys move a focused slider.
@@ -43,128 +41,19 @@ KEYBOARD_JS = """
 """
 
 
-class NotLoggedIn(PermissionError):
-    pass
+def _optional(value: float | None, use: bool) -> float | None:
+    return float(value) if use and value is not None else None
 
 
-def _db():
-    from annotation.database import database_session
-
-    return database_session()
-
-
-def acting_user(session, user_state: dict | None):
-    """The logged-in account re-read from the database, or NotLoggedIn."""
-    from db.models import User
-
-    if not user_state or "id" not in user_state:
-        raise NotLoggedIn("Log in first (Annotate tab).")
-    user = session.get(User, user_state["id"])
-    if user is None:
-        raise NotLoggedIn("This account no longer exists; log in again.")
-    return user
-
-
-def login(name: str, password: str) -> tuple[dict | None, str]:
-    """(user state, message) for a login attempt."""
-    from annotation.accounts import authenticate
-
-    if not name or not password:
-        return None, "Enter your user name and password."
-    with _db() as session:
-        user = authenticate(session, name.strip(), password)
-        if user is None:
-            return None, "Wrong user name or password."
-        return {"id": user.id, "name": user.name, "role": user.role}, f"Logged in as {user.name} ({user.role})."
-
-
-def collection_names(user_state: dict | None) -> list[str]:
-    from annotation.captions import list_collections
-
-    with _db() as session:
-        return [c.name for c in list_collections(session, acting_user(session, user_state))]
-
-
-def collection_choices(user_state: dict | None, leading: tuple[str, ...] = ()):
-    """(dropdown update, message) listing the collections this account may see; `leading`
-    choices (e.g. "all collections") come first. The researcher tabs refresh with it."""
-    try:
-        available = collection_names(user_state)
-    except PermissionError as exc:
-        return gr.skip(), str(exc)
-    if leading:
-        return gr.Dropdown(choices=[*leading, *available]), ""
-    return gr.Dropdown(choices=available, value=available[0] if available else None), ""
-
-
-def queue_guard(fn):
-    """A transcreation / critical-object handler whose bad request (no right, no such item)
-    leaves the 7 item fields as they are and says why in the message field."""
+def _guarded(fn, before: int, after: int = 0):
+    """A queue handler whose bad request (no right, no such item) leaves the screen as it is
+    and says why in the status field (`before` outputs precede it, `after` follow it)."""
     def wrapper(*args):
         try:
             return fn(*args)
         except (PermissionError, ValueError, LookupError) as exc:
-            return (*[gr.skip()] * 7, str(exc))
+            return (*[gr.skip()] * before, str(exc), *[gr.skip()] * after)
     return wrapper
-
-
-def _pil(image_row):
-    """The stored image of a caption, decoded for display."""
-    from PIL import Image
-
-    from annotation.image_store import read_image_bytes
-
-    try:
-        return Image.open(io.BytesIO(read_image_bytes(image_row))).convert("RGB")
-    except OSError:
-        return None
-
-
-@dataclass
-class RatingView:
-    caption_id: int | None
-    text: str
-    language: str
-    image: object
-    values: dict
-    progress: str
-
-
-def rating_view(session, user, collection_name: str, caption=None) -> RatingView:
-    """What the rating screen shows: `caption`, or the next one in the queue."""
-    from annotation.captions import get_collection
-    from annotation.tasks import RATING_FIELDS, list_ratings, next_rating_item, rating_progress
-
-    collection = get_collection(session, collection_name)
-    progress = rating_progress(session, user, collection)
-    progress_text = (f"You rated {progress.done_by_user} of {progress.items} items; "
-                     f"{progress.items_complete} items have {progress.k} ratings.")
-    if caption is None:
-        caption = next_rating_item(session, user, collection)
-    if caption is None:
-        return RatingView(None, "Nothing left to rate in this collection. Thank you!", "", None, {}, progress_text)
-    values = {}
-    for rating in list_ratings(session, user, annotator=user):
-        if rating.caption_id == caption.id:
-            values = {f: getattr(rating, f) for f in RATING_FIELDS}
-    return RatingView(caption.id, caption.text, caption.language, _pil(caption.image), values, progress_text)
-
-
-def rate(user_state: dict | None, caption_id: int, overall: float, fluency: float | None = None,
-         relevance: float | None = None, descriptiveness: float | None = None) -> dict:
-    """Store this annotator's rating (editing an earlier one keeps its history)."""
-    from annotation.tasks import submit_rating
-
-    with _db() as session:
-        user = acting_user(session, user_state)
-        rating = submit_rating(session, user, int(caption_id), overall, fluency, relevance, descriptiveness)
-        return {"rating_id": rating.id, "caption_id": rating.caption_id, "annotator": user.name,
-                "overall": rating.overall, "fluency": rating.fluency, "relevance": rating.relevance,
-                "descriptiveness": rating.descriptiveness, "version": rating.version}
-
-
-def _optional(value: float | None, use: bool) -> float | None:
-    return float(value) if use and value is not None else None
 
 
 def build(user_state: gr.State) -> None:
@@ -240,191 +129,110 @@ def build(user_state: gr.State) -> None:
     # ----- login ---------------------------------------------------------------------
     def on_login(user_name, user_password):
         state, message = login(user_name, user_password)
-        if state is None:
-            return state, message, gr.Dropdown(choices=[], value=None), gr.Tabs(visible=False), ""
-        names = collection_names(state)
-        return (state, message, gr.Dropdown(choices=names, value=names[0] if names else None),
-                gr.Tabs(visible=True), "")
+        return state, message, gr.Tabs(visible=state is not None), ""
 
-    login_outputs = [user_state, login_status, collection, work_tabs, password]
-    login_button.click(on_login, [name, password], login_outputs, api_visibility="private")
-    password.submit(on_login, [name, password], login_outputs, api_visibility="private")
-    logout_button.click(lambda: (None, "Not logged in.", gr.Dropdown(choices=[], value=None), gr.Tabs(visible=False), ""),
-                        None, login_outputs, api_visibility="private")
+    login_outputs = [user_state, login_status, work_tabs, password]
+    for trigger in (login_button.click, password.submit):
+        trigger(on_login, [name, password], login_outputs, api_visibility="private").then(
+            collection_dropdown, user_state, collection, api_visibility="private")
+    def on_logout():
+        return None, "Not logged in.", gr.Tabs(visible=False), "", gr.Dropdown(choices=[], value=None)
+
+    logout_button.click(on_logout, None, [*login_outputs, collection], api_visibility="private")
 
     # ----- rating queue --------------------------------------------------------------
     rating_outputs = [rate_image, rate_caption, rate_caption_id, overall, fluency, relevance, descriptiveness,
                       rate_status, history]
 
-    def show(view: RatingView, visited: list, message: str = ""):
-        values = view.values
-        status = (message + " " if message else "") + view.progress
-        if view.caption_id is not None and (not visited or visited[-1] != view.caption_id):
-            visited = visited + [view.caption_id]
-        return (view.image, view.text, view.caption_id, values.get("overall") if values.get("overall") is not None else 0.5,
+    def show(screen: queue_screens.RatingScreen, visited: list):
+        values = screen.values
+        if screen.caption_id is not None and (not visited or visited[-1] != screen.caption_id):
+            visited = visited + [screen.caption_id]
+        return (screen.image_file, screen.text, screen.caption_id,
+                values.get("overall") if values.get("overall") is not None else 0.5,
                 values.get("fluency") or 0.5, values.get("relevance") or 0.5, values.get("descriptiveness") or 0.5,
-                status, visited)
+                (screen.message + " " if screen.message else "") + screen.progress, visited)
 
-    def guarded(fn):
-        """Turn library errors into a message in the status box instead of a crash."""
-        def wrapper(*args):
-            try:
-                return fn(*args)
-            except (PermissionError, ValueError, LookupError) as exc:
-                return (*[gr.skip()] * 7, str(exc), gr.skip())
-        return wrapper
-
-    @guarded
     def on_next(state, collection_name, visited):
-        if not collection_name:
-            raise ValueError("Choose a collection.")
-        with _db() as session:
-            return show(rating_view(session, acting_user(session, state), collection_name), visited)
+        return show(queue_screens.rating_screen(account_id(state), collection_name), visited)
 
-    @guarded
     def on_save(state, collection_name, caption_id, overall_value, use, flu, rel, desc, visited):
-        if caption_id is None:
-            raise ValueError("No caption loaded: choose a collection.")
-        rate(state, int(caption_id), float(overall_value), _optional(flu, use), _optional(rel, use), _optional(desc, use))
-        with _db() as session:
-            view = rating_view(session, acting_user(session, state), collection_name)
-        return show(view, visited, f"Saved rating of caption {int(caption_id)}.")
+        return show(queue_screens.rate_and_next(account_id(state), collection_name, caption_id, float(overall_value),
+                                                _optional(flu, use), _optional(rel, use), _optional(desc, use)),
+                    visited)
 
-    @guarded
     def on_skip(state, collection_name, caption_id, visited):
-        from annotation.tasks import skip_item
+        screen = queue_screens.skip_rating(account_id(state), collection_name, caption_id)
+        return show(screen, visited[:-1] if visited and visited[-1] == caption_id else visited)
 
-        if caption_id is None:
-            raise ValueError("No caption loaded.")
-        with _db() as session:
-            user = acting_user(session, state)
-            skip_item(session, user, int(caption_id), "rating")
-        with _db() as session:
-            view = rating_view(session, acting_user(session, state), collection_name)
-        return show(view, visited[:-1] if visited and visited[-1] == caption_id else visited,
-                    f"Skipped caption {int(caption_id)}.")
-
-    @guarded
     def on_back(state, collection_name, caption_id, visited):
-        from annotation.captions import get_caption
-
         earlier = [c for c in visited if c != caption_id]
         if not earlier:
             raise ValueError("Nothing to go back to in this session.")
-        with _db() as session:
-            user = acting_user(session, state)
-            view = rating_view(session, user, collection_name, caption=get_caption(session, earlier[-1]))
-        return show(view, earlier, "Showing your earlier item; saving edits your rating.")
+        screen = queue_screens.rating_screen(account_id(state), collection_name, earlier[-1],
+                                             "Showing your earlier item; saving edits your rating.")
+        return show(screen, earlier)
 
-    collection.change(on_next, [user_state, collection, history], rating_outputs, api_visibility="private")
-    save_button.click(on_save, [user_state, collection, rate_caption_id, overall, use_aspects, fluency, relevance,
-                                descriptiveness, history], rating_outputs, api_visibility="private")
-    skip_button.click(on_skip, [user_state, collection, rate_caption_id, history], rating_outputs,
-                      api_visibility="private")
-    back_button.click(on_back, [user_state, collection, rate_caption_id, history], rating_outputs,
-                      api_visibility="private")
+    rating_inputs = {
+        on_next: [user_state, collection, history],
+        on_save: [user_state, collection, rate_caption_id, overall, use_aspects, fluency, relevance, descriptiveness,
+                  history],
+        on_skip: [user_state, collection, rate_caption_id, history],
+        on_back: [user_state, collection, rate_caption_id, history],
+    }
+    for trigger, handler in ((collection.change, on_next), (save_button.click, on_save), (skip_button.click, on_skip),
+                             (back_button.click, on_back)):
+        trigger(_guarded(handler, 7, 1), rating_inputs[handler], rating_outputs, api_visibility="private")
 
     # ----- transcreation queue -------------------------------------------------------
     tc_outputs = [instructions, tc_image, tc_source, tc_score, tc_refs, tc_source_id, tc_text, tc_status]
 
-    def transcreation_screen(state, collection_name, target_language, message=""):
-        from annotation.captions import get_collection
-        from annotation.tasks import (
-            TRANSCREATION_EXAMPLES,
-            TRANSCREATION_INSTRUCTIONS,
-            next_transcreation_item,
-        )
+    def show_transcreation(screen: queue_screens.TranscreationScreen):
+        return (instructions_markdown(screen.instructions, screen.examples), screen.image_file, screen.text,
+                screen.source_score, "\n".join(f"- {r}" for r in screen.references), screen.caption_id, "",
+                screen.message)
 
-        with _db() as session:
-            user = acting_user(session, state)
-            task = next_transcreation_item(session, user, get_collection(session, collection_name),
-                                           target_language)
-            text = instructions_markdown(TRANSCREATION_INSTRUCTIONS, TRANSCREATION_EXAMPLES)
-            if task is None:
-                return (text, None, "", None, "", None, "",
-                        (message + " " if message else "") + "Nothing left to transcreate into this language.")
-            return (text, _pil(task.image), task.caption.text, round(task.source_score, 3),
-                    "\n".join(f"- {r}" for r in task.references), task.caption.id, "", message)
-
-    @queue_guard
     def on_tc_next(state, collection_name, target_language):
-        if not collection_name:
-            raise ValueError("Choose a collection.")
-        return transcreation_screen(state, collection_name, target_language)
+        return show_transcreation(queue_screens.transcreation_screen(account_id(state), collection_name,
+                                                                     target_language))
 
-    @queue_guard
     def on_tc_submit(state, collection_name, target_language, source_id, text):
-        from annotation.tasks import submit_transcreation
+        return show_transcreation(queue_screens.transcreate_and_next(account_id(state), collection_name,
+                                                                     target_language, source_id, text))
 
-        if source_id is None:
-            raise ValueError("Load a caption first.")
-        with _db() as session:
-            submit_transcreation(session, acting_user(session, state), int(source_id), target_language, text or "")
-        return transcreation_screen(state, collection_name, target_language, "Saved.")
-
-    @queue_guard
     def on_tc_skip(state, collection_name, target_language, source_id):
-        from annotation.tasks import skip_item
+        return show_transcreation(queue_screens.skip_transcreation(account_id(state), collection_name,
+                                                                   target_language, source_id))
 
-        if source_id is None:
-            raise ValueError("Load a caption first.")
-        with _db() as session:
-            skip_item(session, acting_user(session, state), int(source_id), "transcreation", target_language)
-        return transcreation_screen(state, collection_name, target_language, "Skipped.")
-
-    tc_next.click(on_tc_next, [user_state, collection, target], tc_outputs, api_visibility="private")
-    target.change(on_tc_next, [user_state, collection, target], tc_outputs, api_visibility="private")
-    tc_submit.click(on_tc_submit, [user_state, collection, target, tc_source_id, tc_text], tc_outputs,
-                    api_visibility="private")
-    tc_skip.click(on_tc_skip, [user_state, collection, target, tc_source_id], tc_outputs, api_visibility="private")
+    tc_inputs = [user_state, collection, target]
+    for trigger, handler, extra in ((tc_next.click, on_tc_next, []), (target.change, on_tc_next, []),
+                                    (tc_submit.click, on_tc_submit, [tc_source_id, tc_text]),
+                                    (tc_skip.click, on_tc_skip, [tc_source_id])):
+        trigger(_guarded(handler, 7), tc_inputs + extra, tc_outputs, api_visibility="private")
 
     # ----- critical objects ------------------------------------------------------------
     cr_outputs = [from_instructions, cr_image, cr_caption, cr_caption_id, cr_objects, cr_backgrounds, cr_relations,
                   cr_status]
 
-    def critical_screen(state, collection_name, message=""):
-        from annotation.captions import get_collection
-        from annotation.tasks import CRITICAL_INSTRUCTIONS, next_critical_item
+    def show_critical(screen: queue_screens.CriticalScreen):
+        return (screen.instructions, screen.image_file, screen.text, screen.caption_id, "", "", "", screen.message)
 
-        with _db() as session:
-            user = acting_user(session, state)
-            caption = next_critical_item(session, user, get_collection(session, collection_name))
-            text = CRITICAL_INSTRUCTIONS
-            if caption is None:
-                return (text, None, "", None, "", "", "", (message + " " if message else "") + "Nothing left to mark.")
-            return (text, _pil(caption.image), caption.text, caption.id, "", "", "", message)
-
-    @queue_guard
     def on_cr_next(state, collection_name):
-        if not collection_name:
-            raise ValueError("Choose a collection.")
-        return critical_screen(state, collection_name)
+        return show_critical(queue_screens.critical_screen(account_id(state), collection_name))
 
-    @queue_guard
     def on_cr_save(state, collection_name, caption_id, objects, backgrounds, relations):
-        from annotation.tasks import mark_critical
+        return show_critical(queue_screens.mark_and_next(account_id(state), collection_name, caption_id, objects,
+                                                         backgrounds, relations))
 
-        if caption_id is None:
-            raise ValueError("Load a caption first.")
-        with _db() as session:
-            mark_critical(session, acting_user(session, state), int(caption_id), objects or "", backgrounds or "",
-                          relations or "")
-        return critical_screen(state, collection_name, "Saved.")
-
-    @queue_guard
     def on_cr_skip(state, collection_name, caption_id):
-        from annotation.tasks import skip_item
+        return show_critical(queue_screens.skip_critical(account_id(state), collection_name, caption_id))
 
-        if caption_id is None:
-            raise ValueError("Load a caption first.")
-        with _db() as session:
-            skip_item(session, acting_user(session, state), int(caption_id), "critical")
-        return critical_screen(state, collection_name, "Skipped.")
-
-    cr_next.click(on_cr_next, [user_state, collection], cr_outputs, api_visibility="private")
-    cr_save.click(on_cr_save, [user_state, collection, cr_caption_id, cr_objects, cr_backgrounds, cr_relations],
-                  cr_outputs, api_visibility="private")
-    cr_skip.click(on_cr_skip, [user_state, collection, cr_caption_id], cr_outputs, api_visibility="private")
+    cr_inputs = [user_state, collection]
+    for trigger, handler, extra in ((cr_next.click, on_cr_next, []),
+                                    (cr_save.click, on_cr_save, [cr_caption_id, cr_objects, cr_backgrounds,
+                                                                 cr_relations]),
+                                    (cr_skip.click, on_cr_skip, [cr_caption_id])):
+        trigger(_guarded(handler, 7), cr_inputs + extra, cr_outputs, api_visibility="private")
 
 
 def instructions_markdown(instructions: str, examples) -> str:

@@ -1,17 +1,16 @@
 """Data tab: import collections, export ratings and captions, build fine-tuning sets.
 
-Everything here is a researcher or admin action, checked by the library functions; the tab
-adds progress bars and packs directory outputs (Hugging Face datasets, fine-tuning sets)
-into a zip for download.
+Everything here is a researcher or admin action of `annotation.transfers`, which checks the
+role and packs directory outputs into a zip; the tab adds progress bars.
 """
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from pathlib import Path
 
 import gradio as gr
+
+from annotation.transfers import export_download, finetune_download, import_upload
+from app.session import account_id, follow_collections
 
 IMPORT_FORMATS = ["auto", "csv", "jsonl", "zip"]
 EXPORT_WHAT = ["ratings", "captions"]
@@ -33,55 +32,8 @@ def _progress_callback(progress):
     return report
 
 
-def import_upload(user_state, path: str, collection: str | None, fmt: str, progress=None) -> dict:
-    from annotation.importers import import_file
-
-    from app.tabs.annotate import _db, acting_user
-
-    if not path:
-        raise ValueError("Upload a file to import (CSV, JSONL, or a zip of images with a manifest).")
-    with _db() as session:
-        report = import_file(session, acting_user(session, user_state), path, collection=(collection or "").strip() or None,
-                             fmt=None if fmt == "auto" else fmt,
-                             progress=_progress_callback(progress) if progress else None)
-        return report.to_dict()
-
-
-def export_download(user_state, what: str, fmt: str, collection: str | None) -> tuple[str, dict]:
-    """Export into a fresh temporary folder; returns (file to download, summary)."""
-    from annotation.captions import get_collection
-    from annotation.exporters import export_table
-
-    from app.tabs.annotate import _db, acting_user
-
-    folder = Path(tempfile.mkdtemp(prefix="caplens-export-"))
-    suffix = {"csv": ".csv", "jsonl": ".jsonl", "parquet": ".parquet", "hf": ""}[fmt]
-    out = folder / f"{what}{suffix}"
-    with _db() as session:
-        chosen = get_collection(session, collection) if collection and collection != ALL_COLLECTIONS else None
-        summary = export_table(session, acting_user(session, user_state), what, out, fmt, collection=chosen)
-    return _downloadable(Path(summary["path"])), summary
-
-
-def finetune_download(user_state, kind: str, fmt: str, collection: str | None, seed: int) -> tuple[str, dict]:
-    from annotation.captions import get_collection
-    from annotation.finetune_sets import build_finetune_set
-
-    from app.tabs.annotate import _db, acting_user
-
-    out = Path(tempfile.mkdtemp(prefix="caplens-finetune-")) / f"{kind}-set"
-    with _db() as session:
-        chosen = get_collection(session, collection) if collection and collection != ALL_COLLECTIONS else None
-        manifest = build_finetune_set(session, acting_user(session, user_state), kind, out, collection=chosen,
-                                      fmt=fmt, seed=int(seed))
-    return _downloadable(out), manifest
-
-
-def _downloadable(path: Path) -> str:
-    """Directories become a zip next to them; files are offered as they are."""
-    if path.is_dir():
-        return shutil.make_archive(str(path), "zip", root_dir=path)
-    return str(path)
+def _collection(choice: str | None) -> str | None:
+    return None if not choice or choice == ALL_COLLECTIONS else choice
 
 
 def build(user_state: gr.State) -> None:
@@ -115,14 +67,9 @@ def build(user_state: gr.State) -> None:
         set_manifest = gr.JSON(label="Manifest")
     status = gr.Textbox(label="Status", interactive=False, elem_id="data-status")
 
-    def on_refresh(state):
-        from app.tabs.annotate import collection_choices
-
-        return collection_choices(state, leading=(ALL_COLLECTIONS,))
-
     def on_import(state, path, into, import_format, progress=gr.Progress()):
         try:
-            report = import_upload(state, path, into, import_format, progress)
+            report = import_upload(account_id(state), path, into, import_format, _progress_callback(progress))
         except (PermissionError, ValueError, LookupError, OSError) as exc:
             return str(exc), "Import failed: nothing was written."
         return json.dumps(report, indent=2, ensure_ascii=False), f"Imported into {report['collection']}."
@@ -130,7 +77,8 @@ def build(user_state: gr.State) -> None:
     def on_export(state, export_what, chosen_format, chosen_collection, progress=gr.Progress()):
         progress(0.1, desc=f"exporting {export_what}")
         try:
-            path, summary = export_download(state, export_what, chosen_format, chosen_collection)
+            path, summary = export_download(account_id(state), export_what, chosen_format,
+                                            _collection(chosen_collection))
         except (PermissionError, ValueError, LookupError, OSError) as exc:
             return None, None, str(exc)
         return path, summary, f"Exported {summary['rows']} rows."
@@ -138,14 +86,13 @@ def build(user_state: gr.State) -> None:
     def on_set(state, label, chosen_format, chosen_collection, chosen_seed, progress=gr.Progress()):
         progress(0.1, desc="building the set")
         try:
-            path, manifest = finetune_download(state, FINETUNE_KINDS[label], chosen_format, chosen_collection,
-                                               chosen_seed or 0)
+            path, manifest = finetune_download(account_id(state), FINETUNE_KINDS[label], chosen_format,
+                                               _collection(chosen_collection), chosen_seed or 0)
         except (PermissionError, ValueError, LookupError, OSError) as exc:
             return None, None, str(exc)
         return path, manifest, f"Built {manifest['rows']} rows."
 
-    refresh.click(on_refresh, user_state, [collection, status], api_visibility="private")
-    user_state.change(on_refresh, user_state, [collection, status], api_visibility="private")
+    follow_collections(user_state, refresh, collection, status, leading=(ALL_COLLECTIONS,))
     import_button.click(on_import, [user_state, upload, target, fmt], [import_report, status], api_visibility="private")
     export_button.click(on_export, [user_state, what, export_format, collection],
                         [export_file, export_summary, status], api_visibility="private")

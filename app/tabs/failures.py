@@ -3,49 +3,25 @@ moved a metric. Clicking a row (or a thumbnail) opens that item in the Score tab
 from __future__ import annotations
 
 import gradio as gr
-import pandas as pd
 
+from annotation.collection_analysis import collection_failure_cases
 from app import engine
-from app.collection_scores import collection_table
-from app.tabs.annotate import collection_choices
+from app.session import account_id, collection_row, follow_collections
 from app.tabs.score import ScoreTab
-from scoring.analysis.failures import CASE_COLUMNS, disagreements, unmoved
+from scoring.analysis.report import ANY, DISAGREE, UNMOVED, case_cells, case_filters, filter_cases
 
-DISAGREE = "metric and humans disagree"
-UNMOVED = "perturbation barely moved the metric"
-ANY = "(any)"
+INTRO = ("Find items where a metric and the human ratings disagree most (difference of percentile ranks within a "
+         "language), or perturbed captions whose score barely moved. Click a row or a thumbnail to open the item "
+         "in the Score tab. Needs a researcher login (Annotate tab).")
 SHOWN = 200
 THUMBNAILS = 12
-COLUMNS = CASE_COLUMNS[:CASE_COLUMNS.index("image_file")]
-
-
-def filter_rows(rows: pd.DataFrame, metric: str, lang: str, op: str) -> pd.DataFrame:
-    if metric != ANY:
-        rows = rows[rows["metric"] == metric]
-    if lang != ANY:
-        rows = rows[rows["lang"] == lang]
-    if op != ANY:
-        rows = rows[rows["op"] == op]
-    return rows.head(SHOWN).reset_index(drop=True)
-
-
-def display(rows: pd.DataFrame) -> pd.DataFrame:
-    shown = rows.reindex(columns=COLUMNS).copy()
-    for column in ("metric score", "human", "rank gap", "change %"):
-        shown[column] = pd.to_numeric(shown[column], errors="coerce").round(3)
-    return shown
 
 
 def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tabs: gr.Tabs) -> None:
     names = engine.metric_names(ctx.profile)
-    gr.Markdown("Find items where a metric and the human ratings disagree most (difference of percentile "
-                "ranks within a language), or perturbed captions whose score barely moved. Click a row or a "
-                "thumbnail to open the item in the Score tab. Needs a researcher login (Annotate tab).")
-    with gr.Row():
-        collection = gr.Dropdown([], label="Collection", allow_custom_value=True, elem_id="failures-collection")
-        refresh = gr.Button("↻ collections", scale=0)
-        mode = gr.Radio([DISAGREE, UNMOVED], value=DISAGREE, label="Show")
-        run = gr.Button("Find failure cases", variant="primary", elem_id="failures-button")
+    gr.Markdown(INTRO)
+    collection, refresh, mode, run = collection_row(
+        "failures", "Find failure cases", lambda: gr.Radio([DISAGREE, UNMOVED], value=DISAGREE, label="Show"))
     with gr.Row():
         metric = gr.Dropdown([ANY, *names], value=ANY, label="Metric")
         lang = gr.Dropdown([ANY], value=ANY, label="Language")
@@ -59,22 +35,21 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
     shown_rows = gr.State(None)
 
     def present(rows, metric_name, lang_name, op_name):
-        picked = filter_rows(rows, metric_name, lang_name, op_name)
+        picked = filter_cases(rows, metric_name, lang_name, op_name, SHOWN)
         gallery = [(path, f"#{i + 1}") for i, path in enumerate(picked["image_file"].head(THUMBNAILS))]
-        return display(picked), gallery, picked
+        return case_cells(picked), gallery, picked
 
     def on_find(state, name, how, metric_name, lang_name, op_name, progress=gr.Progress()):
         try:
-            wide = collection_table(ctx.profile, state, name, names, progress)
+            rows = collection_failure_cases(account_id(state), name, engine.AppScorer(ctx.profile), names, how,
+                                            progress)
         except (PermissionError, ValueError, LookupError) as exc:
             return str(exc), *[gr.skip()] * 7
-        rows = disagreements(wide, names) if how == DISAGREE else unmoved(wide, names)
         if rows.empty:
             hint = ("no rated captions with metric scores" if how == DISAGREE
                     else "no perturbed captions stored (save some from the Perturbation lab)")
             return f"Nothing to show: {hint}.", None, [], None, None, gr.skip(), gr.skip(), gr.skip()
-        langs = [ANY, *sorted(rows["lang"].dropna().unique())]
-        ops = [ANY, *sorted(rows["op"].dropna().unique())]
+        langs, ops = case_filters(rows)
         lang_name = lang_name if lang_name in langs else ANY
         op_name = op_name if op_name in ops else ANY
         shown, gallery, picked = present(rows, metric_name, lang_name, op_name)
@@ -94,8 +69,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
         return ([row["image_file"]], row["candidate"], row.get("references") or "", row["lang"],
                 gr.Tabs(selected="score"))
 
-    refresh.click(collection_choices, user_state, [collection, status], api_visibility="private")
-    user_state.change(collection_choices, user_state, [collection, status], api_visibility="private")
+    follow_collections(user_state, refresh, collection, status)
     run.click(on_find, [user_state, collection, mode, metric, lang, op],
               [status, table, thumbnails, all_rows, shown_rows, lang, op, metric], api_visibility="private")
     for control in (metric, lang, op):

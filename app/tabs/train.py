@@ -15,16 +15,13 @@ import plotly.graph_objects as go
 
 from annotation import training_jobs as jobs
 from app import engine, render
+from app.session import account_id, collection_dropdown
 
 PRESET_DATA, SET_FILE, COLLECTION = "the preset's data", "a set file", "a collection"
 REFRESH_S = 1.0
 EMPTY_RESULT = pd.DataFrame(columns=["held-out number", "before", "after", "change"])
 JOB_COLUMNS = ["job", "owner", "recipe", "preset", "data", "status", "progress", "metric version"]
 PROBLEMS = (PermissionError, ValueError, LookupError, OSError)
-
-
-def _user_id(user_state: dict | None) -> int | None:
-    return (user_state or {}).get("id")
 
 
 def _clock(seconds: float | None) -> str:
@@ -153,7 +150,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
     def on_start(state, recipe_name, preset_name, data_source, upload, collection_name):
         try:
             view = jobs.start_training(
-                _user_id(state), recipe_name, preset_name,
+                account_id(state), recipe_name, preset_name,
                 set_file=upload if data_source == SET_FILE else None,
                 collection=collection_name if data_source == COLLECTION else None, profile=ctx.profile)
         except PROBLEMS as exc:
@@ -164,14 +161,14 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
         if not current:
             return (gr.skip(), gr.Timer(active=False), *[gr.skip()] * 7)
         try:
-            board = jobs.training_board(_user_id(state), current)
+            board = jobs.training_board(account_id(state), current)
         except PROBLEMS as exc:
             return (gr.skip(), gr.Timer(active=False), *problem(exc)[2:])
         return show(board.current, board.jobs)
 
     def on_cancel(state, current):
         try:
-            return show(jobs.cancel_training(_user_id(state), current))
+            return show(jobs.cancel_training(account_id(state), current))
         except PROBLEMS as exc:
             return problem(exc)
 
@@ -180,7 +177,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
         if not state:
             return show(None, [])
         try:
-            board = jobs.training_board(_user_id(state))
+            board = jobs.training_board(account_id(state))
         except PROBLEMS as exc:
             return (None, gr.Timer(active=False), jobs.public_message(exc), *show(None, [])[3:])
         return show(board.current, board.jobs)
@@ -189,11 +186,6 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
         """Show the clicked job: the next timer tick reads it."""
         row = event.index[0] if isinstance(event.index, (list, tuple)) else event.index
         return table.iloc[row]["job"], gr.Timer(active=True)
-
-    def on_collections(state):
-        from app.tabs.annotate import collection_choices
-
-        return collection_choices(state)[0]
 
     def on_recipe(name):
         entry = options.get(name) or {"summary": "", "presets": []}
@@ -212,4 +204,4 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
     listed.select(on_pick, listed, [job_id, timer], api_visibility="private")
     registered.change(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None, score_metrics,
                       api_visibility="private")
-    user_state.change(on_collections, user_state, collection, api_visibility="private")
+    user_state.change(collection_dropdown, user_state, collection, api_visibility="private")

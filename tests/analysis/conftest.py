@@ -4,8 +4,9 @@ from __future__ import annotations
 import csv
 import json
 
-import numpy as np
 import pytest
+
+from tests.benchmark_files import write_pascal50s
 
 
 @pytest.fixture
@@ -96,36 +97,18 @@ def m_capeval_csv(tmp_path):
     return path
 
 
-def _cell(strings):
-    cell = np.empty((1, len(strings)), dtype=object)
-    for index, text in enumerate(strings):
-        cell[0, index] = text
-    return cell
-
-
 @pytest.fixture
 def pascal_dir(tmp_path):
     """pair_pascal.mat / consensus_pascal.mat in pyCIDErConsensus/, 3 judgements per pair.
 
     Pair 0 (HC): A wins 2-1.  Pair 1 (HM): B wins 3-0.  Pair 2 (MM): A wins 3-0.
     """
-    from scipy.io import savemat
-
-    folder = tmp_path / "pascal" / "pyCIDErConsensus"
-    folder.mkdir(parents=True)
     pairs = [("img0.jpg", "a man rides", "a person on a horse"),
              ("img1.jpg", "two dogs", "a dog and a dog playing"),
              ("img2.jpg", "a red bus", "bus bus")]
-    entries = np.empty((1, len(pairs)), dtype=object)
-    for index, pair in enumerate(pairs):
-        entries[0, index] = _cell(pair)
-    savemat(folder / "pair_pascal.mat", {"new_input": entries, "category": np.array([[1, 3, 4]])})
-    winners = [[1, 1, 2], [2, 2, 2], [1, 1, 1]]
-    triplets = np.empty((1, 9), dtype=[("A", "O"), ("B", "O"), ("C", "O"), ("D", "O")])
-    for index, (pair, wins) in enumerate(zip(pairs, winners)):
-        for judge, winner in enumerate(wins):
-            triplets[0, index * 3 + judge] = (f"reference {index}-{judge}", pair[1], pair[2], np.array([[float(winner)]]))
-    savemat(folder / "consensus_pascal.mat", {"triplets": triplets})
+    references = [[f"reference {index}-{judge}" for judge in range(3)] for index in range(3)]
+    write_pascal50s(tmp_path / "pascal" / "pyCIDErConsensus", pairs, [1, 3, 4], [[1, 1, 2], [2, 2, 2], [1, 1, 1]],
+                    references)
     return tmp_path / "pascal"
 
 

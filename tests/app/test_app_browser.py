@@ -83,6 +83,7 @@ def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts)
         assert highlighted.count() >= 1, f"no highlighted span in slot {slot}"
     table = page.locator("#perturb-table").inner_text()
     assert re.search(r"\([+-]\d+\.\d+%\)", table), table
+    page.wait_for_timeout(1000)  # let Plotly draw the change chart before the screenshot
     page.screenshot(path=str(artifacts / "perturbation-lab.png"), full_page=True)
 
 
@@ -148,13 +149,18 @@ def choose(page, elem_id: str, value: str) -> None:
     box.press("Enter")
 
 
-def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
+def run_on_the_collection(page, server, tab: str, prefix: str, done_text: str) -> None:
+    """Log in as the researcher, open `tab`, choose the seeded collection and run."""
     log_in(page, *server.researcher)
-    page.get_by_role("tab", name="Failure cases").click()
-    choose(page, "failures-collection", server.collection)
-    page.locator("#failures-button").click()
+    page.get_by_role("tab", name=tab).click()
+    choose(page, f"{prefix}-collection", server.collection)
+    page.locator(f"#{prefix}-button").click()
     page.wait_for_function(
-        "() => document.querySelector('#failures-status textarea')?.value.includes('cases')")
+        f"() => document.querySelector('#{prefix}-status textarea')?.value.includes('{done_text}')")
+
+
+def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
+    run_on_the_collection(page, server, "Failure cases", "failures", "cases")
     page.screenshot(path=str(artifacts / "failure-cases.png"), full_page=True)
     page.locator("#failures-table").scroll_into_view_if_needed()  # the table renders rows in view only
     first_caption = page.locator("#failures-table [role=gridcell], #failures-table [role=cell]").nth(2)  # id, image, caption
@@ -170,17 +176,43 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
 
 
 def test_analyze_tab_shows_correlations(page, server, artifacts):
-    log_in(page, *server.researcher)
-    page.get_by_role("tab", name="Analyze").click()
-    choose(page, "analyze-collection", server.collection)
-    page.locator("#analyze-button").click()
-    page.wait_for_function(
-        "() => document.querySelector('#analyze-status textarea')?.value.includes('with human ratings')")
+    run_on_the_collection(page, server, "Analyze", "analyze", "with human ratings")
     table = page.locator("#analyze-correlations").inner_text()
     assert "CLIP-S" in table and "[" in table
     page.wait_for_timeout(1000)
     page.screenshot(path=str(artifacts / "analyze-tab.png"), full_page=True)
     assert page.dialogs == []
+
+
+def test_perturbations_saved_from_the_lab_are_in_the_collection(page, server, image_file, artifacts):
+    from annotation.acting import acting, log_in as library_log_in
+    from annotation.captions import get_caption
+    from annotation.tasks import critical_objects
+
+    log_in(page, *server.researcher)
+    page.get_by_role("tab", name="Perturbation lab").click()
+    page.locator("#perturb-image input[type=file]").set_input_files(str(image_file))
+    page.wait_for_selector("#perturb-image td.filename[aria-label='red.png']")
+    page.locator("#perturb-caption textarea").fill("a man in a white shirt rides a brown horse")
+    page.locator("#perturb-critical textarea").fill("white shirt; brown horse")
+    page.locator("#perturb-button").click()
+    page.wait_for_function("() => document.querySelectorAll('#perturb-table td').length > 0")
+    page.get_by_text("Save into a collection").click()
+    page.locator("#perturb-save-collection textarea").fill("browser-lab")
+    page.locator("#perturb-save-button").click()
+    page.wait_for_function(
+        "() => document.querySelector('#perturb-save-status textarea')?.value.startsWith('Saved caption')")
+    message = page.locator("#perturb-save-status textarea").input_value()
+    page.screenshot(path=str(artifacts / "perturbation-lab-saved.png"), full_page=True)
+    match = re.fullmatch(r"Saved caption (\d+) and (\d) perturbed caption\(s\) into browser-lab, "
+                         r"with 2 critical object\(s\)\.", message)
+    assert match, message
+    with acting(library_log_in(*server.researcher).id) as (session, _):
+        parent = get_caption(session, int(match.group(1)))
+        assert parent.text == "a man in a white shirt rides a brown horse"
+        assert critical_objects(session, parent.id) == ["white shirt", "brown horse"]
+        children = [c for c in parent.image.captions if c.parent_id == parent.id]
+        assert len(children) == int(match.group(2)) >= 4
 
 
 # -- Train tab: a tiny real training job runs to the end, shows before/after, registers a

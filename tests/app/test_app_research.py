@@ -1,7 +1,9 @@
-"""Researcher tabs (Analyze, Failure cases, Data) on the seeded collection, tiny scorer."""
+"""The library calls behind the researcher tabs (Analyze, Failure cases, Data, saving from the
+Perturbation lab) on the seeded collection, acting as logged-in accounts, tiny scorer."""
 from __future__ import annotations
 
 import csv
+import re
 import os
 import io
 import json
@@ -9,23 +11,23 @@ import zipfile
 
 import pytest
 
-from app.collection_scores import collection_table
-from app.tabs import analyze, data, failures
-from app.tabs.annotate import login
+from annotation.acting import acting, log_in
+from annotation.collection_analysis import analyse_collection, collection_failure_cases, collection_scores_for
+from annotation.transfers import export_download, finetune_download, import_upload
+from scoring.analysis.report import ANY, UNMOVED, correlation_cells, filter_cases, robustness_cells
+from scoring.api import get_scorer
 
 METRICS = ["CLIP-S", "BLEU-1", "MCS"]
 
 
 @pytest.fixture(scope="module")
 def researcher(server):
-    state, message = login(*server.researcher)
-    assert state is not None, message
-    return state
+    return log_in(*server.researcher).id
 
 
 @pytest.fixture(scope="module")
 def table(server, researcher):
-    return collection_table(server.ctx.profile, researcher, server.collection, METRICS)
+    return collection_scores_for(researcher, server.collection, get_scorer(server.ctx.profile), METRICS)
 
 
 def test_collection_table_joins_human_scores_and_real_metric_scores(server, table):
@@ -43,43 +45,48 @@ def test_collection_table_joins_human_scores_and_real_metric_scores(server, tabl
 
 
 def test_annotators_cannot_read_collection_scores(server):
-    state, _ = login(*server.annotator)
+    annotator = log_in(*server.annotator).id
+    scorer = get_scorer(server.ctx.profile)
     with pytest.raises(PermissionError):
-        collection_table(server.ctx.profile, state, server.collection, METRICS)
+        collection_scores_for(annotator, server.collection, scorer, METRICS)
     with pytest.raises(PermissionError, match="Log in"):
-        collection_table(server.ctx.profile, None, server.collection, METRICS)
+        collection_scores_for(None, server.collection, scorer, METRICS)
 
 
-def test_correlation_and_robustness_views(table):
-    shown, numeric = analyze.correlation_view(table, METRICS, n_boot=50)
+def test_correlation_and_robustness_report(server, researcher, table):
+    report = analyse_collection(researcher, server.collection, get_scorer(server.ctx.profile), METRICS, n_boot=50)
+    shown = correlation_cells(report.correlations)
     assert set(shown["metric"]) <= set(METRICS) and (shown["n"] == 3).all()
     assert shown["Kendall τc"].str.match(r"^-?\d\.\d{3} \[").all()
-    formatted, robust = analyze.robustness_view(table, METRICS)
+    assert re.fullmatch(r"7 captions, [3-7] with human ratings\.", report.summary)  # other tests rate too
+    formatted = robustness_cells(report.robustness)
     assert {"Original", "Repetition", "Removal", "Masking", "Jumble", "Average"} <= set(formatted.columns)
-    clip = robust[robust["metric"] == "CLIP-S"].iloc[0]
+    clip = report.robustness[report.robustness["metric"] == "CLIP-S"].iloc[0]
     original = table[table["candidate"] == "a red square on a white table"]["CLIP-S"].iloc[0]
     assert clip["original"] == pytest.approx(original)
 
 
-def test_failure_cases_rank_disagreement_and_unmoved_perturbations(table):
-    cases = failures.disagreements(table, ["BLEU-1", "CLIP-S"])
+def test_failure_cases_rank_disagreement_and_unmoved_perturbations(server, researcher):
+    scorer = get_scorer(server.ctx.profile)
+    cases = collection_failure_cases(researcher, server.collection, scorer, ["BLEU-1", "CLIP-S"],
+                                     "metric and humans disagree")
     assert set(cases["metric"]) <= {"BLEU-1", "CLIP-S"}
     gaps = cases["rank gap"].abs().tolist()
     assert gaps == sorted(gaps, reverse=True)
-    moved = failures.unmoved(table, ["CLIP-S"])
+    moved = collection_failure_cases(researcher, server.collection, scorer, ["CLIP-S"], UNMOVED)
     assert len(moved) == 4 and set(moved["op"]) == {"repetition", "removal", "masking", "jumble"}
     changes = moved["change %"].tolist()
     assert changes == sorted(changes, reverse=True)
-    picked = failures.filter_rows(moved, "CLIP-S", failures.ANY, "masking")
+    picked = filter_cases(moved, "CLIP-S", ANY, "masking", 200)
     assert list(picked["op"]) == ["masking"]
 
 
 def test_export_ratings_and_build_a_finetuning_set(server, researcher):
-    path, summary = data.export_download(researcher, "ratings", "csv", server.collection)
+    path, summary = export_download(researcher, "ratings", "csv", server.collection)
     rows = list(csv.DictReader(open(path, encoding="utf-8")))
     assert summary["rows"] == len(rows) >= 6
     assert server.xss in {row["caption"] for row in rows}
-    bundle, manifest = data.finetune_download(researcher, "prmcs", "jsonl", server.collection, 0)
+    bundle, manifest = finetune_download(researcher, "prmcs", "jsonl", server.collection, 0)
     assert manifest["rows"] == 4
     with zipfile.ZipFile(bundle) as archive:
         assert "manifest.json" in archive.namelist()
@@ -99,52 +106,90 @@ def _bundle(tmp_path, rows, name):
 
 def test_import_is_all_or_nothing_and_annotators_cannot_import(server, researcher, tmp_path):
     from annotation.captions import list_collections
-    from app.tabs.annotate import _db, acting_user
 
     good = [{"image": "blue.png", "caption": "a blue square"}, {"image": "blue.png", "caption": "a blue tile"}]
     bad = good + [{"image": "blue.png"}, {"image": "missing.png", "caption": "nothing"}]
     with pytest.raises(ValueError, match="nothing written") as rejected:
-        data.import_upload(researcher, str(_bundle(tmp_path, bad, "bad.zip")), "imported-bad", "auto")
+        import_upload(researcher, str(_bundle(tmp_path, bad, "bad.zip")), "imported-bad", "auto")
     assert "line 3: caption text is empty" in str(rejected.value) and "line 4" in str(rejected.value)
-    report = data.import_upload(researcher, str(_bundle(tmp_path, good, "good.zip")), "imported-good", "auto")
+    report = import_upload(researcher, str(_bundle(tmp_path, good, "good.zip")), "imported-good", "auto")
     assert report["collection"] == "imported-good" and report["counts"]["captions"] == 2
-    with _db() as session:
-        names = {c.name for c in list_collections(session, acting_user(session, researcher))}
+    with acting(researcher) as (session, user):
+        names = {c.name for c in list_collections(session, user)}
     assert "imported-good" in names and "imported-bad" not in names
-    annotator, _ = login(*server.annotator)
+    annotator = log_in(*server.annotator).id
     with pytest.raises(PermissionError):
-        data.import_upload(annotator, str(_bundle(tmp_path, good, "again.zip")), "imported-by-annotator", "auto")
+        import_upload(annotator, str(_bundle(tmp_path, good, "again.zip")), "imported-by-annotator", "auto")
 
 
 def test_pick_an_image_from_a_collection(server, researcher):
-    from app.tabs.score import collection_images
+    from annotation.lab import collection_images
 
     images = collection_images(researcher, server.collection)
     assert len(images) == 3
     texts = {c for entry in images.values() for c in entry["captions"]}
     assert {"a red square on a white table", server.xss, "a green field"} <= texts
     assert all(entry["references"] == ["a photo of a square"] for entry in images.values())
+    assert {entry["language"] for entry in images.values()} == {"en"}
     assert all(os.path.isfile(entry["file"]) for entry in images.values())
 
 
 def test_perturbation_lab_saves_original_critical_objects_and_perturbations(server, researcher, image_file):
+    from annotation.lab import save_perturbations
     from annotation.captions import get_caption
     from annotation.tasks import critical_objects
-    from app.tabs.annotate import _db
-    from app.tabs.perturb import run_perturbations, save_to_collection
-    from app.tabs.score import load_images
+    from scoring.perturb.lab import perturb_caption
 
-    images, _ = load_images([str(image_file)])
     text = "a man in a white shirt rides a brown horse"
     critical = ["white shirt", "brown horse"]
-    perturbations = run_perturbations(text, "all", 0.4, 1, "en", critical)
-    message = save_to_collection(researcher, images[0], text, "en", perturbations, "lab-saved", critical)
+    perturbations = perturb_caption(text, "all", 0.4, 1, "en", critical)
+    message = save_perturbations(researcher, image_file.read_bytes(), "red.png", text, "en", perturbations,
+                                 "lab-saved", critical)
     parent_id = int(message.split("caption ")[1].split()[0])
-    with _db() as session:
+    with acting(researcher) as (session, _):
         assert get_caption(session, parent_id).text == text
         assert critical_objects(session, parent_id) == critical
         children = [c for c in get_caption(session, parent_id).image.captions if c.parent_id == parent_id]
         assert sorted(c.perturbation_op for c in children) == sorted(p.op for p in perturbations if not p.noop)
-    annotator, _ = login(*server.annotator)
     with pytest.raises(PermissionError):
-        save_to_collection(annotator, images[0], text, "en", perturbations, "lab-saved", None)
+        save_perturbations(log_in(*server.annotator).id, image_file.read_bytes(), "red.png", text, "en",
+                           perturbations, "lab-saved", None)
+
+
+def test_annotate_queue_screens_as_a_fresh_annotator(server):
+    from annotation import queue_screens as qs
+    from annotation.accounts import create_user
+    from annotation.database import database_session
+    from annotation.tasks import CRITICAL_INSTRUCTIONS
+
+    with database_session() as session:
+        create_user(session, "queue-tester", "annotator", "queue-tester-password")
+    me = log_in("queue-tester", "queue-tester-password").id
+    first = qs.rating_screen(me, server.collection)
+    assert first.caption_id is not None and first.progress.startswith("You rated 0 of 7 items")
+    second = qs.rate_and_next(me, server.collection, first.caption_id, 0.8, None, 0.4)
+    assert second.message == f"Saved rating of caption {first.caption_id}."
+    assert second.caption_id not in (None, first.caption_id) and second.progress.startswith("You rated 1 of 7")
+    again = qs.rating_screen(me, server.collection, first.caption_id)  # going back shows my values
+    assert (again.values["overall"], again.values["relevance"], again.values["fluency"]) == (0.8, 0.4, None)
+    third = qs.skip_rating(me, server.collection, second.caption_id)
+    assert third.message == f"Skipped caption {second.caption_id}."
+    assert third.caption_id not in (first.caption_id, second.caption_id)
+    assert qs.rating_screen(me, server.collection).caption_id == third.caption_id  # the skipped one stays away
+    with pytest.raises(PermissionError, match="Log in first"):
+        qs.rating_screen(None, server.collection)
+    with pytest.raises(ValueError, match="No caption loaded"):
+        qs.rate_and_next(me, server.collection, None, 0.5)
+
+    critical = qs.critical_screen(me, server.collection)
+    assert critical.instructions == CRITICAL_INSTRUCTIONS and critical.caption_id is not None
+    with pytest.raises(ValueError, match="not in the caption text"):
+        qs.mark_and_next(me, server.collection, critical.caption_id, "unicorn", "", "")
+    word = critical.text.split()[-1]
+    assert qs.mark_and_next(me, server.collection, critical.caption_id, word, "", "").message == "Saved."
+
+    task = qs.transcreation_screen(me, server.collection, "de")
+    assert task.caption_id is not None and task.references == ["a photo of a square"]
+    assert 0.0 <= task.source_score <= 1.0
+    after = qs.transcreate_and_next(me, server.collection, "de", task.caption_id, "ein Satz")
+    assert after.message == "Saved." and after.caption_id != task.caption_id

@@ -9,6 +9,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -78,8 +80,9 @@ def test_first_run_gives_the_operator_a_login(tmp_path, monkeypatch, capsys):
     from app import serve
 
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
-    serve._seed_demo()
+    serve._prepare()
     printed = capsys.readouterr().out
+    assert "demo collection 'world-demo' created" in printed
     match = re.search(r"log in as 'demo' with password '([^']+)'", printed)
     assert match, printed
     with database_session() as session:
@@ -87,5 +90,17 @@ def test_first_run_gives_the_operator_a_login(tmp_path, monkeypatch, capsys):
         assert user.role == "researcher"
         assert authenticate(session, "demo", "wrong") is None
 
-    serve._seed_demo()  # not a first run any more: no second account, no password printed
+    serve._prepare()  # not a first run any more: no second account, no password printed
     assert "password" not in capsys.readouterr().out
+
+
+def test_space_owner_account_is_made_once(tmp_path, monkeypatch):
+    from annotation.acting import log_in
+    from annotation.app_start import ensure_account
+
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    assert ensure_account("owner", "admin", "owner-password") is True
+    assert ensure_account("owner", "admin", "another-password") is False  # an existing account is kept as it is
+    assert log_in("owner", "owner-password").role == "admin"
+    with pytest.raises(PermissionError, match="Wrong user name or password"):
+        log_in("owner", "another-password")

@@ -1,0 +1,59 @@
+"""Collections as the Score tab and the Perturbation lab use them: pick a stored image with
+its captions to score, and keep an image, its caption, critical objects and perturbations.
+
+Each function is one transaction as the acting account (`annotation.acting`); reading and
+writing collections is a researcher or admin action, checked by the workflow functions.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from annotation import captions, tasks
+from annotation.perturbations import store_perturbation
+from annotation.acting import acting
+from annotation.exporters import captions_table
+from annotation.image_store import add_image
+from scoring.language_id import AUTO
+
+
+def collection_images(account_id: int | None, collection_name: str) -> dict[str, dict]:
+    """The images of a collection by sha256: stored file, display name, candidate captions,
+    references, and `language`: the candidates' language when they share one, else "auto"."""
+    with acting(account_id) as (session, user):
+        rows = captions_table(session, user, captions.get_collection(session, collection_name))
+    images: dict[str, dict] = {}
+    for row in rows:
+        entry = images.setdefault(row["image_sha256"], {
+            "file": row["image_file"], "name": row["image_filename"] or row["image_sha256"][:12],
+            "captions": [], "references": list(row["references"]), "languages": set()})
+        if row["kind"] == "candidate":
+            entry["captions"].append(row["caption"])
+            entry["languages"].add(row["language"])
+    for entry in images.values():
+        languages = entry.pop("languages")
+        entry["language"] = next(iter(languages)) if len(languages) == 1 else AUTO
+    return images
+
+
+def save_perturbations(account_id: int | None, image_bytes: bytes | None, image_name: str, original: str, lang: str,
+                       perturbations: Sequence, collection_name: str, critical: Sequence[str] | None) -> str:
+    """Store the image, the original caption (as a candidate), its critical objects and the
+    perturbed captions that changed something, with their provenance, in `collection_name`;
+    returns a sentence saying what was saved."""
+    if image_bytes is None:
+        raise ValueError("Upload the image first: stored captions belong to an image.")
+    if not perturbations:
+        raise ValueError("Run a perturbation first.")
+    if not (collection_name or "").strip():
+        raise ValueError("Name the collection to save into.")
+    with acting(account_id) as (session, user):
+        collection = captions.get_or_create_collection(session, user, collection_name.strip())
+        stored_image = add_image(session, image_bytes, original_filename=image_name)
+        parent = captions.add_caption(session, user, stored_image, original, language=lang, kind="candidate",
+                                collection=collection)
+        if critical:
+            tasks.mark_critical(session, user, parent.id, list(critical))
+        saved = [store_perturbation(session, user, parent, pert, collection=collection)
+                 for pert in perturbations if not pert.noop]
+        return (f"Saved caption {parent.id} and {len(saved)} perturbed caption(s) into {collection.name}"
+                + (f", with {len(critical)} critical object(s)." if critical else "."))

@@ -1,0 +1,59 @@
+"""Import an uploaded file, and export tables or build fine-tuning sets as one downloadable
+file, each one transaction as the acting account (`annotation.acting`).
+
+Downloads go into a fresh temporary folder; a directory output (a Hugging Face dataset, a
+fine-tuning set) is packed into a zip next to it.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from annotation.acting import acting
+from annotation.exporters import export_table
+from annotation.finetune_sets import build_finetune_set
+from annotation.importers import import_file
+from annotation.captions import get_collection
+
+EXPORT_SUFFIXES = {"csv": ".csv", "jsonl": ".jsonl", "parquet": ".parquet", "hf": ""}
+
+
+def import_upload(account_id: int | None, path: str | None, collection: str | None, fmt: str | None = None,
+                  progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """Import `path` (CSV, JSONL, or a zip of images with a manifest) all or nothing into
+    `collection` (default: named after the file); the import report as a dict."""
+    if not path:
+        raise ValueError("Upload a file to import (CSV, JSONL, or a zip of images with a manifest).")
+    with acting(account_id) as (session, user):
+        report = import_file(session, user, path, collection=(collection or "").strip() or None,
+                             fmt=None if fmt in (None, "auto") else fmt, progress=progress)
+        return report.to_dict()
+
+
+def _downloadable(path: Path) -> str:
+    """Directories become a zip next to them; files are offered as they are."""
+    if path.is_dir():
+        return shutil.make_archive(str(path), "zip", root_dir=path)
+    return str(path)
+
+
+def export_download(account_id: int | None, what: str, fmt: str, collection: str | None) -> tuple[str, dict]:
+    """(file to download, summary) of the `what` table ("ratings" or "captions") of one
+    collection, or of all when `collection` is None."""
+    out = Path(tempfile.mkdtemp(prefix="caplens-export-")) / f"{what}{EXPORT_SUFFIXES[fmt]}"
+    with acting(account_id) as (session, user):
+        chosen = get_collection(session, collection) if collection else None
+        summary = export_table(session, user, what, out, fmt, collection=chosen)
+    return _downloadable(Path(summary["path"])), summary
+
+
+def finetune_download(account_id: int | None, kind: str, fmt: str, collection: str | None,
+                      seed: int) -> tuple[str, dict]:
+    """(zip to download, manifest) of a fine-tuning set of one collection, or of all."""
+    out = Path(tempfile.mkdtemp(prefix="caplens-finetune-")) / f"{kind}-set"
+    with acting(account_id) as (session, user):
+        chosen = get_collection(session, collection) if collection else None
+        manifest = build_finetune_set(session, user, kind, out, collection=chosen, fmt=fmt, seed=int(seed))
+    return _downloadable(out), manifest

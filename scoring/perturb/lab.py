@@ -1,0 +1,121 @@
+"""The Perturbation lab as library calls: perturb one caption by one operation or by the five
+of PR-MCS, then score it before and after in the layout of PR-MCS Table 7.
+
+The table is `scoring.analysis.robustness.robustness_table` over one caption, so the lab and
+`caplens analyze robustness` compute the change the same way.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import pandas as pd
+
+from scoring.analysis.robustness import ORIGINAL, format_table7, robustness_table
+from scoring.api import ScoreItem
+from scoring.language_id import resolve_language
+from scoring.perturb.ops import PRMCS_OPS, UMIC_OPS, Perturbation, perturb
+
+ALL_FIVE = "all five (PR-MCS)"
+
+
+def operation_choices() -> list[str]:
+    """The lab's menu: all five PR-MCS operations at once, each of them, then UMIC's."""
+    return [ALL_FIVE, *PRMCS_OPS, *[op for op in UMIC_OPS if op not in PRMCS_OPS]]
+
+
+def parse_critical(text: str | None) -> list[str] | None:
+    """Critical objects typed as "man; white shirt" (or one per line); None when none."""
+    objects = [part.strip() for part in (text or "").replace("\n", ";").split(";") if part.strip()]
+    return objects or None
+
+
+def perturb_caption(text: str, op: str, p: float | None, seed: int, lang: str, critical: list[str] | None,
+                    corpus: list[str] | None = None) -> list[Perturbation]:
+    """`text` perturbed by `op`, or by each PR-MCS operation for ALL_FIVE (or "all"), in
+    language `lang` (AUTO: detected from the text)."""
+    if not text or not text.strip():
+        raise ValueError("Enter a caption to perturb.")
+    ops = list(PRMCS_OPS) if op in (ALL_FIVE, "all") else [op]
+    lang = resolve_language(lang, text)
+    return [perturb(text, name, p=p, seed=int(seed), lang=lang, critical=critical, corpus=corpus) for name in ops]
+
+
+@dataclass
+class CaptionRobustness:
+    """Scores of one caption before and after its perturbations: `table` is the numeric
+    Table-7 frame (one row per metric that scored), `statuses` says for every metric whether
+    it is available, and `ops` keeps the operations' order."""
+
+    table: pd.DataFrame
+    statuses: dict[str, str]
+    ops: list[str] = field(default_factory=list)
+
+
+def caption_robustness(scorer, image, original: str, perturbations: Sequence[Perturbation], references: list[str],
+                       lang: str, metrics: Sequence[str]) -> CaptionRobustness:
+    """Score `original` and each perturbed text with `metrics` against one image (None: text
+    metrics only) and `references`; the change per operation is relative to the original."""
+    texts = [original] + [pert.text for pert in perturbations]
+    ops = [pert.op for pert in perturbations]
+    items = [ScoreItem(image=image, candidate=text, references=list(references), lang=lang) for text in texts]
+    rows, statuses = [], {}
+    for name, result in scorer.score(items, list(metrics)).items():
+        statuses[name] = f"unavailable: {result.unavailable}" if result.unavailable else "available"
+        if result.unavailable:
+            continue
+        for op, value in zip([ORIGINAL, *ops], result.values):
+            rows.append({"lang": lang, "metric": name, "op": op, "score": value})
+    long = pd.DataFrame(rows, columns=["lang", "metric", "op", "score"])
+    scored = long[long["score"].notna() & (long["op"] == ORIGINAL)]
+    table = robustness_table(long, ops) if not scored.empty else pd.DataFrame()
+    return CaptionRobustness(table, statuses, ops)
+
+
+def caption_robustness_cells(result: CaptionRobustness) -> pd.DataFrame:
+    """Rows: metrics; columns: Original, each operation as "score (change %)" (the score alone
+    where the original is zero), Average (for several operations), Robustness and the
+    metric's status; "-" where a metric could not score (unavailable, or it needs an image or
+    references these inputs lack)."""
+    if result.table.empty:
+        cells = pd.DataFrame(columns=["metric"]).set_index("metric")
+    else:
+        cells = format_table7(result.table, result.ops).drop(columns=["lang"]).set_index("metric")
+        numeric = result.table.set_index("metric")
+        for op in [*result.ops, "average"]:
+            # Off a zero original the change is undefined; the score itself is still shown.
+            undefined = (cells[op.capitalize()] == "-") & numeric[op].notna()
+            cells.loc[undefined, op.capitalize()] = numeric.loc[undefined, op].map("{:.4f}".format)
+    cells = cells.reindex(list(result.statuses)).fillna("-")
+    if len(result.ops) < 2:
+        cells = cells.drop(columns=["Average"], errors="ignore")
+    cells["status"] = [result.statuses[m] for m in cells.index]
+    return cells.rename_axis("metric").reset_index()
+
+
+@dataclass
+class LabRun:
+    """One run of the lab: the caption's language, its perturbations and, when metrics were
+    chosen, their scores before and after (`problem` says why scoring failed; the
+    perturbations are still there to show)."""
+
+    lang: str
+    perturbations: list[Perturbation]
+    robustness: CaptionRobustness | None = None
+    problem: str | None = None
+
+
+def perturb_and_score(scorer, text: str, op: str, p: float | None, seed: int, lang: str,
+                      critical: list[str] | None, *, image=None, references: Sequence[str] = (),
+                      metrics: Sequence[str] = ()) -> LabRun:
+    """Perturb `text` (language `lang`, AUTO: detected; the references also feed
+    keyword-substitution), then score it and its perturbations with `metrics`."""
+    lang = resolve_language(lang, text or "")
+    perturbations = perturb_caption(text, op, p, seed, lang, critical, list(references) or None)
+    if not metrics:
+        return LabRun(lang, perturbations)
+    try:
+        robustness = caption_robustness(scorer, image, text, perturbations, list(references), lang, metrics)
+    except (ValueError, LookupError, OSError) as exc:  # the scorer's "bad input" signals
+        return LabRun(lang, perturbations, problem=str(exc))
+    return LabRun(lang, perturbations, robustness)

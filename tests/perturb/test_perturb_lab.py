@@ -1,0 +1,62 @@
+"""The Perturbation lab's library calls (`scoring.perturb.lab`): one caption perturbed and
+scored before and after, as PR-MCS Table 7, with the tiny profile's real BLEU-1."""
+from __future__ import annotations
+
+import pytest
+
+from scoring.api import get_scorer
+from scoring.perturb.lab import (ALL_FIVE, caption_robustness, caption_robustness_cells, parse_critical, perturb_and_score,
+                                 perturb_caption)
+
+TEXT = "a red square on a white table"  # 7 words, its own reference: BLEU-1 = 1
+
+
+def test_changes_follow_from_the_perturbed_words():
+    perturbations = perturb_caption(TEXT, ALL_FIVE, 0.4, 0, "en", None)
+    assert [p.op for p in perturbations] == ["repetition", "removal", "masking", "jumble", "substitution"]
+    result = caption_robustness(get_scorer("tiny"), None, TEXT, perturbations, [TEXT], "en", ["BLEU-1", "CLIP-S"])
+    row = result.table.set_index("metric").loc["BLEU-1"]
+    assert row["original"] == pytest.approx(1.0)
+    # Jumble keeps every word: unigram precision stays 1. Repetition adds words that are
+    # clipped away: precision 7 / n. Removal keeps precision 1 but pays the brevity penalty.
+    assert row["jumble_change"] == pytest.approx(0.0, abs=1e-9)
+    repeated = len(perturbations[0].text.split())
+    assert repeated > 7 and row["repetition_change"] == pytest.approx(100 * (7 / repeated - 1))
+    assert row["removal_change"] < 0
+    assert result.statuses == {"BLEU-1": "available", "CLIP-S": "available"}
+
+    cells = caption_robustness_cells(result).set_index("metric")
+    assert list(cells.columns) == ["Original", "Repetition", "Removal", "Masking", "Jumble", "Substitution",
+                                   "Average", "Robustness", "status"]
+    assert cells.loc["BLEU-1", "Original"] == "1.0000"
+    assert cells.loc["BLEU-1", "Jumble"] == "1.0000 (+0.00%)"
+    # CLIP-S needs an image these inputs lack: a row of dashes, still "available"
+    assert (cells.loc["CLIP-S"].drop("status") == "-").all() and cells.loc["CLIP-S", "status"] == "available"
+
+
+def test_one_operation_has_no_average_and_unavailable_metrics_say_why():
+    perturbations = perturb_caption(TEXT, "removal", None, 3, "en", None)
+    result = caption_robustness(get_scorer("tiny"), None, TEXT, perturbations, [TEXT], "en", ["BLEU-1", "SPICE"])
+    cells = caption_robustness_cells(result).set_index("metric")
+    assert "Average" not in cells.columns and "Removal" in cells.columns
+    assert cells.loc["SPICE", "status"].startswith("unavailable: ")
+    assert cells.loc["SPICE", "Original"] == "-"
+
+
+def test_inputs_as_typed():
+    assert parse_critical("man; white shirt\nhorse ;") == ["man", "white shirt", "horse"]
+    assert parse_critical("  ") is None
+    with pytest.raises(ValueError, match="Enter a caption"):
+        perturb_caption("   ", ALL_FIVE, 0.4, 0, "en", None)
+
+
+def test_a_lab_run_detects_the_language_and_keeps_perturbations_when_scoring_fails():
+    scorer = get_scorer("tiny")
+    run = perturb_and_score(scorer, "ein Mann fährt mit dem Fahrrad über die Brücke", "removal", None, 0, "auto",
+                            None, references=["ein Mann fährt Fahrrad"], metrics=["BLEU-1"])
+    assert run.lang == "de" and [p.lang for p in run.perturbations] == ["de"]
+    assert run.problem is None and run.robustness.statuses == {"BLEU-1": "available"}
+    unscored = perturb_and_score(scorer, TEXT, ALL_FIVE, 0.4, 0, "en", None, metrics=["NOPE"])
+    assert len(unscored.perturbations) == 5 and unscored.robustness is None
+    assert unscored.problem.startswith("unknown metric 'NOPE'")
+    assert perturb_and_score(scorer, TEXT, "jumble", None, 0, "en", None).robustness is None  # no metric chosen
