@@ -288,13 +288,9 @@ def runner() -> JobRunner:
 def _researcher(user_id: int | None) -> tuple[int, str, bool]:
     """(id, name, is_admin) of a researcher or admin; PermissionError otherwise."""
     from annotation.accounts import RESEARCH_ROLES, require_role
-    from annotation.database import database_session
-    from db.models import User
+    from annotation.acting import acting
 
-    if user_id is None:
-        raise PermissionError("Log in first (Annotate tab) as a researcher or admin.")
-    with database_session(read_only=True) as session:
-        user = session.get(User, user_id)
+    with acting(user_id) as (_session, user):
         require_role(user, *RESEARCH_ROLES)
         return user.id, user.name, user.role == "admin"
 
@@ -318,8 +314,7 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
     """Queue a run of ``recipe`` with config ``preset`` on the preset's data, an uploaded set
     (a set folder zipped, or its JSONL/Parquet/CSV data file) or a collection's exported set.
     ``profile`` (the app's) is where the result registers if the run names no profile."""
-    from annotation.database import database_session
-    from db.models import User
+    from annotation.acting import acting
     from scoring.training import RECIPES, load_config
 
     owner_id, owner, _ = _researcher(user_id)
@@ -336,8 +331,8 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
         overrides["data"] = str(_unpack_set(Path(set_file), data_dir() / "sets" / f"upload-{stamp}"))
         about = f"uploaded set {Path(set_file).name}"
     elif collection:
-        with database_session() as session:
-            overrides["data"] = str(export_collection_set(session, session.get(User, owner_id), recipe, collection,
+        with acting(owner_id) as (session, user):
+            overrides["data"] = str(export_collection_set(session, user, recipe, collection,
                                                           data_dir() / "sets" / f"{_slug(collection)}-{stamp}"))
         about = f"collection {collection}"
     else:
