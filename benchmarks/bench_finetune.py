@@ -108,7 +108,8 @@ def run(scenes: int, device: str | None) -> dict:
 
 def _tau(corr, metric, lang, style="all", against="tau_c_oracle"):
     entry = corr.get(metric)
-    return entry[lang][style][against] if isinstance(entry, dict) else float("nan")
+    value = entry[lang][style][against] if isinstance(entry, dict) else None
+    return float("nan") if value is None else value
 
 
 def _verdict(ok: bool) -> str:
@@ -164,8 +165,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="before/after table of the fine-tuned world metrics")
     parser.add_argument("--scenes", type=int, default=60)
     parser.add_argument("--device")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the full result here")
+    parser.add_argument("--from-json", type=Path, help="print the table of an earlier --json result")
     args = parser.parse_args(argv)
+    if args.from_json:
+        print(report(json.loads(args.from_json.read_text(encoding="utf-8"))))
+        return 0
     result = run(args.scenes, args.device)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1, ensure_ascii=False, default=float), encoding="utf-8")

@@ -105,16 +105,20 @@ class MultilingualTextEncoder:
     def text_embeddings(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         return encode_cached_texts(self, texts, self._encode_text_batch)
 
-    def _encode_text_batch(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
+    def project(self, texts: list[str]) -> tuple[torch.Tensor, list[bool]]:
+        """Unnormalised embeddings (differentiable; the fine-tuning recipes train through it) and truncation flags."""
         ids, mask, flags = tokenize_truncating(self.tokenizer, texts, self.max_tokens)
         ids, mask = ids.to(self.placement.device), mask.to(self.placement.device)
+        hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        if self.pooling == "mean":
+            weights = mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+        else:
+            pooled = hidden[:, 0]
+        return self.dense(pooled), flags
+
+    def _encode_text_batch(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
         with torch.inference_mode():
-            hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
-            if self.pooling == "mean":
-                weights = mask.unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-            else:
-                pooled = hidden[:, 0]
-            projected = self.dense(pooled).float()
-            embedded = torch.nn.functional.normalize(projected, dim=-1).cpu().numpy()
+            projected, flags = self.project(texts)
+            embedded = torch.nn.functional.normalize(projected.float(), dim=-1).cpu().numpy()
         return embedded, flags

@@ -3,7 +3,7 @@
     from scoring.training import RECIPES, load_config, train
     result = train(load_config("pr-mcs-tiny"))
 
-Contract with the app and the user registry: /work/training_contract.md (docs/training.md).
+Configs, recipes and guarantees: docs/training.md.
 """
 from scoring.training.config import TrainConfig, load_config, presets
 from scoring.training.recipes import RECIPES, Recipe

@@ -99,15 +99,7 @@ def clip_image_features(backbone, pixels: torch.Tensor) -> torch.Tensor:
 
 
 def st_text_features(encoder, texts: list[str], device: torch.device) -> torch.Tensor:
-    ids, mask, _ = tokenize_truncating(encoder.tokenizer, texts, encoder.max_tokens)
-    ids, mask = ids.to(device), mask.to(device)
-    hidden = encoder.model(input_ids=ids, attention_mask=mask).last_hidden_state
-    if encoder.pooling == "mean":
-        weights = mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-    else:
-        pooled = hidden[:, 0]
-    return encoder.dense(pooled)
+    return encoder.project(texts)[0]
 
 
 def itm_cls(backbone, pixels: torch.Tensor, texts: list[str], device: torch.device) -> torch.Tensor:

@@ -130,7 +130,7 @@ class ClipRecipe(Recipe):
         image = torch.cat([self.images(state, picked[i:i + 64], device) for i in range(0, len(picked), 64)])
         text = torch.cat([self.texts(state, [r[caption_key] for r in picked[i:i + 64]], device)
                           for i in range(0, len(picked), 64)])
-        sim = torch.nn.functional.normalize(text.float(), dim=-1) @ torch.nn.functional.normalize(image.float(), dim=-1).T
+        sim = (torch.nn.functional.normalize(text.float(), dim=-1) @ torch.nn.functional.normalize(image.float(), dim=-1).T).float()
         return recall_at_k(sim.cpu().numpy(), np.arange(len(picked)), ks=(1, 5))
 
 

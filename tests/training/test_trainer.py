@@ -91,8 +91,8 @@ def test_prmcs_and_caplens_r_checkpoints_score_through_the_registry(tmp_path, mo
     tiny = ensure_tiny_checkpoints()
     _override_registry(tmp_path, monkeypatch, (
         f'[backbones.prmcs-text]\npath = "{prmcs.out_dir}"\n'
-        f'[backbones.caplens-r]\nkind = "caplens-r"\npath = "{head.out_dir}"\n'
-        '[metrics."CapLens-R"]\nfamily = "caplens-r"\nbackbone = "caplens-r"\nvision_backbone = "clip"\n'
+        f'[backbones.caplens-r-head]\nkind = "caplens-r"\npath = "{head.out_dir}"\n'
+        '[metrics."CapLens-R"]\nfamily = "caplens-r"\nbackbone = "caplens-r-head"\nvision_backbone = "clip"\n'
         'text_backbone = "mclip-text"\n'))
     rows, _, _ = world_set("ratings", {"scenes": 12, "size": 32, "languages": ["en", "de"]})
     items = [ScoreItem(r["image"], r["text"], references=r["references"], lang=r["lang"]) for r in rows[:6]]
