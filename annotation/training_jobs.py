@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from scoring.api import metric_names
 from scoring.paths import data_dir
 from scoring.user_registry import register_run
 
@@ -198,6 +199,8 @@ class JobRunner:
             name, message = None, f"trained, but not registered: {public_message(exc)}"
         else:
             message = f"done: registered as {name}"
+            if job.profile and name not in metric_names(job.profile):
+                message += f" for the profile of its base models, not this app's profile {job.profile}"
         with self._lock:
             job.metric_name, job.message = name, message
             job.status, job.finished = "done", time.time()

@@ -71,7 +71,7 @@ def status_text(view: jobs.JobView | None) -> str:
         lines.append(f"waiting: number {view.queue_position} in the {view.device} queue")
     lines.append(view.message)
     if view.metric_name:
-        lines.append(f"New metric version: {view.metric_name} (choose it in the Score tab, the API or --metrics)")
+        lines.append(f"New metric version: {view.metric_name} (score with it in the Score tab, the API or --metrics)")
     lines += [f"warning: {warning}" for warning in view.warnings]
     return "\n".join(lines)
 

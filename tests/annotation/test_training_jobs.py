@@ -217,3 +217,12 @@ def test_a_collection_trains_with_the_real_trainer_and_registers(accounts, engin
     uploaded = tj.start_training(rita.id, "umic", "umic-tiny", set_file=archive, profile="tiny", jobs=runner)
     assert uploaded.data == "uploaded set shapes-set.zip"
     assert runner.wait(uploaded.id, 240).status == "done"
+
+
+def test_a_version_registered_for_another_profile_says_so(data_dir, tmp_path):
+    """The run names tiny:clip, so its version goes to the tiny profile; an app serving hub
+    learns that it will not find it in its own score panel."""
+    runner = tj.JobRunner(train=fit_line)
+    view = runner.wait(runner.submit(config(tmp_path, "a"), 1, "rita", "tiny", "d", profile="hub").id, 60)
+    assert view.status == "done" and view.metric_name in metric_names("tiny")
+    assert view.message.endswith("not this app's profile hub")
