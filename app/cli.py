@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "scoring.world.cli",
     "annotation.analysis_cli",
     "annotation.cli",  # after scoring.world.cli: it adds `world seed`
+    "annotation.training_cli",
 )
 
 

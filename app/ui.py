@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app import api, engine
-from app.tabs import analyze, analyze_files, annotate, data, failures, perturb, score
+from app.tabs import analyze, analyze_files, annotate, data, failures, perturb, score, train
 
 TITLE = "CapLens"
 
@@ -29,6 +29,11 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
                 failures.build(ctx, user_state, score_tab, tabs)
             with gr.Tab("Data", id="data"):
                 data.build(user_state)
+            with gr.Tab("Train", id="train"):
+                train.build(ctx, user_state, score_tab.metrics)
         api.build(ctx, user_state)
         demo.load(None, None, None, js=annotate.KEYBOARD_JS)
+        # Metric versions registered by training since the app started appear after a reload.
+        demo.load(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None, score_tab.metrics,
+                  api_visibility="private")
     return demo

@@ -10,10 +10,11 @@ only its metrics unavailable, with the reason.
 """
 from __future__ import annotations
 
+import logging
 import threading
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -25,10 +26,12 @@ from scoring.images import ImageInput
 from scoring.metrics import build_metric
 from scoring.metrics.base import MetricInfo, MetricUnavailable, ScoreContext
 from scoring.pixels import ImagePipeline, encode_images
-from scoring.registry import Registry, canonical_metric_name, load_registry
+from scoring.registry import Registry, RegistryError, canonical_metric_name, load_registry, overrides_stamp
+from scoring.user_registry import training_note
 
 __all__ = ["MetricInfo", "MetricResult", "ScoreItem", "Scorer", "get_scorer", "metric_names"]
 
+LOG = logging.getLogger(__name__)
 Progress = Callable[..., object]  # called as progress(fraction, desc=...) — gr.Progress fits
 
 
@@ -71,6 +74,8 @@ class Scorer:
     def __init__(self, profile: str | Path | None = None, device: str | None = None, preprocess: str | None = None):
         """``preprocess``: "fast" (on the device) or "reference" (each checkpoint's own image
         processor); default fast on CUDA, reference elsewhere (docs/scoring.md)."""
+        self._profile_request = profile
+        self._overrides_stamp = overrides_stamp()
         self.registry: Registry = load_registry(profile)
         if self.registry.profile == "tiny":
             from scoring.tiny import ensure_tiny_checkpoints
@@ -88,6 +93,29 @@ class Scorer:
         self._failures: dict[str, str] = {}
         self._lock = threading.RLock()
 
+    def refresh(self) -> bool:
+        """Re-read the registry if an override file changed (e.g. a trained run was
+        registered): new metrics appear, backbones whose entry is unchanged stay loaded.
+        A file edited into an invalid state is logged and the last good registry kept, so
+        a typo in registry.toml does not stop a running app from scoring."""
+        stamp = overrides_stamp()
+        if stamp == self._overrides_stamp:
+            return False
+        try:
+            registry = load_registry(self._profile_request)
+        except RegistryError as exc:
+            LOG.warning("registry not reloaded, keeping the previous one: %s", exc)
+            self._overrides_stamp = stamp
+            return False
+        with self._lock:
+            self._backbones = {name: loaded for name, loaded in self._backbones.items()
+                               if registry.backbones.get(name) == self.registry.backbones.get(name)}
+            self._failures = {}  # a checkpoint that was missing may exist now
+            self._metrics = {name: build_metric(spec) for name, spec in registry.metrics.items()}
+            self.registry = registry
+            self._overrides_stamp = stamp
+        return True
+
     # -- registry views ----------------------------------------------------------------
     @property
     def profile(self) -> str:
@@ -103,7 +131,9 @@ class Scorer:
 
     def info(self, name: str) -> MetricInfo:
         name = self.canonical_name(name)
-        return self._metrics[name].info(self.backbone_label(name))
+        info = self._metrics[name].info(self.backbone_label(name))
+        note = training_note(self.registry.metrics[name])
+        return replace(info, description=f"{info.description} {note}") if note else info
 
     def backbone_label(self, name: str) -> str:
         spec = self.registry.metrics[self.canonical_name(name)]
@@ -277,7 +307,9 @@ def get_scorer(profile: str | Path | None = None, device: str | None = None) -> 
     with _shared_lock:
         if key not in _shared:
             _shared[key] = Scorer(profile, device)
-        return _shared[key]
+        scorer = _shared[key]
+    scorer.refresh()
+    return scorer
 
 
 def metric_names(profile: str | Path | None = None) -> list[str]:

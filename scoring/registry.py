@@ -5,8 +5,9 @@ from and what format it is in) and metrics (which backbone, weight w, prompt pre
 limit).  The schema is documented in docs/scoring.md.  Everything here is plain data; loading
 models happens in :mod:`scoring.backbones`.
 
-Override order (later wins): the profile file, the config file (``$CAPLENS_REGISTRY_CONFIG``,
-else ``$CAPLENS_DATA_DIR/registry.toml`` when present), then environment variables
+Override order (later wins): the profile file, the user registry
+(``$CAPLENS_DATA_DIR/registry.toml`` when present; trained runs are registered there by
+:mod:`scoring.user_registry`), the config file ``$CAPLENS_REGISTRY_CONFIG``, then environment variables
 ``CAPLENS_REGISTRY_<ENTRY>_<FIELD>`` (entry = metric or backbone name, upper-cased, every
 non-alphanumeric character turned into ``_``; metrics are matched before backbones).
 """
@@ -23,10 +24,10 @@ from typing import Any
 from scoring.paths import data_dir
 
 REGISTRY_DIR = Path(__file__).resolve().parent / "registry"
-BACKBONE_KINDS = ("clip", "openai-clip", "longclip", "st-text", "blip-itm")
+BACKBONE_KINDS = ("clip", "openai-clip", "longclip", "st-text", "blip-itm", "caplens-r")
 PRECISIONS = ("fp32", "bf16", "fp16")
 METRIC_FAMILIES = (
-    "clip-s", "refclip-s", "mcs", "specs", "itm", "bleu", "meteor", "rouge-l", "cider", "spice",
+    "clip-s", "refclip-s", "mcs", "specs", "itm", "bleu", "meteor", "rouge-l", "cider", "spice", "caplens-r",
 )
 # Which paper's checkpoint a row of a family follows (keys its description and citation), so
 # that behaviour never depends on a metric's display name. The first variant is the default.
@@ -34,7 +35,7 @@ METRIC_VARIANTS = {
     "clip-s": ("clip", "pacs"), "refclip-s": ("clip", "pacs"), "mcs": ("mcs", "pr-mcs"), "itm": ("umic-c", "umic"),
 }
 # Fields holding local paths: resolved relative to the TOML file that set them.
-PATH_FIELDS = ("path", "tokenizer")
+PATH_FIELDS = ("path", "tokenizer", "head_file")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -248,19 +249,34 @@ def _apply_env_overrides(data: dict[str, Any]) -> None:
                 break
 
 
-def _config_file() -> Path | None:
+def override_files() -> list[Path]:
+    """The override files in the order they apply: the user registry, then the config file."""
+    files = []
+    user = data_dir() / "registry.toml"
+    if user.is_file():
+        files.append(user.resolve())
     explicit = os.environ.get("CAPLENS_REGISTRY_CONFIG")
     if explicit:
         path = Path(expand_vars(explicit)).expanduser()
         if not path.is_file():
             raise RegistryError(f"CAPLENS_REGISTRY_CONFIG points at a missing file: {path}")
-        return path.resolve()
-    default = data_dir() / "registry.toml"
-    return default if default.is_file() else None
+        if path.resolve() not in files:
+            files.append(path.resolve())
+    return files
 
 
-def load_registry(profile: str | os.PathLike | None = None) -> Registry:
-    """Read a profile (name or path to a TOML file) and apply every override."""
+def overrides_stamp() -> tuple:
+    """Changes whenever an override file is added, removed or rewritten (Scorer refresh)."""
+    stamp = []
+    for path in override_files():
+        status = path.stat()
+        stamp.append((str(path), status.st_mtime_ns, status.st_size))
+    return tuple(stamp)
+
+
+def load_registry(profile: str | os.PathLike | None = None, *, overrides: list[Path] | None = None) -> Registry:
+    """Read a profile (name or path to a TOML file) and apply every override
+    (``overrides``: these files instead of :func:`override_files`)."""
     profile = profile or default_profile()
     path = _profile_file(profile)
     raw = _read_toml(path)
@@ -268,8 +284,7 @@ def load_registry(profile: str | os.PathLike | None = None) -> Registry:
         "backbones": _absolutise(raw.get("backbones", {}), path.parent),
         "metrics": copy.deepcopy(raw.get("metrics", {})),
     }
-    config = _config_file()
-    if config is not None:
+    for config in override_files() if overrides is None else overrides:
         override = _read_toml(config)
         _merge(data, {
             "backbones": _absolutise(override.get("backbones", {}), config.parent),

@@ -143,6 +143,7 @@ def load_backbone(
     from scoring.backbones.clip import ClipBackbone
     from scoring.backbones.itm import ItmBackbone
     from scoring.backbones.st_text import MultilingualTextEncoder
+    from scoring.metrics.caplens_r import CaplensRHead
 
     from transformers.utils import logging as hf_logging
 
@@ -153,6 +154,7 @@ def load_backbone(
         "longclip": ClipBackbone.from_state_dict,
         "st-text": MultilingualTextEncoder.from_folder,
         "blip-itm": ItmBackbone.from_folder,
+        "caplens-r": CaplensRHead.from_folder,
     }
     hf_logging.disable_progress_bar()  # no "Loading weights" bars in the CLI or logs
     try:

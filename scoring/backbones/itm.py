@@ -1,8 +1,15 @@
 """Image-text matching cross-encoder (transformers BLIP ITM) for UMIC-C and UMIC.
 
 UMIC scores with UNITER's ITM head, which needs detector region features; uploaded images
-have none, so CapLens uses BLIP's ITM head (``BlipForImageTextRetrieval``) and reports
-P(match) = softmax(itm_logits)[1], the two-way form of UNITER's sigmoid(W·[CLS] + b).
+have none, so CapLens uses BLIP's ITM cross-encoder (``BlipForImageTextRetrieval``).
+Two heads read its [CLS] state:
+
+* the ITM pair head (UMIC-C): P(match) = softmax(itm_logits)[1];
+* UMIC's one-logit head: S(I, X) = sigmoid(W·i_CLS + b), W of shape 1×hidden.  It is read
+  from the backbone's ``head_file`` (e.g. the released UMIC checkpoint, whose ``rank_output``
+  is such a head) or ``umic_head.safetensors`` in the folder; a folder with neither uses
+  W = W_match − W_no-match, b = b_match − b_no-match of the pair head.  The UMIC recipe stores
+  its head that way, as the pair head [0; W], [0; b], so its one logit is exactly W·i_CLS + b.
 """
 from __future__ import annotations
 
@@ -19,15 +26,46 @@ from scoring.backbones.clip import vision_bytes_per_item
 from scoring.backbones.text import quiet_length_warnings, tokenize_truncating
 from scoring.batching import map_halving, memory_batch_size
 from scoring.cache import LRUCache
+from scoring.conversion import load_state_dict
 from scoring.images import ImageInput, image_key
 from scoring.pixels import ImagePipeline, PreprocessConfig
 from scoring.registry import BackboneSpec
+
+ONE_LOGIT_HEAD_FILE = "umic_head.safetensors"
+HEADS = ("pair", "one-logit")
+
+
+def read_one_logit_head(path: Path, hidden: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weight 1×hidden, bias 1) of a one-output head in a safetensors or PyTorch file.
+
+    The file may hold only the head (``weight``/``bias``) or a whole model: the head is the
+    one weight of shape 1×hidden with a bias of shape 1 beside it (``rank_output`` wins when
+    a UNITER checkpoint has several).
+    """
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        tensors = load_file(str(path))
+    else:
+        tensors = load_state_dict(path)
+    found = [
+        key.removesuffix("weight") for key, value in tensors.items()
+        if key.endswith("weight") and tuple(value.shape) == (1, hidden)
+        and tuple(getattr(tensors.get(key.removesuffix("weight") + "bias"), "shape", ())) == (1,)
+    ]
+    if len(found) > 1:
+        found = [prefix for prefix in found if "rank_output" in prefix] or found
+    if len(found) != 1:
+        what = "no" if not found else f"{len(found)} candidate"
+        raise ValueError(f"{path.name}: {what} one-output head (a 1×{hidden} weight with a bias of 1) found")
+    return tensors[found[0] + "weight"].float(), tensors[found[0] + "bias"].float()
 
 
 class ItmBackbone:
     """P(match) for (image, text) pairs; vision states and pair scores are cached."""
 
-    def __init__(self, spec, model, tokenizer, image_processor, placement: Placement, print_: str):
+    def __init__(self, spec, model, tokenizer, image_processor, placement: Placement, print_: str,
+                 folder: Path | None = None):
         self.spec = spec
         self.label = spec.label
         self.placement = placement
@@ -44,6 +82,28 @@ class ItmBackbone:
         self.pair_cache = LRUCache(65536)
         per_pair = vision_bytes_per_item(model.config.vision_config, placement.dtype) * 2
         self.batch_size = memory_batch_size(placement.device, per_pair, cap=256) if placement.device.type == "cuda" else 32
+        self.one_logit_head, self.one_logit_source = self._one_logit_head(folder)
+
+    def _one_logit_head(self, folder: Path | None) -> tuple[torch.nn.Linear, str]:
+        """UMIC's head: from ``head_file``, else the folder's head file, else from the pair head."""
+        hidden = self.model.itm_head.in_features
+        configured = self.spec.extra.get("head_file")
+        source = Path(configured) if configured else (folder / ONE_LOGIT_HEAD_FILE if folder else None)
+        if configured and not source.is_file():
+            raise FileNotFoundError(f"head_file not found: {source}")
+        if source is not None and source.is_file():
+            weight, bias = read_one_logit_head(source, hidden)
+            origin = str(source)
+        else:
+            pair = self.model.itm_head
+            weight = (pair.weight[1] - pair.weight[0]).detach().unsqueeze(0)
+            bias = (pair.bias[1] - pair.bias[0]).detach().unsqueeze(0)
+            origin = "the ITM pair head (logit difference)"
+        head = torch.nn.Linear(hidden, 1)
+        with torch.no_grad():
+            head.weight.copy_(weight)
+            head.bias.copy_(bias)
+        return head.to(device=self.placement.device, dtype=self.placement.dtype).eval(), origin
 
     @classmethod
     def from_folder(cls, spec: BackboneSpec, local: Path, placement: Placement, resolve: Callable[[str], Path]):
@@ -52,7 +112,7 @@ class ItmBackbone:
         model = BlipForImageTextRetrieval.from_pretrained(local)
         tokenizer = AutoTokenizer.from_pretrained(local)
         image_processor = AutoImageProcessor.from_pretrained(local, backend="pil")
-        return cls(spec, model, tokenizer, image_processor, placement, fingerprint(spec, local))
+        return cls(spec, model, tokenizer, image_processor, placement, fingerprint(spec, local), local)
 
     def _vision_states(self, keys: list[str], images: list[ImageInput]) -> torch.Tensor:
         states = {k: self.vision_cache.get((self.fingerprint, k)) for k in keys}
@@ -68,7 +128,7 @@ class ItmBackbone:
                 states[key] = row
         return torch.stack([states[key] for key in keys])
 
-    def _match_chunk(self, pairs: list[tuple[str, ImageInput, str]]) -> tuple[np.ndarray, list[bool]]:
+    def _match_chunk(self, pairs: list[tuple[str, ImageInput, str]], head: str) -> tuple[np.ndarray, list[bool]]:
         states = self._vision_states([key for key, _, _ in pairs], [image for _, image, _ in pairs])
         ids, mask, flags = tokenize_truncating(self.tokenizer, [text for _, _, text in pairs], self.max_tokens)
         with stages.stage("text"), inference():
@@ -78,16 +138,24 @@ class ItmBackbone:
                 input_ids=ids.to(device), attention_mask=mask.to(device),
                 encoder_hidden_states=states, encoder_attention_mask=image_mask,
             ).last_hidden_state
-            logits = self.model.itm_head(encoded[:, 0, :]).float()
-            return torch.softmax(logits, dim=-1)[:, 1].cpu().numpy(), flags
+            return self._probability(encoded[:, 0, :], head).cpu().numpy(), flags
+
+    def _probability(self, cls_states: torch.Tensor, head: str) -> torch.Tensor:
+        if head == "pair":
+            return torch.softmax(self.model.itm_head(cls_states).float(), dim=-1)[:, 1]
+        return torch.sigmoid(self.one_logit_head(cls_states).float()[:, 0])
 
     def match_probability(
-        self, images: Sequence[ImageInput], texts: Sequence[str], keys: Sequence[str] | None = None
+        self, images: Sequence[ImageInput], texts: Sequence[str], keys: Sequence[str] | None = None, head: str = "pair"
     ) -> tuple[np.ndarray, np.ndarray]:
-        """P(match) per (image, text) pair and whether the text was truncated."""
+        """P(match) per (image, text) pair from ``head`` ("pair" or "one-logit") and whether
+        the text was truncated."""
+        if head not in HEADS:
+            raise ValueError(f"unknown ITM head {head!r}; expected one of {HEADS}")
         keys = list(keys) if keys is not None else [image_key(im) for im in images]
         pair_keys = [
-            hashlib.sha1(f"{self.fingerprint}|{self.max_tokens}|{k}|{t}".encode()).hexdigest() for k, t in zip(keys, texts)
+            hashlib.sha1(f"{self.fingerprint}|{self.max_tokens}|{head}|{k}|{t}".encode()).hexdigest()
+            for k, t in zip(keys, texts)
         ]
         results: dict[str, tuple[float, bool]] = {}
         todo = []
@@ -101,7 +169,7 @@ class ItmBackbone:
                 results[pk] = None  # placeholder keeps duplicates from being encoded twice
                 todo.append(i)
         pairs = [(keys[i], images[i], texts[i]) for i in todo]
-        outputs, self.batch_size = map_halving(self._match_chunk, pairs, self.batch_size)
+        outputs, self.batch_size = map_halving(lambda chunk: self._match_chunk(chunk, head), pairs, self.batch_size)
         probs = [float(p) for batch_probs, _ in outputs for p in batch_probs]
         truncated = [flag for _, batch_flags in outputs for flag in batch_flags]
         for i, p, flag in zip(todo, probs, truncated):

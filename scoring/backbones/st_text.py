@@ -105,14 +105,19 @@ class MultilingualTextEncoder:
     def text_embeddings(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         return encode_cached_texts(self, texts, self._encode_text_batch)
 
-    def _encode_text_batch(self, texts: list[str]) -> tuple[torch.Tensor, list[bool]]:
+    def project(self, texts: list[str]) -> tuple[torch.Tensor, list[bool]]:
+        """Unnormalised embeddings (differentiable; the fine-tuning recipes train through it) and truncation flags."""
         ids, mask, flags = tokenize_truncating(self.tokenizer, texts, self.max_tokens)
         ids, mask = ids.to(self.placement.device), mask.to(self.placement.device)
+        hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        if self.pooling == "mean":
+            weights = mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+        else:
+            pooled = hidden[:, 0]
+        return self.dense(pooled), flags
+
+    def _encode_text_batch(self, texts: list[str]) -> tuple[torch.Tensor, list[bool]]:
         with inference():
-            hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
-            if self.pooling == "mean":
-                weights = mask.unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-            else:
-                pooled = hidden[:, 0]
-            return normalised(self.dense(pooled)), flags
+            projected, flags = self.project(texts)
+            return normalised(projected), flags

@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def build_metric(spec: MetricSpec) -> Metric:
     """The metric object for a registry entry (no model is loaded here)."""
-    from scoring.metrics import clip_score, coco, mcs, specs, umic
+    from scoring.metrics import caplens_r, clip_score, coco, mcs, specs, umic
 
     families = {
         "clip-s": clip_score.ClipScore,
@@ -19,6 +19,7 @@ def build_metric(spec: MetricSpec) -> Metric:
         "mcs": mcs.MultilingualClipScore,
         "specs": specs.Specs,
         "itm": umic.ImageTextMatch,
+        "caplens-r": caplens_r.CaplensR,
         "bleu": coco.Bleu,
         "meteor": coco.Meteor,
         "rouge-l": coco.RougeL,

@@ -90,8 +90,12 @@ class ClipScore:
         if not rows:
             return MetricOutput([None] * len(context.items), [False] * len(context.items))
         _, images, texts, flags = self._embed(context, rows)
-        values, truncated = scatter(len(context.items), rows, clip_score(images, texts, self.spec.w), flags)
+        values, truncated = scatter(len(context.items), rows, self.pair_scores(images, texts), flags)
         return MetricOutput(values, truncated)
+
+    def pair_scores(self, image_embeddings: np.ndarray, text_embeddings: np.ndarray) -> np.ndarray:
+        """The score of each row-paired (image, caption) embedding."""
+        return clip_score(image_embeddings, text_embeddings, self.spec.w)
 
 
 class RefClipScore(ClipScore):

@@ -68,8 +68,11 @@ def _kendall_c(x, y) -> float | None:
     return float(kendalltau(x, y, variant="c").statistic)
 
 
-def _correlation(scorer, scenes, images, langs, metrics) -> dict:
+def correlation(scorer, scenes, images, langs, metrics) -> dict:
+    """Kendall tau_c of `metrics` against the oracle and the simulated humans, per language and
+    style, over candidates with controlled errors (each with the scene's reference caption)."""
     from scoring.api import ScoreItem
+    from .sets import scene_references
 
     raters = panel(3)
     rows = []  # (lang, style, candidate, oracle, human mean, image index)
@@ -81,7 +84,8 @@ def _correlation(scorer, scenes, images, langs, metrics) -> dict:
                 human = float(np.mean([r.rate(cand, key)["overall"] for r in raters]))
                 kind = "+".join(cand.errors + cand.damage) or "correct"
                 rows.append((cand.caption.lang, style, cand.text, cand.oracle.score, human, i, kind))
-    items = [ScoreItem(image=images[r[5]], candidate=r[2], lang=r[0]) for r in rows]
+    references = [scene_references(scene, langs) for scene in scenes]
+    items = [ScoreItem(image=images[r[5]], candidate=r[2], references=references[r[5]][r[0]], lang=r[0]) for r in rows]
     results = scorer.score(items, metrics)
     out: dict = {"candidates": len(rows), "scenes": len(scenes)}
     for name, result in results.items():
@@ -122,7 +126,9 @@ def _pairwise(rows, values, langs) -> dict:
             for lang in langs}
 
 
-def _perturbation(scorer, scenes, images, langs, seed) -> dict:
+def perturbation(scorer, scenes, images, langs, seed, metrics=("MCS", "CLIP-S")) -> dict:
+    """Mean % change of each metric under each PR-MCS operation, per language; `change_pct`
+    over all captions (as PR-MCS Table 7), `effective_change_pct` without the noop ones."""
     from scoring.perturb.ops import PRMCS_OPS, perturb
     from scoring.api import ScoreItem
 
@@ -133,25 +139,32 @@ def _perturbation(scorer, scenes, images, langs, seed) -> dict:
                 originals.append((lang, i, cap.text))
                 for op in PRMCS_OPS:
                     p = perturb(cap.text, op, seed=seed + i, lang=lang, critical=list(cap.critical_objects))
-                    perturbed[op].append((lang, i, p.text, p.noop))
-    metrics = ["MCS", "CLIP-S"]
+                    perturbed[op].append((lang, i, p.text, p.noop, cap.text))
+    metrics = list(metrics)
     base = scorer.score([ScoreItem(images[i], t, lang=lang) for lang, i, t in originals], metrics)
     out: dict = {"captions": len(originals)}
+    base_by_key = {name: {(lang, i, t): v for (lang, i, t), v in zip(originals, base[name].values)}
+                   for name in metrics if not base[name].unavailable}
     for op in PRMCS_OPS:
         rows = perturbed[op]
-        res = scorer.score([ScoreItem(images[i], t, lang=lang) for lang, i, t, _ in rows], metrics)
+        res = scorer.score([ScoreItem(images[i], t, lang=lang) for lang, i, t, _, _ in rows], metrics)
         for name in metrics:
             if base[name].unavailable:
                 out[name] = f"unavailable: {base[name].unavailable}"
                 continue
-            metric_langs = langs if name == "MCS" else ("en",)
+            metric_langs = ("en",) if name in ("CLIP-S", "PAC-S") else langs
             for lang in metric_langs:
                 sel = [j for j, r in enumerate(rows) if r[0] == lang]
                 before = float(np.mean([base[name].values[j] for j in sel]))
                 after = float(np.mean([res[name].values[j] for j in sel]))
+                changed = [j for j in sel if not rows[j][3]]
+                effective = float(np.mean([res[name].values[j] for j in changed])) if changed else None
+                effective_before = float(np.mean([base_by_key[name][(rows[j][0], rows[j][1], rows[j][4])] for j in changed])) if changed else None
                 out.setdefault(name, {}).setdefault(lang, {})[op] = {
                     "before": round(before, 4), "after": round(after, 4),
                     "change_pct": round(100.0 * (after - before) / before, 2) if before else None,
+                    "effective_change_pct": round(100.0 * (effective - effective_before) / effective_before, 2)
+                    if changed and effective_before else None,
                     "noop": sum(rows[j][3] for j in sel), "n": len(sel)}
     return out
 
@@ -173,9 +186,9 @@ def measure(profile: str = "world", retrieval_scenes: int = 1000, rated_scenes: 
         "profile": profile,
         "heldout_first_seed": scenes[0].seed,
         "retrieval": _retrieval(scorer, scenes[:retrieval_scenes], images[:retrieval_scenes], langs),
-        "correlation": _correlation(scorer, [scenes[i] for i in rated], [images[i] for i in rated], langs,
+        "correlation": correlation(scorer, [scenes[i] for i in rated], [images[i] for i in rated], langs,
                                     ["CLIP-S", "MCS"]),
-        "perturbation": _perturbation(scorer, [scenes[i] for i in perturbed], [images[i] for i in perturbed],
+        "perturbation": perturbation(scorer, [scenes[i] for i in perturbed], [images[i] for i in perturbed],
                                       langs, seed),
     }
 

@@ -72,18 +72,27 @@ def write_scoring_inputs(out: Path, scenes: list[Scene], langs=LANGUAGES, size: 
         _dump_json(out / f"references_{lang}.json", references)
 
 
+def scene_references(scene: Scene, langs=LANGUAGES) -> dict[str, list[str]]:
+    """Per language, a reference caption: another short description of the scene (the one the
+    scoring inputs use), so reference-based metrics see a human-like reference, not the candidate."""
+    other = describe_short(scene, random.Random(scene.seed + 1))
+    return {lang: [realise(other, lang).text] for lang in langs}
+
+
 def rated_rows(scenes: list[Scene], langs=LANGUAGES, annotators: int = 3, styles=("short", "long")) -> list[dict]:
     """One row per candidate and annotator: caption, its errors, oracle and the simulated rating."""
     raters = panel(annotators)
     rows = []
     for scene in scenes:
         caps = scene_captions(scene, ("en",))
+        references = scene_references(scene, langs)
         for style in styles:
             if style not in caps:
                 continue
             for k, cand in enumerate(candidates_for(scene, caps[style]["en"].description, tuple(langs))):
                 key = f"{scene.scene_id}-{style}-{cand.caption.lang}-{k}"
-                base = {"caption_id": key, "image_id": scene.scene_id, **cand.to_dict()}
+                base = {"caption_id": key, "image_id": scene.scene_id, **cand.to_dict(),
+                        "references": references[cand.caption.lang]}
                 for rater in raters:
                     rows.append({**base, **rater.rate(cand, key)})
     return rows

@@ -213,3 +213,74 @@ def test_perturbations_saved_from_the_lab_are_in_the_collection(page, server, im
         assert critical_objects(session, parent.id) == ["white shirt", "brown horse"]
         children = [c for c in parent.image.captions if c.parent_id == parent.id]
         assert len(children) == int(match.group(2)) >= 4
+
+
+# -- Train tab: a tiny real training job runs to the end, shows before/after, registers a
+# new metric version, and is found again after a reload.
+JOB_TIMEOUT_MS = 180_000
+
+
+def status_js(text: str) -> str:
+    return f"() => document.querySelector('#train-status textarea')?.value.includes({text!r})"
+
+
+@pytest.fixture
+def user_registry_restored():
+    """The job registers a metric version in the suite's data directory: take it out again,
+    so later tests see the profiles' own metric lists."""
+    from scoring.user_registry import user_registry_path
+
+    path = user_registry_path()
+    saved = path.read_text(encoding="utf-8") if path.exists() else None
+    yield
+    if saved is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(saved, encoding="utf-8")
+
+
+def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts, user_registry_restored):
+    from scoring.api import metric_names
+    from scoring.tiny import ensure_tiny_checkpoints
+
+    ensure_tiny_checkpoints()  # the tiny preset starts from the tiny CLIP
+    log_in(page, *server.researcher)
+    page.get_by_role("tab", name="Train").click()
+    choose(page, "train-recipe", "pac-s")
+    page.wait_for_function("() => document.querySelector('#train-summary textarea')?.value.startsWith('PAC-S')")
+    choose(page, "train-preset", "pac-s-tiny")
+    page.locator("#train-start").click()
+    page.wait_for_function(status_js("registered as PAC-S@"), timeout=JOB_TIMEOUT_MS)
+    status = page.locator("#train-status textarea").input_value()
+    name = status.split("registered as ")[1].split()[0]
+    assert name in metric_names("tiny")
+    table = page.locator("#train-result").inner_text()
+    assert "before" in table and "after" in table and "R@1" in table, table
+    assert "100 %" in page.locator("#train-progress").inner_text()
+    assert "step 6/6" in page.locator("#train-log textarea").input_value()
+    assert "done" in page.locator("#train-jobs").inner_text() and name in page.locator("#train-jobs").inner_text()
+    page.wait_for_timeout(1000)  # let Plotly draw the loss curve before the screenshot
+    assert page.locator("#train-loss .js-plotly-plot").count() == 1
+    page.screenshot(path=str(artifacts / "train-tab.png"), full_page=True)
+
+    # The Score tab's metric list offers the new version at once …
+    page.get_by_role("tab", name="Score").click()
+    page.locator("label", has_text=name).first.wait_for()
+    job = status.split()[1]
+    page.reload()
+    page.wait_for_selector("#score-button")
+    # … and after a reload.
+    page.locator("label", has_text=name).first.wait_for()
+    log_in(page, *server.researcher)
+    page.get_by_role("tab", name="Train").click()
+    page.wait_for_function(status_js(f"Job {job} "))
+    assert "R@1" in page.locator("#train-result").inner_text()
+    jobs_listed = page.locator("#train-jobs").inner_text()
+    assert job in jobs_listed and name in jobs_listed
+
+
+def test_annotators_may_not_train(page, server):
+    log_in(page, *server.annotator)
+    page.get_by_role("tab", name="Train").click()
+    page.locator("#train-start").click()
+    page.wait_for_function(status_js("may not do this"))

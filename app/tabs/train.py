@@ -1,0 +1,207 @@
+"""Train tab (researchers and admins): fine-tune a metric as a background job.
+
+Pick a recipe, a config preset and the data (the preset's own, an uploaded set, or a
+collection's exported set); the run is a job of `annotation.training_jobs` (one per device,
+the rest queued). A timer reads the job's state every second: progress bar with ETA, loss
+curve, log, and at the end the held-out numbers before and after side by side plus the
+metric version it registered. The job lives on the server, so after a reload (and a new
+login) the tab finds it again. The library checks the role; this tab only shows its answers.
+"""
+from __future__ import annotations
+
+import gradio as gr
+import pandas as pd
+import plotly.graph_objects as go
+
+from annotation import training_jobs as jobs
+from app import engine, render
+from app.session import account_id, collection_dropdown
+
+PRESET_DATA, SET_FILE, COLLECTION = "the preset's data", "a set file", "a collection"
+REFRESH_S = 1.0
+EMPTY_RESULT = pd.DataFrame(columns=["held-out number", "before", "after", "change"])
+JOB_COLUMNS = ["job", "owner", "recipe", "preset", "data", "status", "progress", "metric version"]
+PROBLEMS = (PermissionError, ValueError, LookupError, OSError)
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def progress_bar(view: jobs.JobView | None) -> str:
+    """Numbers only (no user text goes into HTML)."""
+    percent = 0.0 if view is None else round(100 * view.progress, 1)
+    eta = "" if view is None or not view.active else f" · ETA {_clock(view.eta_s)}"
+    elapsed = "" if view is None else f" · {_clock(view.elapsed_s)} elapsed"
+    return (
+        '<div style="border:1px solid #999;border-radius:4px;height:14px;width:100%">'
+        f'<div id="train-progress-fill" style="background:#3b82f6;height:100%;width:{percent}%"></div></div>'
+        f'<div id="train-progress-text">{percent:g} %{eta}{elapsed}</div>'
+    )
+
+
+def loss_figure(view: jobs.JobView | None) -> go.Figure:
+    figure = go.Figure()
+    if view is not None and view.losses:
+        steps, values = zip(*view.losses)
+        figure.add_trace(go.Scatter(x=list(steps), y=list(values), mode="lines+markers", name="training loss"))
+    figure.update_layout(title="Training loss", xaxis_title="step", yaxis_title="loss", height=320,
+                         margin=dict(l=40, r=10, t=40, b=40))
+    return figure
+
+
+def result_table(view: jobs.JobView | None) -> pd.DataFrame:
+    if view is None or not view.comparison:
+        return EMPTY_RESULT
+    return pd.DataFrame([
+        {"held-out number": row["metric"], "before": render.format_score(row["before"]),
+         "after": render.format_score(row["after"]), "change": render.format_score(row["change"])}
+        for row in view.comparison
+    ])
+
+
+def status_text(view: jobs.JobView | None) -> str:
+    if view is None:
+        return "No training job yet."
+    lines = [f"Job {view.id} ({view.recipe}, preset {view.preset}, {view.data}) on {view.device}: {view.status}"]
+    if view.queue_position:
+        lines.append(f"waiting: number {view.queue_position} in the {view.device} queue")
+    lines.append(view.message)
+    if view.metric_name:
+        lines.append(f"New metric version: {view.metric_name} (score with it in the Score tab, the API or --metrics)")
+    lines += [f"warning: {warning}" for warning in view.warnings]
+    return "\n".join(lines)
+
+
+def jobs_table(listed: list[jobs.JobView]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"job": j.id, "owner": j.owner, "recipe": j.recipe, "preset": j.preset, "data": j.data, "status": j.status,
+          "progress": f"{100 * j.progress:.0f} %", "metric version": j.metric_name or ""} for j in listed],
+        columns=JOB_COLUMNS)
+
+
+def show(view: jobs.JobView | None, listed: list[jobs.JobView] | None = None):
+    """(job id, timer, status, bar, curve, result, log, job list, registered version) for a
+    job view; the list stays as it is when not given."""
+    return (
+        None if view is None else view.id,
+        gr.Timer(active=bool(view and view.active)),
+        status_text(view),
+        progress_bar(view),
+        loss_figure(view),
+        result_table(view),
+        "" if view is None else "\n".join(view.log),
+        gr.skip() if listed is None else jobs_table(listed),
+        view.metric_name if view is not None and view.metric_name else gr.skip(),
+    )
+
+
+def problem(exc: Exception):
+    """Leave everything as it is and say why (no traceback, no server paths)."""
+    return (gr.skip(), gr.skip(), jobs.public_message(exc), *[gr.skip()] * 6)
+
+
+def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.CheckboxGroup) -> None:
+    """The tab; ``score_metrics`` (the Score tab's metric list) gains each version a job registers."""
+    try:
+        options, unavailable = jobs.training_options(), ""
+    except ImportError as exc:  # a deployment without the training stack
+        options, unavailable = {}, f"Training is unavailable here: {exc}"
+    recipes = list(options)
+    presets = options[recipes[0]]["presets"] if recipes else []
+    gr.Markdown("Fine-tune a metric on the synthetic world, an uploaded fine-tuning set or a collection. "
+                "Researchers and admins only: log in on the Annotate tab first. A finished run becomes a new "
+                "version of its metric (e.g. `PR-MCS@world-2026-11-23`) in the Score tab, the API and the CLI.")
+    with gr.Row():
+        with gr.Column(scale=1):
+            recipe = gr.Dropdown(recipes, value=recipes[0] if recipes else None, label="Recipe", elem_id="train-recipe")
+            summary = gr.Textbox(options[recipes[0]]["summary"] if recipes else "", label="What it trains",
+                                 interactive=False, lines=2, elem_id="train-summary")
+            preset = gr.Dropdown(presets, value=presets[0] if presets else None, label="Config preset",
+                                 elem_id="train-preset")
+            source = gr.Radio([PRESET_DATA, SET_FILE, COLLECTION], value=PRESET_DATA, label="Data",
+                              elem_id="train-source")
+            set_file = gr.File(label="Fine-tuning set: the zipped set folder, or its JSONL/Parquet/CSV file",
+                               file_types=[".zip", *jobs.SET_SUFFIXES], elem_id="train-set", visible=False)
+            collection = gr.Dropdown([], label="Collection", allow_custom_value=True, elem_id="train-collection",
+                                     visible=False)
+            with gr.Row():
+                start = gr.Button("Start training", variant="primary", elem_id="train-start")
+                cancel = gr.Button("Cancel job", variant="stop", elem_id="train-cancel")
+        with gr.Column(scale=2):
+            status = gr.Textbox(label="Job", value=unavailable, lines=4, interactive=False, elem_id="train-status")
+            bar = gr.HTML(progress_bar(None), elem_id="train-progress")
+            with gr.Row():
+                curve = gr.Plot(loss_figure(None), label="Loss curve", elem_id="train-loss")
+                result = gr.Dataframe(EMPTY_RESULT, label="Held-out numbers: before and after training",
+                                      interactive=False, elem_id="train-result")
+            log = gr.Textbox(label="Log", lines=8, max_lines=16, interactive=False, autoscroll=True,
+                             elem_id="train-log")
+            listed = gr.Dataframe(pd.DataFrame(columns=JOB_COLUMNS), label="Your jobs (click one to show it)",
+                                  interactive=False, elem_id="train-jobs")
+    job_id = gr.State(None)
+    timer = gr.Timer(REFRESH_S, active=False)
+    registered = gr.State(None)  # the metric version the shown job registered
+    outputs = [job_id, timer, status, bar, curve, result, log, listed, registered]
+
+    def on_start(state, recipe_name, preset_name, data_source, upload, collection_name):
+        try:
+            view = jobs.start_training(
+                account_id(state), recipe_name, preset_name,
+                set_file=upload if data_source == SET_FILE else None,
+                collection=collection_name if data_source == COLLECTION else None, profile=ctx.profile)
+        except PROBLEMS as exc:
+            return problem(exc)
+        return show(view)
+
+    def on_tick(state, current):
+        if not current:
+            return (gr.skip(), gr.Timer(active=False), *[gr.skip()] * 7)
+        try:
+            board = jobs.training_board(account_id(state), current)
+        except PROBLEMS as exc:
+            return (gr.skip(), gr.Timer(active=False), *problem(exc)[2:])
+        return show(board.current, board.jobs)
+
+    def on_cancel(state, current):
+        try:
+            return show(jobs.cancel_training(account_id(state), current))
+        except PROBLEMS as exc:
+            return problem(exc)
+
+    def on_login(state):
+        """After a (re)login: the user's running job, else their last one."""
+        if not state:
+            return show(None, [])
+        try:
+            board = jobs.training_board(account_id(state))
+        except PROBLEMS as exc:
+            return (None, gr.Timer(active=False), jobs.public_message(exc), *show(None, [])[3:])
+        return show(board.current, board.jobs)
+
+    def on_pick(table: pd.DataFrame, event: gr.SelectData):
+        """Show the clicked job: the next timer tick reads it."""
+        row = event.index[0] if isinstance(event.index, (list, tuple)) else event.index
+        return table.iloc[row]["job"], gr.Timer(active=True)
+
+    def on_recipe(name):
+        entry = options.get(name) or {"summary": "", "presets": []}
+        chosen = entry["presets"]
+        return gr.Dropdown(choices=chosen, value=chosen[0] if chosen else None), entry["summary"]
+
+    def on_source(choice):
+        return gr.File(visible=choice == SET_FILE), gr.Dropdown(visible=choice == COLLECTION)
+
+    recipe.change(on_recipe, recipe, [preset, summary], api_visibility="private")
+    source.change(on_source, source, [set_file, collection], api_visibility="private")
+    start.click(on_start, [user_state, recipe, preset, source, set_file, collection], outputs, api_visibility="private")
+    timer.tick(on_tick, [user_state, job_id], outputs, api_visibility="private", show_progress="hidden")
+    cancel.click(on_cancel, [user_state, job_id], outputs, api_visibility="private")
+    user_state.change(on_login, user_state, outputs, api_visibility="private")
+    listed.select(on_pick, listed, [job_id, timer], api_visibility="private")
+    registered.change(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None, score_metrics,
+                      api_visibility="private")
+    user_state.change(collection_dropdown, user_state, collection, api_visibility="private")

@@ -1,0 +1,147 @@
+"""CapLens-R: a small regression head on frozen backbone features, trained on human ratings.
+
+Not from a paper (in the spirit of Polos, CVPR 2024): the head reads the image, candidate and
+reference embeddings of frozen backbones (a text encoder and a CLIP vision tower) through
+:func:`features` and predicts the mean human rating of the caption.  The head folder
+(`caplens_r.json` + `model.safetensors`) is written by the `caplens-r` training recipe and
+says what it was trained on; trained on too few ratings it carries a warning.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from scoring.metrics.base import MetricInfo, MetricOutput, MetricUnavailable, ScoreContext, rows_with, scatter
+
+CITATION = "CapLens-R (CapLens's own learned metric; in the spirit of Wada et al., Polos, CVPR 2024)"
+SCALARS = 5  # cos(i, c), max_r cos(c, r), mean_r cos(c, r), cos(i, r̄), has references
+
+
+def feature_size(dim: int) -> int:
+    return SCALARS + 3 * dim
+
+
+def features(image: np.ndarray, candidate: np.ndarray, references: list[np.ndarray]) -> np.ndarray:
+    """(N, 5 + 3D) from L2-normalised embeddings: image (N, D), candidate (N, D) and per item a
+    (k, D) array of reference embeddings (k may be 0): the scalar similarities, then
+    |c − r̄|, c ⊙ r̄ and i ⊙ c with r̄ the normalised mean reference."""
+    n, dim = candidate.shape
+    out = np.zeros((n, feature_size(dim)), dtype=np.float32)
+    for k in range(n):
+        c, i, refs = candidate[k], image[k], references[k]
+        out[k, 0] = float(i @ c)
+        mean_ref = np.zeros(dim, dtype=np.float32)
+        if len(refs):
+            sims = refs @ c
+            mean_ref = refs.mean(axis=0)
+            mean_ref = mean_ref / max(float(np.linalg.norm(mean_ref)), 1e-9)
+            out[k, 1:5] = (sims.max(), sims.mean(), float(i @ mean_ref), 1.0)
+        out[k, SCALARS:SCALARS + dim] = np.abs(c - mean_ref)
+        out[k, SCALARS + dim:SCALARS + 2 * dim] = c * mean_ref
+        out[k, SCALARS + 2 * dim:] = i * c
+    return out
+
+
+class RegressionHead(nn.Module):
+    """features -> hidden (GELU) -> one predicted rating."""
+
+    def __init__(self, in_features: int, hidden: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(in_features, hidden), nn.GELU(), nn.Linear(hidden, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).squeeze(-1)
+
+
+def save_head(head: RegressionHead, about: dict, out: Path) -> None:
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    first = head.net[0]
+    about = about | {"in_features": first.in_features, "hidden": first.out_features}
+    (out / "caplens_r.json").write_text(json.dumps(about, indent=1, ensure_ascii=False), encoding="utf-8")
+    save_file({k: v.detach().float().cpu().contiguous() for k, v in head.state_dict().items()},
+              str(out / "model.safetensors"))
+
+
+class CaplensRHead:
+    """A loaded head folder: predicts ratings from :func:`features`."""
+
+    def __init__(self, spec, head: RegressionHead, about: dict, print_: str):
+        self.spec = spec
+        self.label = spec.label
+        self.head = head.eval()
+        self.about = about
+        self.fingerprint = print_
+
+    @classmethod
+    def from_folder(cls, spec, local: Path, placement, resolve: Callable[[str], Path]):
+        from safetensors.torch import load_file
+
+        from scoring.backbones import fingerprint
+
+        about = json.loads((local / "caplens_r.json").read_text(encoding="utf-8"))
+        head = RegressionHead(int(about["in_features"]), int(about["hidden"]))
+        head.load_state_dict(load_file(str(local / "model.safetensors")))
+        return cls(spec, head, about, fingerprint(spec, local))
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return self.head(torch.from_numpy(np.asarray(x, dtype=np.float32))).double().numpy()
+
+
+def embed_items(text_backbone, vision_backbone, images, image_keys, candidates, references) -> np.ndarray:
+    """Features of items through the loaded backbones (shared by the metric and the training recipe)."""
+    image_emb = vision_backbone.image_embeddings(images, image_keys)
+    cand_emb, _ = text_backbone.text_embeddings(list(candidates))
+    flat = [r for refs in references for r in refs]
+    ref_emb = text_backbone.text_embeddings(flat)[0] if flat else np.zeros((0, cand_emb.shape[1]), dtype=np.float32)
+    per_item, start = [], 0
+    for refs in references:
+        per_item.append(ref_emb[start:start + len(refs)])
+        start += len(refs)
+    if image_emb.shape[1] != cand_emb.shape[1]:
+        raise MetricUnavailable(f"text encoder outputs {cand_emb.shape[1]} dims but the vision tower {image_emb.shape[1]}")
+    return features(image_emb, cand_emb, per_item)
+
+
+class CaplensR:
+    needs_image = True
+    needs_references = False  # references help when given; the head was trained with or without them
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def info(self, backbone_label: str) -> MetricInfo:
+        return MetricInfo(
+            name=self.spec.name, family=self.spec.family, needs_image=True, needs_references=False,
+            languages=None, backbone=backbone_label,
+            description=(
+                "Predicted human rating: a small regression head on frozen image, candidate and reference "
+                "embeddings, trained on a collection's human ratings (see its training.json for the collection, "
+                "the number of ratings and tau_c on held-out images). Only as good as the ratings it learned from."
+            ),
+            range=(0.0, 1.0), citation=CITATION, w=self.spec.w, prefix=self.spec.prefix,
+        )
+
+    def compute(self, context: ScoreContext) -> MetricOutput:
+        rows = rows_with(context, image=True)
+        n = len(context.items)
+        if not rows:
+            return MetricOutput([None] * n, [False] * n)
+        head = context.backbone(self.spec.backbone)
+        text_name = self.spec.extra.get("text_backbone") or head.about.get("text_backbone")
+        vision_name = self.spec.vision_backbone or head.about.get("vision_backbone")
+        if not text_name or not vision_name:
+            raise MetricUnavailable("the CapLens-R entry names no text_backbone / vision_backbone")
+        items = [context.items[i] for i in rows]
+        x = embed_items(context.backbone(text_name), context.backbone(vision_name), [it.image for it in items],
+                        [context.image_keys[i] for i in rows], [it.candidate for it in items],
+                        [list(it.references) for it in items])
+        values, truncated = scatter(n, rows, np.clip(head.predict(x), 0.0, 1.0), [False] * len(rows))
+        return MetricOutput(values, truncated)

@@ -1,0 +1,118 @@
+"""Training rows: from a fine-tuning set exported by CapLens or straight from the world generator.
+
+An exported set is a folder with `manifest.json` naming its data file (JSONL, Parquet or
+CSV), or a data file itself; image paths in rows are relative to the data file's folder.
+The held-out split is made by image, never by caption: no image is on both sides.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+TABLE_SUFFIXES = (".jsonl", ".parquet", ".csv", ".json")
+
+
+def _read_table(path: Path) -> list[dict]:
+    if path.suffix == ".jsonl":
+        with path.open(encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle if line.strip()]
+    if path.suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, list):
+            raise ValueError(f"{path.name}: expected a JSON list of rows")
+        return data
+    import pandas as pd
+
+    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    rows = frame.to_dict(orient="records")
+    for row in rows:  # list columns come back as arrays (Parquet) or JSON strings (CSV)
+        for key, value in row.items():
+            if hasattr(value, "tolist"):
+                row[key] = value.tolist()
+            elif isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+                try:
+                    row[key] = json.loads(value)
+                except json.JSONDecodeError:
+                    pass
+    return rows
+
+
+def _set_file(path: Path) -> tuple[Path, dict | None]:
+    """The data file of a set and its manifest (None for a bare data file)."""
+    if path.is_dir():
+        manifest_path = path / "manifest.json"
+        if not manifest_path.is_file():
+            raise ValueError(f"{path.name}/ has no manifest.json: pass the set's data file instead")
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        data = path / manifest.get("data", "data.jsonl")
+        if data.is_dir():
+            raise ValueError("sets in the `hf` format are not read by the trainer: export jsonl or parquet")
+        return data, manifest
+    if path.suffix not in TABLE_SUFFIXES:
+        raise ValueError(f"unsupported set file {path.name}: expected {', '.join(TABLE_SUFFIXES)} or a set folder")
+    manifest_path = path.parent / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else None
+    return path, manifest
+
+
+def load_set(path: str | Path) -> tuple[list[dict], str, dict]:
+    """Rows (image paths made absolute), the set's hash and its description."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"fine-tuning set not found: {path}")
+    data, manifest = _set_file(path)
+    rows = _read_table(data)
+    for key in ("image", "generated_image"):
+        for row in rows:
+            if isinstance(row.get(key), str):
+                row[key] = str((data.parent / row[key]).resolve())
+    digest = hashlib.sha256(data.read_bytes())
+    if manifest is not None:
+        digest.update(json.dumps(manifest, sort_keys=True).encode())
+    about = {"source": str(path), "rows": len(rows), "kind": (manifest or {}).get("kind")}
+    return rows, digest.hexdigest(), about
+
+
+def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
+    """Rows of world set `kind` ("teacher", "prmcs", "specs", "umic", "pacs" or "ratings") for
+    `spec` (`scenes`, `split`, `size`, `languages`), written once to a cache folder in the data
+    directory and read back like an exported set."""
+    from scoring.registry import data_dir
+    from scoring.world.grammar import LANGUAGES
+    from scoring.world.sets import split_scenes, write_finetune_sets, write_rated_collection
+
+    spec = {"scenes": 200, "split": "train", "size": 128, "languages": list(LANGUAGES)} | dict(spec)
+    rated = kind == "ratings"  # the rated collection and the fine-tuning sets are written separately
+    key = hashlib.sha256(json.dumps([spec, rated], sort_keys=True).encode()).hexdigest()[:16]
+    folder = data_dir() / "cache" / "world-sets" / key
+    name = "ratings.jsonl" if rated else f"{kind}.jsonl"
+    done = folder / "DONE"
+    if not done.is_file():
+        scenes = split_scenes(spec["split"], int(spec["scenes"]))
+        langs = tuple(spec["languages"])
+        if rated:
+            write_rated_collection(folder, scenes, langs, size=int(spec["size"]))
+        else:
+            write_finetune_sets(folder, scenes, langs, size=int(spec["size"]))
+        done.write_text(json.dumps(spec), encoding="utf-8")
+    rows, digest, about = load_set(folder / name)
+    return rows, digest, about | {"world": spec}
+
+
+def image_key(row: dict) -> str:
+    """What makes two rows "the same image" for the split."""
+    return str(row.get("image_id") or row["image"])
+
+
+def split_by_image(rows: list[dict], fraction: float, seed: int) -> tuple[list[dict], list[dict]]:
+    """(train, held-out): a seeded share `fraction` of the distinct images, with all their rows,
+    goes to the held-out side."""
+    keys = sorted({image_key(r) for r in rows})
+    if len(keys) < 2:
+        raise ValueError(f"a held-out split by image needs at least 2 distinct images; the set has {len(keys)}")
+    random.Random(seed).shuffle(keys)
+    held = set(keys[: min(len(keys) - 1, max(1, round(fraction * len(keys))))])
+    return [r for r in rows if image_key(r) not in held], [r for r in rows if image_key(r) in held]

@@ -1,0 +1,106 @@
+"""The recipes' losses as small pure functions of embeddings, similarities and logits.
+
+Each follows the paper it names (formulas and constants: SPEC.md, section "Fine-tuning
+recipes"); every one has a hand-computed test in tests/training/test_losses.py.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+PRMCS_MARGIN = 0.1
+PRMCS_LAMBDAS = (0.1, 0.05, 0.05)
+SPECS_WEIGHTS = (1.0, 8.0, 0.8)  # alpha, beta, gamma
+UMIC_MARGIN = 0.2
+
+
+def teacher_mse(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """MCS teacher learning: mean squared error between the student's embedding of a caption
+    and the CLIP text embedding of its English source (PR-MCS §3.1)."""
+    return F.mse_loss(student, teacher)
+
+
+def positives_mask(image_ids: list | None, n: int, device=None) -> torch.Tensor:
+    """(n, n) bool: texts i and j belong to the same image (the diagonal when ids are unique)."""
+    if image_ids is None:
+        return torch.eye(n, dtype=torch.bool, device=device)
+    index = {key: k for k, key in enumerate(dict.fromkeys(image_ids))}
+    groups = torch.tensor([index[key] for key in image_ids], device=device)
+    return groups[:, None] == groups[None, :]
+
+
+def info_nce(image: torch.Tensor, text: torch.Tensor, scale: torch.Tensor | float,
+             image_ids: list | None = None) -> torch.Tensor:
+    """CLIP's symmetric InfoNCE over a batch of (image, text) pairs, on cosine similarities
+    times `scale` (1/temperature).  Rows that share an image (`image_ids`) are not negatives
+    of each other: each row's loss averages over all its positives."""
+    image = F.normalize(image, dim=-1)
+    text = F.normalize(text, dim=-1)
+    logits = scale * image @ text.T
+    positives = positives_mask(image_ids, len(image), logits.device).to(logits.dtype)
+
+    def direction(rows: torch.Tensor) -> torch.Tensor:
+        log_prob = rows.log_softmax(dim=-1)
+        return -((log_prob * positives).sum(-1) / positives.sum(-1)).mean()
+
+    return 0.5 * (direction(logits) + direction(logits.T))
+
+
+def prmcs_loss(image: torch.Tensor, original: torch.Tensor, perturbed: torch.Tensor, scale: torch.Tensor | float,
+               margin: float = PRMCS_MARGIN, lambdas: tuple[float, float, float] = PRMCS_LAMBDAS,
+               image_ids: list | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """PR-MCS: L_CLIP + λ1·(1 − cos(V, T(o))) + λ2·max(m, cos(V, T(p))) + λ3·max(m, cos(T(o), T(p)))."""
+    l_clip = info_nce(image, original, scale, image_ids)
+    cos_vo = F.cosine_similarity(image, original, dim=-1)
+    cos_vp = F.cosine_similarity(image, perturbed, dim=-1)
+    cos_op = F.cosine_similarity(original, perturbed, dim=-1)
+    l1 = (1 - cos_vo).mean()
+    l2 = cos_vp.clamp(min=margin).mean()
+    l3 = cos_op.clamp(min=margin).mean()
+    total = l_clip + lambdas[0] * l1 + lambdas[1] * l2 + lambdas[2] * l3
+    return total, {"clip": l_clip.item(), "l1": l1.item(), "l2": l2.item(), "l3": l3.item()}
+
+
+def pacs_loss(image: torch.Tensor, text: torch.Tensor, generated_image: torch.Tensor, generated_text: torch.Tensor,
+              scale: torch.Tensor | float, lambda_v: float, lambda_t: float,
+              image_ids: list | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """PAC-S: L(V, T) + λv·L(V', T) + λt·L(V, T'), each a symmetric InfoNCE."""
+    real = info_nce(image, text, scale, image_ids)
+    visual = info_nce(generated_image, text, scale, image_ids)
+    textual = info_nce(image, generated_text, scale, image_ids)
+    return real + lambda_v * visual + lambda_t * textual, {"real": real.item(), "v": visual.item(), "t": textual.item()}
+
+
+def specs_hinge(better: torch.Tensor, worse: torch.Tensor) -> torch.Tensor:
+    """SPECS eq. 3: mean max(0, θ(worse) − θ(better) + ε), with ε the batch-mean of
+    θ(better) − θ(worse), detached and clamped to [0, 1] (the paper's "clamped for
+    numerical stability"; the bounds are CapLens's choice, the seed prints none)."""
+    epsilon = (better - worse).mean().detach().clamp(0.0, 1.0)
+    return (worse - better + epsilon).clamp(min=0).mean()
+
+
+def specs_loss(contrastive: torch.Tensor, base: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor,
+               weights: tuple[float, float, float] = SPECS_WEIGHTS) -> tuple[torch.Tensor, dict[str, float]]:
+    """SPECS eq. 4: α·L_contrastive + β·L_pos + γ·L_neg on cosine similarities θ(i, ·) of
+    the base caption c_j, c_j + d+ and c_j + d−."""
+    l_pos = specs_hinge(positive, base)
+    l_neg = specs_hinge(base, negative)
+    alpha, beta, gamma = weights
+    return alpha * contrastive + beta * l_pos + gamma * l_neg, {
+        "contrastive": contrastive.item(), "pos": l_pos.item(), "neg": l_neg.item()}
+
+
+def umic_ranking(positive: torch.Tensor, negatives: torch.Tensor, margin: float = UMIC_MARGIN) -> torch.Tensor:
+    """UMIC: mean over negatives of max(0, M − (S(I, X) − S(I, X̂))); `positive` (B,) and
+    `negatives` (B, K) are scores S = sigmoid(one logit)."""
+    return (margin - (positive[:, None] - negatives)).clamp(min=0).mean()
+
+
+def itm_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Image-text matching: two-way cross-entropy, label 1 = the caption belongs to the image."""
+    return F.cross_entropy(logits.float(), labels)
+
+
+def regression_mse(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """CapLens-R: squared error to the mean human rating of a caption."""
+    return F.mse_loss(predicted, target)

@@ -1,0 +1,158 @@
+"""Trainable models loaded and saved through the same code that scores with them.
+
+Loading goes through the backbone loaders of `scoring.backbones` (in fp32: training runs
+under autocast, never on half-precision weights), so a trained folder is known to load in
+the Scorer.  The differentiable forward passes mirror the backbones' inference paths.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from scoring.backbones import Placement
+from scoring.backbones.text import tokenize_truncating
+from scoring.images import load_image
+from scoring.registry import BackboneSpec, tiny_dir
+
+
+def detect_kind(folder: Path) -> str:
+    """The backbone kind of a checkpoint folder, from its files."""
+    if (folder / "caplens_r.json").is_file():
+        return "caplens-r"
+    if (folder / "modules.json").is_file():
+        return "st-text"
+    config = folder / "config.json"
+    if config.is_file():
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+        if model_type in ("clip", "blip"):
+            return {"clip": "clip", "blip": "blip-itm"}[model_type]
+    raise ValueError(f"{folder.name}/ is not a CLIP, sentence-transformers, BLIP ITM or CapLens-R folder")
+
+
+def resolve_model(ref: str) -> tuple[Path, BackboneSpec]:
+    """A model reference (a folder, or `PROFILE:BACKBONE` of a registry profile) -> local folder and spec."""
+    from scoring.backbones import BackboneUnavailable, fetch
+    from scoring.registry import load_registry
+
+    path = Path(ref)
+    if not path.exists() and tiny_dir() in path.parents:
+        from scoring.tiny import ensure_tiny_checkpoints
+
+        ensure_tiny_checkpoints()  # tiny presets name the tiny checkpoints, built on first use
+    if path.exists():
+        return path, BackboneSpec(name=path.name, kind=detect_kind(path), label=path.name, path=path)
+    profile, sep, name = ref.partition(":")
+    if not sep:
+        raise ValueError(f"model not found: {ref} (a folder, or PROFILE:BACKBONE such as world:clip)")
+    registry = load_registry(profile)
+    if name not in registry.backbones:
+        raise ValueError(f"profile {profile!r} has no backbone {name!r}; known: {', '.join(registry.backbones)}")
+    spec = registry.backbones[name]
+    try:
+        return fetch(spec), spec
+    except BackboneUnavailable as exc:
+        raise ValueError(f"{ref}: {exc}") from None
+
+
+def load_trainable(ref: str, device: torch.device, expected: tuple[str, ...]):
+    """The loaded backbone object for `ref` (fp32, on `device`), checked to be of an expected kind."""
+    from scoring.backbones import load_backbone
+
+    local, spec = resolve_model(ref)
+    if spec.kind not in expected:
+        raise ValueError(f"{ref} is a {spec.kind} checkpoint; this recipe needs {' or '.join(expected)}")
+
+    def resolve_reference(name: str) -> Path:
+        raise ValueError(f"{ref}: state-dict checkpoints (kind {spec.kind}) need a folder checkpoint to train")
+
+    return load_backbone(spec, Placement(device, torch.float32), resolve_reference)
+
+
+class PixelCache:
+    """Pixel tensors of images by path (or id), computed once with the checkpoint's own image processor."""
+
+    def __init__(self, image_processor):
+        self.image_processor = image_processor
+        self.cache: dict[str, torch.Tensor] = {}
+
+    def __call__(self, images: list, keys: list[str], device: torch.device) -> torch.Tensor:
+        todo = [(k, im) for k, im in dict(zip(keys, images)).items() if k not in self.cache]
+        if todo:
+            pixels = self.image_processor(images=[load_image(im) for _, im in todo], return_tensors="pt")["pixel_values"]
+            for (key, _), row in zip(todo, pixels):
+                self.cache[key] = row
+        return torch.stack([self.cache[k] for k in keys]).to(device)
+
+
+# -- forward passes (differentiable twins of the backbones' inference code) ------------------------
+def clip_text_features(backbone, texts: list[str], device: torch.device) -> torch.Tensor:
+    ids, mask, _ = tokenize_truncating(backbone.tokenizer, texts, backbone.max_tokens)
+    out = backbone.model.text_model(input_ids=ids.to(device), attention_mask=mask.to(device))
+    return backbone.model.text_projection(out.pooler_output)
+
+
+def clip_image_features(backbone, pixels: torch.Tensor) -> torch.Tensor:
+    return backbone.model.visual_projection(backbone.model.vision_model(pixel_values=pixels).pooler_output)
+
+
+def st_text_features(encoder, texts: list[str], device: torch.device) -> torch.Tensor:
+    return encoder.project(texts)[0]
+
+
+def itm_cls(backbone, pixels: torch.Tensor, texts: list[str], device: torch.device) -> torch.Tensor:
+    """[CLS] state of the ITM text encoder cross-attending to the image (BLIP ITM)."""
+    states = backbone.model.vision_model(pixel_values=pixels).last_hidden_state
+    ids, mask, _ = tokenize_truncating(backbone.tokenizer, texts, backbone.max_tokens)
+    image_mask = torch.ones(states.shape[:-1], dtype=torch.long, device=device)
+    encoded = backbone.model.text_encoder(
+        input_ids=ids.to(device), attention_mask=mask.to(device),
+        encoder_hidden_states=states, encoder_attention_mask=image_mask).last_hidden_state
+    return encoded[:, 0, :]
+
+
+# -- saving ----------------------------------------------------------------------------------------
+def save_backbone(backbone, out: Path) -> None:
+    """A CLIP or ITM backbone as the folder its loader reads: model, tokenizer, image processor."""
+    out.mkdir(parents=True, exist_ok=True)
+    backbone.model.save_pretrained(out)
+    backbone.tokenizer.save_pretrained(out)
+    backbone.image_processor.save_pretrained(out)
+
+
+def save_st_text(transformer, tokenizer, dense: nn.Linear, out: Path, max_seq_length: int, pooling: str = "mean") -> None:
+    """Sentence-transformers layout: transformer at the root, 1_Pooling, 2_Dense (identity activation)."""
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    transformer.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    width = transformer.config.hidden_size
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+    ]
+    (out / "modules.json").write_text(json.dumps(modules, indent=1), encoding="utf-8")
+    (out / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_seq_length, "do_lower_case": False}), encoding="utf-8")
+    (out / "1_Pooling").mkdir(exist_ok=True)
+    (out / "1_Pooling" / "config.json").write_text(json.dumps({
+        "word_embedding_dimension": width, "pooling_mode_cls_token": pooling == "cls",
+        "pooling_mode_mean_tokens": pooling == "mean", "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False}, indent=1), encoding="utf-8")
+    (out / "2_Dense").mkdir(exist_ok=True)
+    (out / "2_Dense" / "config.json").write_text(json.dumps({
+        "in_features": dense.in_features, "out_features": dense.out_features, "bias": dense.bias is not None,
+        "activation_function": "torch.nn.modules.linear.Identity"}, indent=1), encoding="utf-8")
+    weights = {"linear.weight": dense.weight.detach().float().cpu().contiguous()}
+    if dense.bias is not None:
+        weights["linear.bias"] = dense.bias.detach().float().cpu().contiguous()
+    save_file(weights, str(out / "2_Dense" / "model.safetensors"))
+
+
+def save_st_encoder(encoder, out: Path) -> None:
+    """A loaded MultilingualTextEncoder (its Linear inside the dense Sequential) back to its folder layout."""
+    save_st_text(encoder.model, encoder.tokenizer, encoder.dense[0], out, encoder.max_tokens, encoder.pooling)

@@ -1,0 +1,585 @@
+"""The recipes: what each one loads, which loss it minimises, how it is evaluated and saved.
+
+A recipe is data plus four hooks for the one trainer (`scoring.training.trainer`):
+`setup` loads the models (only `state.trainable` is optimised), `batch_loss` computes the
+loss of a batch of rows, `evaluate` measures held-out rows with the `scoring.analysis`
+functions, `save` writes the folder the normal loader reads.  Losses: `losses.py`.
+"""
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from scoring.training import losses
+from scoring.training.config import TrainConfig, _is_registry_ref
+from scoring.training.data import image_key, load_set, world_set
+from scoring.training.models import (
+    PixelCache, clip_image_features, clip_text_features, itm_cls, load_trainable, save_backbone,
+    save_st_encoder, st_text_features,
+)
+
+CLIP_PREFIX = "A photo depicts "
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1)
+
+
+def _language(row: dict) -> str | None:
+    return row.get("language") or row.get("lang")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a recipe trains and produces (the hooks are its methods)."""
+
+    name: str
+    metric: str  # the registry metric the result backs
+    backbone_kind: str  # "clip" | "st-text" | "blip-itm" | "caplens-r"
+    set_kind: str  # world set / exported set kind the rows come from
+    summary: str
+    default_loss: dict[str, float] = field(default_factory=dict)
+
+    # -- data ------------------------------------------------------------------------------------
+    def load_rows(self, config: TrainConfig) -> tuple[list[dict], str, dict]:
+        if isinstance(config.data, dict):
+            if "world" not in config.data:
+                raise ValueError("`data` is a path to a set, or a table {world = {...}}")
+            return self.world_rows(dict(config.data["world"]))
+        return load_set(config.data)
+
+    def world_rows(self, spec: dict) -> tuple[list[dict], str, dict]:
+        return world_set(self.set_kind, spec)
+
+    def prepare_rows(self, rows: list[dict], config: TrainConfig) -> list[dict]:
+        """Keep the languages the config asks for (`options.languages`)."""
+        wanted = config.options.get("languages")
+        return [r for r in rows if not wanted or _language(r) in wanted]
+
+    def warnings(self, train_rows: list[dict], config: TrainConfig) -> list[str]:
+        """What a user of the result must know about how it was trained (none by default)."""
+        return []
+
+    def weights(self, config: TrainConfig) -> dict[str, float]:
+        unknown = set(config.loss) - set(self.default_loss)
+        if unknown:
+            raise ValueError(f"recipe {self.name} has no loss weight(s) {', '.join(sorted(unknown))}; "
+                             f"known: {', '.join(self.default_loss) or 'none'}")
+        return self.default_loss | config.loss
+
+    # -- hooks -------------------------------------------------------------------------------------
+    def setup(self, config: TrainConfig, device: torch.device, scratch: Path) -> SimpleNamespace:
+        raise NotImplementedError
+
+    def prepare(self, state, rows: list[dict], device) -> None:
+        """Work done once on every row (train and held-out) before training; none by default."""
+
+    def batch_loss(self, state, rows: list[dict], rng: random.Random, device) -> tuple[torch.Tensor, dict]:
+        raise NotImplementedError
+
+    def evaluate(self, state, rows: list[dict], device) -> dict[str, float]:
+        raise NotImplementedError
+
+    def save(self, state, out: Path) -> None:
+        raise NotImplementedError
+
+
+# -- CLIP-based: world-CLIP, PAC-S, SPECS ---------------------------------------------------------
+class ClipRecipe(Recipe):
+    def setup(self, config, device, scratch):
+        base = config.base or str(self.build_initial(config, scratch))
+        clip = load_trainable(base, device, ("clip",))
+        return SimpleNamespace(clip=clip, trainable=clip.model, pixels=PixelCache(clip.image_processor),
+                               weights=self.weights(config), prefix=config.options.get("prefix", ""), config=config)
+
+    def build_initial(self, config: TrainConfig, scratch: Path) -> Path:
+        raise ValueError(f"recipe {self.name} needs `base` (a CLIP folder or PROFILE:BACKBONE)")
+
+    def save(self, state, out):
+        save_backbone(state.clip, out)
+
+    @staticmethod
+    def scale(state) -> torch.Tensor:
+        return state.clip.model.logit_scale.exp().clamp(max=100.0)
+
+    def images(self, state, rows, device, key="image"):
+        keys = [str(r[key]) if key != "image" else image_key(r) for r in rows]
+        return clip_image_features(state.clip, state.pixels([r[key] for r in rows], keys, device))
+
+    def texts(self, state, texts, device):
+        return clip_text_features(state.clip, [state.prefix + t for t in texts], device)
+
+    @torch.no_grad()
+    def retrieval(self, state, rows, device, caption_key: str) -> dict[str, float]:
+        """Text -> image Recall@1/5 over the held-out images, one caption per image."""
+        from scoring.analysis.retrieval import recall_at_k
+
+        first = {}
+        for r in rows:
+            first.setdefault(image_key(r), r)
+        picked = list(first.values())
+        image = torch.cat([self.images(state, picked[i:i + 64], device) for i in range(0, len(picked), 64)])
+        text = torch.cat([self.texts(state, [r[caption_key] for r in picked[i:i + 64]], device)
+                          for i in range(0, len(picked), 64)])
+        sim = (torch.nn.functional.normalize(text.float(), dim=-1) @ torch.nn.functional.normalize(image.float(), dim=-1).T).float()
+        return recall_at_k(sim.cpu().numpy(), np.arange(len(picked)), ks=(1, 5))
+
+
+class WorldClipRecipe(ClipRecipe):
+    """world-CLIP from scratch: tokenizer trained on world text, CLIP's symmetric InfoNCE."""
+
+    def world_rows(self, spec):
+        from scoring.world.captions import describe_long, realise
+        from scoring.world.render import render_scene
+        from scoring.world.sets import split_scenes
+        from scoring.world.train import english_captions
+
+        size = int(spec.get("image_size", 96))
+        scenes = split_scenes(spec.get("split", "train"), int(spec.get("scenes", 8000)))
+        rows = []
+        for scene in scenes:
+            image = render_scene(scene, size)
+            texts = english_captions(scene, long=False)
+            if len(scene.objects) >= 3:
+                texts.append(realise(describe_long(scene), "en").text)
+            rows += [{"image": image, "image_id": scene.scene_id, "caption": t, "language": "en"} for t in texts]
+        digest = f"world-clip:{sorted(spec.items())}"
+        return rows, digest, {"source": "world generator", "world": spec, "rows": len(rows)}
+
+    def build_initial(self, config, scratch):
+        from scoring.world.tokenizer import train_tokenizer, world_corpus
+        from scoring.world.train import build_clip, clip_processor, model_config
+
+        shapes = model_config(config.architecture.get("config", "world-clip"))
+        tokenizer = train_tokenizer(world_corpus(int(config.architecture.get("tokenizer_scenes", 1500))), scratch,
+                                    vocab_size=shapes["vocab_size"], model_max_length=shapes["text_positions"])
+        torch.manual_seed(config.seed)
+        build_clip(config.architecture.get("config", "world-clip"), tokenizer).save_pretrained(scratch)
+        clip_processor(tokenizer, shapes["image_size"]).save_pretrained(scratch)
+        return scratch
+
+    def batch_loss(self, state, rows, rng, device):
+        texts = [(CLIP_PREFIX if rng.random() < 0.5 else "") + r["caption"] for r in rows]
+        loss = losses.info_nce(self.images(state, rows, device), clip_text_features(state.clip, texts, device),
+                               self.scale(state), [image_key(r) for r in rows])
+        return loss, {}
+
+    def evaluate(self, state, rows, device):
+        return self.retrieval(state, rows, device, "caption")
+
+
+class PacsRecipe(ClipRecipe):
+    """PAC-S: real pairs plus generated images V' and generated captions T' as extra positives."""
+
+    def batch_loss(self, state, rows, rng, device):
+        ids = [image_key(r) for r in rows]
+        loss, parts = losses.pacs_loss(
+            self.images(state, rows, device), self.texts(state, [r["caption"] for r in rows], device),
+            self.images(state, rows, device, key="generated_image"),
+            self.texts(state, [r["generated_caption"] for r in rows], device),
+            self.scale(state), state.weights["lambda_v"], state.weights["lambda_t"], ids)
+        return loss, parts
+
+    def evaluate(self, state, rows, device):
+        return self.retrieval(state, rows, device, "caption")
+
+
+class SpecsRecipe(ClipRecipe):
+    """SPECS: contrastive loss plus the detail hinges on (c_j, c_j + d+, c_j + d−) triplets."""
+
+    def batch_loss(self, state, rows, rng, device):
+        image = self.images(state, rows, device)
+        base = self.texts(state, [r["base"] for r in rows], device)
+        positive = self.texts(state, [r["positive"] for r in rows], device)
+        negative = self.texts(state, [r["negative"] for r in rows], device)
+        contrastive = losses.info_nce(image, positive, self.scale(state), [image_key(r) for r in rows])
+        w = state.weights
+        return losses.specs_loss(contrastive, _cos(image, base), _cos(image, positive), _cos(image, negative),
+                                 (w["alpha"], w["beta"], w["gamma"]))
+
+    @torch.no_grad()
+    def evaluate(self, state, rows, device):
+        from scoring.analysis.specificity import specificity_rate
+
+        theta = defaultdict(list)
+        for i in range(0, len(rows), 64):
+            chunk = rows[i:i + 64]
+            image = self.images(state, chunk, device)
+            for key in ("base", "positive", "negative"):
+                theta[key] += _cos(image, self.texts(state, [r[key] for r in chunk], device)).tolist()
+        sr_pos = specificity_rate(theta["base"], theta["positive"], "pos")
+        sr_neg = specificity_rate(theta["base"], theta["negative"], "neg")
+        return {"SR_pos": sr_pos, "SR_neg": sr_neg, "specificity": (sr_pos + sr_neg) / 2,
+                **self.retrieval(state, rows, device, "positive")}
+
+
+# -- multilingual text encoders: MCS teacher learning, PR-MCS ---------------------------------------
+class TextEncoderRecipe(Recipe):
+    def setup(self, config, device, scratch):
+        if config.teacher is None:
+            raise ValueError(f"recipe {self.name} needs `teacher` (the CLIP whose text space the encoder lives in)")
+        base = config.base or str(self.build_initial(config, scratch))
+        encoder = load_trainable(base, device, ("st-text",))
+        clip = load_trainable(config.teacher, device, ("clip",))
+        clip.model.requires_grad_(False)
+        trainable = nn.ModuleDict({"transformer": encoder.model, "dense": encoder.dense})
+        return SimpleNamespace(encoder=encoder, clip=clip, trainable=trainable, pixels=PixelCache(clip.image_processor),
+                               weights=self.weights(config), config=config)
+
+    def build_initial(self, config, scratch):
+        raise ValueError(f"recipe {self.name} needs `base` (a sentence-transformers folder or PROFILE:BACKBONE)")
+
+    def save(self, state, out):
+        save_st_encoder(state.encoder, out)
+
+    @torch.no_grad()
+    def frozen_images(self, state, rows, device) -> torch.Tensor:
+        """The frozen CLIP image embeddings of a batch (recomputed per batch: a cache filled in
+        batches of another composition would differ in the last bits after a resume)."""
+        pixels = state.pixels([r["image"] for r in rows], [image_key(r) for r in rows], device)
+        return clip_image_features(state.clip, pixels).float()
+
+
+class McsTeacherRecipe(TextEncoderRecipe):
+    """MCS teacher learning: the student's embedding of a caption in any language regresses
+    onto the CLIP text embedding of its English source (MSE)."""
+
+    def world_rows(self, spec):
+        from scoring.world.captions import realise
+        from scoring.world.grammar import LANGUAGES
+        from scoring.world.sets import split_scenes
+        from scoring.world.train import distillation_descriptions
+
+        langs = spec.get("languages", list(LANGUAGES))
+        rows = []
+        for scene in split_scenes(spec.get("split", "train"), int(spec.get("scenes", 1200))):
+            for d in distillation_descriptions(scene):
+                english = realise(d, "en").text
+                rows += [{"image_id": scene.scene_id, "caption": realise(d, lang).text, "english": english,
+                          "language": lang, "style": d.style} for lang in langs]
+        return rows, f"world-mcs:{sorted((k, str(v)) for k, v in spec.items())}", {
+            "source": "world generator", "world": spec, "rows": len(rows)}
+
+    def prepare_rows(self, rows, config):
+        return [r for r in super().prepare_rows(rows, config) if r.get("english")]
+
+    def build_initial(self, config, scratch):
+        from scoring.world.tokenizer import train_wordpiece, world_corpus
+        from scoring.world.train import build_student, model_config
+        from scoring.training.models import save_st_text
+
+        name = config.architecture.get("config", "world-mcs")
+        shapes = model_config(name)
+        tokenizer = train_wordpiece(world_corpus(int(config.architecture.get("tokenizer_scenes", 1500))), scratch,
+                                    vocab_size=shapes["vocab_size"], model_max_length=shapes["positions"])
+        clip_config = Path(resolve_folder(config.teacher)) / "config.json"
+        out_features = json.loads(clip_config.read_text(encoding="utf-8"))["projection_dim"]
+        torch.manual_seed(config.seed)
+        student = build_student(name, tokenizer, out_features)
+        save_st_text(student.bert, tokenizer, student.dense, scratch, shapes["positions"])
+        return scratch
+
+    @torch.no_grad()
+    def targets(self, state, english: list[str], device) -> torch.Tensor:
+        return clip_text_features(state.clip, english, device).float()
+
+    def batch_loss(self, state, rows, rng, device):
+        student = st_text_features(state.encoder, [r["caption"] for r in rows], device).float()
+        return losses.teacher_mse(student, self.targets(state, [r["english"] for r in rows], device)), {}
+
+    @torch.no_grad()
+    def evaluate(self, state, rows, device):
+        mse, cos = [], []
+        for i in range(0, len(rows), 128):
+            chunk = rows[i:i + 128]
+            student = st_text_features(state.encoder, [r["caption"] for r in chunk], device).float()
+            target = self.targets(state, [r["english"] for r in chunk], device)
+            mse.append(((student - target) ** 2).mean(-1))
+            cos.append(_cos(student, target))
+        return {"mse": float(torch.cat(mse).mean()), "cos_to_teacher": float(torch.cat(cos).mean())}
+
+
+class PrMcsRecipe(TextEncoderRecipe):
+    """PR-MCS: only the multilingual text encoder trains; the CLIP vision tower is frozen."""
+
+    def batch_loss(self, state, rows, rng, device):
+        image = self.frozen_images(state, rows, device)
+        original = st_text_features(state.encoder, [r["original"] for r in rows], device)
+        perturbed = st_text_features(state.encoder, [r["perturbed"] for r in rows], device)
+        w = state.weights
+        return losses.prmcs_loss(image, original.float(), perturbed.float(), state.clip.model.logit_scale.exp().clamp(max=100.0),
+                                 w["margin"], (w["lambda1"], w["lambda2"], w["lambda3"]), [image_key(r) for r in rows])
+
+    @torch.no_grad()
+    def evaluate(self, state, rows, device):
+        """Mean drop (%) of MCS = 2.5·max(cos, 0) from original to perturbed caption, per language
+        (mean over operations, percent_change as in PR-MCS Table 7)."""
+        from scoring.analysis.robustness import percent_change
+
+        scores = defaultdict(lambda: ([], []))
+        for i in range(0, len(rows), 128):
+            chunk = rows[i:i + 128]
+            image = self.frozen_images(state, chunk, device)
+            for key, slot in (("original", 0), ("perturbed", 1)):
+                values = 2.5 * _cos(image, st_text_features(state.encoder, [r[key] for r in chunk], device)).clamp(min=0)
+                for r, v in zip(chunk, values.tolist()):
+                    scores[(_language(r), r["operation"])][slot].append(v)
+        drops = defaultdict(list)
+        for (lang, op), (orig, pert) in scores.items():
+            drops[lang].append(-percent_change(float(np.mean(orig)), float(np.mean(pert))))
+        out = {f"drop_{lang}": float(np.mean(v)) for lang, v in sorted(drops.items())}
+        out["drop_mean"] = float(np.mean(list(out.values())))
+        out["mcs_original"] = float(np.mean([v for (o, _) in scores.values() for v in o]))
+        return out
+
+
+# -- image-text matching cross-encoders: the ITM base (UMIC-C) and UMIC -----------------------------
+class ItmRecipe(Recipe):
+    """The ITM base: two-way matching head, positives against other images' captions."""
+
+    def setup(self, config, device, scratch):
+        base = config.base or str(self.build_initial(config, scratch))
+        itm = load_trainable(base, device, ("blip-itm",))
+        return SimpleNamespace(itm=itm, trainable=itm.model, pixels=PixelCache(itm.image_processor),
+                               weights=self.weights(config), config=config)
+
+    def build_initial(self, config, scratch):
+        from scoring.world.tokenizer import train_wordpiece, world_corpus
+        from scoring.world.train import build_itm, model_config
+
+        name = config.architecture.get("config", "world-itm")
+        shapes = model_config(name)
+        tokenizer = train_wordpiece(world_corpus(int(config.architecture.get("tokenizer_scenes", 1500))), scratch,
+                                    vocab_size=shapes["vocab_size"], model_max_length=shapes["text_positions"])
+        torch.manual_seed(config.seed)
+        model, processor = build_itm(name, tokenizer)
+        model.save_pretrained(scratch)
+        processor.save_pretrained(scratch)
+        return scratch
+
+    def pixels(self, state, rows, device):
+        return state.pixels([r["image"] for r in rows], [image_key(r) for r in rows], device)
+
+    def logits(self, state, pixels, texts, device) -> torch.Tensor:
+        return state.itm.model.itm_head(itm_cls(state.itm, pixels, texts, device))
+
+    def match(self, state, pixels, texts, device) -> torch.Tensor:
+        """P(match), as the ItmBackbone reports it."""
+        return torch.softmax(self.logits(state, pixels, texts, device).float(), dim=-1)[:, 1]
+
+    def batch_loss(self, state, rows, rng, device):
+        pixels = self.pixels(state, rows, device)
+        keys = [image_key(r) for r in rows]
+        # Each image's negative: the caption of the next row showing another image.
+        negatives = []
+        for k, key in enumerate(keys):
+            other = next((rows[(k + j) % len(rows)] for j in range(1, len(rows)) if keys[(k + j) % len(rows)] != key), None)
+            negatives.append(other["positive"] if other else rng.choice(rows[k]["negatives"]))
+        texts = [r["positive"] for r in rows] + negatives
+        labels = torch.tensor([1] * len(rows) + [0] * len(rows), device=device)
+        logits = self.logits(state, torch.cat([pixels, pixels]), texts, device)
+        return losses.itm_cross_entropy(logits, labels), {}
+
+    @torch.no_grad()
+    def evaluate(self, state, rows, device):
+        """Pairwise accuracy: the positive caption scores above each of its negatives."""
+        from scoring.analysis.pairwise import pairwise_correct
+
+        by_kind = defaultdict(list)
+        for r in rows:
+            pixels = self.pixels(state, [r], device).expand(1 + len(r["negatives"]), -1, -1, -1)
+            scores = self.match(state, pixels, [r["positive"]] + list(r["negatives"]), device).tolist()
+            kinds = r.get("negative_kinds") or ["negative"] * len(r["negatives"])
+            for kind, correct in zip(kinds, pairwise_correct([scores[0]] * len(kinds), scores[1:])):
+                by_kind[kind].append(correct)
+        out = {f"pairwise_{k}": float(np.mean(v)) for k, v in sorted(by_kind.items())}
+        out["pairwise_accuracy"] = float(np.mean([c for v in by_kind.values() for c in v]))
+        return out
+
+    def save(self, state, out):
+        save_backbone(state.itm, out)
+
+
+class UmicRecipe(ItmRecipe):
+    """UMIC: S(I, X) = sigmoid(W·[CLS] + b), ONE logit, trained with the ranking loss against
+    four negatives.  Saved as the ITM pair head [0; W], [0; b], whose softmax(...)[1] is exactly
+    sigmoid(W·[CLS] + b), so the ITM loader scores UMIC as the paper defines it."""
+
+    def setup(self, config, device, scratch):
+        state = super().setup(config, device, scratch)
+        head = state.itm.model.itm_head
+        one = nn.Linear(head.in_features, 1).to(device)
+        with torch.no_grad():  # softmax(z)[1] == sigmoid(z1 - z0): start from the same scores
+            one.weight.copy_(head.weight[1:2] - head.weight[0:1])
+            one.bias.copy_(head.bias[1:2] - head.bias[0:1])
+        state.head = one
+        state.trainable = nn.ModuleDict({"itm": state.itm.model, "head": one})
+        return state
+
+    def match(self, state, pixels, texts, device):
+        return torch.sigmoid(state.head(itm_cls(state.itm, pixels, texts, device)).float()).squeeze(-1)
+
+    def batch_loss(self, state, rows, rng, device):
+        k = len(rows[0]["negatives"])
+        pixels = self.pixels(state, rows, device)
+        texts = [r["positive"] for r in rows] + [n for r in rows for n in r["negatives"]]
+        expanded = torch.cat([pixels, pixels.repeat_interleave(k, dim=0)])
+        scores = self.match(state, expanded, texts, device)
+        positive, negatives = scores[:len(rows)], scores[len(rows):].view(len(rows), k)
+        return losses.umic_ranking(positive, negatives, state.weights["margin"]), {}
+
+    def prepare_rows(self, rows, config):
+        rows = super().prepare_rows(rows, config)
+        return [r for r in rows if len(r.get("negatives") or []) == losses_negatives(rows)]
+
+    def save(self, state, out):
+        write_one_logit_head(state.itm.model.itm_head, state.head)
+        save_backbone(state.itm, out)
+
+
+def losses_negatives(rows: list[dict]) -> int:
+    """The number of negatives per group (the most common one; UMIC uses four)."""
+    counts = defaultdict(int)
+    for r in rows:
+        counts[len(r.get("negatives") or [])] += 1
+    return max(counts, key=counts.get) if counts else 0
+
+
+@torch.no_grad()
+def write_one_logit_head(pair_head: nn.Linear, one_logit: nn.Linear) -> None:
+    """Load a one-output head (W, b) into a two-way ITM head as [0; W], [0; b]: the ITM
+    loader's softmax(logits)[1] then equals sigmoid(W·x + b).  A released one-output UMIC
+    head loads the same way."""
+    pair_head.weight.zero_()
+    pair_head.bias.zero_()
+    pair_head.weight[1].copy_(one_logit.weight[0])
+    pair_head.bias[1].copy_(one_logit.bias[0])
+
+
+# -- CapLens-R --------------------------------------------------------------------------------------
+class CaplensRRecipe(Recipe):
+    """A regression head on frozen text/vision features, fitted to the mean human rating."""
+
+    def prepare_rows(self, rows, config):
+        """One row per rated caption: its mean rating, references and rating count."""
+        rows = super().prepare_rows(rows, config)
+        grouped: dict[Any, dict] = {}
+        for r in rows:
+            key = r.get("caption_id") or (str(r["image"]), r.get("candidate") or r.get("text"))
+            entry = grouped.setdefault(key, {
+                "image": r["image"], "image_id": r.get("image_id"), "candidate": r.get("candidate") or r["text"],
+                "references": list(r.get("references") or []), "language": _language(r), "ratings": []})
+            if "human_score" in r:
+                entry["ratings"] += [float(r["human_score"])] * int(r.get("n_ratings") or 1)
+            else:
+                entry["ratings"].append(float(r["overall"]))
+        out = []
+        for entry in grouped.values():
+            entry["target"] = float(np.mean(entry["ratings"]))
+            entry["n_ratings"] = len(entry.pop("ratings"))
+            out.append(entry)
+        return out
+
+    def warnings(self, train_rows, config):
+        ratings = sum(r["n_ratings"] for r in train_rows)
+        least = int(config.options.get("min_ratings", 1000))
+        if ratings < least:
+            return [f"trained on only {ratings} ratings of {len({image_key(r) for r in train_rows})} images "
+                    f"(fewer than {least}): its agreement with humans is not reliable"]
+        return []
+
+    def setup(self, config, device, scratch):
+        from scoring.metrics.caplens_r import RegressionHead, feature_size
+
+        if config.base is None or config.teacher is None:
+            raise ValueError("recipe caplens-r needs `base` (the text encoder) and `teacher` (the CLIP vision tower)")
+        text = load_trainable(config.base, device, ("st-text", "clip"))
+        vision = load_trainable(config.teacher, device, ("clip",))
+        torch.manual_seed(config.seed)
+        head = RegressionHead(feature_size(vision.embedding_dim), int(config.architecture.get("hidden", 128))).to(device)
+        return SimpleNamespace(text=text, vision=vision, head=head, trainable=head, cache={}, config=config)
+
+    @torch.no_grad()
+    def prepare(self, state, rows, device):
+        """Features of every row, once, in a fixed order (the backbones are frozen)."""
+        from scoring.metrics.caplens_r import embed_items
+
+        for i in range(0, len(rows), 512):
+            chunk = rows[i:i + 512]
+            x = embed_items(state.text, state.vision, [r["image"] for r in chunk], [image_key(r) for r in chunk],
+                            [r["candidate"] for r in chunk], [r["references"] for r in chunk])
+            for r, row in zip(chunk, x):
+                state.cache[self.key(r)] = torch.from_numpy(row)
+
+    @staticmethod
+    def key(row: dict) -> tuple:
+        return image_key(row), row["candidate"], tuple(row["references"])
+
+    def features(self, state, rows, device) -> torch.Tensor:
+        return torch.stack([state.cache[self.key(r)] for r in rows]).to(device)
+
+    def batch_loss(self, state, rows, rng, device):
+        target = torch.tensor([r["target"] for r in rows], device=device)
+        return losses.regression_mse(state.head(self.features(state, rows, device)).float(), target), {}
+
+    @torch.no_grad()
+    def evaluate(self, state, rows, device):
+        from scoring.analysis.correlation import kendall_tau
+
+        predicted = torch.cat([state.head(self.features(state, rows[i:i + 512], device)).float()
+                               for i in range(0, len(rows), 512)]).cpu().numpy()
+        human = np.array([r["target"] for r in rows])
+        return {"tau_c": kendall_tau(predicted, human, variant="c"), "mse": float(np.mean((predicted - human) ** 2))}
+
+    def save(self, state, out):
+        from scoring.metrics.caplens_r import save_head
+
+        config = state.config
+        save_head(state.head, {
+            "text_backbone": _backbone_name(config.base), "vision_backbone": _backbone_name(config.teacher),
+            "text_model": config.base, "vision_model": config.teacher, "warnings": state.warnings}, out)
+
+
+def _backbone_name(ref: str) -> str | None:
+    """The registry backbone a `PROFILE:BACKBONE` reference names (None for a folder)."""
+    return ref.partition(":")[2] if _is_registry_ref(ref) else None
+
+
+def resolve_folder(ref: str) -> Path:
+    from scoring.training.models import resolve_model
+
+    return resolve_model(ref)[0]
+
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in (
+    WorldClipRecipe("world-clip", "CLIP-S", "clip", "pairs",
+                    "world-CLIP from scratch: CLIP's symmetric InfoNCE on rendered scenes and English captions"),
+    McsTeacherRecipe("mcs-teacher", "MCS", "st-text", "teacher",
+                     "MCS teacher learning: MSE to the CLIP text embedding of the English source (PR-MCS §3.1)"),
+    PrMcsRecipe("pr-mcs", "PR-MCS", "st-text", "prmcs",
+                "PR-MCS: L_CLIP + λ1·L1 + λ2·L2 + λ3·L3 on perturbation triplets; only the text encoder trains",
+                {"margin": losses.PRMCS_MARGIN, "lambda1": losses.PRMCS_LAMBDAS[0],
+                 "lambda2": losses.PRMCS_LAMBDAS[1], "lambda3": losses.PRMCS_LAMBDAS[2]}),
+    PacsRecipe("pac-s", "PAC-S", "clip", "pacs",
+               "PAC-S: symmetric InfoNCE + λv·L(V', T) + λt·L(V, T') with generated images and captions",
+               {"lambda_v": 0.05, "lambda_t": 0.05}),
+    SpecsRecipe("specs", "SPECS", "clip", "specs",
+                "SPECS: α·L_contrastive + β·L_pos + γ·L_neg, detached batch margin ε",
+                {"alpha": losses.SPECS_WEIGHTS[0], "beta": losses.SPECS_WEIGHTS[1], "gamma": losses.SPECS_WEIGHTS[2]}),
+    ItmRecipe("itm", "UMIC-C", "blip-itm", "umic",
+              "image-text matching base (UMIC-C): two-way ITM head, positives against other images' captions"),
+    UmicRecipe("umic", "UMIC", "blip-itm", "umic",
+               "UMIC: ranking loss max(0, 0.2 − (S(I,X) − S(I,X̂))), one positive and four negatives, one-logit head",
+               {"margin": losses.UMIC_MARGIN}),
+    CaplensRRecipe("caplens-r", "CapLens-R", "caplens-r", "ratings",
+                   "CapLens-R: regression head on frozen features, fitted to a collection's human ratings"),
+)}

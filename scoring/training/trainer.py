@@ -1,0 +1,313 @@
+"""The one training loop every recipe runs on.
+
+Deterministic by construction: the rows of micro-batch k are a pure function of (seed, k)
+(a seeded permutation per epoch), and the recipe's per-batch randomness comes from
+`random.Random(f"{seed}:{k}")`.  A snapshot (weights, optimizer, scheduler, torch RNG, step,
+losses, the "before" metrics) is written every `checkpoint_every` steps and on cancel, so a
+resumed run on the CPU ends with the same weights as an uninterrupted one.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from scoring.training.config import TrainConfig
+from scoring.training.data import image_key, split_by_image
+from scoring.training.recipes import RECIPES
+
+SNAPSHOT = ".resume/snapshot.pt"
+SCRATCH = ".resume/initial"
+RESULT_FILE = "training.json"
+
+
+class Cancelled(RuntimeError):
+    """The run was cancelled; its last snapshot stays resumable (`resume=True`)."""
+
+
+@dataclass
+class TrainResult:
+    out_dir: Path
+    recipe: str
+    metric: str
+    backbone_kind: str
+    before: dict[str, float]
+    after: dict[str, float]
+    losses: list[tuple[int, float]] = field(default_factory=list)
+    wall_s: float = 0.0
+    device: str = "cpu"
+    warnings: list[str] = field(default_factory=list)
+
+
+def _device(config: TrainConfig) -> torch.device:
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' requested but CUDA is not available here")
+    if config.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(config.device)
+
+
+def _autocast_dtype(config: TrainConfig, device: torch.device) -> torch.dtype | None:
+    """bf16 (fp16 where bf16 is unsupported) under CUDA autocast; fp32 on the CPU."""
+    if device.type != "cuda" or config.precision == "fp32":
+        return None
+    if config.precision == "fp16" or (config.precision == "auto" and not torch.cuda.is_bf16_supported()):
+        return torch.float16
+    return torch.bfloat16
+
+
+def _schedule(config: TrainConfig, total: int) -> Callable[[int], float]:
+    name = config.schedule.get("name", "cosine")
+    warmup = config.schedule.get("warmup", 0.05)
+    warmup_steps = int(round(warmup * total)) if isinstance(warmup, float) else int(warmup)
+    if name not in ("cosine", "constant"):
+        raise ValueError(f"unknown schedule {name!r}: use cosine or constant")
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if name == "constant":
+            return 1.0
+        progress = (step - warmup_steps) / max(1, total - warmup_steps)
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+def _optimizer(config: TrainConfig, params) -> torch.optim.Optimizer:
+    options = dict(config.optimizer)
+    name = options.pop("name", "adamw").lower()
+    kinds = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}
+    if name not in kinds:
+        raise ValueError(f"unknown optimizer {name!r}: use {', '.join(kinds)}")
+    return kinds[name](params, **options)
+
+
+class BatchOrder:
+    """Micro-batch k's rows: a seeded permutation per epoch, sliced."""
+
+    def __init__(self, rows: list[dict], batch_size: int, seed: int):
+        self.rows, self.batch_size, self.seed = rows, min(batch_size, len(rows)), seed
+        self.per_epoch = math.ceil(len(rows) / self.batch_size)
+        self._epoch, self._order = -1, None
+
+    def __call__(self, k: int) -> list[dict]:
+        epoch, position = divmod(k, self.per_epoch)
+        if epoch != self._epoch:
+            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._epoch, self._order = epoch, torch.randperm(len(self.rows), generator=generator).tolist()
+        picked = self._order[position * self.batch_size:(position + 1) * self.batch_size]
+        return [self.rows[i] for i in picked]
+
+
+def _git_commit() -> str | None:
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def _rng_state(device: torch.device) -> dict:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _restore_rng(state: dict, device: torch.device) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None = None,
+          log: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
+          resume: bool = False) -> TrainResult:
+    """Run `config` to the end (or until `cancel` is set: raises Cancelled, resumable)."""
+    if config.recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {config.recipe!r}; known: {', '.join(RECIPES)}")
+    recipe = RECIPES[config.recipe]
+    out = Path(config.out)
+    snapshot_path = out / SNAPSHOT
+    if (out / RESULT_FILE).is_file():
+        raise ValueError(f"{out} already holds a finished run: choose another `out`")
+    if resume and not snapshot_path.is_file():
+        raise ValueError(f"nothing to resume in {out}: no snapshot (the run never reached its first one)")
+    if not resume and snapshot_path.is_file():
+        raise ValueError(f"{out} holds an interrupted run: resume it, or choose another `out`")
+    say = log or (lambda message: None)
+    tell = progress or (lambda fraction, message: None)
+    started = time.time()
+    device = _device(config)
+    autocast_dtype = _autocast_dtype(config, device)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    torch.manual_seed(config.seed)
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    torch.use_deterministic_algorithms(device.type == "cpu", warn_only=True)
+
+    tell(0.0, "loading data")
+    rows, data_hash, data_about = recipe.load_rows(config)
+    rows = recipe.prepare_rows(rows, config)
+    if not rows:
+        raise ValueError(f"the set has no rows recipe {recipe.name} can use")
+    train_rows, heldout_rows = split_by_image(rows, config.heldout_fraction, config.seed)
+    eval_rows = heldout_rows[: config.max_heldout]
+    say(f"{recipe.name}: {len(train_rows)} training rows, {len(heldout_rows)} held-out rows "
+        f"({len({image_key(r) for r in heldout_rows})} images) on {device.type}")
+
+    scratch = out / SCRATCH
+    scratch.mkdir(parents=True, exist_ok=True)
+    state = recipe.setup(config, device, scratch)
+    state.warnings = recipe.warnings(train_rows, config)
+    tell(0.0, "preparing")
+    recipe.prepare(state, train_rows + eval_rows, device)
+    for warning in state.warnings:
+        say(f"warning: {warning}")
+    module = state.trainable.to(device)
+    params = [p for p in module.parameters() if p.requires_grad]
+    order = BatchOrder(train_rows, config.batch_size, config.seed)
+    total = config.max_steps or config.epochs * math.ceil(order.per_epoch / config.grad_accum)
+    optimizer = _optimizer(config, params)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config, total))
+    scaler = torch.amp.GradScaler("cuda") if autocast_dtype == torch.float16 else None
+    autocast = (lambda: torch.autocast("cuda", dtype=autocast_dtype)) if autocast_dtype else contextlib.nullcontext
+
+    def evaluate(label: str) -> dict[str, float]:
+        tell(0.0 if label == "before" else 1.0, f"evaluating {label} on {len(eval_rows)} held-out rows")
+        module.eval()
+        with torch.no_grad(), autocast():
+            metrics = recipe.evaluate(state, eval_rows, device)
+        module.train()
+        say(f"{label}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+        return metrics
+
+    losses: list[tuple[int, float]] = []
+    step, elapsed_before = 0, 0.0
+    if resume:
+        snapshot = torch.load(snapshot_path, map_location=device, weights_only=False)
+        module.load_state_dict(snapshot["model"])
+        optimizer.load_state_dict(snapshot["optimizer"])
+        scheduler.load_state_dict(snapshot["scheduler"])
+        step, losses, before = snapshot["step"], snapshot["losses"], snapshot["before"]
+        elapsed_before = snapshot["elapsed"]
+        _restore_rng(snapshot["rng"], device)
+        say(f"resumed at step {step}/{total}")
+    else:
+        before = evaluate("before")
+        torch.manual_seed(config.seed)  # loading may have drawn random numbers (a model built from scratch)
+
+    def save_snapshot() -> None:
+        tmp = snapshot_path.with_suffix(".tmp")
+        torch.save({"model": module.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "step": step, "losses": losses, "before": before,
+                    "elapsed": elapsed_before + time.time() - started, "rng": _rng_state(device)}, tmp)
+        tmp.replace(snapshot_path)
+
+    module.train()
+    loop_started, first_step = time.time(), step
+    stopped_early = None
+    while step < total:
+        if config.time_limit_s and elapsed_before + time.time() - started > config.time_limit_s:
+            stopped_early = step
+            say(f"time limit of {config.time_limit_s:g} s reached at step {step}/{total}: stopping early")
+            break
+        if cancel is not None and cancel.is_set():
+            save_snapshot()
+            say(f"cancelled at step {step}/{total}; resumable")
+            raise Cancelled(f"cancelled at step {step}/{total}")
+        optimizer.zero_grad(set_to_none=True)
+        step_loss = 0.0
+        for micro in range(config.grad_accum):
+            k = step * config.grad_accum + micro
+            with autocast():
+                loss, parts = recipe.batch_loss(state, order(k), random.Random(f"{config.seed}:{k}"), device)
+            loss = loss.float() / config.grad_accum
+            (scaler.scale(loss) if scaler else loss).backward()
+            step_loss += loss.item()
+        if scaler:
+            scaler.unscale_(optimizer)
+        if config.grad_clip:
+            torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
+        if scaler:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        scheduler.step()
+        step += 1
+        losses.append((step, round(step_loss, 6)))
+        rate = (time.time() - loop_started) / (step - first_step)
+        message = (f"{recipe.name} step {step}/{total} loss {step_loss:.4f} "
+                   f"{_clock(elapsed_before + time.time() - started)} elapsed, ETA {_clock(rate * (total - step))}")
+        tell(step / total, message)
+        if step == 1 or step % max(1, total // 20) == 0 or step == total:
+            say(message)
+        if step % config.checkpoint_every == 0 and step < total:
+            save_snapshot()
+
+    after = evaluate("after")
+    warnings = state.warnings
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # no "Writing model shards" bars in logs
+    try:
+        recipe.save(state, out)
+    finally:
+        hf_logging.enable_progress_bar()
+    wall = elapsed_before + time.time() - started
+    record = {
+        "recipe": recipe.name, "metric": recipe.metric, "backbone_kind": recipe.backbone_kind,
+        "summary": recipe.summary, "config": config.to_dict(),
+        "data": {"hash": data_hash, **data_about, "train_rows": len(train_rows), "heldout_rows": len(heldout_rows),
+                 "heldout_images": len({image_key(r) for r in heldout_rows}), "evaluated_rows": len(eval_rows)},
+        "git_commit": _git_commit(), "device": device.type if device.type == "cpu" else torch.cuda.get_device_name(device),
+        "precision": str(autocast_dtype).removeprefix("torch.") if autocast_dtype else "fp32",
+        "torch": torch.__version__, "steps": total, "stopped_early_at": stopped_early, "wall_s": round(wall, 1), "before": before, "after": after,
+        "losses": losses, "warnings": warnings,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    (out / RESULT_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+    shutil.rmtree(out / ".resume", ignore_errors=True)
+    tell(1.0, f"{recipe.name} done in {_clock(wall)}")
+    return TrainResult(out_dir=out, recipe=recipe.name, metric=recipe.metric, backbone_kind=recipe.backbone_kind,
+                       before=before, after=after, losses=losses, wall_s=wall, device=record["device"],
+                       warnings=warnings)
+
+
+def read_result(folder: str | Path) -> TrainResult:
+    """The TrainResult of a finished run folder (from its training.json)."""
+    folder = Path(folder)
+    record = json.loads((folder / RESULT_FILE).read_text(encoding="utf-8"))
+    return TrainResult(out_dir=folder, recipe=record["recipe"], metric=record["metric"],
+                       backbone_kind=record["backbone_kind"], before=record["before"], after=record["after"],
+                       losses=[tuple(x) for x in record["losses"]], wall_s=record["wall_s"], device=record["device"],
+                       warnings=record.get("warnings", []))
+
+
+def list_runs(root: str | Path) -> list[TrainResult]:
+    """Finished runs under `root` (any depth), newest first."""
+    root = Path(root)
+    found = sorted(root.rglob(RESULT_FILE), key=lambda p: p.stat().st_mtime, reverse=True) if root.is_dir() else []
+    return [read_result(p.parent) for p in found]

@@ -1,0 +1,228 @@
+"""Background training jobs: one per device, the rest queued; progress, losses, log, cancel,
+before/after and registration; roles checked by the library."""
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from annotation import training_jobs as tj
+from scoring.api import metric_names
+
+
+def fit_line(config, *, progress=None, log=None, cancel=None):
+    """A small real training run: least squares of y = 3x − 1 by SGD, held-out MSE before and
+    after; the checkpoint is a tiny CLIP folder so the result registers as PAC-S."""
+    from scoring.tiny import build_clip_folder
+
+    gate = config.gate
+    torch.manual_seed(0)
+    x = torch.linspace(-1, 1, 64).unsqueeze(1)
+    y = 3 * x - 1
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.2)
+
+    def heldout() -> float:
+        with torch.no_grad():
+            return float(torch.nn.functional.mse_loss(model(x[1::2]), y[1::2]))
+
+    before = {"mse": heldout()}
+    log("fit-line: 32 training rows, 32 held-out rows")
+    losses = []
+    for step in range(1, config.steps + 1):
+        if gate is not None:
+            gate.wait(10)
+        if cancel is not None and cancel.is_set():
+            raise RuntimeError(f"cancelled at step {step - 1}/{config.steps}")
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x[::2]), y[::2])
+        loss.backward()
+        optimizer.step()
+        losses.append((step, loss.item()))
+        progress(step / config.steps, f"fit-line step {step}/{config.steps} loss {loss.item():.4f}")
+    out = Path(config.out)
+    build_clip_folder(out)
+    (out / "training.json").write_text(json.dumps({"config": {"data": {"world": {"scenes": 8}}, "base": "tiny:clip"}}))
+    return SimpleNamespace(out_dir=out, recipe="pac-s", metric="PAC-S", backbone_kind="clip", before=before,
+                           after={"mse": heldout()}, losses=losses, wall_s=0.1, device="cpu", warnings=[])
+
+
+def running(runner, job_id):
+    """Wait until the worker has picked the job up."""
+    for _ in range(1000):
+        if runner.view(job_id).status != "queued":
+            return runner.view(job_id)
+        threading.Event().wait(0.01)
+    raise AssertionError("the job never started")
+
+
+def config(tmp_path, name, steps=20, gate=None, device="cpu"):
+    return SimpleNamespace(recipe="pac-s", device=device, out=str(tmp_path / name), steps=steps, gate=gate)
+
+
+def test_one_job_per_device_the_rest_queued_then_both_finish_and_register(data_dir, tmp_path):
+    runner = tj.JobRunner(train=fit_line)
+    gate = threading.Event()
+    first = runner.submit(config(tmp_path, "a", gate=gate), 1, "rita", "tiny", "the preset's data")
+    second = runner.submit(config(tmp_path, "b"), 1, "rita", "tiny", "the preset's data")
+    assert running(runner, first.id).status == "running"
+    assert runner.view(second.id).status == "queued" and runner.view(second.id).queue_position == 1
+    gate.set()
+    done = runner.wait(first.id, 60), runner.wait(second.id, 60)
+    assert [v.status for v in done] == ["done", "done"], [v.message for v in done]
+    view = done[0]
+    assert view.progress == 1.0 and view.eta_s == 0.0 and len(view.losses) == 20
+    assert view.losses[-1][1] < view.losses[0][1] / 10
+    [row] = view.comparison
+    assert row["metric"] == "mse" and row["after"] < row["before"] and row["change"] == row["after"] - row["before"]
+    assert view.metric_name and view.metric_name.startswith("PAC-S@world-")
+    assert done[1].metric_name.endswith("-2") and {view.metric_name, done[1].metric_name} <= set(metric_names("tiny"))
+    assert any("32 training rows" in line for line in view.log) and view.message == f"done: registered as {view.metric_name}"
+
+
+def test_each_device_has_its_own_queue(data_dir, tmp_path):
+    runner = tj.JobRunner(train=fit_line, register=lambda result, **_: "X@y")
+    gate = threading.Event()
+    on_cpu = runner.submit(config(tmp_path, "a", gate=gate), 1, "rita", "tiny", "d")
+    running(runner, on_cpu.id)
+    on_gpu = runner.submit(config(tmp_path, "b", device="cuda"), 1, "rita", "tiny", "d")
+    assert runner.wait(on_gpu.id, 60).status == "done" and runner.view(on_cpu.id).status == "running"
+    gate.set()
+    assert runner.wait(on_cpu.id, 60).status == "done"
+
+
+def test_progress_gives_an_eta_and_loss_points_while_running(data_dir, tmp_path):
+    runner = tj.JobRunner(train=fit_line, register=lambda result, **_: "X@y")
+    gate = threading.Event()
+    job = runner.submit(config(tmp_path, "a", steps=400, gate=gate), 1, "rita", "tiny", "d")
+    gate.set()
+    for _ in range(400):
+        view = runner.view(job.id)
+        if view.progress >= 0.05:
+            break
+        threading.Event().wait(0.01)
+    assert 0 < view.progress <= 1 and view.losses and view.losses[0][0] == 1
+    assert view.eta_s is not None or view.progress == 1.0
+    assert runner.wait(job.id, 60).status == "done"
+
+
+def test_cancel_a_running_and_a_queued_job(data_dir, tmp_path):
+    runner = tj.JobRunner(train=fit_line)
+    gate = threading.Event()
+    first = runner.submit(config(tmp_path, "a", gate=gate), 1, "rita", "tiny", "d")
+    queued = runner.submit(config(tmp_path, "b"), 1, "rita", "tiny", "d")
+    running(runner, first.id)
+    assert runner.cancel(queued.id).status == "cancelled"
+    runner.cancel(first.id)
+    gate.set()
+    ended = runner.wait(first.id, 30)
+    assert ended.status == "cancelled" and ended.metric_name is None and "resumable" in ended.message
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_failing_run_says_why_without_server_paths(data_dir, tmp_path):
+    def broken(config, **_):
+        raise ValueError(f"{tmp_path}/runs/x already holds a finished run: choose another `out`")
+
+    runner = tj.JobRunner(train=broken)
+    view = runner.wait(runner.submit(config(tmp_path, "a"), 1, "rita", "tiny", "d").id, 10)
+    assert view.status == "failed"
+    assert view.error == "x already holds a finished run: choose another `out`"
+    assert str(tmp_path) not in view.message and all(str(tmp_path) not in line for line in view.log)
+
+
+def test_roles_are_checked_by_the_library(accounts, engine, tmp_path):
+    from annotation.accounts import create_user
+    from db.session import session_scope
+
+    with session_scope(engine) as session:
+        other = create_user(session, "otto", "researcher", None)
+    runner = tj.JobRunner(train=fit_line, register=lambda result, **_: "X@y")
+    rita, ann, root = accounts["rita"], accounts["ann"], accounts["root"]
+    job = runner.submit(config(tmp_path, "a"), rita.id, "rita", "tiny", "d")
+    with pytest.raises(PermissionError, match="researcher or admin"):
+        tj.training_board(ann.id, jobs=runner)
+    with pytest.raises(PermissionError, match="Log in first"):
+        tj.training_board(None, jobs=runner)
+    with pytest.raises(PermissionError, match="another user"):
+        tj.cancel_training(other.id, job.id, jobs=runner)
+    with pytest.raises(PermissionError, match="another user"):
+        tj.training_board(other.id, job.id, jobs=runner)
+    assert tj.training_board(other.id, jobs=runner) == tj.TrainingBoard(None, [])
+    admin_board = tj.training_board(root.id, jobs=runner)
+    assert admin_board.current is None and [j.id for j in admin_board.jobs] == [job.id]
+    assert tj.training_board(root.id, job.id, jobs=runner).current.owner == "rita"
+    board = tj.training_board(rita.id, jobs=runner)
+    assert board.current.id == job.id and [j.id for j in board.jobs] == [job.id]
+    runner.wait(job.id, 60)
+
+
+def test_an_uploaded_set_is_unpacked_safely(tmp_path):
+    import zipfile
+
+    good = tmp_path / "set.zip"
+    with zipfile.ZipFile(good, "w") as archive:
+        archive.writestr("my-set/manifest.json", "{}")
+        archive.writestr("my-set/data.jsonl", "{}\n")
+    assert tj._unpack_set(good, tmp_path / "out") == tmp_path / "out" / "my-set"
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(evil, "w") as archive:
+        archive.writestr("../../escape.txt", "x")
+    with pytest.raises(ValueError, match="outside the set folder"):
+        tj._unpack_set(evil, tmp_path / "out2")
+    with pytest.raises(ValueError, match="zipped set folder"):
+        tj._unpack_set(tmp_path / "notes.txt", tmp_path / "out3")
+
+
+def test_a_collection_trains_with_the_real_trainer_and_registers(accounts, engine, tmp_path, make_png):
+    """start_training exports the collection's set the recipe needs (UMIC: captions with four
+    negatives), runs the real tiny preset in the background and registers the result for the
+    app's profile."""
+    from annotation.captions import add_caption, get_or_create_collection
+    from annotation.image_store import add_image
+    from db.session import session_scope
+    from scoring.tiny import ensure_tiny_checkpoints
+    from scoring.registry import load_registry
+
+    ensure_tiny_checkpoints()
+    rita = accounts["rita"]
+    colours = [(200, 10, 10), (10, 200, 10), (10, 10, 200), (200, 200, 10), (10, 200, 200), (200, 10, 200)]
+    with session_scope(engine) as session:
+        user = session.get(type(rita), rita.id)
+        collection = get_or_create_collection(session, user, "shapes")
+        for n, colour in enumerate(colours):
+            image = add_image(session, make_png(colour, size=(24, 24)), original_filename=f"{n}.png")
+            for text in (f"a square of colour {n}", f"colour number {n} fills the picture"):
+                add_caption(session, user, image, text, kind="reference", collection=collection)
+    with pytest.raises(ValueError, match="is for recipe pac-s, not specs"):
+        tj.start_training(rita.id, "specs", "pac-s-tiny")
+    runner = tj.JobRunner()
+    job = tj.start_training(rita.id, "umic", "umic-tiny", collection="shapes", profile="tiny", jobs=runner)
+    assert job.data == "collection shapes"
+    view = runner.wait(job.id, 240)
+    assert view.status == "done", view.log
+    assert view.metric_name.startswith("UMIC@shapes-") and view.comparison
+    spec = load_registry("tiny").metrics[view.metric_name]
+    assert (spec.family, spec.variant) == ("itm", "umic")
+    assert spec.extra["trained_on"].startswith("umic set of collection 'shapes' (12 rows)")
+
+    # The same set uploaded as the zip of its folder trains too.
+    exported = next((Path(spec.extra["run"]).parents[1] / "sets").glob("shapes-*"))
+    archive = shutil.make_archive(str(tmp_path / "shapes-set"), "zip", exported.parent, exported.name)
+    uploaded = tj.start_training(rita.id, "umic", "umic-tiny", set_file=archive, profile="tiny", jobs=runner)
+    assert uploaded.data == "uploaded set shapes-set.zip"
+    assert runner.wait(uploaded.id, 240).status == "done"
+
+
+def test_a_version_registered_for_another_profile_says_so(data_dir, tmp_path):
+    """The run names tiny:clip, so its version goes to the tiny profile; an app serving hub
+    learns that it will not find it in its own score panel."""
+    runner = tj.JobRunner(train=fit_line)
+    view = runner.wait(runner.submit(config(tmp_path, "a"), 1, "rita", "tiny", "d", profile="hub").id, 60)
+    assert view.status == "done" and view.metric_name in metric_names("tiny")
+    assert view.message.endswith("not this app's profile hub")

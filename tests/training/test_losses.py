@@ -1,0 +1,96 @@
+"""Each loss equals its hand computation on tiny tensors (numbers worked out in the comments)."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from scoring.training import losses
+
+E = math.e
+
+
+def t(*rows):
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+def test_teacher_mse():
+    # ((1 - 0)^2 + (2 - 0)^2) / 2
+    assert losses.teacher_mse(t([1.0, 2.0]), t([0.0, 0.0])).item() == pytest.approx(2.5)
+
+
+def test_info_nce_diagonal_and_shared_image():
+    eye = t([1.0, 0.0], [0.0, 1.0])
+    # logits = I: each row -log(e / (e + 1)) = log(1 + e^-1), both directions the same
+    assert losses.info_nce(eye, eye, 1.0).item() == pytest.approx(math.log(1 + 1 / E), abs=1e-6)
+    # both rows show one image: each row averages -log_softmax over both entries
+    # = -((1 - log(e + 1)) + (0 - log(e + 1))) / 2 = log(e + 1) - 0.5
+    assert losses.info_nce(eye, eye, 1.0, ["a", "a"]).item() == pytest.approx(math.log(E + 1) - 0.5, abs=1e-6)
+
+
+def test_prmcs_loss():
+    image, original = t([1.0, 0.0]), t([1.0, 0.0])
+    # one pair: L_CLIP = 0; cos(V,T(o)) = 1 -> L1 = 0; cos(V,T(p)) = cos(T(o),T(p)) = 0.6
+    total, parts = losses.prmcs_loss(image, original, t([0.6, 0.8]), 1.0)
+    assert total.item() == pytest.approx(0.1 * 0 + 0.05 * 0.6 + 0.05 * 0.6, abs=1e-6)
+    assert parts["l2"] == pytest.approx(0.6)
+    # orthogonal perturbed caption: both cosines 0, held at the margin 0.1
+    total, _ = losses.prmcs_loss(image, original, t([0.0, 1.0]), 1.0)
+    assert total.item() == pytest.approx(0.05 * 0.1 + 0.05 * 0.1, abs=1e-6)
+
+
+def test_pacs_loss():
+    eye = t([1.0, 0.0], [0.0, 1.0])
+    total, _ = losses.pacs_loss(eye, eye, eye, eye, 1.0, lambda_v=0.05, lambda_t=0.1)
+    assert total.item() == pytest.approx(math.log(1 + 1 / E) * 1.15, abs=1e-6)
+
+
+def test_specs_hinge_margin_is_batch_mean_and_detached():
+    # ε = mean(0.1, 0.2) = 0.15: max(0, 0.4 - 0.5 + 0.15) = 0.05, max(0, 0.4 - 0.6 + 0.15) = 0 -> 0.025
+    better = torch.tensor([0.5, 0.6], requires_grad=True)
+    loss = losses.specs_hinge(better, torch.tensor([0.4, 0.4]))
+    assert loss.item() == pytest.approx(0.025, abs=1e-6)
+    loss.backward()
+    # detached ε: only the active first term has a gradient, -1/2
+    assert better.grad.tolist() == pytest.approx([-0.5, 0.0])
+    # a negative batch mean is clamped to 0: ε = mean(0.1, -0.1) = 0 -> (0 + 0.1) / 2
+    assert losses.specs_hinge(torch.tensor([0.5, 0.3]), torch.tensor([0.4, 0.4])).item() == pytest.approx(0.05, abs=1e-6)
+
+
+def test_specs_loss():
+    # L_pos = 0.025 (above); L_neg: base - negative = (0.1, -0.1), ε = 0 -> (0 + 0.1) / 2 = 0.05
+    total, parts = losses.specs_loss(torch.tensor(1.0), torch.tensor([0.4, 0.4]), torch.tensor([0.5, 0.6]),
+                                     torch.tensor([0.3, 0.5]))
+    assert parts["pos"] == pytest.approx(0.025) and parts["neg"] == pytest.approx(0.05)
+    assert total.item() == pytest.approx(1.0 + 8 * 0.025 + 0.8 * 0.05, abs=1e-6)
+
+
+def test_umic_ranking():
+    # 0.2 - (0.9 - s): 0.1, -0.2 -> 0, 0.25, -0.1 -> 0; mean 0.35 / 4
+    loss = losses.umic_ranking(torch.tensor([0.9]), torch.tensor([[0.8, 0.5, 0.95, 0.6]]))
+    assert loss.item() == pytest.approx(0.0875, abs=1e-6)
+
+
+def test_one_logit_head_in_the_pair_head_is_its_sigmoid():
+    from scoring.training.recipes import write_one_logit_head
+
+    one = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        one.weight.copy_(t([1.0, 2.0]))
+        one.bias.fill_(0.5)
+    pair = torch.nn.Linear(2, 2)
+    write_one_logit_head(pair, one)
+    x = t([1.0, 1.0])
+    # z = 1 + 2 + 0.5 = 3.5; softmax([0, z])[1] = sigmoid(3.5)
+    assert torch.softmax(pair(x), -1)[0, 1].item() == pytest.approx(1 / (1 + math.exp(-3.5)), abs=1e-6)
+
+
+def test_caplens_r_features():
+    from scoring.metrics.caplens_r import features
+
+    x = features(np.array([[1.0, 0.0]]), np.array([[0.6, 0.8]]), [np.array([[0.0, 1.0], [1.0, 0.0]])])[0]
+    r = 1 / math.sqrt(2)  # normalised mean reference (0.5, 0.5)
+    expected = [0.6, 0.8, 0.7, r, 1.0, abs(0.6 - r), abs(0.8 - r), 0.6 * r, 0.8 * r, 0.6, 0.0]
+    assert x.tolist() == pytest.approx(expected, abs=1e-6)
+    no_refs = features(np.array([[1.0, 0.0]]), np.array([[0.6, 0.8]]), [np.zeros((0, 2))])[0]
+    assert no_refs[1:5].tolist() == [0.0, 0.0, 0.0, 0.0] and no_refs[5:7].tolist() == pytest.approx([0.6, 0.8])

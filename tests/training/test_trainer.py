@@ -1,0 +1,105 @@
+"""The trainer on tiny models: it learns, resumes to identical weights, splits by image, and
+what it saves loads and scores through the registry."""
+import json
+import threading
+
+import pytest
+import torch
+
+from scoring.training import Cancelled, load_config, train
+from scoring.training.data import image_key, split_by_image, world_set
+
+
+def _config(preset, out, **overrides):
+    return load_config(preset, out=str(out), **overrides)
+
+
+def _weights(folder):
+    from safetensors.torch import load_file
+
+    return {k: v for p in sorted(folder.rglob("*.safetensors")) for k, v in load_file(str(p)).items()}
+
+
+def test_split_by_image_shares_no_image():
+    rows, _, _ = world_set("prmcs", {"scenes": 12, "size": 32, "languages": ["en", "de"]})
+    train_rows, held = split_by_image(rows, 0.3, seed=0)
+    assert train_rows and held and len(train_rows) + len(held) == len(rows)
+    assert not {image_key(r) for r in train_rows} & {image_key(r) for r in held}
+    # many rows per image: a split by caption would have put some image on both sides
+    assert len(held) > len({image_key(r) for r in held})
+
+
+def test_interrupted_run_resumes_to_identical_weights(tmp_path):
+    whole = train(_config("pr-mcs-tiny", tmp_path / "whole"))
+    cancel = threading.Event()
+
+    def stop_after_three(fraction, message):
+        if "step 3/6" in message:
+            cancel.set()
+
+    with pytest.raises(Cancelled):
+        train(_config("pr-mcs-tiny", tmp_path / "cut"), progress=stop_after_three, cancel=cancel)
+    assert not (tmp_path / "cut" / "training.json").exists()
+    resumed = train(_config("pr-mcs-tiny", tmp_path / "cut"), resume=True)
+    assert resumed.losses == whole.losses
+    a, b = _weights(whole.out_dir), _weights(resumed.out_dir)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    record = json.loads((resumed.out_dir / "training.json").read_text())
+    assert record["data"]["heldout_images"] >= 1 and record["before"] and record["after"]
+    assert record["config"]["recipe"] == "pr-mcs" and len(record["data"]["hash"]) == 64
+
+
+def test_a_few_steps_lower_the_teacher_loss(tmp_path):
+    result = train(_config("mcs-teacher-tiny", tmp_path / "mcs", max_steps=8))
+    assert result.after["mse"] < result.before["mse"] - 0.05
+    assert result.after["cos_to_teacher"] > result.before["cos_to_teacher"]
+
+
+def _override_registry(tmp_path, monkeypatch, text: str):
+    path = tmp_path / "registry.toml"
+    path.write_text(text, encoding="utf-8")
+    monkeypatch.setenv("CAPLENS_REGISTRY_CONFIG", str(path))
+
+
+def test_umic_checkpoint_scores_through_the_registry_as_sigmoid_of_one_logit(tmp_path, monkeypatch):
+    from scoring.api import ScoreItem, Scorer
+    from scoring.training.models import PixelCache, itm_cls, load_trainable
+
+    result = train(_config("umic-tiny", tmp_path / "umic"))
+    assert result.metric == "UMIC" and result.backbone_kind == "blip-itm"
+    _override_registry(tmp_path, monkeypatch, f'[backbones.umic-itm]\npath = "{result.out_dir}"\n')
+    rows, _, _ = world_set("umic", {"scenes": 12, "size": 32, "languages": ["en", "de"]})
+    row = rows[0]
+    scored = Scorer("tiny", "cpu").score([ScoreItem(row["image"], row["positive"])], ["UMIC"])["UMIC"].values[0]
+    # the same number by hand: sigmoid(w·[CLS] + b) with the head's second row (the first is zero)
+    itm = load_trainable(str(result.out_dir), torch.device("cpu"), ("blip-itm",))
+    head = itm.model.itm_head
+    assert torch.count_nonzero(head.weight[0]) == 0 and head.bias[0] == 0
+    with torch.no_grad():
+        pixels = PixelCache(itm.image_processor)([row["image"]], ["x"], torch.device("cpu"))
+        logit = head(itm_cls(itm, pixels, [row["positive"]], torch.device("cpu")))[0, 1]
+    assert scored == pytest.approx(torch.sigmoid(logit).item(), abs=1e-5)
+
+
+def test_prmcs_and_caplens_r_checkpoints_score_through_the_registry(tmp_path, monkeypatch):
+    from scoring.api import ScoreItem, Scorer
+    from scoring.tiny import ensure_tiny_checkpoints
+
+    prmcs = train(_config("pr-mcs-tiny", tmp_path / "prmcs"))
+    head = train(_config("caplens-r-tiny", tmp_path / "head"))
+    assert head.warnings and "ratings" in head.warnings[0]  # 12 scenes are far too few ratings
+    tiny = ensure_tiny_checkpoints()
+    _override_registry(tmp_path, monkeypatch, (
+        f'[backbones.prmcs-text]\npath = "{prmcs.out_dir}"\n'
+        f'[backbones.caplens-r-head]\nkind = "caplens-r"\npath = "{head.out_dir}"\n'
+        '[metrics."CapLens-R"]\nfamily = "caplens-r"\nbackbone = "caplens-r-head"\nvision_backbone = "clip"\n'
+        'text_backbone = "mclip-text"\n'))
+    rows, _, _ = world_set("ratings", {"scenes": 12, "size": 32, "languages": ["en", "de"]})
+    items = [ScoreItem(r["image"], r["text"], references=r["references"], lang=r["lang"]) for r in rows[:6]]
+    before = Scorer("tiny", "cpu").score(items, ["PR-MCS"])["PR-MCS"].values
+    results = Scorer("tiny", "cpu").score(items, ["PR-MCS", "CapLens-R"])
+    assert all(v is not None and 0.0 <= v <= 1.0 for v in results["CapLens-R"].values)
+    monkeypatch.delenv("CAPLENS_REGISTRY_CONFIG")
+    untrained = Scorer("tiny", "cpu").score(items, ["PR-MCS"])["PR-MCS"].values
+    assert before == results["PR-MCS"].values and before != untrained  # the trained encoder, not the tiny one
+    assert (tiny / "prmcs-text").is_dir()
