@@ -7,6 +7,11 @@ prmcs.jsonl, specs.jsonl, umic.jsonl, pacs.jsonl, ratings.jsonl and their images
 is the recipe's preset with the data, output folder and a time limit overridden, run by the
 one trainer.  With --parallel the independent jobs share the device (ITM then UMIC in one
 chain).  OUT/<name>/training.json records each run; OUT/summary.json all of them.
+
+The shipped checkpoints: world-itm, world-umic and world-prmcs (from world-prmcs-lr2e-4) and
+world-specs come from a --parallel run on an H100; world-pacs from `--only world-pacs` on the
+CPU; world-caplens-r from the caplens-r preset (`caplens finetune caplens-r`, 300 scenes of
+ratings) on the CPU.  Each folder's training.json holds its exact config.
 """
 from __future__ import annotations
 

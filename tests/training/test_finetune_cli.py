@@ -1,0 +1,18 @@
+"""`caplens finetune` runs a preset to the end and `caplens finetune list` shows the run."""
+from app.cli import main
+from scoring.registry import data_dir
+
+
+def test_finetune_runs_a_tiny_preset_and_lists_it(capsys):
+    out = data_dir() / "runs" / "cli-umic-tiny"
+    assert main(["finetune", "umic", "--config", "umic-tiny", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "umic -> UMIC (blip-itm)" in printed and "pairwise_accuracy" in printed
+    assert (out / "training.json").is_file() and (out / "config.json").is_file()
+    assert main(["finetune", "list"]) == 0
+    assert str(out) in capsys.readouterr().out
+
+
+def test_finetune_refuses_a_config_of_another_recipe(capsys):
+    assert main(["finetune", "specs", "--config", "umic-tiny"]) != 0
+    assert "is for recipe umic" in capsys.readouterr().err
