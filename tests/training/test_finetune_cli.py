@@ -1,14 +1,19 @@
 """`caplens finetune` runs a preset to the end and `caplens finetune list` shows the run."""
 from app.cli import main
+from scoring.api import metric_names
 from scoring.registry import data_dir
 
 
-def test_finetune_runs_a_tiny_preset_and_lists_it(capsys):
+def test_finetune_runs_a_tiny_preset_and_lists_it(capsys, tmp_path, monkeypatch):
+    # its own data directory: the run registers a metric version there
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path))
     out = data_dir() / "runs" / "cli-umic-tiny"
     assert main(["finetune", "umic", "--config", "umic-tiny", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "umic -> UMIC (blip-itm)" in printed and "pairwise_accuracy" in printed
     assert (out / "training.json").is_file() and (out / "config.json").is_file()
+    registered = [name for name in metric_names("tiny") if name.startswith("UMIC@")]
+    assert len(registered) == 1 and f"registered as {registered[0]}" in printed
     assert main(["finetune", "list"]) == 0
     assert str(out) in capsys.readouterr().out
 
