@@ -211,19 +211,23 @@ class Scorer:
 
     # -- scoring -----------------------------------------------------------------------
     def score(
-        self, items: Sequence[ScoreItem], metrics: Sequence[str] | None = None, progress: Progress | None = None
+        self, items: Sequence[ScoreItem], metrics: Sequence[str] | None = None, progress: Progress | None = None,
+        cider_document_frequency=None,
     ) -> dict[str, MetricResult]:
         """Score every item with every requested metric (all by default), registry order.
 
         Bad input (unknown metric, unreadable image, wrong types) raises before anything is
         scored; a metric that cannot run returns ``unavailable`` and the others still score.
+        ``cider_document_frequency`` (a ``coco.CiderDocumentFrequency``) gives CIDEr-D the IDF
+        of a whole corpus when these items are one batch of it.
         """
         items = list(items)
         names = self.metric_names() if metrics is None else [self.canonical_name(m) for m in metrics]
         names = [n for n in self.metric_names() if n in set(names)]
         _validate(items)
         keys, sources = self.images.identify([item.image for item in items])
-        context = ScoreContext(items=items, image_keys=keys, backbone=self.backbone, sources=sources)
+        context = ScoreContext(items=items, image_keys=keys, backbone=self.backbone, sources=sources,
+                               cider_document_frequency=cider_document_frequency)
         self._embed_requested(names, context)
         results: dict[str, MetricResult] = {}
         for index, name in enumerate(names):

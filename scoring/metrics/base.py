@@ -49,6 +49,7 @@ class ScoreContext:
     backbone: Any  # callable: name -> loaded backbone (raises BackboneUnavailable)
     memo: dict = field(default_factory=dict)  # shared between metrics of one score() call
     sources: dict = field(default_factory=dict)  # image key -> encoded bytes or PIL image, read once
+    cider_document_frequency: Any = None  # coco.CiderDocumentFrequency of a whole corpus, else the batch's
 
 
 @dataclass(frozen=True)

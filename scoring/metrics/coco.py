@@ -15,6 +15,8 @@ Two pieces are re-implemented around the toolkit's jars for robustness, not arit
 
 CIDEr-D's IDF comes from the references of the items scored together, as in the toolkit:
 scores of one item change with the set it is scored in, and a single item always gets 0.
+A corpus scored in batches passes `CiderDocumentFrequency` (counted over the whole
+reference corpus first) so that every batch uses the corpus IDF.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -278,16 +281,59 @@ class RougeL(_CocoMetric):
         return None, [float(v) for v in per_item]
 
 
+class _Frequencies(dict):
+    """Document frequencies that read 0 for an unseen n-gram without growing (the toolkit
+    indexes its defaultdict with every candidate n-gram)."""
+
+    def __missing__(self, ngram):
+        return 0.0
+
+
+@dataclass
+class CiderDocumentFrequency:
+    """CIDEr-D document frequencies counted over a whole reference corpus, as the toolkit counts
+    them over the items scored together: each reference set adds 1 to every n-gram it contains."""
+
+    counts: _Frequencies = field(default_factory=_Frequencies)
+    reference_sets: int = 0
+
+    def add(self, tokenised_references: list[str]) -> None:
+        """Count one item's PTB-tokenised reference set."""
+        from pycocoevalcap.cider.cider_scorer import cook_refs
+
+        for ngram in {ngram for ref in cook_refs(tokenised_references) for ngram in ref}:
+            self.counts[ngram] = self.counts[ngram] + 1.0
+        self.reference_sets += 1
+
+
+def _corpus_cider_scores(frequencies: CiderDocumentFrequency, gts: dict, res: dict) -> list[float]:
+    """The toolkit's CIDEr-D arithmetic with the corpus IDF instead of the batch's."""
+    from pycocoevalcap.cider.cider_scorer import CiderScorer
+
+    class CorpusCiderScorer(CiderScorer):
+        # compute_cider assigns ref_len = log(number of items scored); the corpus size is kept.
+        ref_len = property(lambda self: np.log(float(frequencies.reference_sets)), lambda self, value: None)
+
+    scorer = CorpusCiderScorer(n=4, sigma=6.0)
+    for key in res:
+        scorer += (res[key][0], gts[key])
+    scorer.document_frequency = frequencies.counts
+    return scorer.compute_cider()
+
+
 class CiderD(_CocoMetric):
     description = (
         "CIDEr-D: TF-IDF weighted 1..4-gram cosine with the references, Gaussian length penalty (σ = 6), "
-        "clipped counts, ×10. IDF comes from the references of the items scored together."
+        "clipped counts, ×10. IDF comes from the references of the items scored together "
+        "(of the whole corpus with `caplens score-corpus`)."
     )
     range = (0.0, 10.0)
 
     def _score(self, context, gts, res):
         from pycocoevalcap.cider.cider import Cider
 
+        if context.cider_document_frequency is not None:
+            return None, [float(v) for v in _corpus_cider_scores(context.cider_document_frequency, gts, res)]
         _, per_item = Cider().compute_score(gts, res)
         return None, [float(v) for v in np.atleast_1d(per_item)]
 
