@@ -268,6 +268,32 @@ def bootstrap_estimate(
     return bootstrap_estimates(x, y, [name], n_boot=n_boot, seed=seed, confidence=confidence)[name]
 
 
+BOOTSTRAP_CELLS = 4_000_000  # resampled values drawn at once by mean_estimate
+
+
+def mean_estimate(values, *, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> Estimate:
+    """Mean of `values` (NaN dropped) with a seeded percentile-bootstrap interval.
+
+    Resamples are drawn a few at a time, so a corpus of any size fits in memory.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    x = x[~np.isnan(x)]
+    if x.size == 0:
+        return Estimate(math.nan, math.nan, math.nan, 0)
+    point = float(x.mean())
+    if n_boot <= 0 or x.size < 2:
+        return Estimate(point, math.nan, math.nan, x.size)
+    rng = np.random.default_rng(seed)
+    step = max(1, BOOTSTRAP_CELLS // x.size)
+    means = np.concatenate([
+        x[rng.integers(0, x.size, size=(min(step, n_boot - start), x.size))].mean(axis=1)
+        for start in range(0, n_boot, step)
+    ])
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(means, [tail, 100.0 - tail])
+    return Estimate(point, float(low), float(high), x.size)
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Difference coef(metric_a, human) - coef(metric_b, human) on the same items."""

@@ -1,0 +1,13 @@
+"""Score a whole corpus: `caplens score-corpus` (streaming, resumable, local or on Ray Data).
+
+    from scoring.corpus import open_manifest, score_corpus
+    report = score_corpus(open_manifest("captions.jsonl"), "out/", profile="world", engine="local")
+    report.summary  # one row per model and metric: mean with its bootstrap interval
+
+See docs/corpus.md; the engines are in `scoring.corpus.run` and `scoring.corpus.ray_engine`.
+"""
+from scoring.corpus.manifest import CorpusRow, Manifest, open_manifest, read_manifest
+from scoring.corpus.run import CorpusReport, read_errors, read_scores, score_corpus
+
+__all__ = ["CorpusReport", "CorpusRow", "Manifest", "open_manifest", "read_errors", "read_manifest", "read_scores",
+           "score_corpus"]

@@ -1,0 +1,195 @@
+"""Corpus manifests, read one row at a time: JSONL, CSV, Parquet, or COCO results + annotations.
+
+Fields of a row (JSONL keys, CSV or Parquet columns):
+  image        image file (relative to the manifest's folder, or to --image-root) or an
+               http(s):// / file:// URL                                      (required)
+  candidate    the caption to score (also accepted: caption)                 (required)
+  references   reference captions: a list (JSON text in CSV)                 (optional)
+  id           the row's id, unique per model (default: its 1-based row number)
+  model        the captioning model that wrote the candidate (default: "")
+  lang         language code (also: language; default: --lang, else en)
+
+COCO: the results file (`[{"image_id": 42, "caption": "..."}]`) with its annotations file
+(`{"images": [{"id", "file_name"}], "annotations": [{"image_id", "caption"}]}`): the references
+of an image are its annotation captions, the id is the image id and the model the results
+file's name. Both are JSON documents and are read whole; the other formats stream.
+
+A row whose fields cannot be used is still yielded, with `problem` saying why, so it reaches
+the errors file with the others.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+FORMATS = ("jsonl", "csv", "parquet", "coco")
+_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet",
+             ".json": "coco"}
+PARQUET_READ_ROWS = 4096  # rows per Parquet read, so a large file is never loaded whole
+
+
+@dataclass
+class CorpusRow:
+    """One caption to score, as read from a manifest."""
+
+    row: int  # 1-based position in the manifest
+    id: str
+    model: str
+    image: str  # absolute path or URL
+    candidate: str
+    references: list[str] = field(default_factory=list)
+    lang: str = "en"
+    problem: str | None = None  # why the row cannot be scored, found while reading
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Where a corpus is and how to read it."""
+
+    path: Path
+    format: str
+    image_root: Path
+    coco_annotations: Path | None = None
+    lang: str = "en"
+
+    def describe(self) -> dict:
+        return {"path": str(self.path), "format": self.format, "image_root": str(self.image_root),
+                "coco_annotations": str(self.coco_annotations) if self.coco_annotations else None, "lang": self.lang}
+
+
+def open_manifest(path, *, coco_annotations=None, image_root=None, lang: str = "en") -> Manifest:
+    """Check the manifest can be read (format from its suffix) and resolve its image folder."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"manifest not found: {path}")
+    kind = _SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise ValueError(f"{path.name}: unknown manifest format; expected one of {', '.join(_SUFFIXES)}")
+    if kind == "coco" and coco_annotations is None:
+        raise ValueError(f"{path.name} is a COCO results file: pass --coco-annotations with its annotations JSON")
+    if coco_annotations is not None:
+        if kind != "coco":
+            raise ValueError("--coco-annotations goes with a COCO results .json manifest")
+        coco_annotations = Path(coco_annotations).resolve()
+        if not coco_annotations.is_file():
+            raise FileNotFoundError(f"COCO annotations not found: {coco_annotations}")
+    root = Path(image_root).resolve() if image_root else (coco_annotations or path).parent
+    if not root.is_dir():
+        raise FileNotFoundError(f"image root is not a folder: {root}")
+    return Manifest(path, kind, root, coco_annotations, lang)
+
+
+def read_manifest(manifest: Manifest) -> Iterator[CorpusRow]:
+    """The manifest's rows in order, one at a time."""
+    records = {"jsonl": _jsonl_records, "csv": _csv_records, "parquet": _parquet_records, "coco": _coco_records}
+    for number, record in enumerate(records[manifest.format](manifest), start=1):
+        yield _row(manifest, number, record)
+
+
+def _jsonl_records(manifest: Manifest) -> Iterator[dict | str]:
+    with open(manifest.path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield f"line {line_number} is not valid JSON ({exc.msg})"
+                continue
+            yield record if isinstance(record, dict) else f"line {line_number} is not a JSON object"
+
+
+def _csv_records(manifest: Manifest) -> Iterator[dict]:
+    with open(manifest.path, encoding="utf-8", newline="") as handle:
+        yield from csv.DictReader(handle)
+
+
+def _parquet_records(manifest: Manifest) -> Iterator[dict]:
+    import pyarrow.parquet as pq
+
+    for batch in pq.ParquetFile(manifest.path).iter_batches(batch_size=PARQUET_READ_ROWS):
+        yield from batch.to_pylist()
+
+
+def _load_json(path: Path, what: str):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{what} {path.name} is not valid JSON ({exc})") from None
+
+
+def _coco_records(manifest: Manifest) -> Iterator[dict]:
+    annotations = _load_json(manifest.coco_annotations, "COCO annotations")
+    results = _load_json(manifest.path, "COCO results")
+    if not isinstance(annotations, dict) or "images" not in annotations or "annotations" not in annotations:
+        raise ValueError(f"{manifest.coco_annotations.name}: expected a COCO captions file with images and annotations")
+    if not isinstance(results, list):
+        raise ValueError(f'{manifest.path.name}: expected a COCO results list [{{"image_id": ..., "caption": ...}}]')
+    files = {image["id"]: image["file_name"] for image in annotations["images"]}
+    references: dict = {}
+    for annotation in annotations["annotations"]:
+        references.setdefault(annotation["image_id"], []).append(annotation["caption"])
+    for result in results:
+        image_id = result.get("image_id") if isinstance(result, dict) else None
+        yield {
+            "id": image_id, "model": manifest.path.stem, "image": files.get(image_id),
+            "candidate": result.get("caption") if isinstance(result, dict) else None,
+            "references": references.get(image_id, []),
+        }
+
+
+def _first(record: dict, *names: str):
+    for name in names:
+        value = record.get(name)
+        if value is not None and value == value:  # NaN from Parquet/pandas counts as absent
+            return value
+    return None
+
+
+def _references(value) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError("references must be a JSON list of strings") from None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(r, str) for r in value):
+        raise ValueError("references must be a list of strings")
+    return [r for r in value if r.strip()]
+
+
+def _image(manifest: Manifest, value) -> str:
+    text = str(value).strip()
+    if "://" in text:
+        return text
+    return str((manifest.image_root / text).resolve())
+
+
+def _row(manifest: Manifest, number: int, record: dict | str) -> CorpusRow:
+    if isinstance(record, str):
+        return CorpusRow(number, f"#{number}", "", "", "", problem=record)
+    identifier = _first(record, "id")
+    row = CorpusRow(
+        row=number,
+        id=str(identifier) if identifier is not None else f"#{number}",
+        model=str(_first(record, "model") or ""),
+        image="",
+        candidate=str(_first(record, "candidate", "caption") or ""),
+        lang=str(_first(record, "lang", "language") or manifest.lang),
+    )
+    image = _first(record, "image")
+    if image is None or not str(image).strip():
+        row.problem = "no image given"
+        return row
+    row.image = _image(manifest, image)
+    try:
+        row.references = _references(_first(record, "references"))
+    except ValueError as exc:
+        row.problem = str(exc)
+    return row

@@ -1,0 +1,70 @@
+"""The Ray engine: Ray Data `map_batches` over a pool of `ShardScorer` actors.
+
+Each dataset row is one work shard (one batch of manifest rows), so a batch is scored whole
+by one actor and every engine scores exactly the same batches. Actors take one GPU each when
+the plan's device is CUDA, else one CPU. The CIDEr-D document frequencies are put in the
+object store once and shared by every actor. Results stream back to the driver, which
+writes them (`scoring.corpus.run.ResultWriter`).
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pandas as pd
+
+from scoring.corpus.run import CorpusPlan, ShardScorer
+
+
+class _RayShardScorer(ShardScorer):
+    """ShardScorer whose document frequencies arrive as an object-store reference."""
+
+    def __init__(self, cider_document_frequency_ref=None, **arguments):
+        import ray
+
+        frequencies = ray.get(cider_document_frequency_ref) if cider_document_frequency_ref is not None else None
+        super().__init__(**arguments, cider_document_frequency=frequencies)
+
+
+def _wants_gpu(device: str | None) -> bool:
+    return bool(device) and device.startswith("cuda")
+
+
+def ray_results(plan: CorpusPlan, *, address: str | None = None, actors: int | None = None,
+                threads: int | None = None) -> Iterator[pd.DataFrame]:
+    """Result records of every shard of `plan`, as the actors finish them.
+
+    address: a running cluster (`ray start --head` prints it; `auto` finds a local one);
+    None starts a local Ray for this run. actors: pool size (default: one per GPU of the
+    cluster for a CUDA device, else one per CPU).
+    """
+    import ray
+
+    if not plan.shards:
+        return
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, include_dashboard=False, logging_level="WARNING", log_to_driver=False,
+                 configure_logging=True)
+    try:
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = False  # the corpus bar counts rows
+        context.print_on_execution_start = False
+        gpu = _wants_gpu(plan.device)
+        resources = ray.cluster_resources()
+        pool = actors or max(1, int(resources.get("GPU" if gpu else "CPU", 1)))
+        if pool < 1:
+            raise ValueError("--actors must be at least 1")
+        arguments = plan.scorer_arguments(threads or (None if gpu else 1))
+        frequencies = arguments.pop("cider_document_frequency")
+        dataset = ray.data.from_items([{"shard": str(s)} for s in plan.shards], override_num_blocks=len(plan.shards))
+        scored = dataset.map_batches(
+            _RayShardScorer, batch_size=1, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=pool),
+            num_gpus=1 if gpu else 0, num_cpus=0 if gpu else 1,
+            fn_constructor_kwargs={**arguments,
+                                   "cider_document_frequency_ref": None if frequencies is None else ray.put(frequencies)},
+        )
+        for block in scored.iter_batches(batch_size=None, batch_format="pandas"):
+            yield block
+    finally:
+        if started_here:
+            ray.shutdown()
