@@ -15,6 +15,7 @@ import sys
 COMMAND_MODULES = (
     "app.serve",
     "scoring.cli",
+    "scoring.corpus.cli",
     "scoring.perturb.cli",
     "scoring.world.cli",
     "annotation.analysis_cli",

@@ -22,6 +22,7 @@ import numpy as np
 
 from scoring import stages
 from scoring.backbones import BackboneUnavailable, fetch, load_backbone, select_placement
+from scoring.cache import LRUCache
 from scoring.images import ImageInput
 from scoring.metrics import build_metric
 from scoring.metrics.base import MetricInfo, MetricUnavailable, ScoreContext
@@ -192,6 +193,15 @@ class Scorer:
                 except MetricUnavailable as exc:
                     reasons[name] = str(exc)
         return reasons
+
+    def clear_caches(self) -> None:
+        """Forget every cached embedding and pair score, so that the next score() computes from
+        its own items only: a corpus batch then scores bit for bit the same in any process."""
+        with self._lock:
+            for backbone in self._backbones.values():
+                for value in vars(backbone).values():
+                    if isinstance(value, LRUCache):
+                        value.clear()
 
     # -- embeddings for other areas (hard negatives, retrieval analysis) --------------------
     def image_embeddings(self, images: Sequence[ImageInput], backbone: str = "clip") -> np.ndarray:

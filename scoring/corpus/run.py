@@ -18,6 +18,7 @@ Output folder:
   scores/part-NNNNNN.parquet  id, model, metric, score, metric_version, checkpoint_hash
   errors/part-NNNNNN.jsonl    rows that could not be scored: row, id, model, image, reason
   errors.jsonl, summary.csv, summary.json   written when the run ends
+  unavailable.json            metrics that could not run (with the metric version and why)
   work/                       the current run's shards (removed when it ends)
 """
 from __future__ import annotations
@@ -45,6 +46,7 @@ DEFAULT_BATCH_ROWS = 256
 TOKENISE_ROWS = 2048  # rows per PTB tokeniser call in the document-frequency pass
 URL_TIMEOUT_S = 30
 ENGINES = ("auto", "local", "ray")
+UNAVAILABLE_FILE = "unavailable.json"  # metric -> {version, reason}: metrics that could not run
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class CorpusPlan:
     total_rows: int = 0
     pending_rows: int = 0
     already_scored: set[tuple] = field(default_factory=set)  # (model, id, metric, version) in the output
+    unavailable: dict[str, str] = field(default_factory=dict)  # metric -> reason, known from an earlier run
 
     def scorer_arguments(self, threads: int | None = None) -> dict:
         """Keyword arguments of `ShardScorer` (sent to each Ray actor)."""
@@ -139,6 +142,10 @@ def cider_document_frequency(manifest: Manifest, show_progress: bool = False):
         if chunk:
             count(chunk)
     return frequencies
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def _completed(out: Path) -> tuple[set[tuple], set[tuple]]:
@@ -220,7 +227,11 @@ def plan_corpus(manifest: Manifest, out: Path, *, profile: str | None = None, me
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     scored, failed = _completed(out)
-    plan = CorpusPlan(scorer.profile, device, plans, frequencies, already_scored=scored)
+    # A metric an earlier run found unavailable at this version does not keep rows pending.
+    known = _read_json(out / UNAVAILABLE_FILE)
+    unavailable = {m.name: known[m.name]["reason"] for m in plans if known.get(m.name, {}).get("version") == m.version}
+    counted = [m for m in plans if m.name not in unavailable]
+    plan = CorpusPlan(scorer.profile, device, plans, frequencies, already_scored=scored, unavailable=unavailable)
     writer = _ShardWriter(work, batch_rows)
     seen: set[tuple[str, str]] = set()
     with _progress_bar(None, "row", "planning", show_progress) as bar:
@@ -232,7 +243,7 @@ def plan_corpus(manifest: Manifest, out: Path, *, profile: str | None = None, me
             if (row.model, row.id) in seen and not row.problem:
                 row.problem = f"duplicate id {row.id!r}" + (f" for model {row.model!r}" if row.model else "")
             seen.add((row.model, row.id))
-            if not row.problem and all((row.model, row.id, m.name, m.version) in scored for m in plans):
+            if not row.problem and all((row.model, row.id, m.name, m.version) in scored for m in counted):
                 continue
             writer.add(row)
             plan.pending_rows += 1
@@ -291,7 +302,9 @@ class ShardScorer:
         unavailable (a metric that cannot run here, with its reason)."""
         from scoring.api import ScoreItem
 
-        rows = pd.read_parquet(path).to_dict("records")
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(path).to_pylist()
         records: list[dict] = []
         items, scored_rows = [], []
         for row in rows:
@@ -307,6 +320,9 @@ class ShardScorer:
                                    lang=row["lang"], image_id=row["id"]))
             scored_rows.append(row)
         if items:
+            # Cached embeddings were computed within other batches; batched inference is not
+            # bit-exact across batch compositions, and every engine must give the same scores.
+            self.scorer.clear_caches()
             versions = {m.name: m for m in self.metrics}
             results = self.scorer.score(items, list(versions), cider_document_frequency=self.cider_document_frequency)
             for name, result in results.items():
@@ -364,10 +380,10 @@ def _scores_schema():
 class ResultWriter:
     """Writes result records as they arrive: one scores part and one errors part per batch."""
 
-    def __init__(self, out: Path, already_scored: set[tuple]):
+    def __init__(self, out: Path, already_scored: set[tuple], unavailable: dict[str, str]):
         self.out = out
         self.already_scored = already_scored
-        self.unavailable: dict[str, str] = {}
+        self.unavailable = dict(unavailable)
 
     def write(self, records: pd.DataFrame) -> int:
         """Write the records of one or more batches; returns how many rows they covered."""
@@ -418,7 +434,8 @@ def summarize(out: Path, metrics: Sequence[MetricPlan], n_boot: int = 1000) -> p
 
     scores = read_scores(out)
     current = {(m.name, m.version) for m in metrics}
-    scores = scores[[(n, v) in current for n, v in zip(scores["metric"], scores["metric_version"])]]
+    scores = scores[np.array([(n, v) in current for n, v in zip(scores["metric"], scores["metric_version"])],
+                             dtype=bool)]
     order = {m.name: i for i, m in enumerate(metrics)}
     rows = []
     for (model, metric), group in scores.groupby(["model", "metric"], sort=False):
@@ -443,6 +460,10 @@ def _finish(out: Path, plan: CorpusPlan, writer: ResultWriter, n_boot: int) -> t
         "summary": json.loads(summary.to_json(orient="records")),
     }
     _atomic_write(out / "summary.json", lambda p: p.write_text(json.dumps(payload, indent=1), encoding="utf-8"))
+    versions = {m.name: m.version for m in plan.metrics}
+    record = {**_read_json(out / UNAVAILABLE_FILE),
+              **{name: {"version": versions[name], "reason": why} for name, why in writer.unavailable.items()}}
+    _atomic_write(out / UNAVAILABLE_FILE, lambda p: p.write_text(json.dumps(record, indent=1), encoding="utf-8"))
     shutil.rmtree(out / "work", ignore_errors=True)
     return summary, len(errors)
 
@@ -484,7 +505,7 @@ def score_corpus(manifest: Manifest, out, *, profile: str | None = None, metrics
     out = Path(out)
     plan = plan_corpus(manifest, out, profile=profile, metrics=metrics, device=device, batch_rows=batch_rows,
                        show_progress=show_progress)
-    writer = ResultWriter(out, plan.already_scored)
+    writer = ResultWriter(out, plan.already_scored, plan.unavailable)
     if engine == "ray":
         from scoring.corpus.ray_engine import ray_results
 

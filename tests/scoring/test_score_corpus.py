@@ -1,0 +1,179 @@
+"""`caplens score-corpus` on 200 rows of world data: engines agree, resume, corpus CIDEr-D, errors."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from app.cli import main
+from scoring.corpus import open_manifest, read_manifest, read_scores, score_corpus
+
+REPO = Path(__file__).resolve().parents[2]
+JAVA = shutil.which("java") is not None
+METRICS = ["CLIP-S", "RefCLIP-S", "MCS"] + (["CIDEr"] if JAVA else [])
+BATCH = 20  # 200 rows: 10 batches
+
+
+@pytest.fixture(scope="module")
+def world_corpus(tmp_path_factory) -> Path:
+    """100 world scenes captioned by two models: `good` (the scene's caption) and `shifted`
+    (the next scene's caption), with the scenes' references; 200 manifest rows."""
+    from scoring.world.sets import split_scenes, write_scoring_inputs
+
+    folder = tmp_path_factory.mktemp("world-corpus")
+    write_scoring_inputs(folder, split_scenes("heldout", 100), langs=("en",), size=64)
+    candidates = json.loads((folder / "candidates_en.json").read_text())
+    references = json.loads((folder / "references_en.json").read_text())
+    ids = list(candidates)
+    with open(folder / "manifest.jsonl", "w", encoding="utf-8") as handle:
+        for model in ("good", "shifted"):
+            for k, image_id in enumerate(ids):
+                caption = candidates[image_id] if model == "good" else candidates[ids[(k + 1) % len(ids)]]
+                handle.write(json.dumps({"id": image_id, "model": model, "image": f"images/{image_id}.png",
+                                         "candidate": caption, "references": references[image_id]}) + "\n")
+    return folder
+
+
+def _score(manifest: Path, out: Path, engine: str = "local", **options):
+    return score_corpus(open_manifest(manifest), out, profile="world", metrics=METRICS, engine=engine,
+                        batch_rows=BATCH, n_boot=200, **options)
+
+
+@pytest.fixture(scope="module")
+def single_process(world_corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("single") / "out"
+    report = _score(world_corpus / "manifest.jsonl", out)
+    return out, report
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    names = [p for p in sorted(out.rglob("*")) if p.is_file()]
+    return {str(p.relative_to(out)): p.read_bytes() for p in names}
+
+
+def test_single_process_run_scores_every_row_once(single_process):
+    out, report = single_process
+    assert (report.total_rows, report.scored_rows, report.errors) == (200, 200, 0)
+    scores = read_scores(out)
+    assert len(scores) == 200 * len(METRICS)
+    assert not scores.duplicated(["model", "id", "metric"]).any()
+    assert sorted(p.name for p in (out / "scores").iterdir()) == [f"part-{k:06d}.parquet" for k in range(10)]
+    summary = report.summary.set_index(["model", "metric"])
+    for metric in METRICS:  # the scene's own caption beats the next scene's under every metric
+        good, shifted = summary.loc[("good", metric)], summary.loc[("shifted", metric)]
+        assert good["n"] == shifted["n"] == 100
+        assert good["ci_low"] < good["mean"] < good["ci_high"]
+        assert good["mean"] > shifted["ci_high"]
+    assert pd.read_csv(out / "summary.csv")["mean"].tolist() == pytest.approx(report.summary["mean"].tolist())
+
+
+def test_ray_with_two_actors_equals_single_process(single_process, world_corpus, tmp_path):
+    pytest.importorskip("ray.data", reason="the ray engine needs Ray (pip install 'caplens[ray]')")
+    reference, _ = single_process
+    out = tmp_path / "ray"
+    report = _score(world_corpus / "manifest.jsonl", out, engine="ray", actors=2)
+    assert report.engine == "ray" and report.scored_rows == 200
+    assert _files(out) == _files(reference)  # byte for byte: same batches, same scorer, same writer
+
+
+def test_killed_run_resumes_to_identical_output(single_process, world_corpus, tmp_path):
+    reference, _ = single_process
+    out = tmp_path / "killed"
+    command = [sys.executable, "-m", "app.cli", "score-corpus", str(world_corpus / "manifest.jsonl"), "--out", str(out),
+               "--engine", "local", "--profile", "world", "--metrics", ",".join(METRICS), "--batch-size", str(BATCH),
+               "--quiet"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if len(list((out / "scores").glob("part-*.parquet"))) >= 2:
+            break
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    written = len(list((out / "scores").glob("part-*.parquet")))
+    assert 2 <= written < 10 and not (out / "summary.json").exists(), "the run was not killed midway"
+
+    report = _score(world_corpus / "manifest.jsonl", out)
+    assert report.skipped_rows == written * BATCH and report.scored_rows == 200 - written * BATCH
+    files, expected = _files(out), _files(reference)
+    assert files == expected
+    assert not read_scores(out).duplicated(["model", "id", "metric"]).any()
+    again = _score(world_corpus / "manifest.jsonl", out)
+    assert again.scored_rows == 0 and _files(out) == expected
+
+
+@pytest.mark.java
+def test_corpus_cider_equals_caplens_score(single_process, world_corpus, java, capsys):
+    out, _ = single_process
+    per_item = world_corpus / "per_item.json"
+    code = main(["score", str(world_corpus / "candidates_en.json"), str(world_corpus / "images"), "--references",
+                 str(world_corpus / "references_en.json"), "--profile", "world", "--metrics", "CIDEr",
+                 "--out", str(per_item)])
+    assert code == 0, capsys.readouterr().err
+    expected = {k: v["CIDEr"] for k, v in json.loads(per_item.read_text())["items"].items()}
+    scores = read_scores(out)
+    corpus = scores[(scores["model"] == "good") & (scores["metric"] == "CIDEr")]
+    # The `shifted` model's rows repeat the same images and references; document frequencies
+    # count each (image, references) once, so the IDF is the one of the 100-image set.
+    assert dict(zip(corpus["id"], corpus["score"])) == expected
+
+
+def test_bad_rows_land_in_the_errors_file_and_the_run_goes_on(world_corpus, tmp_path, capsys):
+    (tmp_path / "not-an-image.png").write_text("plain text")
+    good = {"model": "m", "image": str(world_corpus / "images" / "world-1000000.png"), "candidate": "a small blue square"}
+    lines = [
+        json.dumps({**good, "id": "ok-1"}),
+        json.dumps({**good, "id": "empty", "candidate": "  "}),
+        json.dumps({**good, "id": "text-file", "image": "not-an-image.png"}),
+        json.dumps({**good, "id": "missing", "image": "nowhere.png"}),
+        json.dumps({**good, "id": "ok-1", "candidate": "again"}),
+        "{broken json",
+        json.dumps({**good, "id": "no-image", "image": ""}),
+        json.dumps({**good, "id": "ok-2"}),
+    ]
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    code = main(["score-corpus", str(tmp_path / "bad.jsonl"), "--out", str(out), "--engine", "local",
+                 "--profile", "world", "--metrics", "CLIP-S", "--quiet"])
+    printed = capsys.readouterr().out
+    assert code == 0 and "8 rows: 8 scored now, 0 already done, 6 in errors.jsonl" in printed
+    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    assert [(e["row"], e["id"], e["reason"]) for e in errors] == [
+        (2, "empty", "empty caption"),
+        (3, "text-file", "unreadable image: not a decodable image file"),
+        (4, "missing", "image not found"),
+        (5, "ok-1", "duplicate id 'ok-1' for model 'm'"),
+        (6, "#6", "line 6 is not valid JSON (Expecting property name enclosed in double quotes)"),
+        (7, "no-image", "no image given"),
+    ]
+    assert sorted(read_scores(out)["id"]) == ["ok-1", "ok-2"]
+    assert main(["score-corpus", str(tmp_path / "bad.jsonl"), "--out", str(out), "--engine", "local",
+                 "--profile", "world", "--metrics", "CLIP-S", "--quiet"]) == 0
+    assert "0 scored now, 8 already done, 6 in errors.jsonl" in capsys.readouterr().out
+
+
+def test_csv_parquet_and_coco_manifests_read_the_same_rows(world_corpus, tmp_path):
+    rows = [json.loads(line) for line in (world_corpus / "manifest.jsonl").read_text().splitlines()[:3]]
+    frame = pd.DataFrame(rows)
+    frame.to_parquet(tmp_path / "m.parquet")
+    frame.assign(references=frame["references"].map(json.dumps)).to_csv(tmp_path / "m.csv", index=False)
+    jsonl = list(read_manifest(open_manifest(world_corpus / "manifest.jsonl")))[:3]
+    for name in ("m.parquet", "m.csv"):
+        assert list(read_manifest(open_manifest(tmp_path / name, image_root=world_corpus))) == jsonl
+    annotations = {"images": [{"id": r["id"], "file_name": r["image"]} for r in rows],
+                   "annotations": [{"image_id": r["id"], "caption": c} for r in rows for c in r["references"]]}
+    (tmp_path / "captions_val.json").write_text(json.dumps(annotations))
+    (tmp_path / "good.json").write_text(json.dumps([{"image_id": r["id"], "caption": r["candidate"]} for r in rows]))
+    coco = open_manifest(tmp_path / "good.json", coco_annotations=tmp_path / "captions_val.json", image_root=world_corpus)
+    assert list(read_manifest(coco)) == jsonl
+    with pytest.raises(ValueError, match="pass --coco-annotations"):
+        open_manifest(tmp_path / "good.json")
