@@ -57,6 +57,13 @@ def register(subparsers, parents) -> None:
     importer.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
     importer.set_defaults(handler=_import)
 
+    scores = db_commands.add_parser("import-scores", parents=parents,
+                                    help="store the scores of a `caplens score-corpus` run in a collection")
+    scores.add_argument("out", metavar="DIR", help="output folder of a score-corpus run")
+    scores.add_argument("--collection", required=True, help="collection to store the scores in (created if needed)")
+    scores.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
+    scores.set_defaults(handler=_import_scores)
+
     exporter = db_commands.add_parser("export", parents=parents, help="export ratings, captions or fine-tuning sets")
     exporter.add_argument("out", help="output file (ratings, captions) or folder (fine-tuning sets, hf)")
     exporter.add_argument("--format", dest="fmt", required=True, choices=("csv", "jsonl", "parquet", "hf"))
@@ -166,6 +173,16 @@ def _import(args) -> int:
         report = import_file(session, _acting_user(session, args.user), args.file, collection=args.collection,
                              fmt=args.fmt, references=args.references, image_dir=args.image_dir,
                              source_model=args.model, allow_reimport=args.allow_reimport, progress=_progress)
+    print(json.dumps(report.to_dict(), indent=2))
+    return 0
+
+
+def _import_scores(args) -> int:
+    from annotation.corpus_scores import import_corpus_scores
+    from db.session import ensure_schema, session_scope
+
+    with session_scope(ensure_schema()) as session:
+        report = import_corpus_scores(session, _acting_user(session, args.user), args.out, args.collection)
     print(json.dumps(report.to_dict(), indent=2))
     return 0
 

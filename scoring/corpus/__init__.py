@@ -7,7 +7,7 @@
 See docs/corpus.md; the engines are in `scoring.corpus.run` and `scoring.corpus.ray_engine`.
 """
 from scoring.corpus.manifest import CorpusRow, Manifest, open_manifest, read_manifest
-from scoring.corpus.run import CorpusReport, read_errors, read_scores, score_corpus
+from scoring.corpus.run import CorpusReport, current_scores, read_errors, read_scores, run_manifest, score_corpus
 
-__all__ = ["CorpusReport", "CorpusRow", "Manifest", "open_manifest", "read_errors", "read_manifest", "read_scores",
-           "score_corpus"]
+__all__ = ["CorpusReport", "CorpusRow", "Manifest", "current_scores", "open_manifest", "read_errors", "read_manifest",
+           "read_scores", "run_manifest", "score_corpus"]

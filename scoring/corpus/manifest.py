@@ -55,6 +55,12 @@ class Manifest:
     coco_annotations: Path | None = None
     lang: str = "en"
 
+    @classmethod
+    def from_description(cls, description: dict) -> "Manifest":
+        annotations = description.get("coco_annotations")
+        return cls(Path(description["path"]), description["format"], Path(description["image_root"]),
+                   Path(annotations) if annotations else None, description.get("lang", "en"))
+
     def describe(self) -> dict:
         return {"path": str(self.path), "format": self.format, "image_root": str(self.image_root),
                 "coco_annotations": str(self.coco_annotations) if self.coco_annotations else None, "lang": self.lang}

@@ -18,6 +18,7 @@ Output folder:
   scores/part-NNNNNN.parquet  id, model, metric, score, metric_version, checkpoint_hash
   errors/part-NNNNNN.jsonl    rows that could not be scored: row, id, model, image, reason
   errors.jsonl, summary.csv, summary.json   written when the run ends
+  run.json                    the manifest read and the metric versions of the latest run
   unavailable.json            metrics that could not run (with the metric version and why)
   work/                       the current run's shards (removed when it ends)
 """
@@ -46,6 +47,7 @@ DEFAULT_BATCH_ROWS = 256
 TOKENISE_ROWS = 2048  # rows per PTB tokeniser call in the document-frequency pass
 URL_TIMEOUT_S = 30
 ENGINES = ("auto", "local", "ray")
+RUN_FILE = "run.json"  # the manifest and the metric versions of the latest run
 UNAVAILABLE_FILE = "unavailable.json"  # metric -> {version, reason}: metrics that could not run
 
 
@@ -226,6 +228,8 @@ def plan_corpus(manifest: Manifest, out: Path, *, profile: str | None = None, me
     work = out / "work"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
+    run = {"manifest": manifest.describe(), "profile": scorer.profile, "metrics": [asdict(m) for m in plans]}
+    _atomic_write(out / RUN_FILE, lambda p: p.write_text(json.dumps(run, indent=1), encoding="utf-8"))
     scored, failed = _completed(out)
     # A metric an earlier run found unavailable at this version does not keep rows pending.
     known = _read_json(out / UNAVAILABLE_FILE)
@@ -420,6 +424,25 @@ def read_scores(out: Path) -> pd.DataFrame:
     return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
 
 
+def current_scores(out: Path) -> pd.DataFrame:
+    """The scores of the latest run's metric versions (older versions stay in the parts)."""
+    run = _read_json(Path(out) / RUN_FILE)
+    if not run:
+        raise FileNotFoundError(f"{out} holds no score-corpus run ({RUN_FILE} missing)")
+    scores = read_scores(out)
+    current = {(m["name"], m["version"]) for m in run["metrics"]}
+    keep = np.array([(n, v) in current for n, v in zip(scores["metric"], scores["metric_version"])], dtype=bool)
+    return scores[keep].reset_index(drop=True)
+
+
+def run_manifest(out: Path) -> Manifest:
+    """The manifest the latest run in `out` read."""
+    run = _read_json(Path(out) / RUN_FILE)
+    if not run:
+        raise FileNotFoundError(f"{out} holds no score-corpus run ({RUN_FILE} missing)")
+    return Manifest.from_description(run["manifest"])
+
+
 def read_errors(out: Path) -> list[dict]:
     lines = []
     for part in sorted((Path(out) / "errors").glob("part-*.jsonl")):
@@ -428,14 +451,11 @@ def read_errors(out: Path) -> list[dict]:
 
 
 def summarize(out: Path, metrics: Sequence[MetricPlan], n_boot: int = 1000) -> pd.DataFrame:
-    """Per model and metric over the whole output (this run's metric versions): rows scored,
+    """Per model and metric over the whole output (the run's metric versions): rows scored,
     rows where the metric did not apply (no references), mean and its 95 % bootstrap interval."""
     from scoring.analysis.correlation import mean_estimate
 
-    scores = read_scores(out)
-    current = {(m.name, m.version) for m in metrics}
-    scores = scores[np.array([(n, v) in current for n, v in zip(scores["metric"], scores["metric_version"])],
-                             dtype=bool)]
+    scores = current_scores(out)
     order = {m.name: i for i, m in enumerate(metrics)}
     rows = []
     for (model, metric), group in scores.groupby(["model", "metric"], sort=False):
