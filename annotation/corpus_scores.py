@@ -2,7 +2,7 @@
 
 Each scored row becomes (or is matched to) a candidate caption of the collection, and its
 scores are stored in the MetricScore cache under the run's checkpoint hash, which is the
-fingerprint the app looks scores up by (`scoring.analysis.store.score_fingerprint`): the
+fingerprint the app looks scores up by (`scoring.fingerprint.score_fingerprint`): the
 analysis views of a scorer with the same profile and checkpoints read them instead of
 scoring again.
 

@@ -199,7 +199,7 @@ def plan_corpus(manifest: Manifest, out: Path, *, profile: str | None = None, me
                 show_progress: bool = False) -> CorpusPlan:
     """Resolve the metrics and their versions, count CIDEr-D document frequencies when asked,
     and write the work shards of the rows the output lacks."""
-    from scoring.analysis.store import score_fingerprint
+    from scoring.fingerprint import score_fingerprint
     from scoring.api import Scorer
 
     if batch_rows < 1:

@@ -8,7 +8,7 @@ import pytest
 from annotation.corpus_scores import import_corpus_scores
 from db.models import Caption
 from db.session import session_scope
-from scoring.analysis.store import collection_scores
+from annotation.score_store import collection_scores
 from scoring.api import Scorer
 from scoring.corpus import open_manifest, read_scores, score_corpus
 

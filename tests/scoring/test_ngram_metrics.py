@@ -80,6 +80,26 @@ def test_cider_idf_comes_from_the_scored_set(java, tiny_scorer):
     assert together.values[0] > 0
 
 
+def test_batches_with_corpus_frequencies_equal_the_whole_set(java, tiny_scorer):
+    """CIDEr-D with document frequencies of a whole corpus: batches score as the whole set does."""
+    items = [ScoreItem(None, c, r) for c, r in zip(CANDIDATES, REFERENCES)]
+    whole = tiny_scorer.score(items, ["CIDEr"])["CIDEr"].values
+    frequencies = coco.CiderDocumentFrequency()
+    for refs in REFERENCES:
+        frequencies.add(coco.ptb_tokenize(refs))
+    assert frequencies.reference_sets == 5
+    batched = []
+    for start in (0, 2, 4):
+        batch = tiny_scorer.score(items[start:start + 2], ["CIDEr"], cider_document_frequency=frequencies)
+        batched += batch["CIDEr"].values
+    assert batched == whole  # the toolkit's arithmetic, bit for bit
+    # Without the corpus frequencies a batch of one has no IDF and scores 0.
+    alone = tiny_scorer.score(items[4:], ["CIDEr"])["CIDEr"].values
+    assert alone == [0.0] and batched[4] > 0.5
+    # Scoring does not grow the corpus table with the candidates' unseen n-grams.
+    assert ("window-sill",) not in frequencies.counts and frequencies.counts[("window-sill",)] == 0.0
+
+
 def test_items_without_references_get_none(java, tiny_scorer):
     items = [ScoreItem(None, CANDIDATES[0], REFERENCES[0]), ScoreItem(None, "no refs here", [])]
     results = tiny_scorer.score(items, ["BLEU-1", "ROUGE-L"])
