@@ -264,7 +264,7 @@ def _image_bytes(image: str) -> bytes:
     return Path(image).read_bytes()
 
 
-def _unusable_image(image: str) -> tuple[bytes | None, str | None]:
+def _decodable_image(image: str) -> tuple[bytes | None, str | None]:
     """(bytes, None) for an image that decodes, else (None, reason)."""
     from scoring.images import load_image
 
@@ -272,8 +272,10 @@ def _unusable_image(image: str) -> tuple[bytes | None, str | None]:
         data = _image_bytes(image)
     except FileNotFoundError:
         return None, "image not found"
-    except OSError as exc:
+    except OSError as exc:  # URLError, HTTPError, permissions, a folder
         return None, f"cannot read image: {getattr(exc, 'reason', None) or exc.strerror or type(exc).__name__}"
+    except ValueError as exc:  # a malformed URL
+        return None, f"cannot read image: {exc}"
     try:
         load_image(data)
     except OSError:
@@ -316,7 +318,7 @@ class ShardScorer:
             if not reason and not str(row["candidate"]).strip():
                 reason = "empty caption"
             if not reason:
-                data, reason = _unusable_image(row["image"])
+                data, reason = _decodable_image(row["image"])
             if reason:
                 records.append({**_record(row, "error"), "reason": reason})
                 continue
