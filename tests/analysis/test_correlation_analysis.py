@@ -182,3 +182,18 @@ def test_system_level_per_group():
     assert result.loc["en", "kendall_b"] == pytest.approx(1.0)
     assert result.loc["de", "kendall_b"] == pytest.approx(-1.0)
     assert result.loc["en", "systems"] == 3
+
+
+def test_mean_estimate_interval_does_not_depend_on_how_resamples_are_chunked(monkeypatch):
+    import scoring.analysis.correlation as correlation
+
+    values = np.random.default_rng(3).normal(5.0, 1.0, 2000)
+    values[::100] = np.nan  # dropped, not counted
+    whole = correlation.mean_estimate(values, n_boot=500)
+    assert whole.n == 1980 and whole.value == pytest.approx(np.nanmean(values), abs=1e-12)
+    # The percentile interval of a mean is about ±1.96 standard errors wide.
+    assert whole.high - whole.low == pytest.approx(2 * 1.96 / np.sqrt(1980), rel=0.2)
+    assert whole.low < whole.value < whole.high
+    monkeypatch.setattr(correlation, "BOOTSTRAP_CELLS", 1980 * 7)  # 7 resamples at a time
+    assert correlation.mean_estimate(values, n_boot=500) == whole
+    assert math.isnan(correlation.mean_estimate([1.0], n_boot=500).low)
