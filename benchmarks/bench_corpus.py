@@ -78,6 +78,10 @@ def time_corpus(manifest_path: Path, out: Path, engine: str, **options) -> float
     return report.seconds
 
 
+def show(name: str, rows: int, seconds: float) -> None:
+    print(f"{name:>9}: {rows / seconds:8.1f} rows/s  ({seconds:.1f} s)", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=10_000)
@@ -107,7 +111,9 @@ def main() -> int:
     Scorer(args.profile, args.device).warm_up(metrics)  # imports and checkpoint files warm, untimed
     options = dict(profile=args.profile, metrics=metrics, device=args.device, batch_rows=args.batch_size)
     seconds = {"scorer": time_scorer_only(manifest, args.profile, metrics, args.device, args.batch_size, threads)}
+    show("scorer", args.rows, seconds["scorer"])
     seconds["local"] = time_corpus(manifest, work / "out-local", "local", threads=threads, **options)
+    show("local", args.rows, seconds["local"])
     if ray_available():
         import ray
 
@@ -118,12 +124,11 @@ def main() -> int:
             for actors in (1,) if gpu else (1, 2):
                 seconds[f"ray x{actors}"] = time_corpus(manifest, work / f"out-ray{actors}", "ray", actors=actors,
                                                         **options)
+                show(f"ray x{actors}", args.rows, seconds[f"ray x{actors}"])
         finally:
             ray.shutdown()
     else:
         print("Ray is not installed: single-process figures only (pip install 'caplens[ray]')")
-    for name, value in seconds.items():
-        print(f"{name:>9}: {args.rows / value:8.1f} rows/s  ({value:.1f} s)")
     print(f"corpus engine overhead over the scorer alone: {100 * (seconds['local'] / seconds['scorer'] - 1):+.1f} %")
     if "ray x1" in seconds:
         print(f"Ray overhead, 1 actor against the single process: {100 * (seconds['ray x1'] / seconds['local'] - 1):+.1f} %"
