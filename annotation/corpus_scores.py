@@ -21,10 +21,11 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.captions import get_or_create_collection
 from annotation.importers import import_rows
-from annotation.workflows import cache_metric_scores, get_or_create_collection
+from annotation.score_store import cache_metric_scores
 from db.models import Caption, Collection, User
-from db.users import RESEARCH_ROLES, require_role
 
 
 @dataclass

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from annotation.corpus_scores import import_corpus_scores
+from annotation.score_store import collection_scores
 from db.models import Caption
 from db.session import session_scope
-from annotation.score_store import collection_scores
 from scoring.api import Scorer
 from scoring.corpus import open_manifest, read_scores, score_corpus
 
