@@ -172,21 +172,22 @@ class _ShardWriter:
 
     def __init__(self, folder: Path, batch_rows: int):
         self.folder, self.batch_rows = folder, batch_rows
-        self.rows: list[CorpusRow] = []
+        self.rows: list[dict] = []
         self.batch = -1
         self.shards: list[Path] = []
 
-    def add(self, row: CorpusRow) -> None:
+    def add(self, row: CorpusRow, metrics: list[str]) -> None:
+        """Queue `row`, to be scored with `metrics` (the ones its output lacks)."""
         batch = (row.row - 1) // self.batch_rows
         if batch != self.batch:
             self.flush()
             self.batch = batch
-        self.rows.append(row)
+        self.rows.append({**asdict(row), "metrics": metrics})
 
     def flush(self) -> None:
         if not self.rows:
             return
-        frame = pd.DataFrame([asdict(r) for r in self.rows])
+        frame = pd.DataFrame(self.rows)
         frame.insert(0, "batch", self.batch)
         path = self.folder / f"shard-{self.batch:06d}.parquet"
         frame.to_parquet(path, index=False)
@@ -247,9 +248,10 @@ def plan_corpus(manifest: Manifest, out: Path, *, profile: str | None = None, me
             if (row.model, row.id) in seen and not row.problem:
                 row.problem = f"duplicate id {row.id!r}" + (f" for model {row.model!r}" if row.model else "")
             seen.add((row.model, row.id))
-            if not row.problem and all((row.model, row.id, m.name, m.version) in scored for m in counted):
+            missing = [m.name for m in counted if (row.model, row.id, m.name, m.version) not in scored]
+            if not row.problem and not missing:
                 continue
-            writer.add(row)
+            writer.add(row, missing)
             plan.pending_rows += 1
     writer.flush()
     plan.shards = writer.shards
@@ -329,7 +331,10 @@ class ShardScorer:
             # Cached embeddings were computed within other batches; batched inference is not
             # bit-exact across batch compositions, and every engine must give the same scores.
             self.scorer.clear_caches()
-            versions = {m.name: m for m in self.metrics}
+            # The metrics some row of the shard lacks: all of them, unless one was added since a
+            # run that wrote the others (or an earlier run found one unavailable).
+            wanted = {name for row in scored_rows for name in row["metrics"]}
+            versions = {m.name: m for m in self.metrics if m.name in wanted}
             results = self.scorer.score(items, list(versions), cider_document_frequency=self.cider_document_frequency)
             for name, result in results.items():
                 plan = versions[name]

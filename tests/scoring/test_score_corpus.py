@@ -182,3 +182,25 @@ def test_csv_parquet_and_coco_manifests_read_the_same_rows(world_corpus, tmp_pat
     assert list(read_manifest(coco)) == jsonl
     with pytest.raises(ValueError, match="pass --coco-annotations"):
         open_manifest(tmp_path / "good.json")
+
+
+def test_a_metric_added_later_is_written_alone_and_unavailable_ones_do_not_keep_rows_pending(world_corpus, tmp_path):
+    manifest = tmp_path / "small.jsonl"
+    manifest.write_text("".join((world_corpus / "manifest.jsonl").read_text().splitlines(keepends=True)[:30]))
+    out = tmp_path / "out"
+
+    def run(metrics):
+        return score_corpus(open_manifest(manifest, image_root=world_corpus), out, profile="world", metrics=metrics,
+                            engine="local", batch_rows=BATCH, n_boot=0)
+
+    first = run(["CLIP-S", "PAC-S"])  # PAC-S has no world checkpoint here
+    assert first.scored_rows == 30 and first.unavailable["PAC-S"].startswith("checkpoint not found")
+    assert run(["CLIP-S", "PAC-S"]).scored_rows == 0  # the known-unavailable metric does not make rows pending
+    added = run(["CLIP-S", "MCS", "PAC-S"])
+    assert added.scored_rows == 30
+    assert sorted(p.name for p in (out / "scores").iterdir()) == [
+        "part-000000-1.parquet", "part-000000.parquet", "part-000001-1.parquet", "part-000001.parquet"]
+    assert set(pd.read_parquet(out / "scores" / "part-000000-1.parquet")["metric"]) == {"MCS"}
+    scores = read_scores(out)
+    assert len(scores) == 60 and not scores.duplicated(["model", "id", "metric"]).any()
+    assert list(added.summary["metric"]) == ["CLIP-S", "MCS"]
