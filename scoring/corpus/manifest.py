@@ -150,7 +150,7 @@ def _coco_records(manifest: Manifest) -> Iterator[dict]:
 def _first(record: dict, *names: str):
     for name in names:
         value = record.get(name)
-        if value is not None and value == value:  # NaN from Parquet/pandas counts as absent
+        if value is not None and value == value and value != "":  # NaN (Parquet) and "" (CSV) are absent
             return value
     return None
 

@@ -174,6 +174,10 @@ def test_csv_parquet_and_coco_manifests_read_the_same_rows(world_corpus, tmp_pat
     jsonl = list(read_manifest(open_manifest(world_corpus / "manifest.jsonl")))[:3]
     for name in ("m.parquet", "m.csv"):
         assert list(read_manifest(open_manifest(tmp_path / name, image_root=world_corpus))) == jsonl
+    blank_ids = frame.assign(id="", references=frame["references"].map(json.dumps))
+    blank_ids.to_csv(tmp_path / "no-ids.csv", index=False)
+    assert [r.id for r in read_manifest(open_manifest(tmp_path / "no-ids.csv", image_root=world_corpus))] == [
+        "#1", "#2", "#3"]
     annotations = {"images": [{"id": r["id"], "file_name": r["image"]} for r in rows],
                    "annotations": [{"image_id": r["id"], "caption": c} for r in rows for c in r["references"]]}
     (tmp_path / "captions_val.json").write_text(json.dumps(annotations))
