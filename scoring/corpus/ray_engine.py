@@ -8,6 +8,7 @@ writes them (`scoring.corpus.run.ResultWriter`).
 """
 from __future__ import annotations
 
+import logging
 from typing import Iterator
 
 import pandas as pd
@@ -48,6 +49,7 @@ def ray_results(plan: CorpusPlan, *, address: str | None = None, actors: int | N
     try:
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False  # the corpus bar counts rows
+        logging.getLogger("ray.data").setLevel(logging.ERROR)  # nor its "progress bars disabled" notes
         context.print_on_execution_start = False
         gpu = _wants_gpu(plan.device)
         resources = ray.cluster_resources()
