@@ -53,9 +53,9 @@ def ray_results(plan: CorpusPlan, *, address: str | None = None, actors: int | N
         context.print_on_execution_start = False
         gpu = _wants_gpu(plan.device)
         resources = ray.cluster_resources()
+        if gpu and resources.get("GPU", 0) < 1:  # GPU actors would wait for one forever
+            raise ValueError(f"device {plan.device!r} asked for, but the Ray cluster has no GPU")
         pool = actors or max(1, int(resources.get("GPU" if gpu else "CPU", 1)))
-        if pool < 1:
-            raise ValueError("--actors must be at least 1")
         arguments = plan.scorer_arguments(threads or (None if gpu else 1))
         frequencies = arguments.pop("cider_document_frequency")
         dataset = ray.data.from_items([{"shard": str(s)} for s in plan.shards], override_num_blocks=len(plan.shards))
@@ -65,8 +65,12 @@ def ray_results(plan: CorpusPlan, *, address: str | None = None, actors: int | N
             fn_constructor_kwargs={**arguments,
                                    "cider_document_frequency_ref": None if frequencies is None else ray.put(frequencies)},
         )
-        for block in scored.iter_batches(batch_size=None, batch_format="pandas"):
-            yield block
+        try:
+            yield from scored.iter_batches(batch_size=None, batch_format="pandas")
+        except ray.exceptions.RayError as exc:
+            cause = getattr(exc, "cause", None) or exc
+            lines = [line for line in str(cause).strip().splitlines() if line.strip()] or [type(cause).__name__]
+            raise ValueError(f"a Ray worker failed: {lines[-1][:300]}") from exc
     finally:
         if started_here:
             ray.shutdown()

@@ -528,6 +528,8 @@ def score_corpus(manifest: Manifest, out, *, profile: str | None = None, metrics
         raise ValueError("the ray engine needs Ray: pip install 'caplens[ray]'")
     if engine == "local" and (ray_address or actors not in (None, 1)):
         raise ValueError("--ray-address and --actors go with the ray engine")
+    if actors is not None and actors < 1:
+        raise ValueError("--actors must be at least 1")
     started = time.perf_counter()
     out = Path(out)
     plan = plan_corpus(manifest, out, profile=profile, metrics=metrics, device=device, batch_rows=batch_rows,
