@@ -82,6 +82,8 @@ class CorpusPlan:
 
 @dataclass
 class CorpusReport:
+    """What a run did, for the command's closing lines and for callers."""
+
     out: Path
     engine: str
     total_rows: int
