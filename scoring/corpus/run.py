@@ -268,9 +268,10 @@ def _image_bytes(image: str) -> bytes:
     return Path(image).read_bytes()
 
 
-def _decodable_image(image: str) -> tuple[bytes | None, str | None]:
-    """(bytes, None) for an image that decodes, else (None, reason)."""
-    from scoring.images import load_image
+def _image_data(image: str) -> tuple[bytes | None, str | None]:
+    """(bytes, None) for a file or URL whose image header reads (no pixel is decoded here: the
+    scorer decodes once), else (None, reason)."""
+    from scoring.images import ImageDecodeError, open_checked
 
     try:
         data = _image_bytes(image)
@@ -281,10 +282,14 @@ def _decodable_image(image: str) -> tuple[bytes | None, str | None]:
     except ValueError as exc:  # a malformed URL
         return None, f"cannot read image: {exc}"
     try:
-        load_image(data)
-    except OSError:
-        return None, "unreadable image: not a decodable image file"
+        open_checked(data, _image_name(image))
+    except ImageDecodeError as exc:
+        return None, str(exc)
     return data, None
+
+
+def _image_name(image: str) -> str:
+    return image.rstrip("/").rsplit("/", 1)[-1] or image
 
 
 class ShardScorer:
@@ -322,7 +327,7 @@ class ShardScorer:
             if not reason and not str(row["candidate"]).strip():
                 reason = "empty caption"
             if not reason:
-                data, reason = _decodable_image(row["image"])
+                data, reason = _image_data(row["image"])
             if reason:
                 records.append({**_record(row, "error"), "reason": reason})
                 continue
@@ -337,7 +342,7 @@ class ShardScorer:
             # run that wrote the others (or an earlier run found one unavailable).
             wanted = {name for row in scored_rows for name in row["metrics"]}
             versions = {m.name: m for m in self.metrics if m.name in wanted}
-            results = self.scorer.score(items, list(versions), cider_document_frequency=self.cider_document_frequency)
+            results, items, scored_rows = self._score(items, scored_rows, list(versions), records)
             for name, result in results.items():
                 plan = versions[name]
                 if result.unavailable:
@@ -350,6 +355,30 @@ class ShardScorer:
         frame = pd.DataFrame(records, columns=RECORD_COLUMNS)
         frame["score"] = frame["score"].astype("float64")
         return frame
+
+    def _score(self, items: list, rows: list[dict], metrics: list[str], records: list[dict]):
+        """Scorer results for `items`; when an image's pixels turn out damaged (its header
+        read), each image is decoded alone to find the bad rows, which become error records,
+        and the others are scored without them."""
+        from scoring.images import ImageDecodeError, decode_image
+
+        try:
+            return self.scorer.score(items, metrics, cider_document_frequency=self.cider_document_frequency), items, rows
+        except ImageDecodeError:
+            kept_items, kept_rows = [], []
+            for item, row in zip(items, rows):
+                try:
+                    decode_image(item.image, _image_name(row["image"]))
+                except ImageDecodeError as exc:
+                    records.append({**_record(row, "error"), "reason": str(exc)})
+                    continue
+                kept_items.append(item)
+                kept_rows.append(row)
+            if not kept_items:
+                return {}, kept_items, kept_rows
+            self.scorer.clear_caches()
+            results = self.scorer.score(kept_items, metrics, cider_document_frequency=self.cider_document_frequency)
+            return results, kept_items, kept_rows
 
 
 def _record(row: dict, status: str) -> dict:
@@ -406,7 +435,7 @@ class ResultWriter:
         for batch, group in records.groupby("batch", sort=True):
             self.unavailable.update(zip(group.loc[group["status"] == "unavailable", "metric"],
                                         group.loc[group["status"] == "unavailable", "reason"]))
-            errors = group[group["status"] == "error"]
+            errors = group[group["status"] == "error"].sort_values("row")
             scores = group[group["status"] == "ok"]
             fresh = [(m, i, n, v) not in self.already_scored for m, i, n, v in
                      zip(scores["model"], scores["id"], scores["metric"], scores["metric_version"])]

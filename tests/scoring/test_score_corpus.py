@@ -132,6 +132,8 @@ def test_corpus_cider_equals_caplens_score(single_process, world_corpus, java, c
 
 def test_bad_rows_land_in_the_errors_file_and_the_run_goes_on(world_corpus, tmp_path, capsys):
     (tmp_path / "not-an-image.png").write_text("plain text")
+    whole = (world_corpus / "images" / "world-1000001.png").read_bytes()
+    (tmp_path / "truncated.png").write_bytes(whole[: len(whole) // 2])  # the header reads, the pixels do not
     good = {"model": "m", "image": str(world_corpus / "images" / "world-1000000.png"), "candidate": "a small blue square"}
     lines = [
         json.dumps({**good, "id": "ok-1"}),
@@ -143,27 +145,29 @@ def test_bad_rows_land_in_the_errors_file_and_the_run_goes_on(world_corpus, tmp_
         json.dumps({**good, "id": "no-image", "image": ""}),
         json.dumps({**good, "id": "ok-2"}),
         json.dumps({**good, "id": "by-url", "image": "file://" + good["image"]}),
+        json.dumps({**good, "id": "truncated", "image": "truncated.png"}),
     ]
     (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
     code = main(["score-corpus", str(tmp_path / "bad.jsonl"), "--out", str(out), "--engine", "local",
                  "--profile", "world", "--metrics", "CLIP-S", "--quiet"])
     printed = capsys.readouterr().out
-    assert code == 0 and "9 rows: 9 scored now, 0 already done, 6 in errors.jsonl" in printed
+    assert code == 0 and "10 rows: 10 scored now, 0 already done, 7 in errors.jsonl" in printed
     errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
     assert [(e["row"], e["id"], e["reason"]) for e in errors] == [
         (2, "empty", "empty caption"),
-        (3, "text-file", "unreadable image: not a decodable image file"),
+        (3, "text-file", "not-an-image.png: not an image (or a format Pillow cannot read)."),
         (4, "missing", "image not found"),
         (5, "ok-1", "duplicate id 'ok-1' for model 'm'"),
         (6, "#6", "line 6 is not valid JSON (Expecting property name enclosed in double quotes)"),
         (7, "no-image", "no image given"),
+        (10, "truncated", "truncated.png: the image is damaged or truncated (image file is truncated)."),
     ]
     scores = read_scores(out)
     assert sorted(scores["id"]) == ["by-url", "ok-1", "ok-2"] and scores["score"].nunique() == 1  # one image
     assert main(["score-corpus", str(tmp_path / "bad.jsonl"), "--out", str(out), "--engine", "local",
                  "--profile", "world", "--metrics", "CLIP-S", "--quiet"]) == 0
-    assert "0 scored now, 9 already done, 6 in errors.jsonl" in capsys.readouterr().out
+    assert "0 scored now, 10 already done, 7 in errors.jsonl" in capsys.readouterr().out
 
 
 def test_csv_parquet_and_coco_manifests_read_the_same_rows(world_corpus, tmp_path):
