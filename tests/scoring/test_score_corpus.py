@@ -192,7 +192,9 @@ def test_csv_parquet_and_coco_manifests_read_the_same_rows(world_corpus, tmp_pat
         open_manifest(tmp_path / "good.json")
 
 
-def test_a_metric_added_later_is_written_alone_and_unavailable_ones_do_not_keep_rows_pending(world_corpus, tmp_path):
+def test_a_metric_added_later_is_written_alone_and_unavailable_ones_do_not_keep_rows_pending(
+        world_corpus, tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPLENS_REGISTRY_PACS_PATH", str(tmp_path / "no-pacs-here"))
     manifest = tmp_path / "small.jsonl"
     manifest.write_text("".join((world_corpus / "manifest.jsonl").read_text().splitlines(keepends=True)[:30]))
     out = tmp_path / "out"
@@ -201,7 +203,7 @@ def test_a_metric_added_later_is_written_alone_and_unavailable_ones_do_not_keep_
         return score_corpus(open_manifest(manifest, image_root=world_corpus), out, profile="world", metrics=metrics,
                             engine="local", batch_rows=BATCH, n_boot=0)
 
-    first = run(["CLIP-S", "PAC-S"])  # PAC-S has no world checkpoint here
+    first = run(["CLIP-S", "PAC-S"])  # PAC-S's checkpoint is pointed at a missing folder
     assert first.scored_rows == 30 and first.unavailable["PAC-S"].startswith("checkpoint not found")
     assert run(["CLIP-S", "PAC-S"]).scored_rows == 0  # the known-unavailable metric does not make rows pending
     added = run(["CLIP-S", "MCS", "PAC-S"])
