@@ -9,12 +9,12 @@ import torch
 
 from scoring import stages
 from scoring.backbones import Placement, fingerprint, inference
-from scoring.backbones.text import quiet_length_warnings, tokenize_truncating
+from scoring.backbones.text import TextModelBackbone, tokenize_truncating
 from scoring.batching import map_halving, memory_batch_size
 from scoring.cache import LRUCache
 from scoring.conversion import load_state_dict, openai_to_transformers
 from scoring.images import ImageInput, image_key
-from scoring.pixels import ImagePipeline, PreprocessConfig, encode_images
+from scoring.pixels import encode_images
 from scoring.registry import BackboneSpec
 
 
@@ -23,7 +23,7 @@ def normalised(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.normalize(x.float(), dim=-1)
 
 
-class ClipBackbone:
+class ClipBackbone(TextModelBackbone):
     """Image and text towers with content-addressed embedding caches.
 
     Embeddings are L2-normalised float32 numpy rows. Only inputs missing from the cache are
@@ -32,18 +32,8 @@ class ClipBackbone:
     """
 
     def __init__(self, spec: BackboneSpec, model, tokenizer, image_processor, placement: Placement, print_: str):
-        self.spec = spec
-        self.label = spec.label
-        self.placement = placement
-        self.model = model.to(device=placement.device, dtype=placement.dtype).eval()
-        self.tokenizer = tokenizer
-        quiet_length_warnings(tokenizer)
-        self.image_processor = image_processor
-        self.preprocess = PreprocessConfig.of(image_processor)
-        self.pipeline = ImagePipeline(placement.device)
-        limit = model.config.text_config.max_position_embeddings
-        self.max_tokens = min(spec.max_tokens or limit, limit)
-        self.fingerprint = print_
+        super().__init__(spec, model, tokenizer, placement, print_)
+        self.use_image_processor(image_processor)
         self.image_cache = LRUCache(65536)
         self.text_cache = LRUCache(65536)
         self.text_batch_size = text_batch_size(placement, model.config.text_config.hidden_size, self.max_tokens)

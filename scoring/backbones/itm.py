@@ -23,12 +23,11 @@ import torch
 from scoring import stages
 from scoring.backbones import Placement, fingerprint, inference
 from scoring.backbones.clip import vision_bytes_per_item
-from scoring.backbones.text import quiet_length_warnings, tokenize_truncating
+from scoring.backbones.text import TextModelBackbone, tokenize_truncating
 from scoring.batching import map_halving, memory_batch_size
 from scoring.cache import LRUCache
 from scoring.conversion import load_state_dict
 from scoring.images import ImageInput, image_key
-from scoring.pixels import ImagePipeline, PreprocessConfig
 from scoring.registry import BackboneSpec
 
 ONE_LOGIT_HEAD_FILE = "umic_head.safetensors"
@@ -61,23 +60,13 @@ def read_one_logit_head(path: Path, hidden: int) -> tuple[torch.Tensor, torch.Te
     return tensors[found[0] + "weight"].float(), tensors[found[0] + "bias"].float()
 
 
-class ItmBackbone:
+class ItmBackbone(TextModelBackbone):
     """P(match) for (image, text) pairs; vision states and pair scores are cached."""
 
     def __init__(self, spec, model, tokenizer, image_processor, placement: Placement, print_: str,
                  folder: Path | None = None):
-        self.spec = spec
-        self.label = spec.label
-        self.placement = placement
-        self.model = model.to(device=placement.device, dtype=placement.dtype).eval()
-        self.tokenizer = tokenizer
-        quiet_length_warnings(self.tokenizer)
-        self.image_processor = image_processor
-        self.preprocess = PreprocessConfig.of(image_processor)
-        self.pipeline = ImagePipeline(placement.device)
-        limit = model.config.text_config.max_position_embeddings
-        self.max_tokens = min(spec.max_tokens or limit, limit)
-        self.fingerprint = print_
+        super().__init__(spec, model, tokenizer, placement, print_)
+        self.use_image_processor(image_processor)
         self.vision_cache = LRUCache(64)  # full patch states are large (~1.7 MB each for ViT-B): keep few
         self.pair_cache = LRUCache(65536)
         per_pair = vision_bytes_per_item(model.config.vision_config, placement.dtype) * 2

@@ -17,7 +17,7 @@ import torch
 
 from scoring.backbones import Placement, fingerprint, inference
 from scoring.backbones.clip import encode_cached_texts, normalised, text_batch_size
-from scoring.backbones.text import quiet_length_warnings, tokenize_truncating
+from scoring.backbones.text import TextModelBackbone, tokenize_truncating
 from scoring.cache import LRUCache
 from scoring.registry import BackboneSpec
 
@@ -53,20 +53,14 @@ def _load_dense(folder: Path) -> torch.nn.Sequential:
     return torch.nn.Sequential(linear, _ACTIVATIONS[activation]())
 
 
-class MultilingualTextEncoder:
+class MultilingualTextEncoder(TextModelBackbone):
     """transformer → pooling (mean or CLS) → dense; normalised embeddings, cached by text."""
 
     def __init__(self, spec, model, tokenizer, pooling: str, dense, max_tokens: int, placement: Placement, print_: str):
-        self.spec = spec
-        self.label = spec.label
-        self.placement = placement
-        self.model = model.to(device=placement.device, dtype=placement.dtype).eval()
-        self.tokenizer = tokenizer
-        quiet_length_warnings(tokenizer)
+        super().__init__(spec, model, tokenizer, placement, print_)
         self.pooling = pooling
         self.dense = dense.to(device=placement.device, dtype=placement.dtype).eval()
         self.max_tokens = min(spec.max_tokens or max_tokens, max_tokens)
-        self.fingerprint = print_
         self.text_cache = LRUCache(65536)
         self.text_batch_size = text_batch_size(placement, model.config.hidden_size, self.max_tokens)
         self.embedding_dim = dense[0].out_features

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from scoring.cache import LRUCache
+from scoring.pixels import ImagePipeline, PreprocessConfig
 
 TOKEN_CACHE = LRUCache(262144)
 
@@ -65,3 +66,27 @@ def tokenize_truncating(tokenizer, texts: list[str], limit: int) -> tuple[torch.
 def quiet_length_warnings(tokenizer) -> None:
     """The limit is enforced by tokenize_truncating; stop the tokenizer warning about it."""
     tokenizer.model_max_length = 1_000_000
+
+
+class TextModelBackbone:
+    """What every backbone with a text tower sets up alike: its registry entry, the model on the
+    device in the placement's precision, the tokenizer (length warnings quieted, since over-long
+    captions are cut and flagged here) and the checkpoint fingerprint its caches are keyed by."""
+
+    def __init__(self, spec, model, tokenizer, placement, print_: str):
+        self.spec = spec
+        self.label = spec.label
+        self.placement = placement
+        self.model = model.to(device=placement.device, dtype=placement.dtype).eval()
+        self.tokenizer = tokenizer
+        quiet_length_warnings(tokenizer)
+        self.fingerprint = print_
+
+    def use_image_processor(self, image_processor) -> None:
+        """An image tower's recipe: its processor, the preprocessing it implies, the shared pipeline,
+        and the text length the model's position table allows."""
+        self.image_processor = image_processor
+        self.preprocess = PreprocessConfig.of(image_processor)
+        self.pipeline = ImagePipeline(self.placement.device)
+        limit = self.model.config.text_config.max_position_embeddings
+        self.max_tokens = min(self.spec.max_tokens or limit, limit)
