@@ -95,6 +95,12 @@ def rows_with(context: ScoreContext, *, image: bool = False, references: bool = 
     return picked
 
 
+def nothing_scored(context: ScoreContext) -> MetricOutput:
+    """The output when no item has what the metric needs: no value anywhere, nothing cut."""
+    n = len(context.items)
+    return MetricOutput([None] * n, [False] * n)
+
+
 def scatter(n: int, rows: list[int], values, flags=None) -> tuple[list[float | None], list[bool]]:
     out: list[float | None] = [None] * n
     truncated = [False] * n

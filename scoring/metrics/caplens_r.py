@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from scoring.metrics.base import MetricInfo, MetricOutput, MetricUnavailable, ScoreContext, rows_with, scatter
+from scoring.metrics.base import MetricInfo, MetricOutput, MetricUnavailable, ScoreContext, nothing_scored, rows_with, scatter
 
 CITATION = "CapLens-R (CapLens's own learned metric; in the spirit of Wada et al., Polos, CVPR 2024)"
 SCALARS = 5  # cos(i, c), max_r cos(c, r), mean_r cos(c, r), cos(i, r̄), has references
@@ -131,9 +131,8 @@ class CaplensR:
 
     def compute(self, context: ScoreContext) -> MetricOutput:
         rows = rows_with(context, image=True)
-        n = len(context.items)
         if not rows:
-            return MetricOutput([None] * n, [False] * n)
+            return nothing_scored(context)
         head = context.backbone(self.spec.backbone)
         text_name = self.spec.extra.get("text_backbone") or head.about.get("text_backbone")
         vision_name = self.spec.vision_backbone or head.about.get("vision_backbone")
@@ -143,5 +142,5 @@ class CaplensR:
         x = embed_items(context.backbone(text_name), context.backbone(vision_name), [it.image for it in items],
                         [context.image_keys[i] for i in rows], [it.candidate for it in items],
                         [list(it.references) for it in items])
-        values, truncated = scatter(n, rows, np.clip(head.predict(x), 0.0, 1.0), [False] * len(rows))
+        values, truncated = scatter(len(context.items), rows, np.clip(head.predict(x), 0.0, 1.0), [False] * len(rows))
         return MetricOutput(values, truncated)

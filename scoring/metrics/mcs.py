@@ -6,7 +6,7 @@ fine-tuned for perturbation robustness.  No prompt prefix (it is English-only).
 """
 from __future__ import annotations
 
-from scoring.metrics.base import EmbeddingRequest, MetricInfo, MetricOutput, ScoreContext, rows_with, scatter
+from scoring.metrics.base import EmbeddingRequest, MetricInfo, MetricOutput, ScoreContext, nothing_scored, rows_with, scatter
 from scoring.metrics.clip_score import clip_score
 
 CITATION = (
@@ -46,9 +46,8 @@ class MultilingualClipScore:
 
     def compute(self, context: ScoreContext) -> MetricOutput:
         rows = rows_with(context, image=True)
-        n = len(context.items)
         if not rows:
-            return MetricOutput([None] * n, [False] * n)
+            return nothing_scored(context)
         text_encoder = context.backbone(self.spec.backbone)
         vision = context.backbone(self.spec.vision_backbone)
         texts, flags = text_encoder.text_embeddings([self.spec.prefix + context.items[i].candidate for i in rows])
@@ -59,5 +58,5 @@ class MultilingualClipScore:
             raise MetricUnavailable(
                 f"text encoder outputs {texts.shape[1]} dims but the vision tower {images.shape[1]}"
             )
-        values, truncated = scatter(n, rows, clip_score(images, texts, self.spec.w), flags)
+        values, truncated = scatter(len(context.items), rows, clip_score(images, texts, self.spec.w), flags)
         return MetricOutput(values, truncated)

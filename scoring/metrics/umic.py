@@ -10,7 +10,7 @@ heads are read in :mod:`scoring.backbones.itm`.
 """
 from __future__ import annotations
 
-from scoring.metrics.base import MetricInfo, MetricOutput, ScoreContext, rows_with, scatter
+from scoring.metrics.base import MetricInfo, MetricOutput, ScoreContext, nothing_scored, rows_with, scatter
 
 CITATION = "Lee et al., UMIC: An Unreferenced Metric for Image Captioning via Contrastive Learning, ACL 2021"
 STAND_IN = "BLIP ITM stands in for UNITER, which needs detector region features."
@@ -42,9 +42,8 @@ class ImageTextMatch:
 
     def compute(self, context: ScoreContext) -> MetricOutput:
         rows = rows_with(context, image=True)
-        n = len(context.items)
         if not rows:
-            return MetricOutput([None] * n, [False] * n)
+            return nothing_scored(context)
         backbone = context.backbone(self.spec.backbone)
         probs, flags = backbone.match_probability(
             [context.items[i].image for i in rows],
@@ -52,5 +51,5 @@ class ImageTextMatch:
             [context.image_keys[i] for i in rows],
             head=self.head,
         )
-        values, truncated = scatter(n, rows, probs, flags)
+        values, truncated = scatter(len(context.items), rows, probs, flags)
         return MetricOutput(values, truncated)
