@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import secrets
 import shutil
 from dataclasses import dataclass
@@ -158,15 +159,22 @@ def hand_out(token: str | None, paths: Sequence[str | None], files_root: Path) -
     for a front end to serve to this session only. NotLoggedIn when the session is not live."""
     with database_session(read_only=True) as session:
         digest = _live_session(session, token).token_hash
-    copies = []
-    for path in paths:
-        if path is None:
-            copies.append(None)
-            continue
-        folder = Path(files_root) / _files_folder(digest) / secrets.token_hex(8)
-        folder.mkdir(parents=True)
-        copies.append(shutil.copyfile(path, folder / Path(path).name))
-    return [None if copy is None else str(copy) for copy in copies]
+    return [None if path is None else str(_copy_once(Path(path), Path(files_root) / _files_folder(digest)))
+            for path in paths]
+
+
+def _copy_once(source: Path, folder: Path) -> Path:
+    """`source` copied into `folder`, once per file version (a stored image shown again is not
+    copied again; a new export, a new temporary file, is), written whole before it appears."""
+    stat = source.stat()
+    version = hashlib.sha256(f"{source.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode("utf-8"))
+    target = folder / version.hexdigest()[:16] / source.name
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{secrets.token_hex(4)}.part")
+        shutil.copyfile(source, partial)
+        os.replace(partial, target)
+    return target
 
 
 def may_fetch(token: str | None, path: str | Path, files_root: Path) -> bool:

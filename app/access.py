@@ -6,7 +6,9 @@ through `launch(app_kwargs=app_kwargs())`.
   passes through a Gradio component or a Gradio session; the Annotate tab's login button calls
   it from the page. POST /caplens/logout ends the session and deletes the cookie.
 - Files handed to a session (`app.session.private_copies`) are served only to a request that
-  carries that session's token (cookie or X-CapLens-Token header); anyone else gets 404.
+  carries that session's token (cookie or X-CapLens-Token header); anyone else gets 404. A
+  request another site's page sent does not use the cookie (`app.session.cross_site`), and
+  the login and logout routes refuse it.
 - The named routes that run an event by name (/gradio_api/call/…) answer only for the
   documented endpoints (`app.api.ENDPOINTS`); /gradio_api/run and /gradio_api/api, which run
   any event directly, and /gradio_api/deep_link, which would copy out every value of the
@@ -26,7 +28,7 @@ from starlette.routing import Route
 
 from annotation.auth_sessions import SESSION_LIFETIME, TooManyAttempts, log_in, log_out, may_fetch
 from app.api import ENDPOINTS
-from app.session import TOKEN_COOKIE, client_address, login_message, private_files_root, request_token
+from app.session import TOKEN_COOKIE, client_address, cross_site, login_message, private_files_root, request_token
 
 LOGIN_PATH = "/caplens/login"
 LOGOUT_PATH = "/caplens/logout"
@@ -39,6 +41,8 @@ def _secure(request: Request) -> bool:
 
 async def login_route(request: Request) -> JSONResponse:
     """{"ok", "message"}; the token goes only into the HttpOnly cookie."""
+    if cross_site(request):
+        return JSONResponse({"ok": False, "message": "Log in from CapLens's own page."}, status_code=403)
     try:
         body = await request.json()
         name, password = str(body.get("name") or ""), str(body.get("password") or "")
@@ -59,6 +63,8 @@ async def login_route(request: Request) -> JSONResponse:
 
 
 async def logout_route(request: Request) -> JSONResponse:
+    if cross_site(request):
+        return JSONResponse({"ok": False, "message": "Log out from CapLens's own page."}, status_code=403)
     await run_in_threadpool(log_out, request_token(request), private_files_root())
     response = JSONResponse({"ok": True, "message": "Not logged in."})
     response.delete_cookie(TOKEN_COOKIE, path="/")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import gradio as gr
 from gradio.utils import get_upload_folder
@@ -23,11 +24,27 @@ TOKEN_HEADER = "x-caplens-token"
 PRIVATE_FILES_DIR = "caplens-private"
 
 
+def cross_site(request) -> bool:
+    """Whether a browser sent this request for another site's page. The cookie must be
+    SameSite=None on a Space (its page is a cross-site iframe), and Gradio's CORS allows any
+    origin with credentials there, so such a request carries the cookie but must not use it."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        return site not in ("same-origin", "none")
+    origin = request.headers.get("origin")
+    return origin is not None and urlsplit(origin).netloc not in (request.headers.get("host"),
+                                                                    request.headers.get("x-forwarded-host"))
+
+
 def request_token(request) -> str | None:
-    """The session token a request (gr.Request or Starlette's) carries: header, else cookie."""
+    """The session token a request (gr.Request or Starlette's) carries: the header, else the
+    cookie unless another site sent the request."""
     if request is None:
         return None
-    return request.headers.get(TOKEN_HEADER) or request.cookies.get(TOKEN_COOKIE) or None
+    token = request.headers.get(TOKEN_HEADER)
+    if not token and not cross_site(request):
+        token = request.cookies.get(TOKEN_COOKIE)
+    return token or None
 
 
 def client_address(request) -> str | None:

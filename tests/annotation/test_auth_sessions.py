@@ -164,6 +164,7 @@ def test_files_are_handed_to_one_live_session_only(people, clock, tmp_path):
     amy, rex = log_in("amy", PASSWORDS["amy"], None), log_in("rex", PASSWORDS["rex"], None)
     copy, nothing = hand_out(amy.token, [str(source), None], root)
     assert nothing is None and open(copy, "rb").read() == b"pixels"
+    assert hand_out(amy.token, [str(source)], root) == [copy]  # shown again: the same copy
     assert copy.startswith(str(root)) and "amy" not in copy and amy.token not in copy
     theirs = hand_out(rex.token, [str(source)], root)[0]
     assert may_fetch(amy.token, copy, root)
@@ -175,3 +176,6 @@ def test_files_are_handed_to_one_live_session_only(people, clock, tmp_path):
     assert not Path(copy).exists() and may_fetch(rex.token, theirs, root)
     with pytest.raises(NotLoggedIn, match="log in again"):
         hand_out(amy.token, [str(source)], root)
+    source.write_bytes(b"other pixels")  # a new version of the file is a new copy
+    again = hand_out(rex.token, [str(source)], root)[0]
+    assert again != theirs and open(again, "rb").read() == b"other pixels" and open(theirs, "rb").read() == b"pixels"

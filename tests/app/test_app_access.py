@@ -176,3 +176,19 @@ def test_the_login_route_throttles_and_says_when_to_retry(server):
     finally:  # this address (127.0.0.1) is every test's: forget its failures
         with database_session() as session:
             session.execute(delete(LoginFailure))
+
+
+@pytest.mark.parametrize("headers", [{"sec-fetch-site": "cross-site"}, {"origin": "https://elsewhere.example"}])
+def test_a_request_another_site_sends_does_not_use_the_cookie(server, headers):
+    researcher = browser_login(server, *server.researcher)
+    file = export(researcher, server)[0]
+    same_site = {"sec-fetch-site": "same-origin", "origin": server.url.rstrip("/")}
+    assert researcher.get(file["url"], headers=same_site).status_code == 200
+    forged = httpx.Client(timeout=60, cookies=researcher.cookies, headers=headers)
+    assert forged.get(file["url"]).status_code == 404
+    assert "Log in first" in export(forged, server)[2]
+    login = forged.post(f"{server.url}caplens/login",
+                        json={"name": server.annotator[0], "password": server.annotator[1]})
+    assert login.status_code == 403 and TOKEN_COOKIE not in login.headers.get("set-cookie", "")
+    assert forged.post(f"{server.url}caplens/logout").status_code == 403
+    assert researcher.get(file["url"]).status_code == 200  # the forged logout ended nothing
