@@ -30,6 +30,8 @@ async (name, password) => {
   return [name, message];
 }
 """
+COOKIE_REFUSED = ("Logged in, but this browser did not keep the login cookie. If the app is embedded in another "
+                  "site (a Space on huggingface.co), open it at its own address, or allow its cookies.")
 LOGOUT_JS = """
 async () => {
   try { await fetch("caplens/logout", {method: "POST", credentials: "same-origin"}); } catch (error) {}
@@ -161,7 +163,10 @@ def build(user_state: gr.State):
 
     def on_login(_user_name, message, request: gr.Request):
         """After the page's call to the login route: whom the session cookie names now."""
-        return *shown_login(request, message), ""
+        login, status, tabs = shown_login(request, message)
+        if login is None and not message:  # the route said yes, but the browser kept no cookie
+            status = COOKIE_REFUSED
+        return login, status, tabs, ""
 
     login_outputs = [user_state, login_status, work_tabs, password]
     for trigger in (login_button.click, password.submit):
