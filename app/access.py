@@ -55,6 +55,7 @@ async def login_route(request: Request) -> JSONResponse:
                             headers={"Retry-After": str(exc.retry_after)})
     except PermissionError as exc:
         return JSONResponse({"ok": False, "message": str(exc)}, status_code=401)
+    await run_in_threadpool(log_out, request_token(request), private_files_root())  # the login it replaces
     response = JSONResponse({"ok": True, "message": login_message(login.account.name, login.account.role)})
     secure = _secure(request)  # a Space runs in a cross-site iframe: its cookie must be SameSite=None; Secure
     response.set_cookie(TOKEN_COOKIE, login.token, max_age=int(SESSION_LIFETIME.total_seconds()), path="/",

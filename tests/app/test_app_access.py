@@ -155,7 +155,11 @@ def test_login_route_sets_an_http_only_cookie_and_says_why_it_refused(server):
     assert right.json() == {"ok": True, "message": f"Logged in as {server.annotator[0]} (annotator)."}
     cookie = right.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=lax" in cookie and "Path=/" in cookie
-    assert http.cookies[TOKEN_COOKIE] not in right.text
+    first = http.cookies[TOKEN_COOKIE]
+    assert first not in right.text
+    http.post(f"{server.url}caplens/login", json={"name": server.researcher[0], "password": server.researcher[1]})
+    assert http.cookies[TOKEN_COOKIE] != first  # a new login replaces the page's session and ends the old one
+    assert "log in again" in export(httpx.Client(timeout=60, cookies={TOKEN_COOKIE: first}), server)[2]
 
 
 def test_the_login_route_throttles_and_says_when_to_retry(server):
