@@ -1,9 +1,10 @@
-"""The account behind an interactive session (the web app, its API): logging in, and running
-one action as that account in one transaction.
+"""The account behind an interactive session (the web app, its API): running one action as
+that account in one transaction.
 
-A front end keeps only the account's id between requests; every action re-reads the account
-from the database (`acting`), so a deleted account or a changed role takes effect at once.
-Role checks stay in the library functions each action calls.
+A front end resolves its session token to the account on every request
+(`annotation.auth_sessions`, which also logs in and out) and passes the account's id here;
+every action re-reads the account from the database (`acting`), so a deleted account or a
+changed role takes effect at once. Role checks stay in the library functions each action calls.
 """
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-from annotation.accounts import authenticate
 from annotation.captions import list_collections
 from annotation.database import database_session
 from db.models import User
@@ -23,23 +23,11 @@ class NotLoggedIn(PermissionError):
 
 @dataclass(frozen=True)
 class Account:
-    """What a front end may keep about the logged-in account between requests."""
+    """The logged-in account of a session, as a front end shows it."""
 
     id: int
     name: str
     role: str
-
-
-def log_in(name: str, password: str) -> Account:
-    """The account for this name and password; PermissionError (one message for a wrong name
-    or a wrong password) otherwise."""
-    if not name or not password:
-        raise PermissionError("Enter your user name and password.")
-    with database_session() as session:
-        user = authenticate(session, name.strip(), password)
-        if user is None:
-            raise PermissionError("Wrong user name or password.")
-        return Account(user.id, user.name, user.role)
 
 
 @contextmanager

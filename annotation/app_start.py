@@ -1,6 +1,6 @@
 """What a server needs from the database before it serves: the schema, on a first run the
-demo collection and one account to log in with, and the folder of stored images it may
-hand to browsers."""
+demo collection and one account to log in with, and the folders it must never hand to
+browsers."""
 from __future__ import annotations
 
 import secrets
@@ -10,8 +10,9 @@ from sqlalchemy import select
 
 from annotation.demo_seed import seed_demo_if_empty
 from annotation.accounts import create_user
-from annotation.database import database_session, image_store_dir, open_database
+from annotation.database import database_session, open_database
 from db.models import User
+from scoring.paths import data_dir
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ def prepare_database(seed_demo: bool, login_name: str) -> FirstRun:
     return FirstRun(report.get("collection", "world-demo"), create_first_login(login_name, "researcher"))
 
 
-def served_image_folders() -> list[str]:
-    """Folders a server may serve files from: the image store (thumbnails, opening a case)."""
-    return [str(image_store_dir())]
+def unserved_folders() -> list[str]:
+    """Folders a server must never serve or copy a file out of: the data directory (database,
+    image store, configuration). A stored file reaches a browser only as a copy handed to one
+    session (`annotation.auth_sessions.hand_out`)."""
+    return [str(data_dir(create=True))]

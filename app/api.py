@@ -1,15 +1,20 @@
 """Named API endpoints for `gradio_client`: /score, /perturb, /login, /next_item, /rate.
 
 They are wired to hidden components so their signatures stay small and stable whatever the
-visible layout does, and they share the library calls of the tabs.
+visible layout does, and they share the library calls of the tabs. /login returns a session
+token; /next_item and /rate act as the session whose token the request carries in the
+`X-CapLens-Token` header (`Client(url, headers={"X-CapLens-Token": token})`), and the library
+checks that account's role. These are the only endpoints the API lists or `app.access` lets
+through its named routes; every other event handler is private.
 """
 from __future__ import annotations
 
 import gradio as gr
 
+from annotation.auth_sessions import log_in
 from annotation.queue_screens import rate, rating_screen
 from app import engine, render
-from app.session import account_id, login
+from app.session import account_id, client_address, login_message
 from app.tabs.score import load_images, split_lines
 from scoring.language_id import AUTO
 from scoring.perturb.lab import parse_critical, perturb_caption
@@ -59,18 +64,25 @@ def perturb_endpoint(text: str, op: str, p: float, seed: float, lang: str, criti
     return [r.to_dict() | {"noop_reason": r.noop_reason} for r in results]
 
 
-def login_endpoint(name: str, password: str):
-    """Log this client session in; later /rate and /next_item calls act as that user."""
-    state, message = login(name, password)
-    if state is None:
-        raise gr.Error(message)
-    return {"user": state["name"], "role": state["role"], "message": message}, state
+ENDPOINTS = ("score", "perturb", "login", "next_item", "rate")
 
 
-def next_item_endpoint(collection: str, user_state: dict | None) -> dict:
+def login_endpoint(name: str, password: str, request: gr.Request) -> dict:
+    """A new session: its token, for the X-CapLens-Token header of later calls, and when it
+    expires. Throttled per account and per client like every login."""
+    try:
+        login = log_in(name, password, client_address(request))
+    except PermissionError as exc:
+        raise gr.Error(str(exc)) from None
+    return {"user": login.account.name, "role": login.account.role, "token": login.token,
+            "expires_at": login.expires_at.isoformat(),
+            "message": login_message(login.account.name, login.account.role)}
+
+
+def next_item_endpoint(collection: str, request: gr.Request) -> dict:
     """The next caption this user should rate in `collection` (caption_id None when done)."""
     try:
-        screen = rating_screen(account_id(user_state), collection)
+        screen = rating_screen(account_id(request), collection)
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
     return {"caption_id": screen.caption_id, "text": screen.text, "language": screen.language,
@@ -78,12 +90,12 @@ def next_item_endpoint(collection: str, user_state: dict | None) -> dict:
 
 
 def rate_endpoint(caption_id: float, overall: float, fluency: float | None, relevance: float | None,
-                  descriptiveness: float | None, user_state: dict | None) -> dict:
+                  descriptiveness: float | None, request: gr.Request) -> dict:
     """Rate a caption as the logged-in user (0-1 each; aspects optional)."""
     if caption_id is None or overall is None:
         raise gr.Error("caption_id and overall are required")
     try:
-        return rate(account_id(user_state), int(caption_id), float(overall), fluency, relevance, descriptiveness)
+        return rate(account_id(request), int(caption_id), float(overall), fluency, relevance, descriptiveness)
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
 
@@ -94,9 +106,8 @@ def _endpoint(api_name: str, fn, inputs: list, result_label: str, extra_outputs:
     gr.Button(api_name).click(fn, inputs, [result, *extra_outputs], api_name=api_name)
 
 
-def build(ctx: engine.AppContext, user_state: gr.State) -> None:
-    """Hidden components and the named endpoints bound to them. `user_state` is the
-    Annotate tab's per-session login, so an API client logs in once per Client."""
+def build(ctx: engine.AppContext) -> None:
+    """Hidden components and the named endpoints bound to them."""
     score_cache = gr.State({})
 
     def score_api(image_path, captions_text, references_text, lang_code, metric_list, cache):
@@ -114,8 +125,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
                                                 gr.Textbox(label="lang", value=AUTO), gr.Textbox(label="critical")],
                   "perturbations")
         _endpoint("login", login_endpoint, [gr.Textbox(label="name"), gr.Textbox(label="password", type="password")],
-                  "login", (user_state,))
-        _endpoint("next_item", next_item_endpoint, [gr.Textbox(label="collection"), user_state], "item")
+                  "login")
+        _endpoint("next_item", next_item_endpoint, [gr.Textbox(label="collection")], "item")
         aspects = [gr.Number(label=name, value=None) for name in ("fluency", "relevance", "descriptiveness")]
         _endpoint("rate", rate_endpoint, [gr.Number(label="caption_id", precision=0), gr.Number(label="overall"),
-                                          *aspects, user_state], "rating")
+                                          *aspects], "rating")

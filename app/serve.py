@@ -50,9 +50,11 @@ def _prepare(seed_demo: bool = True) -> None:
 
 
 def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
-    """Arguments for `Blocks.launch`: the stored images may be served (thumbnails, opening
-    a failure case in the Score tab); uploads are capped before they reach our decoder."""
-    from annotation.app_start import served_image_folders
+    """Arguments for `Blocks.launch`: uploads capped before they reach our decoder; the data
+    directory never served (stored images and exports reach a browser only as copies for its
+    session); the login routes and the guard of `app.access`; no run history kept in the browser."""
+    from annotation.app_start import unserved_folders
+    from app.access import app_kwargs
     from app.uploads import MAX_UPLOAD_BYTES
 
     return dict(
@@ -60,7 +62,9 @@ def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
         server_port=port or None,
         share=share,
         max_file_size=MAX_UPLOAD_BYTES,
-        allowed_paths=served_image_folders(),
+        blocked_paths=unserved_folders(),
+        app_kwargs=app_kwargs(),
+        run_history=False,
         show_error=True,
     )
 

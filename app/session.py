@@ -1,33 +1,106 @@
-"""The login of one browser (or API client) session: a `gr.State` holding the account's id,
-name and role, shared by every tab. The account itself is re-read by the library on each
-action (`annotation.acting`)."""
+"""Who a request acts as, and the collection lists that follow the login.
+
+A browser holds its session token in an HttpOnly cookie that the login route of `app.access`
+sets; an API client sends the token its /login returned in the `X-CapLens-Token` header. Every
+action reads the token from its own request and the library resolves it again
+(`annotation.auth_sessions`): an expired or ended session must log in again. The `gr.State`
+the tabs share only says whom the page shows as logged in, and refreshes the tabs when that
+changes; nothing trusts it, so replaying a Gradio session hash logs nobody in.
+"""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
 import gradio as gr
+from gradio.utils import get_upload_folder
 
-from annotation.acting import collection_names, log_in
+from annotation.acting import collection_names
+from annotation.auth_sessions import hand_out, session_account
+
+TOKEN_COOKIE = "caplens-session"
+TOKEN_HEADER = "x-caplens-token"
+PRIVATE_FILES_DIR = "caplens-private"
 
 
-def login(name: str, password: str) -> tuple[dict | None, str]:
-    """(session state, message) for a login attempt; the state is None when it failed."""
+def cross_site(request) -> bool:
+    """Whether a browser sent this request for another site's page. The cookie must be
+    SameSite=None on a Space (its page is a cross-site iframe), and Gradio's CORS allows any
+    origin with credentials there, so such a request carries the cookie but must not use it."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        return site not in ("same-origin", "none")
+    origin = request.headers.get("origin")
+    return origin is not None and urlsplit(origin).netloc not in (request.headers.get("host"),
+                                                                    request.headers.get("x-forwarded-host"))
+
+
+def request_token(request) -> str | None:
+    """The session token a request (gr.Request or Starlette's) carries: the header, else the
+    cookie unless another site sent the request."""
+    if request is None:
+        return None
+    token = request.headers.get(TOKEN_HEADER)
+    if not token and not cross_site(request):
+        token = request.cookies.get(TOKEN_COOKIE)
+    return token or None
+
+
+def client_address(request) -> str | None:
+    """The address login throttling counts per client: the peer's, or behind a proxy that
+    says whom it forwards (on a Hugging Face Space, or with CAPLENS_TRUST_FORWARDED=1) the
+    first X-Forwarded-For entry."""
+    if os.environ.get("SPACE_ID") or os.environ.get("CAPLENS_TRUST_FORWARDED") == "1":
+        forwarded = (request.headers.get("x-forwarded-for") or "").split(",")[0].strip()
+        if forwarded:
+            return forwarded
+    client = request.client
+    return client.host if client else None
+
+
+def account_id(request) -> int | None:
+    """The id the library's actions take: None without a token (the action then says "Log in
+    first"); NotLoggedIn when the token's session expired or was ended."""
+    token = request_token(request)
+    return None if token is None else session_account(token).id
+
+
+def current_login(request) -> dict | None:
+    """{name, role} of the request's live session, for the page to show; None when there is none."""
     try:
-        account = log_in(name, password)
-    except PermissionError as exc:
-        return None, str(exc)
-    return ({"id": account.id, "name": account.name, "role": account.role},
-            f"Logged in as {account.name} ({account.role}).")
+        account = session_account(request_token(request))
+    except PermissionError:
+        return None
+    return {"name": account.name, "role": account.role}
 
 
-def account_id(user_state: dict | None) -> int | None:
-    """The id the library's actions take (None: not logged in)."""
-    return (user_state or {}).get("id")
+def logged_in(request) -> bool:
+    """Whether the request's session is live: handlers that show again what a logged-in action
+    fetched earlier (kept in a gr.State) check it, so a replayed session hash sees nothing."""
+    return current_login(request) is not None
 
 
-def collection_choices(user_state: dict | None, leading: tuple[str, ...] = ()):
+def login_message(name: str, role: str) -> str:
+    return f"Logged in as {name} ({role})."
+
+
+def private_files_root() -> Path:
+    """Where files handed to one session live: inside Gradio's upload folder, so Gradio serves
+    them without copying them to its public cache; `app.access` guards their URLs."""
+    return Path(get_upload_folder()) / PRIVATE_FILES_DIR
+
+
+def private_copies(request, paths: list[str | None]) -> list[str | None]:
+    """Copies of stored files (images, exports) that only this request's session may download."""
+    return hand_out(request_token(request), paths, private_files_root())
+
+
+def collection_choices(request, leading: tuple[str, ...] = ()):
     """(dropdown update, message) listing the collections this account may see; `leading`
     choices (e.g. "all collections") come first. The researcher tabs refresh with it."""
     try:
-        available = collection_names(account_id(user_state))
+        available = collection_names(account_id(request))
     except PermissionError as exc:
         return gr.skip(), str(exc)
     if leading:
@@ -35,9 +108,9 @@ def collection_choices(user_state: dict | None, leading: tuple[str, ...] = ()):
     return gr.Dropdown(choices=available, value=available[0] if available else None), ""
 
 
-def collection_dropdown(user_state: dict | None):
+def collection_dropdown(request: gr.Request):
     """The collections of this account with the first chosen; empty when not logged in."""
-    update, message = collection_choices(user_state)
+    update, message = collection_choices(request)
     return gr.Dropdown(choices=[], value=None) if message else update
 
 
@@ -55,8 +128,8 @@ def collection_row(elem_prefix: str, run_label: str, middle) -> tuple:
 def follow_collections(user_state: gr.State, refresh: gr.Button, collection: gr.Dropdown, status: gr.Textbox,
                        leading: tuple[str, ...] = ()) -> None:
     """Refill `collection` when the login changes or `refresh` is clicked; problems go to `status`."""
-    def choices(state):
-        return collection_choices(state, leading)
+    def choices(request: gr.Request):
+        return collection_choices(request, leading)
 
     for trigger in (refresh.click, user_state.change):
-        trigger(choices, user_state, [collection, status], api_visibility="private")
+        trigger(choices, None, [collection, status], api_visibility="private")

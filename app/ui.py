@@ -14,14 +14,16 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
     with gr.Blocks(title=TITLE) as demo:
         gr.Markdown(f"# {TITLE}\nInspect, stress-test and annotate image-caption evaluation metrics.")
         gr.Markdown(ctx.banner, elem_id="profile-banner")
-        user_state = gr.State(None)  # the logged-in account of this browser session (Annotate tab)
+        # Whom the page shows as logged in ({name, role}); tabs refresh when it changes. Actions
+        # never trust it: each one acts as the session token its own request carries (app.session).
+        user_state = gr.State(None)
         with gr.Tabs(selected="score") as tabs:
             with gr.Tab("Score", id="score"):
                 score_tab = score.build(ctx, user_state)
             with gr.Tab("Perturbation lab", id="perturb"):
-                perturb.build(ctx, user_state)
+                perturb.build(ctx)
             with gr.Tab("Annotate", id="annotate"):
-                annotate.build(user_state)
+                restore_login = annotate.build(user_state)
             with gr.Tab("Analyze", id="analyze"):
                 analyze.build(ctx, user_state)
                 analyze_files.build(ctx)
@@ -31,7 +33,8 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
                 data.build(user_state)
             with gr.Tab("Train", id="train"):
                 train.build(ctx, user_state, score_tab.metrics)
-        api.build(ctx, user_state)
+        api.build(ctx)
+        restore_login(demo)
         demo.load(None, None, None, js=annotate.KEYBOARD_JS)
         # Metric versions registered by training since the app started appear after a reload.
         demo.load(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None, score_tab.metrics,

@@ -274,3 +274,31 @@ class MetricScore(Base):
     checkpoint_fingerprint: Mapped[str] = mapped_column(String(128))
     value: Mapped[float | None] = mapped_column(Float)
     computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class AuthSession(Base):
+    """A login: the browser (in a cookie) or the API client holds a random token; the database
+    keeps only its SHA-256, so a copy of the database logs nobody in. Valid until `expires_at`
+    unless revoked (logout)."""
+
+    __tablename__ = "auth_sessions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    client: Mapped[str | None] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class LoginFailure(Base):
+    """A login attempt counted as failed (per account name as typed and per client address),
+    the basis of login throttling; a successful login deletes its account's rows."""
+
+    __tablename__ = "login_failures"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    account_name: Mapped[str] = mapped_column(String(100), index=True)
+    client: Mapped[str | None] = mapped_column(String(100), index=True)
+    failed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)

@@ -7,7 +7,7 @@ import gradio as gr
 
 from annotation.collection_analysis import analyse_collection
 from app import engine, render
-from app.session import account_id, collection_row, follow_collections
+from app.session import account_id, collection_row, follow_collections, logged_in
 from scoring.analysis import plots
 from scoring.analysis.report import correlation_cells, robustness_cells
 
@@ -33,9 +33,9 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     drops = gr.Plot(label="Score change under perturbation")
     table_state = gr.State(None)
 
-    def on_analyse(state, name, chosen, metric, progress=gr.Progress()):
+    def on_analyse(name, chosen, metric, request: gr.Request, progress=gr.Progress()):
         try:
-            report = analyse_collection(account_id(state), name, engine.AppScorer(ctx.profile), list(chosen),
+            report = analyse_collection(account_id(request), name, engine.AppScorer(ctx.profile), list(chosen),
                                         progress=progress)
         except (PermissionError, ValueError, LookupError) as exc:
             return str(exc), *[gr.skip()] * 6
@@ -52,12 +52,12 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
         return plots.metric_vs_human_scatter(render.inert_captions(table.dropna(subset=["human"])), metric,
                                              hover_cols=("image_id", "candidate"), color_col="lang")
 
-    def on_metric(table, metric):
-        if table is None or metric not in table:
+    def on_metric(table, metric, request: gr.Request):
+        if table is None or metric not in table or not logged_in(request):
             return gr.skip()
         return _scatter(table, metric)
 
     follow_collections(user_state, refresh, collection, status)
-    run.click(on_analyse, [user_state, collection, metrics, scatter_metric],
+    run.click(on_analyse, [collection, metrics, scatter_metric],
               [status, correlations, heatmap, scatter, table7, drops, table_state], api_visibility="private")
     scatter_metric.change(on_metric, [table_state, scatter_metric], scatter, api_visibility="private")

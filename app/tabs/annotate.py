@@ -1,15 +1,43 @@
 """Annotate tab (login required): rating queue, transcreation queue, critical-object marking.
 
 Every action is one call into `annotation.queue_screens`, one database transaction as the
-logged-in account (`app.session`); the library checks the account's role itself.
+account of the request's session (`app.session`); the library checks the account's role
+itself. Logging in and out go from the page to the routes of `app.access`, so the password and
+the session token never pass through a Gradio component.
 """
 from __future__ import annotations
+
+import functools
 
 import gradio as gr
 
 from annotation import queue_screens
 from app.langs import LANGUAGES
-from app.session import account_id, collection_dropdown, login
+from app.session import account_id, collection_dropdown, current_login, login_message, private_copies
+
+# The login button posts to /caplens/login (relative to the page's <base>), which sets the
+# session cookie; the Python handler then only receives the user name and the route's
+# message (empty on success) in place of the password.
+LOGIN_JS = """
+async (name, password) => {
+  let message = "The server did not answer; try again.";
+  try {
+    const reply = await fetch("caplens/login", {method: "POST", credentials: "same-origin",
+      headers: {"Content-Type": "application/json"}, body: JSON.stringify({name: name, password: password})});
+    const answer = await reply.json();
+    message = answer.ok ? "" : answer.message;
+  } catch (error) {}
+  return [name, message];
+}
+"""
+COOKIE_REFUSED = ("Logged in, but this browser did not keep the login cookie. If the app is embedded in another "
+                  "site (a Space on huggingface.co), open it at its own address, or allow its cookies.")
+LOGOUT_JS = """
+async () => {
+  try { await fetch("caplens/logout", {method: "POST", credentials: "same-origin"}); } catch (error) {}
+  return [];
+}
+"""
 
 # Alt+N save and next, Alt+S skip, Alt+B back; digits 0-9 set the overall score to 0.0-0.9
 # and "m" to 1.0 when no text field has the focus. Arrow keys move a focused slider.
@@ -48,6 +76,7 @@ def _optional(value: float | None, use: bool) -> float | None:
 def _guarded(fn, before: int, after: int = 0):
     """A queue handler whose bad request (no right, no such item) leaves the screen as it is
     and says why in the status field (`before` outputs precede it, `after` follow it)."""
+    @functools.wraps(fn)  # Gradio reads the signature to pass the gr.Request
     def wrapper(*args):
         try:
             return fn(*args)
@@ -56,9 +85,9 @@ def _guarded(fn, before: int, after: int = 0):
     return wrapper
 
 
-def build(user_state: gr.State) -> None:
-    """The Annotate tab. `user_state` is the per-session login that the Analyze, Failure-cases
-    and Data tabs and the API's /login and /rate share."""
+def build(user_state: gr.State):
+    """The Annotate tab. `user_state` is whom the page shows as logged in, which the other tabs
+    follow. Returns `restore(demo)`, which shows on page load the login the page still has."""
     history = gr.State([])  # caption ids shown in the rating queue this session, for Back
 
     with gr.Row():
@@ -127,58 +156,67 @@ def build(user_state: gr.State) -> None:
             cr_status = gr.Textbox(label="Status", interactive=False)
 
     # ----- login ---------------------------------------------------------------------
-    def on_login(user_name, user_password):
-        state, message = login(user_name, user_password)
-        return state, message, gr.Tabs(visible=state is not None), ""
+    def shown_login(request: gr.Request, message: str = ""):
+        login = current_login(request)
+        status = message or (login_message(login["name"], login["role"]) if login else "Not logged in.")
+        return login, status, gr.Tabs(visible=login is not None)
+
+    def on_login(_user_name, message, request: gr.Request):
+        """After the page's call to the login route: whom the session cookie names now."""
+        login, status, tabs = shown_login(request, message)
+        if login is None and not message:  # the route said yes, but the browser kept no cookie
+            status = COOKIE_REFUSED
+        return login, status, tabs, ""
 
     login_outputs = [user_state, login_status, work_tabs, password]
     for trigger in (login_button.click, password.submit):
-        trigger(on_login, [name, password], login_outputs, api_visibility="private").then(
-            collection_dropdown, user_state, collection, api_visibility="private")
+        trigger(on_login, [name, password], login_outputs, js=LOGIN_JS, api_visibility="private").then(
+            collection_dropdown, None, collection, api_visibility="private")
+
     def on_logout():
         return None, "Not logged in.", gr.Tabs(visible=False), "", gr.Dropdown(choices=[], value=None)
 
-    logout_button.click(on_logout, None, [*login_outputs, collection], api_visibility="private")
+    logout_button.click(on_logout, None, [*login_outputs, collection], js=LOGOUT_JS, api_visibility="private")
 
     # ----- rating queue --------------------------------------------------------------
     rating_outputs = [rate_image, rate_caption, rate_caption_id, overall, fluency, relevance, descriptiveness,
                       rate_status, history]
 
-    def show(screen: queue_screens.RatingScreen, visited: list):
+    def show(screen: queue_screens.RatingScreen, visited: list, request: gr.Request):
         values = screen.values
         if screen.caption_id is not None and (not visited or visited[-1] != screen.caption_id):
             visited = visited + [screen.caption_id]
-        return (screen.image_file, screen.text, screen.caption_id,
+        return (private_copies(request, [screen.image_file])[0], screen.text, screen.caption_id,
                 values.get("overall") if values.get("overall") is not None else 0.5,
                 values.get("fluency") or 0.5, values.get("relevance") or 0.5, values.get("descriptiveness") or 0.5,
                 (screen.message + " " if screen.message else "") + screen.progress, visited)
 
-    def on_next(state, collection_name, visited):
-        return show(queue_screens.rating_screen(account_id(state), collection_name), visited)
+    def on_next(collection_name, visited, request: gr.Request):
+        return show(queue_screens.rating_screen(account_id(request), collection_name), visited, request)
 
-    def on_save(state, collection_name, caption_id, overall_value, use, flu, rel, desc, visited):
-        return show(queue_screens.rate_and_next(account_id(state), collection_name, caption_id, float(overall_value),
-                                                _optional(flu, use), _optional(rel, use), _optional(desc, use)),
-                    visited)
+    def on_save(collection_name, caption_id, overall_value, use, flu, rel, desc, visited, request: gr.Request):
+        return show(queue_screens.rate_and_next(account_id(request), collection_name, caption_id,
+                                                float(overall_value), _optional(flu, use), _optional(rel, use),
+                                                _optional(desc, use)),
+                    visited, request)
 
-    def on_skip(state, collection_name, caption_id, visited):
-        screen = queue_screens.skip_rating(account_id(state), collection_name, caption_id)
-        return show(screen, visited[:-1] if visited and visited[-1] == caption_id else visited)
+    def on_skip(collection_name, caption_id, visited, request: gr.Request):
+        screen = queue_screens.skip_rating(account_id(request), collection_name, caption_id)
+        return show(screen, visited[:-1] if visited and visited[-1] == caption_id else visited, request)
 
-    def on_back(state, collection_name, caption_id, visited):
+    def on_back(collection_name, caption_id, visited, request: gr.Request):
         earlier = [c for c in visited if c != caption_id]
         if not earlier:
             raise ValueError("Nothing to go back to in this session.")
-        screen = queue_screens.rating_screen(account_id(state), collection_name, earlier[-1],
+        screen = queue_screens.rating_screen(account_id(request), collection_name, earlier[-1],
                                              "Showing your earlier item; saving edits your rating.")
-        return show(screen, earlier)
+        return show(screen, earlier, request)
 
     rating_inputs = {
-        on_next: [user_state, collection, history],
-        on_save: [user_state, collection, rate_caption_id, overall, use_aspects, fluency, relevance, descriptiveness,
-                  history],
-        on_skip: [user_state, collection, rate_caption_id, history],
-        on_back: [user_state, collection, rate_caption_id, history],
+        on_next: [collection, history],
+        on_save: [collection, rate_caption_id, overall, use_aspects, fluency, relevance, descriptiveness, history],
+        on_skip: [collection, rate_caption_id, history],
+        on_back: [collection, rate_caption_id, history],
     }
     for trigger, handler in ((collection.change, on_next), (save_button.click, on_save), (skip_button.click, on_skip),
                              (back_button.click, on_back)):
@@ -187,24 +225,24 @@ def build(user_state: gr.State) -> None:
     # ----- transcreation queue -------------------------------------------------------
     tc_outputs = [instructions, tc_image, tc_source, tc_score, tc_refs, tc_source_id, tc_text, tc_status]
 
-    def show_transcreation(screen: queue_screens.TranscreationScreen):
-        return (instructions_markdown(screen.instructions, screen.examples), screen.image_file, screen.text,
-                screen.source_score, "\n".join(f"- {r}" for r in screen.references), screen.caption_id, "",
-                screen.message)
+    def show_transcreation(screen: queue_screens.TranscreationScreen, request: gr.Request):
+        return (instructions_markdown(screen.instructions, screen.examples),
+                private_copies(request, [screen.image_file])[0], screen.text, screen.source_score,
+                "\n".join(f"- {r}" for r in screen.references), screen.caption_id, "", screen.message)
 
-    def on_tc_next(state, collection_name, target_language):
-        return show_transcreation(queue_screens.transcreation_screen(account_id(state), collection_name,
-                                                                     target_language))
+    def on_tc_next(collection_name, target_language, request: gr.Request):
+        return show_transcreation(queue_screens.transcreation_screen(account_id(request), collection_name,
+                                                                     target_language), request)
 
-    def on_tc_submit(state, collection_name, target_language, source_id, text):
-        return show_transcreation(queue_screens.transcreate_and_next(account_id(state), collection_name,
-                                                                     target_language, source_id, text))
+    def on_tc_submit(collection_name, target_language, source_id, text, request: gr.Request):
+        return show_transcreation(queue_screens.transcreate_and_next(account_id(request), collection_name,
+                                                                     target_language, source_id, text), request)
 
-    def on_tc_skip(state, collection_name, target_language, source_id):
-        return show_transcreation(queue_screens.skip_transcreation(account_id(state), collection_name,
-                                                                   target_language, source_id))
+    def on_tc_skip(collection_name, target_language, source_id, request: gr.Request):
+        return show_transcreation(queue_screens.skip_transcreation(account_id(request), collection_name,
+                                                                   target_language, source_id), request)
 
-    tc_inputs = [user_state, collection, target]
+    tc_inputs = [collection, target]
     for trigger, handler, extra in ((tc_next.click, on_tc_next, []), (target.change, on_tc_next, []),
                                     (tc_submit.click, on_tc_submit, [tc_source_id, tc_text]),
                                     (tc_skip.click, on_tc_skip, [tc_source_id])):
@@ -214,25 +252,33 @@ def build(user_state: gr.State) -> None:
     cr_outputs = [from_instructions, cr_image, cr_caption, cr_caption_id, cr_objects, cr_backgrounds, cr_relations,
                   cr_status]
 
-    def show_critical(screen: queue_screens.CriticalScreen):
-        return (screen.instructions, screen.image_file, screen.text, screen.caption_id, "", "", "", screen.message)
+    def show_critical(screen: queue_screens.CriticalScreen, request: gr.Request):
+        return (screen.instructions, private_copies(request, [screen.image_file])[0], screen.text, screen.caption_id,
+                "", "", "", screen.message)
 
-    def on_cr_next(state, collection_name):
-        return show_critical(queue_screens.critical_screen(account_id(state), collection_name))
+    def on_cr_next(collection_name, request: gr.Request):
+        return show_critical(queue_screens.critical_screen(account_id(request), collection_name), request)
 
-    def on_cr_save(state, collection_name, caption_id, objects, backgrounds, relations):
-        return show_critical(queue_screens.mark_and_next(account_id(state), collection_name, caption_id, objects,
-                                                         backgrounds, relations))
+    def on_cr_save(collection_name, caption_id, objects, backgrounds, relations, request: gr.Request):
+        return show_critical(queue_screens.mark_and_next(account_id(request), collection_name, caption_id, objects,
+                                                         backgrounds, relations), request)
 
-    def on_cr_skip(state, collection_name, caption_id):
-        return show_critical(queue_screens.skip_critical(account_id(state), collection_name, caption_id))
+    def on_cr_skip(collection_name, caption_id, request: gr.Request):
+        return show_critical(queue_screens.skip_critical(account_id(request), collection_name, caption_id), request)
 
-    cr_inputs = [user_state, collection]
+    cr_inputs = [collection]
     for trigger, handler, extra in ((cr_next.click, on_cr_next, []),
                                     (cr_save.click, on_cr_save, [cr_caption_id, cr_objects, cr_backgrounds,
                                                                  cr_relations]),
                                     (cr_skip.click, on_cr_skip, [cr_caption_id])):
         trigger(_guarded(handler, 7), cr_inputs + extra, cr_outputs, api_visibility="private")
+
+    def restore(demo: gr.Blocks) -> None:
+        """On page load, show whom the session cookie still names: a reload keeps the login."""
+        demo.load(shown_login, None, [user_state, login_status, work_tabs], api_visibility="private").then(
+            collection_dropdown, None, collection, api_visibility="private")
+
+    return restore
 
 
 def instructions_markdown(instructions: str, examples) -> str:

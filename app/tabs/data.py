@@ -1,7 +1,8 @@
 """Data tab: import collections, export ratings and captions, build fine-tuning sets.
 
 Everything here is a researcher or admin action of `annotation.transfers`, which checks the
-role and packs directory outputs into a zip; the tab adds progress bars.
+role and packs directory outputs into a zip; the tab adds progress bars and offers each
+download as a copy only this session may fetch.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import gradio as gr
 
 from annotation.transfers import export_download, finetune_download, import_upload
-from app.session import account_id, follow_collections
+from app.session import account_id, follow_collections, private_copies
 
 IMPORT_FORMATS = ["auto", "csv", "jsonl", "zip"]
 EXPORT_WHAT = ["ratings", "captions"]
@@ -67,34 +68,36 @@ def build(user_state: gr.State) -> None:
         set_manifest = gr.JSON(label="Manifest")
     status = gr.Textbox(label="Status", interactive=False, elem_id="data-status")
 
-    def on_import(state, path, into, import_format, progress=gr.Progress()):
+    def on_import(path, into, import_format, request: gr.Request, progress=gr.Progress()):
         try:
-            report = import_upload(account_id(state), path, into, import_format, _progress_callback(progress))
+            report = import_upload(account_id(request), path, into, import_format, _progress_callback(progress))
         except (PermissionError, ValueError, LookupError, OSError) as exc:
             return str(exc), "Import failed: nothing was written."
         return json.dumps(report, indent=2, ensure_ascii=False), f"Imported into {report['collection']}."
 
-    def on_export(state, export_what, chosen_format, chosen_collection, progress=gr.Progress()):
+    def on_export(export_what, chosen_format, chosen_collection, request: gr.Request, progress=gr.Progress()):
         progress(0.1, desc=f"exporting {export_what}")
         try:
-            path, summary = export_download(account_id(state), export_what, chosen_format,
+            path, summary = export_download(account_id(request), export_what, chosen_format,
                                             _collection(chosen_collection))
+            download = private_copies(request, [path])[0]
         except (PermissionError, ValueError, LookupError, OSError) as exc:
             return None, None, str(exc)
-        return path, summary, f"Exported {summary['rows']} rows."
+        return download, summary, f"Exported {summary['rows']} rows."
 
-    def on_set(state, label, chosen_format, chosen_collection, chosen_seed, progress=gr.Progress()):
+    def on_set(label, chosen_format, chosen_collection, chosen_seed, request: gr.Request, progress=gr.Progress()):
         progress(0.1, desc="building the set")
         try:
-            path, manifest = finetune_download(account_id(state), FINETUNE_KINDS[label], chosen_format,
+            path, manifest = finetune_download(account_id(request), FINETUNE_KINDS[label], chosen_format,
                                                _collection(chosen_collection), chosen_seed or 0)
+            download = private_copies(request, [path])[0]
         except (PermissionError, ValueError, LookupError, OSError) as exc:
             return None, None, str(exc)
-        return path, manifest, f"Built {manifest['rows']} rows."
+        return download, manifest, f"Built {manifest['rows']} rows."
 
     follow_collections(user_state, refresh, collection, status, leading=(ALL_COLLECTIONS,))
-    import_button.click(on_import, [user_state, upload, target, fmt], [import_report, status], api_visibility="private")
-    export_button.click(on_export, [user_state, what, export_format, collection],
-                        [export_file, export_summary, status], api_visibility="private")
-    set_button.click(on_set, [user_state, kind, set_format, collection, seed], [set_file, set_manifest, status],
+    import_button.click(on_import, [upload, target, fmt], [import_report, status], api_visibility="private")
+    export_button.click(on_export, [what, export_format, collection], [export_file, export_summary, status],
+                        api_visibility="private")
+    set_button.click(on_set, [kind, set_format, collection, seed], [set_file, set_manifest, status],
                      api_visibility="private")

@@ -6,7 +6,7 @@ import gradio as gr
 
 from annotation.collection_analysis import collection_failure_cases
 from app import engine
-from app.session import account_id, collection_row, follow_collections
+from app.session import account_id, collection_row, follow_collections, private_copies
 from app.tabs.score import ScoreTab
 from scoring.analysis.report import ANY, DISAGREE, UNMOVED, case_cells, case_filters, filter_cases
 
@@ -34,14 +34,17 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
     all_rows = gr.State(None)
     shown_rows = gr.State(None)
 
-    def present(rows, metric_name, lang_name, op_name):
+    def present(rows, metric_name, lang_name, op_name, request: gr.Request):
+        """Table, thumbnails (copies for this session) and the shown rows; NotLoggedIn when the
+        session ended since the rows were found."""
         picked = filter_cases(rows, metric_name, lang_name, op_name, SHOWN)
-        gallery = [(path, f"#{i + 1}") for i, path in enumerate(picked["image_file"].head(THUMBNAILS))]
+        copies = private_copies(request, list(picked["image_file"].head(THUMBNAILS)))
+        gallery = [(path, f"#{i + 1}") for i, path in enumerate(copies)]
         return case_cells(picked), gallery, picked
 
-    def on_find(state, name, how, metric_name, lang_name, op_name, progress=gr.Progress()):
+    def on_find(name, how, metric_name, lang_name, op_name, request: gr.Request, progress=gr.Progress()):
         try:
-            rows = collection_failure_cases(account_id(state), name, engine.AppScorer(ctx.profile), names, how,
+            rows = collection_failure_cases(account_id(request), name, engine.AppScorer(ctx.profile), names, how,
                                             progress)
         except (PermissionError, ValueError, LookupError) as exc:
             return str(exc), *[gr.skip()] * 7
@@ -52,25 +55,32 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
         langs, ops = case_filters(rows)
         lang_name = lang_name if lang_name in langs else ANY
         op_name = op_name if op_name in ops else ANY
-        shown, gallery, picked = present(rows, metric_name, lang_name, op_name)
+        try:
+            shown, gallery, picked = present(rows, metric_name, lang_name, op_name, request)
+        except PermissionError as exc:
+            return str(exc), *[gr.skip()] * 7
         return (f"{len(rows)} cases; showing the first {len(picked)}.", shown, gallery, rows, picked,
                 gr.Dropdown(choices=langs, value=lang_name), gr.Dropdown(choices=ops, value=op_name), gr.skip())
 
-    def on_filter(rows, metric_name, lang_name, op_name):
-        if rows is None:
-            return gr.skip(), gr.skip(), gr.skip()
-        return present(rows, metric_name, lang_name, op_name)
+    def on_filter(rows, metric_name, lang_name, op_name, request: gr.Request):
+        try:
+            return (gr.skip(),) * 3 if rows is None else present(rows, metric_name, lang_name, op_name, request)
+        except PermissionError:
+            return None, [], None
 
-    def on_open(picked, evt: gr.SelectData):
+    def on_open(picked, evt: gr.SelectData, request: gr.Request):
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         if picked is None or index is None or index >= len(picked):
             return (gr.skip(),) * 5
         row = picked.iloc[int(index)]
-        return ([row["image_file"]], row["candidate"], row.get("references") or "", row["lang"],
-                gr.Tabs(selected="score"))
+        try:
+            image = private_copies(request, [row["image_file"]])
+        except PermissionError:
+            return (gr.skip(),) * 5
+        return (image, row["candidate"], row.get("references") or "", row["lang"], gr.Tabs(selected="score"))
 
     follow_collections(user_state, refresh, collection, status)
-    run.click(on_find, [user_state, collection, mode, metric, lang, op],
+    run.click(on_find, [collection, mode, metric, lang, op],
               [status, table, thumbnails, all_rows, shown_rows, lang, op, metric], api_visibility="private")
     for control in (metric, lang, op):
         control.input(on_filter, [all_rows, metric, lang, op], [table, thumbnails, shown_rows],

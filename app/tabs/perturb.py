@@ -21,7 +21,7 @@ from scoring.perturb.lab import (ALL_FIVE, caption_robustness_cells, operation_c
 SLOTS = 5
 
 
-def build(ctx: engine.AppContext, user_state: gr.State) -> None:
+def build(ctx: engine.AppContext) -> None:
     names = engine.metric_names(ctx.profile)
     with gr.Row():
         with gr.Column(scale=1):
@@ -96,12 +96,12 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
                "critical": parse_critical(critical_text)}
         return ("\n".join(messages), text, *slot_updates, table_frame, chart_figure, run)
 
-    def on_save(state, run, name):
+    def on_save(run, name, request: gr.Request):
         if not run:
             return "Run a perturbation first."
         try:
             image = run["image"]
-            return save_perturbations(account_id(state), None if image is None else image.data,
+            return save_perturbations(account_id(request), None if image is None else image.data,
                                       None if image is None else image.name, run["text"], run["lang"],
                                       run["perturbations"], name, run["critical"])
         except (PermissionError, ValueError, LookupError) as exc:
@@ -113,4 +113,4 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
         [status, original_view, *slots, table, chart, last_run],
         api_visibility="private",
     )
-    save_button.click(on_save, [user_state, last_run, save_collection], save_status, api_visibility="private")
+    save_button.click(on_save, [last_run, save_collection], save_status, api_visibility="private")

@@ -12,7 +12,7 @@ import gradio as gr
 from annotation.lab import collection_images
 from app import engine, render
 from app.langs import language_choices
-from app.session import account_id, collection_dropdown
+from app.session import account_id, collection_dropdown, private_copies
 from app.uploads import LoadedImage, UploadError, load_upload
 from scoring.language_id import AUTO
 from scoring.session_scoring import ScoreRequest, score_request
@@ -113,24 +113,28 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     # Leaving the caption box after an edit re-scores; only the changed captions are new.
     captions.blur(on_score, inputs, outputs, api_visibility="private", trigger_mode="always_last")
 
-    def on_collection(state, name):
+    def on_collection(name, request: gr.Request):
         if not name:
             return gr.skip(), {}, ""
         try:
-            found = collection_images(account_id(state), name)
+            found = collection_images(account_id(request), name)
         except (PermissionError, ValueError, LookupError) as exc:
             return gr.Dropdown(choices=[], value=None), {}, str(exc)
         choices = [(f"{entry['name']} ({len(entry['captions'])} captions)", sha) for sha, entry in found.items()]
         return gr.Dropdown(choices=choices, value=choices[0][1] if choices else None), found, f"{len(found)} images."
 
-    def on_pick(found, sha):
+    def on_pick(found, sha, request: gr.Request):
         entry = (found or {}).get(sha)
         if not entry:
             return (gr.skip(),) * 4 + ("Choose a collection and an image.",)
-        return [entry["file"]], "\n".join(entry["captions"]), "\n".join(entry["references"]), entry["language"], ""
+        try:
+            image = private_copies(request, [entry["file"]])
+        except PermissionError as exc:
+            return (gr.skip(),) * 4 + (str(exc),)
+        return image, "\n".join(entry["captions"]), "\n".join(entry["references"]), entry["language"], ""
 
-    user_state.change(collection_dropdown, user_state, pick_collection, api_visibility="private")
-    pick_collection.change(on_collection, [user_state, pick_collection], [pick_image, picked, pick_status],
+    user_state.change(collection_dropdown, None, pick_collection, api_visibility="private")
+    pick_collection.change(on_collection, pick_collection, [pick_image, picked, pick_status],
                            api_visibility="private")
     pick_button.click(on_pick, [picked, pick_image], [files, captions, references, lang, pick_status],
                       api_visibility="private")

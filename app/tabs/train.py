@@ -147,37 +147,37 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
     registered = gr.State(None)  # the metric version the shown job registered
     outputs = [job_id, timer, status, bar, curve, result, log, listed, registered]
 
-    def on_start(state, recipe_name, preset_name, data_source, upload, collection_name):
+    def on_start(recipe_name, preset_name, data_source, upload, collection_name, request: gr.Request):
         try:
             view = jobs.start_training(
-                account_id(state), recipe_name, preset_name,
+                account_id(request), recipe_name, preset_name,
                 set_file=upload if data_source == SET_FILE else None,
                 collection=collection_name if data_source == COLLECTION else None, profile=ctx.profile)
         except PROBLEMS as exc:
             return problem(exc)
         return show(view)
 
-    def on_tick(state, current):
+    def on_tick(current, request: gr.Request):
         if not current:
             return (gr.skip(), gr.Timer(active=False), *[gr.skip()] * 7)
         try:
-            board = jobs.training_board(account_id(state), current)
+            board = jobs.training_board(account_id(request), current)
         except PROBLEMS as exc:
             return (gr.skip(), gr.Timer(active=False), *problem(exc)[2:])
         return show(board.current, board.jobs)
 
-    def on_cancel(state, current):
+    def on_cancel(current, request: gr.Request):
         try:
-            return show(jobs.cancel_training(account_id(state), current))
+            return show(jobs.cancel_training(account_id(request), current))
         except PROBLEMS as exc:
             return problem(exc)
 
-    def on_login(state):
+    def on_login(state, request: gr.Request):
         """After a (re)login: the user's running job, else their last one."""
         if not state:
             return show(None, [])
         try:
-            board = jobs.training_board(account_id(state))
+            board = jobs.training_board(account_id(request))
         except PROBLEMS as exc:
             return (None, gr.Timer(active=False), jobs.public_message(exc), *show(None, [])[3:])
         return show(board.current, board.jobs)
@@ -197,11 +197,11 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
 
     recipe.change(on_recipe, recipe, [preset, summary], api_visibility="private")
     source.change(on_source, source, [set_file, collection], api_visibility="private")
-    start.click(on_start, [user_state, recipe, preset, source, set_file, collection], outputs, api_visibility="private")
-    timer.tick(on_tick, [user_state, job_id], outputs, api_visibility="private", show_progress="hidden")
-    cancel.click(on_cancel, [user_state, job_id], outputs, api_visibility="private")
+    start.click(on_start, [recipe, preset, source, set_file, collection], outputs, api_visibility="private")
+    timer.tick(on_tick, job_id, outputs, api_visibility="private", show_progress="hidden")
+    cancel.click(on_cancel, job_id, outputs, api_visibility="private")
     user_state.change(on_login, user_state, outputs, api_visibility="private")
     listed.select(on_pick, listed, [job_id, timer], api_visibility="private")
     registered.change(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None, score_metrics,
                       api_visibility="private")
-    user_state.change(collection_dropdown, user_state, collection, api_visibility="private")
+    user_state.change(collection_dropdown, None, collection, api_visibility="private")

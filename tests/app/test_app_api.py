@@ -133,14 +133,19 @@ def test_rate_requires_login_then_stores_the_rating(server):
     from annotation.database import database_session
     from annotation.tasks import list_ratings
 
-    client = Client(server.url, verbose=False)
+    from app.session import TOKEN_HEADER
+
+    anonymous = Client(server.url, verbose=False)
     caption_id = server.caption_ids["a green field"]
     with pytest.raises(Exception, match="Log in"):
-        client.predict(caption_id, 0.7, None, None, None, api_name="/rate")
+        anonymous.predict(caption_id, 0.7, None, None, None, api_name="/rate")
     with pytest.raises(Exception, match="Wrong user name or password"):
-        client.predict(server.annotator[0], "wrong-password", api_name="/login")
-    who = client.predict(*server.annotator, api_name="/login")
-    assert who["user"] == server.annotator[0] and who["role"] == "annotator"
+        anonymous.predict(server.annotator[0], "wrong-password", api_name="/login")
+    who = anonymous.predict(*server.annotator, api_name="/login")
+    assert who["user"] == server.annotator[0] and who["role"] == "annotator" and len(who["token"]) >= 40
+    with pytest.raises(Exception, match="Log in"):  # the token logs in, not the Gradio session that got it
+        anonymous.predict(server.collection, api_name="/next_item")
+    client = Client(server.url, verbose=False, headers={TOKEN_HEADER: who["token"]})
     item = client.predict(server.collection, api_name="/next_item")
     assert isinstance(item["caption_id"], int) and item["text"] and "rated" in item["progress"]
     stored = client.predict(caption_id, 0.7, 0.9, None, 0.4, api_name="/rate")

@@ -185,7 +185,8 @@ def test_analyze_tab_shows_correlations(page, server, artifacts):
 
 
 def test_perturbations_saved_from_the_lab_are_in_the_collection(page, server, image_file, artifacts):
-    from annotation.acting import acting, log_in as library_log_in
+    from annotation.acting import acting
+    from annotation.auth_sessions import log_in as library_log_in
     from annotation.captions import get_caption
     from annotation.tasks import critical_objects
 
@@ -207,7 +208,7 @@ def test_perturbations_saved_from_the_lab_are_in_the_collection(page, server, im
     match = re.fullmatch(r"Saved caption (\d+) and (\d) perturbed caption\(s\) into browser-lab, "
                          r"with 2 critical object\(s\)\.", message)
     assert match, message
-    with acting(library_log_in(*server.researcher).id) as (session, _):
+    with acting(library_log_in(*server.researcher, None).account.id) as (session, _):
         parent = get_caption(session, int(match.group(1)))
         assert parent.text == "a man in a white shirt rides a brown horse"
         assert critical_objects(session, parent.id) == ["white shirt", "brown horse"]

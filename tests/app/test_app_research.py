@@ -11,7 +11,8 @@ import zipfile
 
 import pytest
 
-from annotation.acting import acting, log_in
+from annotation.acting import acting
+from annotation.auth_sessions import log_in
 from annotation.collection_analysis import analyse_collection, collection_failure_cases, collection_scores_for
 from annotation.transfers import export_download, finetune_download, import_upload
 from scoring.analysis.report import ANY, UNMOVED, correlation_cells, filter_cases, robustness_cells
@@ -22,7 +23,7 @@ METRICS = ["CLIP-S", "BLEU-1", "MCS"]
 
 @pytest.fixture(scope="module")
 def researcher(server):
-    return log_in(*server.researcher).id
+    return log_in(*server.researcher, None).account.id
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def test_collection_table_joins_human_scores_and_real_metric_scores(server, tabl
 
 
 def test_annotators_cannot_read_collection_scores(server):
-    annotator = log_in(*server.annotator).id
+    annotator = log_in(*server.annotator, None).account.id
     scorer = get_scorer(server.ctx.profile)
     with pytest.raises(PermissionError):
         collection_scores_for(annotator, server.collection, scorer, METRICS)
@@ -117,7 +118,7 @@ def test_import_is_all_or_nothing_and_annotators_cannot_import(server, researche
     with acting(researcher) as (session, user):
         names = {c.name for c in list_collections(session, user)}
     assert "imported-good" in names and "imported-bad" not in names
-    annotator = log_in(*server.annotator).id
+    annotator = log_in(*server.annotator, None).account.id
     with pytest.raises(PermissionError):
         import_upload(annotator, str(_bundle(tmp_path, good, "again.zip")), "imported-by-annotator", "auto")
 
@@ -152,7 +153,7 @@ def test_perturbation_lab_saves_original_critical_objects_and_perturbations(serv
         children = [c for c in get_caption(session, parent_id).image.captions if c.parent_id == parent_id]
         assert sorted(c.perturbation_op for c in children) == sorted(p.op for p in perturbations if not p.noop)
     with pytest.raises(PermissionError):
-        save_perturbations(log_in(*server.annotator).id, image_file.read_bytes(), "red.png", text, "en",
+        save_perturbations(log_in(*server.annotator, None).account.id, image_file.read_bytes(), "red.png", text, "en",
                            perturbations, "lab-saved", None)
 
 
@@ -164,7 +165,7 @@ def test_annotate_queue_screens_as_a_fresh_annotator(server):
 
     with database_session() as session:
         create_user(session, "queue-tester", "annotator", "queue-tester-password")
-    me = log_in("queue-tester", "queue-tester-password").id
+    me = log_in("queue-tester", "queue-tester-password", None).account.id
     first = qs.rating_screen(me, server.collection)
     assert first.caption_id is not None and first.progress.startswith("You rated 0 of 7 items")
     second = qs.rate_and_next(me, server.collection, first.caption_id, 0.8, None, 0.4)

@@ -95,12 +95,12 @@ def test_first_run_gives_the_operator_a_login(tmp_path, monkeypatch, capsys):
 
 
 def test_space_owner_account_is_made_once(tmp_path, monkeypatch):
-    from annotation.acting import log_in
+    from annotation.auth_sessions import log_in
     from annotation.app_start import ensure_account
 
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
     assert ensure_account("owner", "admin", "owner-password") is True
     assert ensure_account("owner", "admin", "another-password") is False  # an existing account is kept as it is
-    assert log_in("owner", "owner-password").role == "admin"
+    assert log_in("owner", "owner-password", None).account.role == "admin"
     with pytest.raises(PermissionError, match="Wrong user name or password"):
-        log_in("owner", "another-password")
+        log_in("owner", "another-password", None)

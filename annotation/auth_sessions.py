@@ -1,0 +1,188 @@
+"""Logins as server-side sessions, login throttling, and files handed to one session.
+
+A login creates a random token (`secrets.token_urlsafe`); the caller gets the token, the
+database keeps only its SHA-256 with the account, the client's address, the expiry and, after a
+logout, the revocation time. Every action of a front end resolves the token again
+(`session_account`): an expired or revoked session, or a deleted account, must log in again.
+
+Throttling: each attempt is first written down as a failure (per account name as typed and per
+client address), and a successful one deletes its account's failures. Past
+`FREE_FAILURES_PER_ACCOUNT` (or `FREE_FAILURES_PER_CLIENT`) failures within `FAILURE_MEMORY`,
+the next attempt must wait `FIRST_WAIT_S`, doubling with each further failure up to
+`MAX_WAIT_S` after the latest one; an attempt inside the wait is refused before any password
+hash is computed, and is not counted. The log lives in the database, so it holds across
+sessions, restarts and server processes.
+
+Files (stored images, exports) reach a browser as copies in a folder of this session under a
+root the front end names (`hand_out`); the front end serves a file from there only to a request
+whose token belongs to that session (`may_fetch`). Logging out deletes the folder.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import secrets
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Sequence
+
+from sqlalchemy import delete, func, select
+
+from annotation.accounts import authenticate
+from annotation.acting import Account, NotLoggedIn
+from annotation.database import database_session
+from db.models import AuthSession, LoginFailure, User, utcnow
+
+SESSION_LIFETIME = timedelta(hours=12)
+FREE_FAILURES_PER_ACCOUNT = 5
+FREE_FAILURES_PER_CLIENT = 20  # one address can be a whole lab behind a router
+FIRST_WAIT_S = 1
+MAX_WAIT_S = 15 * 60
+FAILURE_MEMORY = timedelta(hours=24)
+_NAME_LENGTH = 100  # the columns' length: account names and client addresses are cut to it
+
+SESSION_ENDED = "Your login has expired or was ended: log in again (Annotate tab)."
+
+
+class TooManyAttempts(PermissionError):
+    """Login refused without checking the password: too many recent failures."""
+
+    def __init__(self, retry_after: int):
+        super().__init__(f"Too many failed logins for this account or from this address: "
+                         f"try again in {retry_after} s.")
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Login:
+    """A new session: the token goes to the client (and nowhere else), with its account."""
+
+    token: str
+    account: Account
+    expires_at: datetime
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite gives back naive datetimes; every stored one is UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def _wait_s(session, column, value: str | None, free: int, now: datetime) -> int:
+    """Seconds the next attempt for `column == value` must still wait (0: none)."""
+    if not value:
+        return 0
+    count, latest = session.execute(
+        select(func.count(), func.max(LoginFailure.failed_at))
+        .where(column == value, LoginFailure.failed_at > now - FAILURE_MEMORY)).one()
+    if count < free:
+        return 0
+    wait = min(FIRST_WAIT_S * 2 ** (count - free), MAX_WAIT_S)
+    remaining = (_aware(latest) + timedelta(seconds=wait) - now).total_seconds()
+    return max(0, math.ceil(remaining))
+
+
+def log_in(name: str, password: str, client: str | None) -> Login:
+    """A new session for this name and password, tried from `client` (an address; None when
+    unknown). PermissionError with one message for a wrong name or a wrong password;
+    TooManyAttempts (a PermissionError) while throttled."""
+    name = (name or "").strip()
+    if not name or not password:
+        raise PermissionError("Enter your user name and password.")
+    account_name, client = name[:_NAME_LENGTH], (client or None) and client[:_NAME_LENGTH]
+    now = utcnow()
+    with database_session() as session:  # short: decide, and count this attempt as failed until it succeeds
+        session.execute(delete(LoginFailure).where(LoginFailure.failed_at <= now - FAILURE_MEMORY))
+        wait = max(_wait_s(session, LoginFailure.account_name, account_name, FREE_FAILURES_PER_ACCOUNT, now),
+                   _wait_s(session, LoginFailure.client, client, FREE_FAILURES_PER_CLIENT, now))
+        if not wait:
+            session.add(LoginFailure(account_name=account_name, client=client, failed_at=now))
+    if wait:
+        raise TooManyAttempts(wait)
+    with database_session() as session:
+        user = authenticate(session, name, password)
+        if user is None:
+            raise PermissionError("Wrong user name or password.")
+        session.execute(delete(LoginFailure).where(LoginFailure.account_name == account_name))
+        session.execute(delete(AuthSession).where(AuthSession.expires_at <= now))
+        token = secrets.token_urlsafe(32)
+        started = utcnow()
+        expires = started + SESSION_LIFETIME
+        session.add(AuthSession(token_hash=token_hash(token), user_id=user.id, client=client, created_at=started,
+                                expires_at=expires))
+        return Login(token, Account(user.id, user.name, user.role), expires)
+
+
+def _live_session(session, token: str | None) -> AuthSession:
+    if not token:
+        raise NotLoggedIn("Log in first (Annotate tab).")
+    row = session.scalar(select(AuthSession).where(AuthSession.token_hash == token_hash(token)))
+    if row is None or row.revoked_at is not None or _aware(row.expires_at) <= utcnow():
+        raise NotLoggedIn(SESSION_ENDED)
+    return row
+
+
+def session_account(token: str | None) -> Account:
+    """The account of a live session; NotLoggedIn when there is no token, or its session
+    expired, was ended, or its account was deleted."""
+    with database_session(read_only=True) as session:
+        user = session.get(User, _live_session(session, token).user_id)
+        return Account(user.id, user.name, user.role)
+
+
+def log_out(token: str | None, files_root: Path | None = None) -> None:
+    """End the session of `token` (nothing when there is none) and delete the files handed to it."""
+    if not token:
+        return
+    digest = token_hash(token)
+    with database_session() as session:
+        row = session.scalar(select(AuthSession).where(AuthSession.token_hash == digest))
+        if row is not None and row.revoked_at is None:
+            row.revoked_at = utcnow()
+    if files_root is not None:
+        shutil.rmtree(Path(files_root) / _files_folder(digest), ignore_errors=True)
+
+
+def _files_folder(digest: str) -> str:
+    """The folder of a session's files: derived from its token, so it names no account."""
+    return hashlib.sha256(f"files:{digest}".encode("utf-8")).hexdigest()[:32]
+
+
+def hand_out(token: str | None, paths: Sequence[str | None], files_root: Path) -> list[str | None]:
+    """Copies of `paths` (None stays None) in a folder of this live session under `files_root`,
+    for a front end to serve to this session only. NotLoggedIn when the session is not live."""
+    with database_session(read_only=True) as session:
+        digest = _live_session(session, token).token_hash
+    return [None if path is None else str(_copy_once(Path(path), Path(files_root) / _files_folder(digest)))
+            for path in paths]
+
+
+def _copy_once(source: Path, folder: Path) -> Path:
+    """`source` copied into `folder`, once per file version (a stored image shown again is not
+    copied again; a new export, a new temporary file, is), written whole before it appears."""
+    stat = source.stat()
+    version = hashlib.sha256(f"{source.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode("utf-8"))
+    target = folder / version.hexdigest()[:16] / source.name
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{secrets.token_hex(4)}.part")
+        shutil.copyfile(source, partial)
+        os.replace(partial, target)
+    return target
+
+
+def may_fetch(token: str | None, path: str | Path, files_root: Path) -> bool:
+    """Whether the session of `token` is live and `path` is one of the files handed to it."""
+    try:
+        with database_session(read_only=True) as session:
+            digest = _live_session(session, token).token_hash
+    except NotLoggedIn:
+        return False
+    own = (Path(files_root) / _files_folder(digest)).resolve()
+    return Path(path).resolve().is_relative_to(own)

@@ -1,0 +1,181 @@
+"""Server-side login sessions (random tokens stored hashed, expiry, revocation), login
+throttling with backoff per account and per client, and files handed to one session."""
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from sqlalchemy import delete, select
+
+from annotation import auth_sessions
+from annotation.accounts import create_user
+from annotation.acting import NotLoggedIn
+from annotation.auth_sessions import (
+    FREE_FAILURES_PER_ACCOUNT,
+    FREE_FAILURES_PER_CLIENT,
+    MAX_WAIT_S,
+    SESSION_LIFETIME,
+    TooManyAttempts,
+    hand_out,
+    log_in,
+    log_out,
+    may_fetch,
+    session_account,
+)
+from db.models import AuthSession, LoginFailure, User
+from db.session import session_scope
+
+PASSWORDS = {"amy": "amy-password-1", "rex": "rex-password-1"}
+
+
+@pytest.fixture
+def people(engine):
+    with session_scope(engine) as session:
+        create_user(session, "amy", "annotator", PASSWORDS["amy"])
+        create_user(session, "rex", "researcher", PASSWORDS["rex"])
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The sessions' clock, frozen; `clock.advance(seconds)` moves it."""
+    class Clock:
+        now = datetime(2026, 11, 24, 9, 0, tzinfo=timezone.utc)
+
+        def advance(self, seconds: float) -> None:
+            self.now += timedelta(seconds=seconds)
+
+    frozen = Clock()
+    monkeypatch.setattr(auth_sessions, "utcnow", lambda: frozen.now)
+    return frozen
+
+
+@pytest.fixture
+def password_checks(monkeypatch):
+    """How often a password hash was verified (Argon2 runs inside `authenticate`)."""
+    calls = []
+    real = auth_sessions.authenticate
+    monkeypatch.setattr(auth_sessions, "authenticate", lambda *a: calls.append(a[1]) or real(*a))
+    return calls
+
+
+def test_login_gives_a_random_token_that_only_its_hash_is_stored(engine, people, clock):
+    first, second = log_in("amy", PASSWORDS["amy"], "10.0.0.1"), log_in(" amy ", PASSWORDS["amy"], "10.0.0.1")
+    assert first.token != second.token and len(first.token) >= 40
+    assert first.account.name == "amy" and first.account.role == "annotator"
+    assert first.expires_at == clock.now + SESSION_LIFETIME
+    with session_scope(engine) as session:
+        rows = session.scalars(select(AuthSession)).all()
+        stored = {row.token_hash for row in rows}
+        assert stored == {hashlib.sha256(t.encode()).hexdigest() for t in (first.token, second.token)}
+        assert all(row.client == "10.0.0.1" and row.revoked_at is None for row in rows)
+    assert session_account(first.token) == first.account
+    with pytest.raises(NotLoggedIn, match="Log in first"):
+        session_account(None)
+    with pytest.raises(NotLoggedIn, match="log in again"):
+        session_account(first.token[:-1] + ("A" if first.token[-1] != "A" else "B"))
+
+
+def test_expired_revoked_and_deleted_sessions_must_log_in_again(engine, people, clock):
+    kept, ended = log_in("amy", PASSWORDS["amy"], None), log_in("amy", PASSWORDS["amy"], None)
+    log_out(ended.token)
+    with pytest.raises(NotLoggedIn, match="log in again"):
+        session_account(ended.token)
+    assert session_account(kept.token).name == "amy"  # logging out ends that session only
+    clock.advance(SESSION_LIFETIME.total_seconds() - 1)
+    assert session_account(kept.token).name == "amy"
+    clock.advance(1)
+    with pytest.raises(NotLoggedIn, match="log in again"):
+        session_account(kept.token)
+    fresh = log_in("rex", PASSWORDS["rex"], None)
+    with session_scope(engine) as session:
+        session.execute(delete(User).where(User.name == "rex"))
+    with pytest.raises(NotLoggedIn, match="log in again"):
+        session_account(fresh.token)
+
+
+def test_200_wrong_guesses_are_refused_without_hashing_then_the_lockout_ends(people, clock, password_checks):
+    answers = []
+    for n in range(200):
+        try:
+            log_in("amy", f"guess-{n}", "10.0.0.2")
+        except TooManyAttempts as exc:
+            answers.append(("throttled", exc.retry_after))
+        except PermissionError as exc:
+            answers.append(("wrong", str(exc)))
+    assert answers[:FREE_FAILURES_PER_ACCOUNT] == [("wrong", "Wrong user name or password.")] * 5
+    assert answers[FREE_FAILURES_PER_ACCOUNT:] == [("throttled", 1)] * 195
+    assert len(password_checks) == FREE_FAILURES_PER_ACCOUNT  # throttled guesses never reach Argon2
+    with pytest.raises(TooManyAttempts, match=r"try again in 1 s"):
+        log_in("amy", PASSWORDS["amy"], "10.0.0.3")  # the right password, another address: still refused
+    clock.advance(1)
+    with pytest.raises(PermissionError, match="Wrong"):
+        log_in("amy", "guess-6", "10.0.0.2")  # the 6th failure doubles the wait …
+    clock.advance(1)
+    with pytest.raises(TooManyAttempts, match=r"try again in 1 s"):
+        log_in("amy", PASSWORDS["amy"], "10.0.0.2")
+    clock.advance(1)  # … to 2 s
+    assert log_in("amy", PASSWORDS["amy"], "10.0.0.2").account.name == "amy"
+    # A successful login forgets the account's failures: five free guesses again.
+    for n in range(FREE_FAILURES_PER_ACCOUNT):
+        with pytest.raises(PermissionError, match="Wrong"):
+            log_in("amy", f"again-{n}", "10.0.0.2")
+    with pytest.raises(TooManyAttempts):
+        log_in("amy", "again-5", "10.0.0.2")
+
+
+def test_the_wait_doubles_up_to_its_cap(people, clock):
+    waits = []
+    for n in range(FREE_FAILURES_PER_ACCOUNT + 14):
+        try:
+            log_in("amy", f"guess-{n}", f"10.1.0.{n}")
+        except TooManyAttempts as exc:
+            waits.append(exc.retry_after)
+            clock.advance(exc.retry_after)
+            with pytest.raises(PermissionError, match="Wrong"):
+                log_in("amy", f"guess-{n}", f"10.1.0.{n}")
+        except PermissionError:
+            pass
+    assert waits[:10] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    assert waits[10:] == [MAX_WAIT_S] * 4
+
+
+def test_one_client_guessing_many_accounts_is_throttled_too(engine, people, clock, password_checks):
+    for n in range(FREE_FAILURES_PER_CLIENT):
+        with pytest.raises(PermissionError, match="Wrong"):
+            log_in(f"nobody-{n}", "some-password", "10.0.0.7")
+    with pytest.raises(TooManyAttempts):
+        log_in("amy", PASSWORDS["amy"], "10.0.0.7")
+    assert log_in("amy", PASSWORDS["amy"], "10.0.0.8").account.name == "amy"  # another client may
+    assert len(password_checks) == FREE_FAILURES_PER_CLIENT + 1
+    clock.advance(1)
+    assert log_in("amy", PASSWORDS["amy"], "10.0.0.7").account.name == "amy"
+    clock.advance(auth_sessions.FAILURE_MEMORY.total_seconds())
+    log_in("amy", PASSWORDS["amy"], "10.0.0.9")  # old failures are forgotten, and deleted
+    with session_scope(engine) as session:
+        assert session.scalars(select(LoginFailure)).all() == []
+
+
+def test_files_are_handed_to_one_live_session_only(people, clock, tmp_path):
+    source = tmp_path / "stored.png"
+    source.write_bytes(b"pixels")
+    root = tmp_path / "served"
+    amy, rex = log_in("amy", PASSWORDS["amy"], None), log_in("rex", PASSWORDS["rex"], None)
+    copy, nothing = hand_out(amy.token, [str(source), None], root)
+    assert nothing is None and open(copy, "rb").read() == b"pixels"
+    assert hand_out(amy.token, [str(source)], root) == [copy]  # shown again: the same copy
+    assert copy.startswith(str(root)) and "amy" not in copy and amy.token not in copy
+    theirs = hand_out(rex.token, [str(source)], root)[0]
+    assert may_fetch(amy.token, copy, root)
+    assert not may_fetch(rex.token, copy, root) and not may_fetch(amy.token, theirs, root)
+    assert not may_fetch(None, copy, root)
+    assert not may_fetch(amy.token, source, root)
+    log_out(amy.token, root)
+    assert not may_fetch(amy.token, copy, root)
+    assert not Path(copy).exists() and may_fetch(rex.token, theirs, root)
+    with pytest.raises(NotLoggedIn, match="log in again"):
+        hand_out(amy.token, [str(source)], root)
+    source.write_bytes(b"other pixels")  # a new version of the file is a new copy
+    again = hand_out(rex.token, [str(source)], root)[0]
+    assert again != theirs and open(again, "rb").read() == b"other pixels" and open(theirs, "rb").read() == b"pixels"
