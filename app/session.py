@@ -6,6 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from annotation.acting import collection_names, log_in
+from annotation.errors import user_message
 
 
 def login(name: str, password: str) -> tuple[dict | None, str]:
@@ -13,7 +14,7 @@ def login(name: str, password: str) -> tuple[dict | None, str]:
     try:
         account = log_in(name, password)
     except PermissionError as exc:
-        return None, str(exc)
+        return None, user_message(exc)
     return ({"id": account.id, "name": account.name, "role": account.role},
             f"Logged in as {account.name} ({account.role}).")
 
@@ -29,7 +30,7 @@ def collection_choices(user_state: dict | None, leading: tuple[str, ...] = ()):
     try:
         available = collection_names(account_id(user_state))
     except PermissionError as exc:
-        return gr.skip(), str(exc)
+        return gr.skip(), user_message(exc)
     if leading:
         return gr.Dropdown(choices=[*leading, *available]), ""
     return gr.Dropdown(choices=available, value=available[0] if available else None), ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gradio as gr
 
 from annotation import queue_screens
+from annotation.errors import user_message
 from app.langs import LANGUAGES
 from app.session import account_id, collection_dropdown, login
 
@@ -52,7 +53,7 @@ def _guarded(fn, before: int, after: int = 0):
         try:
             return fn(*args)
         except (PermissionError, ValueError, LookupError) as exc:
-            return (*[gr.skip()] * before, str(exc), *[gr.skip()] * after)
+            return (*[gr.skip()] * before, user_message(exc), *[gr.skip()] * after)
     return wrapper
 
 

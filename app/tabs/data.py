@@ -9,6 +9,7 @@ import json
 
 import gradio as gr
 
+from annotation.errors import user_message
 from annotation.transfers import export_download, finetune_download, import_upload
 from app.session import account_id, follow_collections
 
@@ -71,7 +72,7 @@ def build(user_state: gr.State) -> None:
         try:
             report = import_upload(account_id(state), path, into, import_format, _progress_callback(progress))
         except (PermissionError, ValueError, LookupError, OSError) as exc:
-            return str(exc), "Import failed: nothing was written."
+            return user_message(exc), "Import failed: nothing was written."
         return json.dumps(report, indent=2, ensure_ascii=False), f"Imported into {report['collection']}."
 
     def on_export(state, export_what, chosen_format, chosen_collection, progress=gr.Progress()):
@@ -80,7 +81,7 @@ def build(user_state: gr.State) -> None:
             path, summary = export_download(account_id(state), export_what, chosen_format,
                                             _collection(chosen_collection))
         except (PermissionError, ValueError, LookupError, OSError) as exc:
-            return None, None, str(exc)
+            return None, None, user_message(exc)
         return path, summary, f"Exported {summary['rows']} rows."
 
     def on_set(state, label, chosen_format, chosen_collection, chosen_seed, progress=gr.Progress()):
@@ -89,7 +90,7 @@ def build(user_state: gr.State) -> None:
             path, manifest = finetune_download(account_id(state), FINETUNE_KINDS[label], chosen_format,
                                                _collection(chosen_collection), chosen_seed or 0)
         except (PermissionError, ValueError, LookupError, OSError) as exc:
-            return None, None, str(exc)
+            return None, None, user_message(exc)
         return path, manifest, f"Built {manifest['rows']} rows."
 
     follow_collections(user_state, refresh, collection, status, leading=(ALL_COLLECTIONS,))
