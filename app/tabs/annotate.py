@@ -143,7 +143,7 @@ def build(user_state: gr.State) -> None:
 
     # ----- rating queue --------------------------------------------------------------
     rating_outputs = [rate_image, rate_caption, rate_caption_id, overall, fluency, relevance, descriptiveness,
-                      rate_status, history]
+                      rate_status, history, save_button]
 
     def show(screen: queue_screens.RatingScreen, visited: list):
         values = screen.values
@@ -152,7 +152,8 @@ def build(user_state: gr.State) -> None:
         return (screen.image_file, screen.text, screen.caption_id,
                 values.get("overall") if values.get("overall") is not None else 0.5,
                 values.get("fluency") or 0.5, values.get("relevance") or 0.5, values.get("descriptiveness") or 0.5,
-                (screen.message + " " if screen.message else "") + screen.progress, visited)
+                (screen.message + " " if screen.message else "") + screen.progress, visited,
+                gr.Button(interactive=screen.can_rate))
 
     def on_next(state, collection_name, visited):
         return show(queue_screens.rating_screen(account_id(state), collection_name), visited)
@@ -183,7 +184,7 @@ def build(user_state: gr.State) -> None:
     }
     for trigger, handler in ((collection.change, on_next), (save_button.click, on_save), (skip_button.click, on_skip),
                              (back_button.click, on_back)):
-        trigger(_guarded(handler, 7, 1), rating_inputs[handler], rating_outputs, api_visibility="private")
+        trigger(_guarded(handler, 7, 2), rating_inputs[handler], rating_outputs, api_visibility="private")
 
     # ----- transcreation queue -------------------------------------------------------
     tc_outputs = [instructions, tc_image, tc_source, tc_score, tc_refs, tc_source_id, tc_text, tc_status]
