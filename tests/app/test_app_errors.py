@@ -68,3 +68,18 @@ def test_a_wrong_password_is_a_message_not_a_traceback(client, server, capfd):
     with pytest.raises(Exception, match="Wrong user name or password"):
         client.predict(server.annotator[0], "not-the-password", api_name="/login")
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_metric_statuses_and_the_banner_name_no_server_folder(monkeypatch, tmp_path):
+    from app import engine
+    from scoring.api import MetricResult
+
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    missing = f"checkpoint not found: {tmp_path / 'data' / 'checkpoints' / 'pacs' / 'clip.pth'} (download it)"
+    monkeypatch.setattr(engine, "score_items", lambda profile, items, metrics: {
+        "PAC-S": MetricResult("PAC-S", [None], missing)})
+    monkeypatch.setattr(engine, "get_scorer", lambda profile: object())
+    result = engine.AppScorer("tiny").score([], ["PAC-S"])["PAC-S"]
+    assert result.unavailable == "checkpoint not found: $CAPLENS_DATA_DIR/checkpoints/pacs/clip.pth (download it)"
+    banner = engine._plain("weights under /srv/models/clip/model.bin are unreadable")
+    assert "srv" not in banner and "model.bin" in banner.replace("\\", "")
