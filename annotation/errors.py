@@ -1,7 +1,7 @@
 """What a user is told when something fails, in one place.
 
 Errors the libraries raise for users (`PermissionError`, `ValueError`, `LookupError`,
-`OSError`) keep their message, with server paths reduced to names a user knows. Anything
+`OSError`, a bad zip) keep their message, with server paths reduced to names a user knows. Anything
 else (a database error, a bug) becomes "Something went wrong (error id …)"; the full
 traceback goes to the log under that id, so an operator can find it from what the user saw.
 Database errors never show their text: it carries SQL.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+import zipfile
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -18,7 +19,7 @@ from scoring.paths import data_dir
 
 LOG = logging.getLogger(__name__)
 
-EXPECTED = (PermissionError, ValueError, LookupError, OSError)
+EXPECTED = (PermissionError, ValueError, LookupError, OSError, zipfile.BadZipFile)
 
 # An absolute path of two or more parts (not part of a URL, a word or a relative path).
 _SERVER_PATH = re.compile(r"(?<![\w$:/.~])/(?:[\w.+-]+/)+([\w.+-]+)")

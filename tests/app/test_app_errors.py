@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import zipfile
 
 import pytest
 from gradio_client import Client
@@ -32,6 +33,7 @@ def test_expected_errors_keep_their_words_without_server_paths(monkeypatch, tmp_
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
     assert user_message(ValueError("/tmp/gradio/4f1c/upload.zip: not a zip file")) == "upload.zip: not a zip file"
     assert user_message(PermissionError("Wrong user name or password.")) == "Wrong user name or password."
+    assert user_message(zipfile.BadZipFile("File is not a zip file")) == "File is not a zip file"
     assert (public_text(f"cannot write {tmp_path / 'data' / 'runs' / 'x.toml'}")
             == "cannot write $CAPLENS_DATA_DIR/runs/x.toml")
     assert public_text("see https://huggingface.co/openai/clip and/or 0/1") == "see https://huggingface.co/openai/clip and/or 0/1"
