@@ -109,10 +109,10 @@ def _tag_cached(text: str, lang: str) -> tuple[TaggedToken, ...]:
 def _load(lang: str):
     """The tagger model for `lang` (None for Japanese: fugashi), loaded once;
     TaggerUnavailableError if it cannot be."""
-    spec = TAGGERS.get(lang)
     if lang == UNKNOWN:
         raise TaggerUnavailableError("POS tagging unavailable: the caption's language is unknown (it has no "
                                      "letters to detect it from); choose its language")
+    spec = TAGGERS.get(lang)
     if spec is None:
         raise TaggerUnavailableError(
             f"POS tagging unavailable for {lang}: CapLens has no tagger for this language "

@@ -39,7 +39,7 @@ def _python311() -> str:
 def _clean_env(**extra: str) -> dict:
     """The environment less anything that would let the suite's own install leak in."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "CAPLENS_PROFILE") and not k.startswith("PYTEST")}
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "CAPLENS_PROFILE", "CAPLENS_DATABASE_URL") and not k.startswith("PYTEST")}
     env.update(extra)
     return env
 
