@@ -55,12 +55,18 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=20)
 
 
+@pytest.fixture
+def venv(tmp_path):
+    path = tmp_path / "venv"
+    yield path
+    shutil.rmtree(path, ignore_errors=True)  # about 2.4 GB, which pytest would keep for three runs
+
+
 @pytest.mark.slow
 @pytest.mark.space_boot
 @pytest.mark.timeout(1500)
-def test_space_boots_from_requirements_alone(tmp_path):
+def test_space_boots_from_requirements_alone(tmp_path, venv):
     python = _python311()
-    venv = tmp_path / "venv"
     env = _clean_env()
     subprocess.run([python, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
