@@ -1,12 +1,13 @@
 """Hugging Face Spaces entry point (README front matter: `app_file: space.py`).
 
-Spaces run this file directly; it builds the same app as `caplens serve` and listens on the
-address the Space expects. Space secrets CAPLENS_ADMIN_USER and CAPLENS_ADMIN_PASSWORD, when
-set, create that admin account on first start so the owner can log in and add annotators.
+Spaces run this file directly; it builds the same app as `caplens serve` and listens where
+the Space expects: GRADIO_SERVER_NAME and GRADIO_SERVER_PORT when set (as Spaces and Gradio
+name them), else 0.0.0.0:7860. Space secrets CAPLENS_ADMIN_USER and CAPLENS_ADMIN_PASSWORD,
+when set, create that admin account on first start so the owner can log in and add annotators.
 """
 import os
 
-from app.serve import create_app, launch_kwargs
+from app.serve import configure_logging, create_app, launch_kwargs
 
 
 def ensure_admin_from_secrets() -> None:
@@ -17,9 +18,12 @@ def ensure_admin_from_secrets() -> None:
         ensure_account(name, "admin", password)
 
 
+configure_logging()
 demo, ctx = create_app()
 ensure_admin_from_secrets()
 
 if __name__ == "__main__":
     print(f"CapLens: profile '{ctx.profile}' in use.", flush=True)
-    demo.queue(default_concurrency_limit=2).launch(**launch_kwargs("0.0.0.0", 7860, False))
+    host = os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0")
+    port = int(os.environ.get("GRADIO_SERVER_PORT", "7860"))
+    demo.queue(default_concurrency_limit=2).launch(**launch_kwargs(host, port, False))

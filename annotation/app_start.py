@@ -1,25 +1,30 @@
-"""What a server needs from the database before it serves: the schema, on a first run the
-demo collection and one account to log in with, and the folders it must never hand to
-browsers."""
+"""What a server needs from the database before it serves: the schema, on a first run one
+account to log in with (and the demo collection, filled in beside the running server), and
+the folders it must never hand to browsers."""
 from __future__ import annotations
 
 import secrets
+import threading
 from dataclasses import dataclass
+from typing import Callable
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
-from annotation.demo_seed import seed_demo_if_empty
 from annotation.accounts import create_user
 from annotation.database import database_session, open_database
-from db.models import User
+from annotation.demo_seed import seed_demo_if_empty
+from annotation.errors import user_message
+from db.models import Collection, User
 from scoring.paths import data_dir
+
 
 
 @dataclass(frozen=True)
 class FirstRun:
-    """What a first run created (None: nothing, it was not a first run)."""
+    """What a first run needs: `seed_demo` (fill the demo collection, see
+    `seed_demo_in_background`) and the password of the login it created (None: none made)."""
 
-    demo_collection: str | None = None
+    seed_demo: bool = False
     login_password: str | None = None
 
 
@@ -45,15 +50,36 @@ def ensure_account(name: str, role: str, password: str) -> bool:
 
 
 def prepare_database(seed_demo: bool, login_name: str) -> FirstRun:
-    """Create or migrate the schema; with `seed_demo`, fill the synthetic-world demo collection
-    into an empty database and make researcher `login_name` so its tabs can be used."""
+    """Create or migrate the schema. With `seed_demo` and a database without any collection (a
+    first run), make researcher `login_name` so the demo's tabs can be used, and say that the
+    demo collection is to be filled; filling it takes a while and is left to
+    `seed_demo_in_background`, so the server need not wait for it."""
     open_database()
     if not seed_demo:
         return FirstRun()
-    report = seed_demo_if_empty()
-    if not report:
-        return FirstRun()
-    return FirstRun(report.get("collection", "world-demo"), create_first_login(login_name, "researcher"))
+    with database_session(read_only=True) as session:
+        if session.scalar(select(func.count()).select_from(Collection)):
+            return FirstRun()
+    return FirstRun(True, create_first_login(login_name, "researcher"))
+
+
+def seed_demo_in_background(report: Callable[[str], None]) -> threading.Thread:
+    """Fill the demo collection into an empty database on a daemon thread while the server
+    starts and serves; `report` gets one line when it is done (or why it failed: the server
+    stays up, and the details are in the log). The import is one transaction, so a server
+    stopped halfway leaves no half-filled collection."""
+    def work() -> None:
+        try:
+            created = seed_demo_if_empty()
+        except Exception as exc:  # the demo is a convenience: the server goes on without it
+            report(f"the demo collection could not be created: {user_message(exc)}")
+            return
+        if created:
+            report(f"demo collection {created.get('collection')!r} created.")
+
+    thread = threading.Thread(target=work, name="caplens-demo-seed", daemon=True)
+    thread.start()
+    return thread
 
 
 def unserved_folders() -> list[str]:

@@ -35,15 +35,16 @@ class ImageFacts:
 
 def inspect_image(data: bytes, name: str = "upload") -> ImageFacts:
     """Decode `data` fully under the library's decoding policy; raise ValueError naming `name`
-    if it is not a supported image."""
+    if it is not a supported image. Width and height are those of the upright image (after
+    its EXIF orientation), as the scorers and browsers show it; the bytes are stored as sent."""
     try:
         header = open_checked(data, name)
-        decode_image(data, name)  # the whole image: catches truncated files with a valid header
+        upright = decode_image(data, name).image  # the whole image: catches truncated files with a valid header
     except ImageDecodeError as exc:
         raise ValueError(str(exc)) from None
     if header.format not in STORED_FORMATS:
         raise ValueError(f"{name}: image format {header.format} is not supported ({', '.join(STORED_FORMATS)})")
-    width, height = header.size
+    width, height = upright.size
     return ImageFacts(content_fingerprint(data), header.format, width, height, len(data))
 
 

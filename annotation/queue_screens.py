@@ -20,6 +20,11 @@ def _image_file(image) -> str | None:
     return str(path) if path.is_file() else None
 
 
+def _missing_image_message(caption_id: int) -> str:
+    return (f"The image of caption {caption_id} is missing from the image store, so it cannot be rated: "
+            "Skip it (an admin can import the image again).")
+
+
 def _joined(message: str, text: str) -> str:
     return (message + " " if message else "") + text
 
@@ -36,6 +41,11 @@ class RatingScreen:
     values: dict
     progress: str
     message: str = ""
+
+    @property
+    def can_rate(self) -> bool:
+        """A caption is rated against its image: none loaded, or its image file is missing."""
+        return self.caption_id is not None and self.image_file is not None
 
 
 def _rating_screen(session, user, collection_name: str, caption_id: int | None = None,
@@ -55,8 +65,10 @@ def _rating_screen(session, user, collection_name: str, caption_id: int | None =
     for rating in tasks.list_ratings(session, user, annotator=user):
         if rating.caption_id == caption.id:
             values = {f: getattr(rating, f) for f in tasks.RATING_FIELDS}
-    return RatingScreen(caption.id, caption.text, caption.language, _image_file(caption.image), values,
-                        progress_text, message)
+    image_file = _image_file(caption.image)
+    if image_file is None:
+        message = _joined(message, _missing_image_message(caption.id))
+    return RatingScreen(caption.id, caption.text, caption.language, image_file, values, progress_text, message)
 
 
 def rating_screen(account_id: int | None, collection_name: str, caption_id: int | None = None,
@@ -69,8 +81,11 @@ def rating_screen(account_id: int | None, collection_name: str, caption_id: int 
 def rate(account_id: int | None, caption_id: int, overall: float, fluency: float | None = None,
          relevance: float | None = None, descriptiveness: float | None = None) -> dict:
     """Store this annotator's rating (editing an earlier one keeps its history); the stored
-    values as the API reports them."""
+    values as the API reports them. A caption whose image file is missing cannot be rated."""
     with acting(account_id) as (session, user):
+        caption = captions.get_caption(session, int(caption_id))
+        if _image_file(caption.image) is None:
+            raise ValueError(_missing_image_message(caption.id))
         rating = tasks.submit_rating(session, user, int(caption_id), overall, fluency, relevance, descriptiveness)
         return {"rating_id": rating.id, "caption_id": rating.caption_id, "annotator": user.name,
                 "overall": rating.overall, "fluency": rating.fluency, "relevance": rating.relevance,

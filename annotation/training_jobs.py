@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from annotation.errors import public_text, user_message
 from scoring.api import metric_names
 from scoring.paths import data_dir
 from scoring.user_registry import register_run
@@ -179,11 +180,9 @@ class JobRunner:
                 if job.cancel.is_set():
                     job.status, job.message = "cancelled", "cancelled; the last snapshot stays resumable"
                 else:
-                    LOG.exception("training job %s failed", job.id)
-                    expected = isinstance(exc, (ValueError, PermissionError, OSError))
                     job.status = "failed"
-                    job.error = public_message(exc) if expected else (
-                        f"internal error ({type(exc).__name__}: {public_message(exc)}); the server log has the details")
+                    job.error = public_message(user_message(exc))  # an unexpected error is logged with its id
+                    LOG.warning("training job %s failed: %s", job.id, job.error)
                     job.message = f"failed: {job.error}"
                 self._note(job, job.message)
             return
@@ -255,8 +254,7 @@ def comparison(before: dict[str, float], after: dict[str, float]) -> list[dict[s
 def public_message(error: BaseException | str) -> str:
     """One line for users: server folders replaced by names they know."""
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    text = text.replace(str(data_dir()), "$CAPLENS_DATA_DIR")
-    return re.sub(r"(?<![\w$])/(?:[\w.+-]+/)+([\w.+-]+)", r"\1", text)
+    return public_text(text)
 
 
 def _device_of(config) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from annotation.errors import public_text
 from app.gpu import gpu
 
 
@@ -43,7 +44,13 @@ class AppScorer:
         return getattr(self._scorer, name)
 
     def score(self, items: list, metrics: list[str] | None = None):
-        return score_items(self._profile, items, metrics)
+        """`score_items`, with server paths in the reasons a metric cannot run reduced as in
+        every message users see (a missing checkpoint under `$CAPLENS_DATA_DIR`)."""
+        results = score_items(self._profile, items, metrics)
+        for result in results.values():
+            if result.unavailable:
+                result.unavailable = public_text(result.unavailable)
+        return results
 
 
 def metric_names(profile: str) -> list[str]:
@@ -76,5 +83,6 @@ def choose_profile(requested: str | None) -> tuple[str, str]:
 
 def _plain(text: str) -> str:
     """Library messages go into the Markdown banner: keep them from being read as markup."""
+    text = public_text(text)
     text = text if len(text) <= 200 else text[:199] + "…"
     return "".join(f"\\{c}" if c in "\\`*_{}[]<>()#+-.!|" else c for c in text)

@@ -21,32 +21,49 @@ def create_app(profile: str | None = None, seed_demo: bool = True):
     """Prepare the database and the scorer, and build the Blocks app. Returns (demo, ctx).
 
     On first run this creates the database (through the migrations) and, with `seed_demo`,
-    fills the synthetic-world demo collection so every tab has something to show offline.
+    starts filling the synthetic-world demo collection beside the server, so every tab has
+    something to show offline without the server waiting for it.
     """
     from app import engine
     from app.ui import build_app
 
-    _prepare(seed_demo)
-
+    first = _prepare(seed_demo)
     chosen, banner = engine.choose_profile(profile)
     ctx = engine.AppContext(profile=chosen, banner=banner)
-    return build_app(ctx), ctx
+    demo = build_app(ctx)
+    if first.seed_demo:
+        _seed_demo_in_background()
+    return demo, ctx
 
 
 DEMO_LOGIN = "demo"
 
 
-def _prepare(seed_demo: bool = True) -> None:
+def _prepare(seed_demo: bool = True):
     """The database ready to serve; on a first run the operator's console learns the demo
-    collection and the login (nobody else sees the password)."""
+    login (nobody else sees the password). Returns what the first run still needs."""
     from annotation.app_start import prepare_database
 
     first = prepare_database(seed_demo, DEMO_LOGIN)
-    if first.demo_collection:
-        print(f"CapLens: first run, demo collection {first.demo_collection!r} created.", flush=True)
     if first.login_password:
         print(f"CapLens: log in as '{DEMO_LOGIN}' with password '{first.login_password}' (researcher; change it "
               f"with `caplens user passwd {DEMO_LOGIN}`).", flush=True)
+    return first
+
+
+def _seed_demo_in_background():
+    """Fill the demo collection on a daemon thread; the console says when it is there."""
+    from annotation.app_start import seed_demo_in_background
+
+    print("CapLens: first run, filling the demo collection in the background.", flush=True)
+    return seed_demo_in_background(lambda line: print(f"CapLens: {line}", flush=True))
+
+
+def configure_logging() -> None:
+    """Warnings and errors (an error id's traceback, a failed training job) on the console."""
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
@@ -65,11 +82,14 @@ def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
         blocked_paths=unserved_folders(),
         app_kwargs=app_kwargs(),
         run_history=False,
-        show_error=True,
+        # Handler errors reach users as app/errors.py words them (gr.Error, always shown);
+        # anything else Gradio raises shows as a bare "Error", never its text.
+        show_error=False,
     )
 
 
 def run(args: argparse.Namespace) -> int:
+    configure_logging()
     demo, ctx = create_app(args.profile, seed_demo=not args.no_demo)
     print(f"CapLens: profile '{ctx.profile}' in use.", flush=True)
     demo.queue(default_concurrency_limit=2).launch(**launch_kwargs(args.host, args.port, args.share))

@@ -18,6 +18,7 @@ from gradio.utils import get_upload_folder
 
 from annotation.acting import collection_names
 from annotation.auth_sessions import hand_out, session_account
+from annotation.errors import user_message
 
 TOKEN_COOKIE = "caplens-session"
 TOKEN_HEADER = "x-caplens-token"
@@ -102,7 +103,7 @@ def collection_choices(request, leading: tuple[str, ...] = ()):
     try:
         available = collection_names(account_id(request))
     except PermissionError as exc:
-        return gr.skip(), str(exc)
+        return gr.skip(), user_message(exc)
     if leading:
         return gr.Dropdown(choices=[*leading, *available]), ""
     return gr.Dropdown(choices=available, value=available[0] if available else None), ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app import api, engine
+from app.errors import guard_events
 from app.tabs import analyze, analyze_files, annotate, data, failures, perturb, score, train
 
 TITLE = "CapLens"
@@ -39,4 +40,4 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
         # Metric versions registered by training since the app started appear after a reload.
         demo.load(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None, score_tab.metrics,
                   api_visibility="private")
-    return demo
+    return guard_events(demo)

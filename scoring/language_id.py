@@ -1,10 +1,15 @@
 """Caption languages the app offers, and automatic detection for the "auto" choice.
 
-Detection is langid.py (offline), restricted to LANGUAGES so a short caption is never
-guessed as a language no metric here handles.
+Detection is langid.py (offline). A caption written in a script the LANGUAGES use (Latin,
+Cyrillic, Chinese characters, kana, Hangul, Arabic) is guessed among LANGUAGES only, so a
+short caption is never taken for a language no metric here handles. A caption in any other
+script (Hebrew, Greek, Thai, Devanagari, ...) is guessed among all of langid's languages, so
+Hebrew is `he` and not whatever LANGUAGES member its letters resemble least badly. Text with
+no letters at all (emoji, digits, punctuation) has no language to detect: it is UNKNOWN.
 """
 from __future__ import annotations
 
+import unicodedata
 from functools import lru_cache
 
 # The five languages of PR-MCS first, then other common ones the multilingual encoders cover.
@@ -23,23 +28,41 @@ LANGUAGES = {
     "ar": "Arabic",
 }
 AUTO = "auto"
+UNKNOWN = "und"  # BCP 47 "undetermined": no letters to tell the language from
+
+# Unicode name prefixes of the scripts LANGUAGES are written in.
+_COVERED_SCRIPTS = ("LATIN", "CYRILLIC", "CJK", "HIRAGANA", "KATAKANA", "HANGUL", "ARABIC")
 
 
 @lru_cache(maxsize=1)
 def _identifier():
     from langid.langid import LanguageIdentifier, model
 
-    identifier = LanguageIdentifier.from_modelstring(model, norm_probs=True)
-    identifier.set_languages(list(LANGUAGES))
-    return identifier
+    return LanguageIdentifier.from_modelstring(model, norm_probs=True)
+
+
+def _in_covered_script(letter: str) -> bool:
+    words = unicodedata.name(letter, "").replace("-", " ").split()[:2]  # e.g. HALFWIDTH KATAKANA
+    return any(word in _COVERED_SCRIPTS for word in words)
 
 
 def detect_language(text: str, default: str = "en") -> str:
-    """Best guess among LANGUAGES; `default` for empty or very short text."""
-    if len(text.strip()) < 3:
+    """Best guess for `text` (see the module docstring): `default` for empty text or under
+    three letters, UNKNOWN for text without letters."""
+    if not text.strip():
         return default
-    code, _ = _identifier().classify(text)
-    return code
+    # Only letters (and the marks and spaces between them) say anything about the language:
+    # an emoji among the words would pull the guess towards Chinese.
+    words = "".join(ch if unicodedata.category(ch)[0] in "LM" else " " for ch in unicodedata.normalize("NFKC", text))
+    letters = [ch for ch in words if unicodedata.category(ch)[0] == "L"]
+    if not letters:
+        return UNKNOWN
+    if len(words.strip()) < 3:
+        return default
+    ranked = [code for code, _ in _identifier().rank(words)]
+    if 2 * sum(map(_in_covered_script, letters)) < len(letters):
+        return ranked[0]
+    return next(code for code in ranked if code in LANGUAGES)
 
 
 def resolve_language(choice: str | None, text: str) -> str:

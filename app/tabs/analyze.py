@@ -6,6 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from annotation.collection_analysis import analyse_collection
+from annotation.errors import user_message
 from app import engine, render
 from app.session import account_id, collection_row, follow_collections, logged_in
 from scoring.analysis import plots
@@ -38,7 +39,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
             report = analyse_collection(account_id(request), name, engine.AppScorer(ctx.profile), list(chosen),
                                         progress=progress)
         except (PermissionError, ValueError, LookupError) as exc:
-            return str(exc), *[gr.skip()] * 6
+            return user_message(exc), *[gr.skip()] * 6
         heat = plots.correlation_heatmap(report.correlations, "kendall_c")
         scatter_figure = _scatter(report.table, metric if metric in chosen else chosen[0])
         cells = correlation_cells(report.correlations)

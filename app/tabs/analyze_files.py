@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import gradio as gr
 import pandas as pd
 
+from annotation.errors import user_message
 from app import engine
 from scoring.analysis import plots, run
 
@@ -170,7 +171,7 @@ def run_safely(measure, name: str, *args, **kwargs):
     try:
         outcome = measure(*args, **kwargs)
     except HANDLED_ERRORS as exc:
-        return f"Could not analyse: {exc}", None, None, None
+        return f"Could not analyse: {user_message(exc)}", None, None, None
     return outcome.message, outcome.table, outcome.figure, csv_download(outcome.table, name)
 
 

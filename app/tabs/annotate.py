@@ -12,6 +12,7 @@ import functools
 import gradio as gr
 
 from annotation import queue_screens
+from annotation.errors import user_message
 from app.langs import LANGUAGES
 from app.session import account_id, collection_dropdown, current_login, login_message, private_copies
 
@@ -81,7 +82,7 @@ def _guarded(fn, before: int, after: int = 0):
         try:
             return fn(*args)
         except (PermissionError, ValueError, LookupError) as exc:
-            return (*[gr.skip()] * before, str(exc), *[gr.skip()] * after)
+            return (*[gr.skip()] * before, user_message(exc), *[gr.skip()] * after)
     return wrapper
 
 
@@ -180,7 +181,7 @@ def build(user_state: gr.State):
 
     # ----- rating queue --------------------------------------------------------------
     rating_outputs = [rate_image, rate_caption, rate_caption_id, overall, fluency, relevance, descriptiveness,
-                      rate_status, history]
+                      rate_status, history, save_button]
 
     def show(screen: queue_screens.RatingScreen, visited: list, request: gr.Request):
         values = screen.values
@@ -189,7 +190,8 @@ def build(user_state: gr.State):
         return (private_copies(request, [screen.image_file])[0], screen.text, screen.caption_id,
                 values.get("overall") if values.get("overall") is not None else 0.5,
                 values.get("fluency") or 0.5, values.get("relevance") or 0.5, values.get("descriptiveness") or 0.5,
-                (screen.message + " " if screen.message else "") + screen.progress, visited)
+                (screen.message + " " if screen.message else "") + screen.progress, visited,
+                gr.Button(interactive=screen.can_rate))
 
     def on_next(collection_name, visited, request: gr.Request):
         return show(queue_screens.rating_screen(account_id(request), collection_name), visited, request)
@@ -220,7 +222,7 @@ def build(user_state: gr.State):
     }
     for trigger, handler in ((collection.change, on_next), (save_button.click, on_save), (skip_button.click, on_skip),
                              (back_button.click, on_back)):
-        trigger(_guarded(handler, 7, 1), rating_inputs[handler], rating_outputs, api_visibility="private")
+        trigger(_guarded(handler, 7, 2), rating_inputs[handler], rating_outputs, api_visibility="private")
 
     # ----- transcreation queue -------------------------------------------------------
     tc_outputs = [instructions, tc_image, tc_source, tc_score, tc_refs, tc_source_id, tc_text, tc_status]

@@ -10,6 +10,7 @@ import json
 
 import gradio as gr
 
+from annotation.errors import user_message
 from annotation.transfers import export_download, finetune_download, import_upload
 from app.session import account_id, follow_collections, private_copies
 
@@ -72,7 +73,7 @@ def build(user_state: gr.State) -> None:
         try:
             report = import_upload(account_id(request), path, into, import_format, _progress_callback(progress))
         except (PermissionError, ValueError, LookupError, OSError) as exc:
-            return str(exc), "Import failed: nothing was written."
+            return user_message(exc), "Import failed: nothing was written."
         return json.dumps(report, indent=2, ensure_ascii=False), f"Imported into {report['collection']}."
 
     def on_export(export_what, chosen_format, chosen_collection, request: gr.Request, progress=gr.Progress()):
@@ -82,7 +83,7 @@ def build(user_state: gr.State) -> None:
                                             _collection(chosen_collection))
             download = private_copies(request, [path])[0]
         except (PermissionError, ValueError, LookupError, OSError) as exc:
-            return None, None, str(exc)
+            return None, None, user_message(exc)
         return download, summary, f"Exported {summary['rows']} rows."
 
     def on_set(label, chosen_format, chosen_collection, chosen_seed, request: gr.Request, progress=gr.Progress()):
@@ -92,7 +93,7 @@ def build(user_state: gr.State) -> None:
                                                _collection(chosen_collection), chosen_seed or 0)
             download = private_copies(request, [path])[0]
         except (PermissionError, ValueError, LookupError, OSError) as exc:
-            return None, None, str(exc)
+            return None, None, user_message(exc)
         return download, manifest, f"Built {manifest['rows']} rows."
 
     follow_collections(user_state, refresh, collection, status, leading=(ALL_COLLECTIONS,))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from annotation.collection_analysis import collection_failure_cases
+from annotation.errors import user_message
 from app import engine
 from app.session import account_id, collection_row, follow_collections, private_copies
 from app.tabs.score import ScoreTab
@@ -47,7 +48,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
             rows = collection_failure_cases(account_id(request), name, engine.AppScorer(ctx.profile), names, how,
                                             progress)
         except (PermissionError, ValueError, LookupError) as exc:
-            return str(exc), *[gr.skip()] * 7
+            return user_message(exc), *[gr.skip()] * 7
         if rows.empty:
             hint = ("no rated captions with metric scores" if how == DISAGREE
                     else "no perturbed captions stored (save some from the Perturbation lab)")
@@ -58,7 +59,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
         try:
             shown, gallery, picked = present(rows, metric_name, lang_name, op_name, request)
         except PermissionError as exc:
-            return str(exc), *[gr.skip()] * 7
+            return user_message(exc), *[gr.skip()] * 7
         return (f"{len(rows)} cases; showing the first {len(picked)}.", shown, gallery, rows, picked,
                 gr.Dropdown(choices=langs, value=lang_name), gr.Dropdown(choices=ops, value=op_name), gr.skip())
 

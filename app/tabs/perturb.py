@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from annotation.errors import user_message
 from annotation.lab import save_perturbations
 from app import engine, render
 from app.langs import language_choices
@@ -69,7 +70,7 @@ def build(ctx: engine.AppContext) -> None:
                                     image=None if image is None else image.image, references=split_lines(refs_text),
                                     metrics=list(chosen or []))
         except (ValueError, LookupError) as exc:
-            messages.append(str(exc))
+            messages.append(user_message(exc))
             return ("\n".join(messages), gr.skip(), *[gr.skip()] * SLOTS, gr.skip(), gr.skip(), gr.skip())
         for pert in lab.perturbations:
             if pert.noop:
@@ -105,7 +106,7 @@ def build(ctx: engine.AppContext) -> None:
                                       None if image is None else image.name, run["text"], run["lang"],
                                       run["perturbations"], name, run["critical"])
         except (PermissionError, ValueError, LookupError) as exc:
-            return str(exc)
+            return user_message(exc)
 
     button.click(
         on_perturb,

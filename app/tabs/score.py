@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
+from annotation.errors import user_message
 from annotation.lab import collection_images
 from app import engine, render
 from app.langs import language_choices
@@ -29,7 +30,7 @@ def load_images(paths: list[str] | None) -> tuple[list[LoadedImage], list[str]]:
         try:
             loaded = load_upload(path)
         except UploadError as exc:
-            messages.append(str(exc))
+            messages.append(user_message(exc))
             continue
         messages.extend(f"{loaded.name}: {note}" for note in loaded.notes)
         images.append(loaded)
@@ -97,7 +98,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         try:
             outcome = score_request(engine.AppScorer(ctx.profile), request, state)
         except (ValueError, LookupError, OSError) as exc:  # the scorer's "bad input" signals
-            messages.append(f"Could not score: {exc}")
+            messages.append(f"Could not score: {user_message(exc)}")
             return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), state
         reused = len(outcome.frame) - outcome.scored_now
         refs = len(request.references)
@@ -119,7 +120,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         try:
             found = collection_images(account_id(request), name)
         except (PermissionError, ValueError, LookupError) as exc:
-            return gr.Dropdown(choices=[], value=None), {}, str(exc)
+            return gr.Dropdown(choices=[], value=None), {}, user_message(exc)
         choices = [(f"{entry['name']} ({len(entry['captions'])} captions)", sha) for sha, entry in found.items()]
         return gr.Dropdown(choices=choices, value=choices[0][1] if choices else None), found, f"{len(found)} images."
 
@@ -130,7 +131,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         try:
             image = private_copies(request, [entry["file"]])
         except PermissionError as exc:
-            return (gr.skip(),) * 4 + (str(exc),)
+            return (gr.skip(),) * 4 + (user_message(exc),)
         return image, "\n".join(entry["captions"]), "\n".join(entry["references"]), entry["language"], ""
 
     user_state.change(collection_dropdown, None, pick_collection, api_visibility="private")

@@ -88,6 +88,8 @@ def correlation_heatmap(correlations: pd.DataFrame, value: str = "kendall_c") ->
     if missing:
         raise ValueError(f"correlation table lacks column(s) {', '.join(missing)}; group it by 'lang'")
     grid = correlations.pivot_table(index="metric", columns="lang", values=value, aggfunc="mean")
+    if grid.empty:  # every coefficient undefined (e.g. all human ratings equal): nothing to colour
+        return go.Figure(layout={"title": f"No {value} is defined for any metric and language (see the status)"})
     figure = go.Figure(
         go.Heatmap(
             z=grid.to_numpy(), x=list(grid.columns), y=list(grid.index), colorscale="RdBu", zmid=0,

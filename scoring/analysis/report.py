@@ -11,7 +11,7 @@ import pandas as pd
 
 from .failures import CASE_COLUMNS, disagreements, unmoved
 from .robustness import format_table7, robustness_table
-from .tables import collection_correlations, robustness_input
+from .tables import collection_correlations, rated_captions, robustness_input
 
 COEFFICIENT_LABELS = {"kendall_c": "Kendall τc", "kendall_b": "Kendall τb", "pearson": "Pearson r",
                       "spearman": "Spearman ρ"}
@@ -33,7 +33,19 @@ class CollectionReport:
 
     @property
     def summary(self) -> str:
-        return f"{len(self.table)} captions, {int(self.table['human'].notna().sum())} with human ratings."
+        text = f"{len(self.table)} captions, {int(self.table['human'].notna().sum())} with human ratings."
+        flat = constant_rating_languages(self.table)
+        if flat:
+            text += (f" In {', '.join(flat)} every rated caption has the same mean human rating, so no correlation "
+                     "with it is defined there (shown as —) until the ratings differ.")
+        return text
+
+
+def constant_rating_languages(table: pd.DataFrame) -> list[str]:
+    """Languages whose rated captions (two or more) all have one mean human rating."""
+    rated = rated_captions(table)
+    spread = rated.groupby("lang")["human"].agg(["count", "nunique"])
+    return [str(lang) for lang, row in spread.iterrows() if row["count"] >= 2 and row["nunique"] == 1]
 
 
 def collection_report(table: pd.DataFrame, metrics: Sequence[str], n_boot: int = 200) -> CollectionReport:

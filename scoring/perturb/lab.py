@@ -15,6 +15,8 @@ from scoring.analysis.robustness import ORIGINAL, format_table7, robustness_tabl
 from scoring.api import ScoreItem
 from scoring.language_id import resolve_language
 from scoring.perturb.ops import PRMCS_OPS, UMIC_OPS, Perturbation, perturb
+from scoring.perturb.pos import TaggerUnavailableError
+from scoring.perturb.tokenize import normalize_lang
 
 ALL_FIVE = "all five (PR-MCS)"
 
@@ -33,12 +35,23 @@ def parse_critical(text: str | None) -> list[str] | None:
 def perturb_caption(text: str, op: str, p: float | None, seed: int, lang: str, critical: list[str] | None,
                     corpus: list[str] | None = None) -> list[Perturbation]:
     """`text` perturbed by `op`, or by each PR-MCS operation for ALL_FIVE (or "all"), in
-    language `lang` (AUTO: detected from the text)."""
+    language `lang` (AUTO: detected from the text). One operation that needs a POS tagger the
+    language lacks raises TaggerUnavailableError; among all five it is a no-op saying so."""
     if not text or not text.strip():
         raise ValueError("Enter a caption to perturb.")
     ops = list(PRMCS_OPS) if op in (ALL_FIVE, "all") else [op]
     lang = resolve_language(lang, text)
-    return [perturb(text, name, p=p, seed=int(seed), lang=lang, critical=critical, corpus=corpus) for name in ops]
+    results = []
+    for name in ops:
+        try:
+            results.append(perturb(text, name, p=p, seed=int(seed), lang=lang, critical=critical, corpus=corpus))
+        except TaggerUnavailableError as exc:
+            if len(ops) == 1:
+                raise
+            # All five in a language without a POS tagger: the operations that need none
+            # still run, and the one that does says why it changed nothing.
+            results.append(Perturbation(text, name, None, int(seed), normalize_lang(lang), text, [], True, str(exc)))
+    return results
 
 
 @dataclass

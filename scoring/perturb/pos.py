@@ -23,6 +23,7 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
+from scoring.language_id import UNKNOWN
 from scoring.perturb.tokenize import japanese_morphemes, normalize_lang
 
 
@@ -108,6 +109,9 @@ def _tag_cached(text: str, lang: str) -> tuple[TaggedToken, ...]:
 def _load(lang: str):
     """The tagger model for `lang` (None for Japanese: fugashi), loaded once;
     TaggerUnavailableError if it cannot be."""
+    if lang == UNKNOWN:
+        raise TaggerUnavailableError("POS tagging unavailable: the caption's language is unknown (it has no "
+                                     "letters to detect it from); choose its language")
     spec = TAGGERS.get(lang)
     if spec is None:
         raise TaggerUnavailableError(

@@ -13,6 +13,7 @@ from .grammar import LANGUAGES
 from .render import render_scene
 from .sets import split_scenes
 from ..perturb.ops import PRMCS_OPS, perturb
+from ..perturb.pos import TaggerUnavailableError
 
 DEMO_COLLECTION = "world-demo"
 DEMO_SPLIT = "validation"  # neither trained on nor used by `caplens world measure`
@@ -46,8 +47,13 @@ def demo_rows(scenes: int, image_dir: Path, langs=LANGUAGES, annotators: int = 3
                 if cand.errors or cand.damage:
                     continue
                 for n, op in enumerate(PRMCS_OPS):  # perturbations of the correct caption
-                    p = perturb(cand.text, op, seed=scene.seed + n, lang=cand.caption.lang,
-                                critical=list(cand.caption.critical_objects))
+                    try:
+                        p = perturb(cand.text, op, seed=scene.seed + n, lang=cand.caption.lang,
+                                    critical=list(cand.caption.critical_objects))
+                    except TaggerUnavailableError:
+                        # A language whose optional POS pipeline is not installed (Spanish on a
+                        # Space) has no substitution: the demo leaves that operation out.
+                        continue
                     if p.noop:
                         continue
                     rows.append({"image": image, "image_id": scene.scene_id, "caption": p.text,

@@ -72,7 +72,7 @@ def test_library_reasons_in_the_banner_are_escaped():
     assert "<" not in _plain("<img src=x onerror=alert(1)>").replace("\\<", "")
 
 
-def test_first_run_gives_the_operator_a_login(tmp_path, monkeypatch, capsys):
+def test_first_run_gives_the_operator_a_login_and_seeds_the_demo_beside_the_server(tmp_path, monkeypatch, capsys):
     import re
 
     from annotation.accounts import authenticate
@@ -80,9 +80,9 @@ def test_first_run_gives_the_operator_a_login(tmp_path, monkeypatch, capsys):
     from app import serve
 
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
-    serve._prepare()
+    first = serve._prepare()
+    assert first.seed_demo  # the demo is still to be filled: the server does not wait for it
     printed = capsys.readouterr().out
-    assert "demo collection 'world-demo' created" in printed
     match = re.search(r"log in as 'demo' with password '([^']+)'", printed)
     assert match, printed
     with database_session() as session:
@@ -90,8 +90,26 @@ def test_first_run_gives_the_operator_a_login(tmp_path, monkeypatch, capsys):
         assert user.role == "researcher"
         assert authenticate(session, "demo", "wrong") is None
 
-    serve._prepare()  # not a first run any more: no second account, no password printed
+    serve._seed_demo_in_background().join(timeout=600)
+    assert "demo collection 'world-demo' created." in capsys.readouterr().out
+
+    again = serve._prepare()  # not a first run any more: no second account, no password, no seeding
+    assert not again.seed_demo
     assert "password" not in capsys.readouterr().out
+
+
+def test_a_failed_demo_seeding_leaves_the_server_a_line_not_a_crash(tmp_path, monkeypatch):
+    from annotation import app_start
+
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+
+    def broken():
+        raise ValueError("no scenes today")
+
+    monkeypatch.setattr(app_start, "seed_demo_if_empty", broken)
+    lines = []
+    app_start.seed_demo_in_background(lines.append).join(timeout=60)
+    assert lines == ["the demo collection could not be created: no scenes today"]
 
 
 def test_space_owner_account_is_made_once(tmp_path, monkeypatch):

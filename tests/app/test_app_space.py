@@ -12,11 +12,29 @@ def _name(requirement: str) -> str:
     return re.split(r"[<>=!\[ ;]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
-def test_readme_front_matter_points_at_the_space_app():
+def _front_matter() -> dict[str, str]:
     front = ROOT.joinpath("README.md").read_text(encoding="utf-8").split("---")[1]
-    assert re.search(r"^sdk: gradio$", front, re.M)
-    app_file = re.search(r"^app_file: (\S+)$", front, re.M).group(1)
-    assert ROOT.joinpath(app_file).is_file()
+    return {key.strip(): value.strip().strip('"') for key, value in
+            (line.split(":", 1) for line in front.strip().splitlines())}
+
+
+def test_readme_front_matter_points_at_the_space_app():
+    front = _front_matter()
+    assert front["sdk"] == "gradio"
+    assert ROOT.joinpath(front["app_file"]).is_file()
+    # Spaces default to Python 3.10; the code needs 3.11 (tomllib) and pyproject says so.
+    assert front["python_version"] == "3.11"
+    assert 0 < len(front["short_description"]) <= 60  # the Hub's limit
+    assert front["suggested_hardware"]
+
+
+def test_space_gradio_is_the_pinned_one_everywhere():
+    """The Space's SDK, requirements.txt and pyproject name one Gradio release."""
+    front = _front_matter()
+    lines = ROOT.joinpath("requirements.txt").read_text().splitlines()
+    assert f"gradio=={front['sdk_version']}" in [line.strip() for line in lines]
+    project = tomllib.loads(ROOT.joinpath("pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert f"gradio=={front['sdk_version']}" in project["dependencies"]
 
 
 def test_space_requirements_cover_every_project_dependency_from_pypi():

@@ -86,3 +86,25 @@ def test_demo_references_are_in_the_candidates_language(tmp_path):
         assert row["caption"] not in row["references"]
         others = set().union(*(texts for lang, texts in captions_by_lang.items() if lang != row["language"]))
         assert not others.intersection(row["references"]), (row["language"], row["references"])
+
+
+def test_demo_rows_build_without_an_optional_pos_pipeline(tmp_path, monkeypatch):
+    """A Space installs no Spanish spaCy pipeline: the demo still builds (this raised
+    "POS tagging unavailable for es" and stopped `caplens serve`); a Spanish substitution
+    that needs POS tags is left out, and everything else is there."""
+    from scoring.perturb import pos
+    from scoring.world.demo import demo_rows
+
+    monkeypatch.setitem(pos.TAGGERS, "es", pos.TaggerSpec("spacy", ("no_such_spanish_pipeline",), "not installable"))
+    pos._load.cache_clear()
+    pos._tag_cached.cache_clear()
+    try:
+        assert pos.unavailable_reason("es").startswith("POS tagging unavailable for es")
+        rows = demo_rows(2, tmp_path)
+    finally:
+        pos._load.cache_clear()
+        pos._tag_cached.cache_clear()
+    perturbed = {(row["language"], row["op"]) for row in rows if row.get("kind") == "perturbed"}
+    assert ("es", "substitution") not in perturbed
+    assert {("es", "jumble"), ("es", "removal"), ("en", "jumble")} <= perturbed
+    assert {row["language"] for row in rows if row.get("kind") == "candidate"} == {"en", "de", "fr", "es", "ja"}

@@ -1,0 +1,51 @@
+"""Automatic language detection (`scoring.language_id`) and what the Perturbation lab does
+with a language it has no tagger for."""
+from __future__ import annotations
+
+import pytest
+
+from scoring.language_id import UNKNOWN, detect_language
+from scoring.perturb.lab import perturb_caption
+from scoring.perturb.ops import PRMCS_OPS
+from scoring.perturb.pos import TaggerUnavailableError
+
+HEBREW = "איש רוכב על סוס לבן ליד הים"
+
+
+@pytest.mark.parametrize("text, lang", [
+    (HEBREW, "he"),  # was "ko" (and "zh" for other Hebrew captions): guessed among the twelve only
+    ("כלב רץ על החוף", "he"),
+    ("ελληνικά λέξεις για ένα σκύλο", "el"),
+    ("🐶🏖️☀️", UNKNOWN),  # was "zh"
+    ("👍👍", UNKNOWN),
+    ("123 456 !!!", UNKNOWN),
+    ("🐶 a dog runs on the beach 🏖️", "en"),  # emoji beside words do not pull the guess
+    ("un perro corre en la playa", "es"),
+    ("Ein Hund läuft am Strand", "de"),
+    ("一只狗在海滩上跑", "zh"),
+    ("犬が浜辺を走っている", "ja"),
+    ("собака бежит по пляжу", "ru"),
+])
+def test_detection(text, lang):
+    assert detect_language(text) == lang
+
+
+def test_all_five_on_hebrew_run_the_four_that_need_no_tagger_and_say_why_not_the_fifth():
+    results = perturb_caption(HEBREW, "all", None, 3, "auto", None)
+    assert [r.op for r in results] == list(PRMCS_OPS)
+    assert {r.lang for r in results} == {"he"}
+    done = {r.op: r for r in results if not r.noop}
+    assert set(done) == {"repetition", "removal", "masking", "jumble"}
+    assert all(set(r.text.replace("[MASK]", "").split()) <= set(HEBREW.split()) for r in done.values())
+    [substitution] = [r for r in results if r.op == "substitution"]
+    assert substitution.noop and substitution.text == HEBREW
+    assert substitution.noop_reason.startswith("POS tagging unavailable for he: CapLens has no tagger")
+    with pytest.raises(TaggerUnavailableError, match="unavailable for he"):  # asked for alone: a clear error
+        perturb_caption(HEBREW, "substitution", None, 3, "auto", None)
+
+
+def test_emoji_only_captions_perturb_as_language_unknown():
+    results = perturb_caption("🐶 🏖️ ☀️ 🐱", "all", None, 1, "auto", None)
+    assert {r.lang for r in results} == {UNKNOWN}
+    assert [r.op for r in results if not r.noop] == ["repetition", "removal", "masking", "jumble"]
+    assert "language is unknown" in results[-1].noop_reason
