@@ -20,6 +20,7 @@ import pandas as pd
 
 from app import engine
 from scoring.analysis import plots, run
+from scoring.csv_safe import frame_to_csv
 
 RATING_SETS = ("flickr8k-expert", "flickr8k-cf", "composite", "capeval1k", "m-capeval1k")
 HANDLED_ERRORS = (ValueError, LookupError, OSError, zipfile.BadZipFile)
@@ -161,7 +162,7 @@ def retrieval_from_files(profile: str, files, images, metric: str, *, langs: Seq
 
 def csv_download(table: pd.DataFrame, name: str) -> str:
     path = Path(tempfile.mkdtemp(prefix="caplens-analysis-")) / f"{name}.csv"
-    table.to_csv(path, index=False)
+    frame_to_csv(table, path)
     return str(path)
 
 
