@@ -106,12 +106,12 @@ def _display_name(name: str | None) -> str | None:
     return name.replace("\\", "/").rsplit("/", 1)[-1][:500] or None
 
 
-def read_image_bytes(image: Image) -> bytes:
-    path = image_path(image)
+def read_stored_bytes(sha256: str, fmt: str) -> bytes:
+    """The stored file of the image with this hash and format."""
     try:
-        return path.read_bytes()
-    except FileNotFoundError as exc:
-        raise OSError(f"image {image.sha256} is in the database but missing from the store {path}") from exc
+        return stored_path(sha256, fmt).read_bytes()
+    except FileNotFoundError:
+        raise OSError(f"image {sha256} is in the database but missing from the image store") from None
 
 
 def orphaned_files(session: Session) -> list[Path]:
