@@ -53,13 +53,13 @@ def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
     """Arguments for `Blocks.launch`: the stored images may be served (thumbnails, opening
     a failure case in the Score tab); uploads are capped before they reach our decoder."""
     from annotation.app_start import served_image_folders
-    from app.uploads import MAX_UPLOAD_BYTES
+    from app.uploads import max_upload_bytes
 
     return dict(
         server_name=host,
         server_port=port or None,
         share=share,
-        max_file_size=MAX_UPLOAD_BYTES,
+        max_file_size=max_upload_bytes(),
         allowed_paths=served_image_folders(),
         show_error=True,
     )

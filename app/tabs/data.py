@@ -11,6 +11,7 @@ import gradio as gr
 
 from annotation.transfers import export_download, finetune_download, import_upload
 from app.session import account_id, follow_collections
+from app.uploads import download_folder
 
 IMPORT_FORMATS = ["auto", "csv", "jsonl", "zip"]
 EXPORT_WHAT = ["ratings", "captions"]
@@ -77,8 +78,9 @@ def build(user_state: gr.State) -> None:
     def on_export(state, export_what, chosen_format, chosen_collection, progress=gr.Progress()):
         progress(0.1, desc=f"exporting {export_what}")
         try:
-            path, summary = export_download(account_id(state), export_what, chosen_format,
-                                            _collection(chosen_collection))
+            with download_folder() as folder:
+                path, summary = export_download(account_id(state), export_what, chosen_format,
+                                                _collection(chosen_collection), folder)
         except (PermissionError, ValueError, LookupError, OSError) as exc:
             return None, None, str(exc)
         return path, summary, f"Exported {summary['rows']} rows."
@@ -86,8 +88,9 @@ def build(user_state: gr.State) -> None:
     def on_set(state, label, chosen_format, chosen_collection, chosen_seed, progress=gr.Progress()):
         progress(0.1, desc="building the set")
         try:
-            path, manifest = finetune_download(account_id(state), FINETUNE_KINDS[label], chosen_format,
-                                               _collection(chosen_collection), chosen_seed or 0)
+            with download_folder() as folder:
+                path, manifest = finetune_download(account_id(state), FINETUNE_KINDS[label], chosen_format,
+                                                   _collection(chosen_collection), chosen_seed or 0, folder)
         except (PermissionError, ValueError, LookupError, OSError) as exc:
             return None, None, str(exc)
         return path, manifest, f"Built {manifest['rows']} rows."
