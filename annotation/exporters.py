@@ -7,15 +7,14 @@ researcher or admin action.
 
 Exports stream: the database is read `READ_CHUNK` rows at a time (with that chunk's
 collections, references and scores), and every format is written as rows arrive (CSV and
-JSONL row by row, Parquet in row groups, a `datasets` dataset from Parquet shards), so memory
-stays flat however many ratings there are. `ratings_table` / `captions_table` are the same rows
+JSONL row by row, Parquet in row groups, a `datasets` dataset as its Arrow files in batches),
+so memory stays flat however many ratings there are. `ratings_table` / `captions_table` are the same rows
 as lists, for the analyses that need the whole table.
 """
 from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -37,8 +36,9 @@ from scoring.csv_safe import write_csv
 TABLE_FORMATS = ("csv", "jsonl", "parquet", "hf")
 READ_CHUNK = 1000  # rows fetched from the database at a time
 PARQUET_ROW_GROUP = 5000  # rows per Parquet row group
-HF_SHARD_ROWS = 1000  # rows per Parquet shard a `datasets` dataset is built from ...
+HF_SHARD_ROWS = 1000  # rows per batch written to a `datasets` dataset ...
 HF_SHARD_BYTES = 64 << 20  # ... or fewer, once their image bytes reach this much
+HF_FILE_BYTES = 500 << 20  # a dataset file is closed once this much is in it (save_to_disk's default)
 IMAGE_CACHE_BYTES = 64 << 20  # recently read image files kept for the rows that repeat them
 
 # Column types, known before any row is read (Parquet and `datasets` need a schema up front).
@@ -282,16 +282,18 @@ def write_table(table: Table, out: str | Path, fmt: str, image_bytes: Callable[[
 
 
 def _write_hf(table: Table, out: Path, image_bytes: Callable[[dict], bytes] | None) -> int:
-    """A `datasets` dataset saved to `out`, built from Parquet shards of bounded size written
-    into a staging folder next to it (removed afterwards)."""
+    """A `datasets` dataset in `out`, in the layout `Dataset.save_to_disk` writes and
+    `datasets.load_from_disk` reads: its Arrow files written batch by batch (at most
+    HF_SHARD_ROWS rows or HF_SHARD_BYTES of images), a new file every HF_FILE_BYTES, then
+    `dataset_info.json` and `state.json`. Nothing is read back, so memory stays flat."""
     import datasets
     import pyarrow as pa
-    import pyarrow.parquet as pq
+    from datasets.arrow_writer import ArrowWriter
+    from datasets.fingerprint import generate_random_fingerprint
 
     if out.exists():
         if not out.is_dir() or any(out.iterdir()):
             raise ValueError(f"{out}: exists and is not an empty directory")
-        out.rmdir()
     schema = _arrow_schema(table)
     rows: Iterable[dict] = table.rows
     weigh = None
@@ -302,19 +304,39 @@ def _write_hf(table: Table, out: Path, image_bytes: Callable[[dict], bytes] | No
     features = datasets.Features.from_arrow_schema(schema)
     if image_bytes is not None:
         features["image"] = datasets.Image()
-    count = 0
-    with tempfile.TemporaryDirectory(prefix=".caplens-hf-", dir=out.parent) as staging:
-        shards = []
+    out.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    writer, written, count = None, 0, 0
+    try:
         for batch in _batches(rows, HF_SHARD_ROWS, HF_SHARD_BYTES, weigh):
-            shards.append(str(Path(staging) / f"shard-{len(shards):05d}.parquet"))
-            pq.write_table(pa.Table.from_pylist(batch, schema=schema), shards[-1])
-            count += len(batch)
-        if not shards:
-            shards.append(str(Path(staging) / "shard-00000.parquet"))
-            pq.write_table(schema.empty_table(), shards[-1])
-        dataset = datasets.Dataset.from_parquet(shards, features=features, cache_dir=str(Path(staging) / "cache"))
-        dataset.save_to_disk(str(out))
-        del dataset  # its memory-mapped cache files live in the staging folder
+            if writer is None:
+                files.append(out / f".part-{len(files):05d}.arrow")
+                writer, written = ArrowWriter(features=features, path=str(files[-1])), 0
+            arrow = pa.Table.from_pylist(batch, schema=schema)
+            writer.write_table(arrow)
+            count, written = count + len(batch), written + arrow.nbytes
+            if written >= HF_FILE_BYTES:
+                writer.finalize()
+                writer = None
+        if writer is None and not files:  # no rows: one empty file that still carries the features
+            files.append(out / ".part-00000.arrow")
+            writer = ArrowWriter(features=features, path=str(files[-1]))
+        if writer is not None:
+            writer.finalize()
+        names = [f"data-{number:05d}-of-{len(files):05d}.arrow" for number in range(len(files))]
+        for part, name in zip(files, names):
+            part.rename(out / name)
+        datasets.DatasetInfo(features=features).write_to_directory(str(out))
+        state = {"_data_files": [{"filename": name} for name in names], "_fingerprint": generate_random_fingerprint(),
+                 "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
+                 "_split": None}
+        (out / datasets.config.DATASET_STATE_JSON_FILENAME).write_text(json.dumps(state, indent=2, sort_keys=True),
+                                                                         encoding="utf-8")
+    except BaseException:
+        if writer is not None:
+            writer.close()
+        shutil.rmtree(out, ignore_errors=True)
+        raise
     return count
 
 

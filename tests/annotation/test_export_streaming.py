@@ -29,6 +29,7 @@ def small_chunks(monkeypatch):
     monkeypatch.setattr(exporters, "READ_CHUNK", 7)
     monkeypatch.setattr(exporters, "PARQUET_ROW_GROUP", 5)
     monkeypatch.setattr(exporters, "HF_SHARD_ROWS", 4)
+    monkeypatch.setattr(exporters, "HF_FILE_BYTES", 1)  # a dataset file per batch
 
 
 @pytest.fixture
@@ -85,6 +86,9 @@ def test_streamed_ratings_export_is_complete_and_correct(engine, accounts, rated
         import pyarrow.parquet as pq
 
         assert pq.ParquetFile(out).metadata.num_row_groups == 9  # 45 rows in groups of 5
+    if fmt == "hf":
+        assert sorted(p.name for p in out.iterdir()) == [
+            *(f"data-{i:05d}-of-00012.arrow" for i in range(12)), "dataset_info.json", "state.json"]  # 45 rows by 4
     seen = set()
     for row in rows:
         key = (row["annotator"], row["caption"])
@@ -170,3 +174,21 @@ def test_finetune_set_csv_is_escaped_and_reads_back_for_training(engine, account
     assert "'" + FORMULA.replace('"', '""') in text
     rows = _read_table(tmp_path / "human" / "data.csv")
     assert rows[0]["candidate"] == FORMULA and rows[0]["references"] == ["a reference"]
+
+
+def test_an_empty_export_is_a_valid_empty_table(engine, accounts, tmp_path):
+    import datasets
+    import pyarrow.parquet as pq
+
+    with session_scope(engine) as s:
+        get_or_create_collection(s, s.get(User, accounts["rita"].id), "empty")
+    with session_scope(engine, read_only=True) as s:
+        from annotation.captions import get_collection
+
+        rita, empty = s.get(User, accounts["rita"].id), get_collection(s, "empty")
+        for fmt, name in [("hf", "r"), ("parquet", "r.parquet"), ("csv", "r.csv")]:
+            assert export_table(s, rita, "ratings", tmp_path / name, fmt, empty)["rows"] == 0
+    dataset = datasets.load_from_disk(str(tmp_path / "r"))
+    assert len(dataset) == 0 and "image" in dataset.features and "caption" in dataset.features
+    assert pq.read_table(tmp_path / "r.parquet").num_rows == 0
+    assert (tmp_path / "r.csv").read_text(encoding="utf-8").startswith("rating_id,annotator,overall,")
