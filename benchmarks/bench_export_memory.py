@@ -104,8 +104,9 @@ def build_database(data_dir: Path, ratings: int, image_side: int = 32) -> Path:
                 links.append({"collection_id": 1, "caption_id": caption_id})
                 scores += [{"caption_id": caption_id, "metric": metric, "checkpoint_fingerprint": fp,
                             "value": (caption_id % 97) / 97, "computed_at": now} for metric, fp in METRICS]
-                rating_rows += [{"caption_id": caption_id, "annotator_id": a + 1, "overall": ((caption_id + a) % 11) / 10,
-                                 "version": 1, "created_at": now, "updated_at": now} for a in range(ANNOTATORS)]
+                rating_rows += [{"caption_id": caption_id, "annotator_id": a + 1,
+                                 "overall": ((caption_id + a) % 11) / 10, "version": 1, "created_at": now,
+                                 "updated_at": now} for a in range(ANNOTATORS)]
         _insert(session, Caption, caption_rows)
         _insert(session, collection_captions, links)
         _insert(session, MetricScore, scores)
@@ -192,7 +193,8 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=None, help="folder for the databases and exports (default: temp)")
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout whose exporter runs (default: this one)")
     args = parser.parse_args()
-    print("| ratings | images | format | peak RSS (MB) | seconds | exported |\n|---:|---|---|---:|---:|---|", flush=True)
+    print("| ratings | images | format | peak RSS (MB) | seconds | exported |", flush=True)
+    print("|---:|---|---|---:|---:|---|", flush=True)
     for rows in args.rows:
         for fmt in args.formats:
             r = measure_export(rows, fmt, image_side=args.image_side, work=args.work, code=args.code.resolve())

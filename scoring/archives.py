@@ -75,9 +75,10 @@ def check_archive(archive: zipfile.ZipFile, archive_name: str = "zip", limits: Z
     for info in members:
         member_path(info.filename, archive_name)
         total += info.file_size
-        if info.file_size > RATIO_FLOOR and info.file_size > limits.max_ratio * max(info.compress_size, 1):
-            raise ArchiveError(f"{archive_name}: member {info.filename!r} unpacks {info.file_size / max(info.compress_size, 1):,.0f} "
-                               f"times its compressed size; the limit is {limits.max_ratio:g} (a zip bomb?)")
+        ratio = info.file_size / max(info.compress_size, 1)
+        if info.file_size > RATIO_FLOOR and ratio > limits.max_ratio:
+            raise ArchiveError(f"{archive_name}: member {info.filename!r} unpacks {ratio:,.0f} times its compressed "
+                               f"size; the limit is {limits.max_ratio:g} (a zip bomb?)")
     if whole and total > limits.max_bytes:
         raise ArchiveError(f"{archive_name}: unpacks to {total / 2**20:,.0f} MB; the limit is "
                            f"{limits.max_bytes / 2**20:,.0f} MB")

@@ -64,10 +64,11 @@ def configured_limit(name: str, default: int | float) -> int | float:
         if name not in table:
             return default
         raw, where = table[name], f"{config_file()}: [{LIMITS_TABLE}] {name}"
+    kind = "number" if isinstance(default, float) else "whole number"
     try:
         value = float(raw) if isinstance(default, float) else int(str(raw).strip().replace("_", ""))
     except ValueError:
-        raise ValueError(f"{where}: {raw!r} is not a {'number' if isinstance(default, float) else 'whole number'}") from None
+        raise ValueError(f"{where}: {raw!r} is not a {kind}") from None
     if value <= 0 or isinstance(raw, bool):
         raise ValueError(f"{where}: must be a positive number, not {raw!r}")
     return value
