@@ -12,6 +12,8 @@ import json
 from contextlib import contextmanager
 from pathlib import Path
 
+from scoring.csv_safe import frame_to_csv
+
 DATASET_NAMES = ("flickr8k-expert", "flickr8k-cf", "composite", "capeval1k", "m-capeval1k")
 
 
@@ -177,14 +179,14 @@ def _emit(table, args, formatted=None) -> None:
         print((formatted if formatted is not None else table).to_string(index=False))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(args.out, index=False)
+        frame_to_csv(table, args.out)
         print(f"wrote {args.out}")
 
 
 def _save(table, path: Path | None) -> None:
     if path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(path, index=False)
+        frame_to_csv(table, path)
         print(f"wrote {path}")
 
 
@@ -527,6 +529,6 @@ def _load(args) -> int:
     print(summary.reset_index().to_string(index=False))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        out.to_csv(args.out, index=False)
+        frame_to_csv(out, args.out)
         print(f"wrote {args.out}")
     return 0

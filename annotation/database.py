@@ -7,7 +7,6 @@ file inside the data directory. `db` itself only takes URLs and engines from her
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,27 +15,10 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from db.session import ensure_schema, session_scope
-from scoring.paths import data_dir
+from scoring.paths import config_file, data_dir, read_config
 
-CONFIG_FILE_NAME = "config.toml"
 SQLITE_FILE_NAME = "caplens.db"
 IMAGE_STORE_DIR_NAME = "images"
-
-
-def config_file() -> Path:
-    return data_dir() / CONFIG_FILE_NAME
-
-
-def read_config() -> dict:
-    """The parsed `config.toml` of the data directory ({} when there is none)."""
-    path = config_file()
-    if not path.is_file():
-        return {}
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML: {exc}") from exc
 
 
 def database_url() -> str:

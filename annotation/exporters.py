@@ -1,28 +1,72 @@
 """Export annotations as CSV, JSONL, Parquet or a Hugging Face `datasets` dataset.
 
-`ratings_table` joins every rating with its caption, image, annotator, collection(s) and
+`ratings_export` joins every rating with its caption, image, annotator, collection(s) and
 cached metric scores (one column per metric and checkpoint fingerprint, `score:<metric>@<fp>`).
-`captions_table` gives one row per caption with its mean human score. Export is a
+`captions_export` gives one row per caption with its mean human score. Export is a
 researcher or admin action.
+
+Exports stream: the database is read `READ_CHUNK` rows at a time (with that chunk's
+collections, references and scores), and every format is written as rows arrive (CSV and
+JSONL row by row, Parquet in row groups, a `datasets` dataset as its Arrow files in batches),
+so memory stays flat however many ratings there are. `ratings_table` / `captions_table` are the same rows
+as lists, for the analyses that need the whole table.
 """
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import islice
 from pathlib import Path
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from annotation.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import in_collection
-from annotation.image_store import image_path, read_image_bytes
+from annotation.database import image_store_dir
+from annotation.image_store import image_path, read_stored_bytes, stored_path
 from db.models import Caption, Collection, Image, MetricScore, Rating, User, collection_captions
+from scoring.cache import LRUCache
+from scoring.csv_safe import write_csv
 
 TABLE_FORMATS = ("csv", "jsonl", "parquet", "hf")
+READ_CHUNK = 1000  # rows fetched from the database at a time
+PARQUET_ROW_GROUP = 5000  # rows per Parquet row group
+HF_SHARD_ROWS = 1000  # rows per batch written to a `datasets` dataset ...
+HF_SHARD_BYTES = 64 << 20  # ... or fewer, once their image bytes reach this much
+HF_FILE_BYTES = 500 << 20  # a dataset file is closed once this much is in it (save_to_disk's default)
+IMAGE_CACHE_BYTES = 64 << 20  # recently read image files kept for the rows that repeat them
+
+# Column types, known before any row is read (Parquet and `datasets` need a schema up front).
+ARROW_TYPES = ("int", "float", "str", "strs")
+CAPTION_COLUMNS = {
+    "caption_id": "int", "caption": "str", "language": "str", "kind": "str", "source_model": "str",
+    "parent_caption_id": "int", "parent_caption": "str", "perturbation_op": "str", "caption_external_id": "str",
+    "image_sha256": "str", "image_file": "str", "image_format": "str", "image_width": "int", "image_height": "int",
+    "image_filename": "str", "image_external_id": "str",
+}
+RATING_COLUMNS = {
+    "rating_id": "int", "annotator": "str", "overall": "float", "fluency": "float", "relevance": "float",
+    "descriptiveness": "float", "rating_version": "int", "rated_at": "str", "updated_at": "str",
+    **CAPTION_COLUMNS, "references": "strs", "collections": "strs",
+}
+CAPTION_TABLE_COLUMNS = {**CAPTION_COLUMNS, "human_score": "float", "n_ratings": "int", "references": "strs",
+                         "collections": "strs"}
+
+
+@dataclass
+class Table:
+    """An export: its columns, known before the first row; its rows, dicts produced as they are
+    read (one pass); and each column's type (one of ARROW_TYPES), or None to infer the types
+    from the rows, which must then be a list."""
+
+    columns: list[str]
+    rows: Iterable[dict]
+    types: dict[str, str] | None = None
 
 
 def _iso(moment: datetime) -> str:
@@ -69,139 +113,261 @@ def _references(session: Session, image_ids: list[int]) -> dict[tuple[int, str],
     return refs
 
 
-def _caption_fields(caption: Caption, image: Image, parent_text: str | None) -> dict:
+def _caption_fields(row, image_root: Path) -> dict:
     return {
-        "caption_id": caption.id, "caption": caption.text, "language": caption.language, "kind": caption.kind,
-        "source_model": caption.source_model, "parent_caption_id": caption.parent_id, "parent_caption": parent_text,
-        "perturbation_op": caption.perturbation_op, "caption_external_id": caption.external_id,
-        "image_sha256": image.sha256, "image_file": str(image_path(image)), "image_format": image.format,
-        "image_width": image.width, "image_height": image.height, "image_filename": image.original_filename,
-        "image_external_id": image.external_id,
+        "caption_id": row.caption_id, "caption": row.caption, "language": row.language, "kind": row.kind,
+        "source_model": row.source_model, "parent_caption_id": row.parent_caption_id,
+        "parent_caption": row.parent_caption, "perturbation_op": row.perturbation_op,
+        "caption_external_id": row.caption_external_id, "image_sha256": row.image_sha256,
+        "image_file": str(stored_path(row.image_sha256, row.image_format, image_root)),
+        "image_format": row.image_format, "image_width": row.image_width, "image_height": row.image_height,
+        "image_filename": row.image_filename, "image_external_id": row.image_external_id,
     }
 
 
-def _with_scores(rows: list[dict], scores: dict[int, dict]) -> list[dict]:
-    columns = sorted({name for per_caption in scores.values() for name in per_caption})
-    for row in rows:
-        per_caption = scores.get(row["caption_id"], {})
-        for name in columns:
-            row[name] = per_caption.get(name)
-    return rows
+def _caption_select(parent) -> tuple:
+    """The caption, image and parent-caption columns both tables select, labelled as exported."""
+    return (Caption.id.label("caption_id"), Caption.text.label("caption"), Caption.language, Caption.kind,
+            Caption.source_model, Caption.parent_id.label("parent_caption_id"), parent.text.label("parent_caption"),
+            Caption.perturbation_op, Caption.external_id.label("caption_external_id"),
+            Image.id.label("image_id"), Image.sha256.label("image_sha256"), Image.format.label("image_format"),
+            Image.width.label("image_width"), Image.height.label("image_height"),
+            Image.original_filename.label("image_filename"), Image.external_id.label("image_external_id"))
 
 
-def ratings_table(session: Session, user: User, collection: Collection | None = None) -> list[dict]:
-    """One row per rating, joined with caption, image, annotator, references and metric scores."""
+def _score_columns(session: Session, caption_ids) -> list[str]:
+    """`score:<metric>@<fingerprint>` of every score cached for the captions `caption_ids` selects."""
+    pairs = session.execute(select(MetricScore.metric, MetricScore.checkpoint_fingerprint)
+                            .where(MetricScore.caption_id.in_(caption_ids)).distinct())
+    return sorted(f"score:{metric}@{fingerprint}" for metric, fingerprint in pairs)
+
+
+def _joined_rows(session: Session, query, score_columns: list[str], row_fields) -> Iterator[dict]:
+    """The rows of `query`, read READ_CHUNK at a time, each chunk joined with its captions'
+    collections, references and scores; `row_fields(row, image_root)` gives a row's own fields."""
+    image_root = image_store_dir()
+    result = session.execute(query.execution_options(yield_per=READ_CHUNK))
+    try:
+        for chunk in result.partitions():
+            caption_ids = sorted({row.caption_id for row in chunk})
+            collections = _collections_of(session, caption_ids)
+            references = _references(session, sorted({row.image_id for row in chunk}))
+            scores = _metric_columns(session, caption_ids)
+            for row in chunk:
+                per_caption = scores.get(row.caption_id, {})
+                yield {**row_fields(row, image_root),
+                       "references": references.get((row.image_id, row.language), []),
+                       "collections": collections.get(row.caption_id, []),
+                       **{name: per_caption.get(name) for name in score_columns}}
+    finally:
+        result.close()
+
+
+def ratings_export(session: Session, user: User, collection: Collection | None = None) -> Table:
+    """One row per rating, joined with caption, image, annotator, references and metric scores
+    (streamed: iterate `rows` once, inside the session)."""
     require_role(user, *RESEARCH_ROLES)
-    parent = select(Caption.id, Caption.text).subquery()
-    query = (select(Rating, Caption, Image, User.name, parent.c.text)
+    parent = aliased(Caption)
+    query = (select(Rating.id.label("rating_id"), User.name.label("annotator"), Rating.overall, Rating.fluency,
+                    Rating.relevance, Rating.descriptiveness, Rating.version.label("rating_version"),
+                    Rating.created_at, Rating.updated_at, *_caption_select(parent))
              .join(Caption, Caption.id == Rating.caption_id).join(Image, Image.id == Caption.image_id)
-             .join(User, User.id == Rating.annotator_id).outerjoin(parent, parent.c.id == Caption.parent_id)
+             .join(User, User.id == Rating.annotator_id).outerjoin(parent, parent.id == Caption.parent_id)
              .order_by(Rating.id))
+    rated = select(Rating.caption_id).join(Caption, Caption.id == Rating.caption_id)
     if collection is not None:
         query = query.where(in_collection(collection))
-    results = session.execute(query).all()
-    caption_ids = sorted({caption.id for _r, caption, *_ in results})
-    collections = _collections_of(session, caption_ids)
-    references = _references(session, sorted({image.id for _r, _c, image, *_ in results}))
-    rows = []
-    for rating, caption, image, annotator, parent_text in results:
-        rows.append({
-            "rating_id": rating.id, "annotator": annotator, "overall": rating.overall, "fluency": rating.fluency,
-            "relevance": rating.relevance, "descriptiveness": rating.descriptiveness,
-            "rating_version": rating.version, "rated_at": _iso(rating.created_at),
-            "updated_at": _iso(rating.updated_at),
-            **_caption_fields(caption, image, parent_text),
-            "references": references.get((image.id, caption.language), []),
-            "collections": collections.get(caption.id, []),
-        })
-    return _with_scores(rows, _metric_columns(session, caption_ids))
+        rated = rated.where(in_collection(collection))
+    score_columns = _score_columns(session, rated)
+
+    def fields(row, image_root: Path) -> dict:
+        return {"rating_id": row.rating_id, "annotator": row.annotator, "overall": row.overall,
+                "fluency": row.fluency, "relevance": row.relevance, "descriptiveness": row.descriptiveness,
+                "rating_version": row.rating_version, "rated_at": _iso(row.created_at),
+                "updated_at": _iso(row.updated_at), **_caption_fields(row, image_root)}
+
+    return Table([*RATING_COLUMNS, *score_columns], _joined_rows(session, query, score_columns, fields),
+                 {**RATING_COLUMNS, **dict.fromkeys(score_columns, "float")})
 
 
-def captions_table(session: Session, user: User, collection: Collection | None = None) -> list[dict]:
-    """One row per caption with its mean human score, rating count and metric scores."""
+def captions_export(session: Session, user: User, collection: Collection | None = None) -> Table:
+    """One row per caption with its mean human score, rating count and metric scores (streamed)."""
     require_role(user, *RESEARCH_ROLES)
     stats = (select(Rating.caption_id, func.avg(Rating.overall).label("mean"), func.count(Rating.id).label("n"))
              .group_by(Rating.caption_id).subquery())
-    parent = select(Caption.id, Caption.text).subquery()
-    query = (select(Caption, Image, parent.c.text, stats.c.mean, stats.c.n)
+    parent = aliased(Caption)
+    query = (select(*_caption_select(parent), stats.c.mean, stats.c.n)
              .join(Image, Image.id == Caption.image_id).outerjoin(stats, stats.c.caption_id == Caption.id)
-             .outerjoin(parent, parent.c.id == Caption.parent_id).order_by(Caption.id))
+             .outerjoin(parent, parent.id == Caption.parent_id).order_by(Caption.id))
+    scoped = select(Caption.id)
     if collection is not None:
         query = query.where(in_collection(collection))
-    results = session.execute(query).all()
-    caption_ids = [caption.id for caption, *_ in results]
-    collections = _collections_of(session, caption_ids)
-    references = _references(session, sorted({image.id for _c, image, *_ in results}))
-    rows = [{**_caption_fields(caption, image, parent_text), "human_score": mean, "n_ratings": n or 0,
-             "references": references.get((image.id, caption.language), []),
-             "collections": collections.get(caption.id, [])}
-            for caption, image, parent_text, mean, n in results]
-    return _with_scores(rows, _metric_columns(session, caption_ids))
+        scoped = scoped.where(in_collection(collection))
+    score_columns = _score_columns(session, scoped)
+
+    def fields(row, image_root: Path) -> dict:
+        return {**_caption_fields(row, image_root), "human_score": row.mean, "n_ratings": row.n or 0}
+
+    return Table([*CAPTION_TABLE_COLUMNS, *score_columns], _joined_rows(session, query, score_columns, fields),
+                 {**CAPTION_TABLE_COLUMNS, **dict.fromkeys(score_columns, "float")})
 
 
-def _csv_cell(value):
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False)
-    return "" if value is None else value
+def ratings_table(session: Session, user: User, collection: Collection | None = None) -> list[dict]:
+    """The rows of :func:`ratings_export` as a list."""
+    return list(ratings_export(session, user, collection).rows)
 
 
-def write_table(rows: list[dict], out: str | Path, fmt: str, image_bytes=None) -> Path:
-    """Write rows as `fmt`. For `hf`, `image_bytes(row)` supplies the image column's bytes."""
+def captions_table(session: Session, user: User, collection: Collection | None = None) -> list[dict]:
+    """The rows of :func:`captions_export` as a list."""
+    return list(captions_export(session, user, collection).rows)
+
+
+def _batches(rows: Iterable[dict], size: int, max_bytes: int = 0,
+             weigh: Callable[[dict], int] | None = None) -> Iterator[list[dict]]:
+    """Lists of at most `size` rows and, with `weigh`, about `max_bytes` (at least one row)."""
+    rows = iter(rows)
+    if weigh is None:
+        while batch := list(islice(rows, size)):
+            yield batch
+        return
+    batch, weight = [], 0
+    for row in rows:
+        batch.append(row)
+        weight += weigh(row)
+        if len(batch) >= size or weight >= max_bytes:
+            yield batch
+            batch, weight = [], 0
+    if batch:
+        yield batch
+
+
+def _arrow_schema(table: Table):
+    import pyarrow as pa
+
+    if table.types is not None:
+        arrow = {"int": pa.int64(), "float": pa.float64(), "str": pa.string(), "strs": pa.list_(pa.string())}
+        return pa.schema([(name, arrow[table.types[name]]) for name in table.columns])
+    if not isinstance(table.rows, Sequence):
+        raise TypeError("column types can only be inferred from a list of rows")
+    return pa.schema([(name, pa.array([row.get(name) for row in table.rows]).type) for name in table.columns])
+
+
+def write_table(table: Table, out: str | Path, fmt: str, image_bytes: Callable[[dict], bytes] | None = None) -> int:
+    """Write `table` as `fmt` row by row; returns the number of rows. For `hf`,
+    `image_bytes(row)` supplies the image column's bytes."""
     out = Path(out)
     if fmt not in TABLE_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}: choose one of {', '.join(TABLE_FORMATS)}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    columns = list(dict.fromkeys(name for row in rows for name in row))
     if fmt == "csv":
-        with out.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=columns)
-            writer.writeheader()
-            for row in rows:
-                writer.writerow({name: _csv_cell(row.get(name)) for name in columns})
-    elif fmt == "jsonl":
+        return write_csv(out, table.columns, table.rows)
+    if fmt == "jsonl":
+        count = 0
         with out.open("w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    elif fmt == "parquet":
+            for row in table.rows:
+                handle.write(json.dumps({name: row.get(name) for name in table.columns}, ensure_ascii=False) + "\n")
+                count += 1
+        return count
+    if fmt == "parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        pq.write_table(pa.Table.from_pylist([{n: row.get(n) for n in columns} for row in rows]), out)
-    else:
-        _write_hf(rows, columns, out, image_bytes)
-    return out
+        schema, count = _arrow_schema(table), 0
+        with pq.ParquetWriter(out, schema) as writer:
+            for batch in _batches(table.rows, PARQUET_ROW_GROUP):
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                count += len(batch)
+        return count
+    return _write_hf(table, out, image_bytes)
 
 
-def _write_hf(rows: list[dict], columns: list[str], out: Path, image_bytes) -> None:
+def _write_hf(table: Table, out: Path, image_bytes: Callable[[dict], bytes] | None) -> int:
+    """A `datasets` dataset in `out`, in the layout `Dataset.save_to_disk` writes and
+    `datasets.load_from_disk` reads: its Arrow files written batch by batch (at most
+    HF_SHARD_ROWS rows or HF_SHARD_BYTES of images), a new file every HF_FILE_BYTES, then
+    `dataset_info.json` and `state.json`. Nothing is read back, so memory stays flat."""
     import datasets
+    import pyarrow as pa
+    from datasets.arrow_writer import ArrowWriter
+    from datasets.fingerprint import generate_random_fingerprint
 
     if out.exists():
         if not out.is_dir() or any(out.iterdir()):
             raise ValueError(f"{out}: exists and is not an empty directory")
-        out.rmdir()
-    data = {name: [row.get(name) for row in rows] for name in columns}
+    schema = _arrow_schema(table)
+    rows: Iterable[dict] = table.rows
+    weigh = None
     if image_bytes is not None:
-        data["image"] = [{"bytes": image_bytes(row), "path": None} for row in rows]
-    dataset = datasets.Dataset.from_dict(data)
+        schema = schema.append(pa.field("image", pa.struct([("bytes", pa.binary()), ("path", pa.string())])))
+        rows = ({**row, "image": {"bytes": image_bytes(row), "path": None}} for row in rows)
+        weigh = lambda row: len(row["image"]["bytes"])  # noqa: E731
+    features = datasets.Features.from_arrow_schema(schema)
     if image_bytes is not None:
-        dataset = dataset.cast_column("image", datasets.Image())
-    dataset.save_to_disk(str(out))
+        features["image"] = datasets.Image()
+    out.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    writer, written, count = None, 0, 0
+    try:
+        for batch in _batches(rows, HF_SHARD_ROWS, HF_SHARD_BYTES, weigh):
+            if writer is None:
+                files.append(out / f".part-{len(files):05d}.arrow")
+                writer, written = ArrowWriter(features=features, path=str(files[-1])), 0
+            arrow = pa.Table.from_pylist(batch, schema=schema)
+            writer.write_table(arrow)
+            count, written = count + len(batch), written + arrow.nbytes
+            if written >= HF_FILE_BYTES:
+                writer.finalize()
+                writer = None
+        if writer is None and not files:  # no rows: one empty file that still carries the features
+            files.append(out / ".part-00000.arrow")
+            writer = ArrowWriter(features=features, path=str(files[-1]))
+        if writer is not None:
+            writer.finalize()
+        names = [f"data-{number:05d}-of-{len(files):05d}.arrow" for number in range(len(files))]
+        for part, name in zip(files, names):
+            part.rename(out / name)
+        datasets.DatasetInfo(features=features).write_to_directory(str(out))
+        state = {"_data_files": [{"filename": name} for name in names], "_fingerprint": generate_random_fingerprint(),
+                 "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
+                 "_split": None}
+        (out / datasets.config.DATASET_STATE_JSON_FILENAME).write_text(json.dumps(state, indent=2, sort_keys=True),
+                                                                         encoding="utf-8")
+    except BaseException:
+        if writer is not None:
+            writer.close()
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return count
+
+
+def stored_image_reader() -> Callable[[str, str], bytes]:
+    """`read(sha256, format)`: a stored image's bytes, keeping the most recent ones (rows of
+    an export repeat images) within IMAGE_CACHE_BYTES."""
+    recent = LRUCache(IMAGE_CACHE_BYTES, weigh=len)
+
+    def read(sha256: str, fmt: str) -> bytes:
+        data = recent.get(sha256)
+        if data is None:
+            data = read_stored_bytes(sha256, fmt)
+            recent.put(sha256, data)
+        return data
+
+    return read
 
 
 def export_table(session: Session, user: User, what: str, out: str | Path, fmt: str,
                  collection: Collection | None = None) -> dict:
-    """Export `ratings` or `captions` to `out`; returns a small summary."""
+    """Export `ratings` or `captions` to `out`, streamed; returns a small summary."""
     if what == "ratings":
-        rows = ratings_table(session, user, collection)
+        table = ratings_export(session, user, collection)
     elif what == "captions":
-        rows = captions_table(session, user, collection)
+        table = captions_export(session, user, collection)
     else:
         raise ValueError(f"unknown export {what!r}: ratings or captions")
-    images = {image.sha256: image for image in session.scalars(
-        select(Image).where(Image.sha256.in_({row["image_sha256"] for row in rows})))} if fmt == "hf" else {}
-    path = write_table(rows, out, fmt,
-                       image_bytes=(lambda row: read_image_bytes(images[row["image_sha256"]])) if fmt == "hf" else None)
-    return {"what": what, "format": fmt, "rows": len(rows), "path": str(path)}
+    read = stored_image_reader()
+    rows = write_table(table, out, fmt, image_bytes=(lambda row: read(row["image_sha256"], row["image_format"]))
+                       if fmt == "hf" else None)
+    return {"what": what, "format": fmt, "rows": rows, "path": str(out)}
 
 
 def copy_image(image: Image, folder: Path) -> str:

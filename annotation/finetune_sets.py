@@ -32,8 +32,7 @@ from sqlalchemy.orm import Session, aliased
 
 from annotation.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import in_collection
-from annotation.exporters import TABLE_FORMATS, copy_image, write_table
-from annotation.image_store import read_image_bytes
+from annotation.exporters import TABLE_FORMATS, Table, copy_image, stored_image_reader, write_table
 from db.models import Caption, Collection, Image, Rating, User
 from scoring.perturb.ops import PRMCS_OPS
 
@@ -221,8 +220,10 @@ def build_finetune_set(session: Session, user: User, kind: str, out_dir: str | P
         row["image"] = copy_image(image, out_dir / "images")
         row["image_sha256"] = image.sha256
     data_name = "data" if fmt == "hf" else f"data.{fmt}"
-    write_table(rows, out_dir / data_name, fmt,
-                image_bytes=(lambda row: read_image_bytes(images_by_sha[row["image_sha256"]])) if fmt == "hf" else None)
+    read = stored_image_reader()
+    write_table(Table(list(dict.fromkeys(name for row in rows for name in row)), rows), out_dir / data_name, fmt,
+                image_bytes=(lambda row: read(row["image_sha256"], images_by_sha[row["image_sha256"]].format))
+                if fmt == "hf" else None)
     manifest = {
         "kind": kind, "format": fmt, "data": data_name, "rows": len(rows), "images": len(images_by_sha),
         "languages": dict(Counter(row["language"] for row in rows)), **details,

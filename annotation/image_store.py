@@ -1,25 +1,34 @@
-"""Content-addressed image store: files are named by their sha256, never by client names.
+"""Content-addressed image store: files are named by the sha256 of the uploaded bytes, never
+by client names.
 
-`<data dir>/images/<first two hex digits>/<sha256>.<ext>`. Writes go to a temporary file
-and are renamed into place, so a crash never leaves a half-written image under its hash.
+`<data dir>/images/<first two hex digits>/<sha256>.<ext>`. The same upload is stored once.
+An image with a side longer than `store_max_side` pixels (configurable: `$CAPLENS_STORE_MAX_SIDE`
+or `store_max_side` in config.toml's `[limits]`; caption metrics look at 224-384 px) is kept
+as a copy downscaled to that side, still under the upload's hash, so each stored image has a
+bounded size. Writes go to a temporary file and are renamed into place, so a crash never
+leaves a half-written image under its hash.
 """
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from PIL import Image as PILImage
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from annotation.database import image_store_dir
 from db.models import Image
 from scoring.fingerprint import content_fingerprint
-from scoring.images import MAX_IMAGE_BYTES, ImageDecodeError, decode_image, open_checked  # noqa: F401 (MAX_IMAGE_BYTES: importers check it)
+from scoring.images import ImageDecodeError, decode_image, open_checked
+from scoring.paths import configured_limit
 
 # Pillow format name -> file extension in the store.
 STORED_FORMATS = {"JPEG": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "TIFF": "tiff"}
+DEFAULT_STORE_MAX_SIDE = 4096
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,26 @@ def image_path(image: Image) -> Path:
     return stored_path(image.sha256, image.format)
 
 
+def store_max_side() -> int:
+    return configured_limit("store_max_side", DEFAULT_STORE_MAX_SIDE)
+
+
+def stored_copy(data: bytes, facts: ImageFacts) -> tuple[bytes, ImageFacts]:
+    """What the store keeps of an upload: its bytes as they are, or, when a side is longer than
+    `store_max_side()`, the upright image downscaled to that side (JPEG at quality 95 for
+    JPEG uploads, PNG otherwise), with the upload's hash and the copy's format and size."""
+    limit = store_max_side()
+    if max(facts.width, facts.height) <= limit:
+        return data, facts
+    image = decode_image(data).image
+    image.thumbnail((limit, limit), PILImage.Resampling.LANCZOS)
+    fmt = "JPEG" if facts.format == "JPEG" else "PNG"
+    buffer = io.BytesIO()
+    image.save(buffer, fmt, **({"quality": 95} if fmt == "JPEG" else {}))
+    copy = buffer.getvalue()
+    return copy, ImageFacts(facts.sha256, fmt, image.width, image.height, len(copy))
+
+
 def write_to_store(data: bytes, facts: ImageFacts) -> Path:
     """Put the bytes into the store (idempotent: an existing file with that hash is kept)."""
     path = stored_path(facts.sha256, facts.format)
@@ -88,10 +117,15 @@ def add_image(session: Session, data: bytes, original_filename: str | None = Non
 
 def add_inspected_image(session: Session, data: bytes, facts: ImageFacts, original_filename: str | None = None,
                         external_id: str | None = None, import_id: int | None = None) -> Image:
+    """The row of an upload `inspect_image` described, stored (bounded: `stored_copy`) unless
+    these bytes are known; a known row whose file went missing gets it back."""
     existing = session.scalar(select(Image).where(Image.sha256 == facts.sha256))
-    write_to_store(data, facts)
     if existing is not None:
+        if not image_path(existing).is_file():
+            write_to_store(*stored_copy(data, facts))
         return existing
+    data, facts = stored_copy(data, facts)
+    write_to_store(data, facts)
     image = Image(sha256=facts.sha256, format=facts.format, width=facts.width, height=facts.height,
                   size_bytes=facts.size_bytes, original_filename=_display_name(original_filename),
                   external_id=external_id, import_id=import_id)
@@ -107,12 +141,12 @@ def _display_name(name: str | None) -> str | None:
     return name.replace("\\", "/").rsplit("/", 1)[-1][:500] or None
 
 
-def read_image_bytes(image: Image) -> bytes:
-    path = image_path(image)
+def read_stored_bytes(sha256: str, fmt: str) -> bytes:
+    """The stored file of the image with this hash and format."""
     try:
-        return path.read_bytes()
-    except FileNotFoundError as exc:
-        raise OSError(f"image {image.sha256} is in the database but missing from the store {path}") from exc
+        return stored_path(sha256, fmt).read_bytes()
+    except FileNotFoundError:
+        raise OSError(f"image {sha256} is in the database but missing from the image store") from None
 
 
 def orphaned_files(session: Session) -> list[Path]:

@@ -3,7 +3,8 @@
 A raw row is (label, record) where record is a dict of the fields annotation.importers
 documents, or a string saying why that row could not be read. Images are looked up through
 a `FileImages` (a folder, confined to it) or a `ZipImages` (members of the zip, never
-extracted to disk paths).
+extracted to disk paths; the zip is checked against `scoring.archives` limits first, and an
+image path with '..' is refused in both).
 """
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from annotation.image_store import MAX_IMAGE_BYTES, ImageFacts
+from annotation.image_store import ImageFacts
+from scoring.archives import ArchiveError, check_archive, member_path, open_zip
+from scoring.images import image_limits
 
 FORMATS = ("csv", "jsonl", "zip", "clipscore")
 MANIFEST_NAMES = ("manifest.jsonl", "manifest.csv", "manifest.json")
@@ -134,12 +137,16 @@ class ZipImages:
         self.prefix = prefix
 
     def source(self, ref: str) -> ImageSource | str:
-        name = self.prefix + ref.replace("\\", "/").lstrip("./")
+        try:
+            name = self.prefix + member_path(ref).as_posix()
+        except ArchiveError:
+            return f"image path {ref!r} must be relative to the manifest's folder, without '..'"
         info = self.members.get(name)
         if info is None:
             return f"image {ref!r} is not in the zip"
-        if info.file_size > MAX_IMAGE_BYTES:
-            return f"image {ref!r} is larger than {MAX_IMAGE_BYTES} bytes"
+        limit = image_limits().max_bytes
+        if info.file_size > limit:
+            return f"image {ref!r} is larger than {limit:,} bytes"
         return ImageSource(key=name, label=ref, read=lambda: self.archive.read(info))
 
 
@@ -195,11 +202,8 @@ def open_source(path: Path, fmt: str, *, references: Path | None = None, image_d
     """The raw rows of `path` read as `fmt`, and where their images come from (a zip stays
     open while the block runs)."""
     if fmt == "zip":
-        try:
-            archive = zipfile.ZipFile(path)
-        except zipfile.BadZipFile as exc:
-            raise ValueError(f"{path}: not a zip file ({exc})") from exc
-        with archive:
+        with open_zip(path) as archive:
+            check_archive(archive, path.name, whole=False)  # members are read one at a time, each bounded
             manifest, prefix = find_manifest(archive, str(path))
             yield manifest_rows(manifest, decode_text(archive.read(manifest), manifest)), ZipImages(archive, prefix)
     elif fmt == "clipscore":

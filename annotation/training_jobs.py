@@ -19,7 +19,6 @@ import threading
 import time
 import tomllib
 import uuid
-import zipfile
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -28,6 +27,7 @@ from typing import Any, Callable
 
 from annotation.errors import public_text, user_message
 from scoring.api import metric_names
+from scoring.archives import extract_zip
 from scoring.paths import data_dir
 from scoring.user_registry import register_run
 
@@ -398,21 +398,18 @@ def export_collection_set(session, user, recipe: str, collection: str, out_dir: 
 
 
 def _unpack_set(upload: Path, target: Path) -> Path:
-    """The uploaded set in the data directory: a zipped set folder is unpacked (members
-    outside the folder refused), a data file is copied with the manifest beside it if any."""
+    """The uploaded set in the data directory: a zipped set folder is unpacked under the zip
+    limits (`scoring.archives`; members outside the folder refused, nothing kept on failure),
+    a data file is copied with the manifest beside it if any."""
     if upload.suffix.lower() == ".zip":
         try:
-            with zipfile.ZipFile(upload) as archive:
-                for member in archive.namelist():
-                    if not (target / member).resolve().is_relative_to(target.resolve()):
-                        raise ValueError(f"{upload.name}: refuses member {member!r} outside the set folder")
-                archive.extractall(target)
-        except zipfile.BadZipFile:
-            raise ValueError(f"{upload.name}: not a zip archive") from None
-        manifests = sorted(target.rglob("manifest.json"))
-        if not manifests:
+            extract_zip(upload, target)
+            manifests = sorted(target.rglob("manifest.json"))
+            if not manifests:
+                raise ValueError(f"{upload.name}: no manifest.json inside; zip the folder an export wrote")
+        except BaseException:
             shutil.rmtree(target, ignore_errors=True)
-            raise ValueError(f"{upload.name}: no manifest.json inside; zip the folder an export wrote")
+            raise
         return manifests[0].parent
     if upload.suffix.lower() not in SET_SUFFIXES:
         raise ValueError(f"{upload.name}: give a zipped set folder or a {', '.join(SET_SUFFIXES)} data file")

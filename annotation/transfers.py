@@ -1,8 +1,9 @@
 """Import an uploaded file, and export tables or build fine-tuning sets as one downloadable
 file, each one transaction as the acting account (`annotation.acting`).
 
-Downloads go into a fresh temporary folder; a directory output (a Hugging Face dataset, a
-fine-tuning set) is packed into a zip next to it.
+Downloads are written into the caller's folder for that download, as one file: a directory
+output (a Hugging Face dataset, a fine-tuning set) is packed into a zip; the working files
+are removed.
 """
 from __future__ import annotations
 
@@ -32,28 +33,33 @@ def import_upload(account_id: int | None, path: str | None, collection: str | No
         return report.to_dict()
 
 
-def _downloadable(path: Path) -> str:
-    """Directories become a zip next to them; files are offered as they are."""
+def _downloadable(path: Path, folder: Path) -> str:
+    """`path` as one file in `folder`: a directory zipped, a file moved."""
     if path.is_dir():
-        return shutil.make_archive(str(path), "zip", root_dir=path)
-    return str(path)
+        return shutil.make_archive(str(folder / path.name), "zip", root_dir=path)
+    return str(shutil.move(path, folder / path.name))
 
 
-def export_download(account_id: int | None, what: str, fmt: str, collection: str | None) -> tuple[str, dict]:
-    """(file to download, summary) of the `what` table ("ratings" or "captions") of one
-    collection, or of all when `collection` is None."""
-    out = Path(tempfile.mkdtemp(prefix="caplens-export-")) / f"{what}{EXPORT_SUFFIXES[fmt]}"
-    with acting(account_id) as (session, user):
-        chosen = get_collection(session, collection) if collection else None
-        summary = export_table(session, user, what, out, fmt, collection=chosen)
-    return _downloadable(Path(summary["path"])), summary
+def export_download(account_id: int | None, what: str, fmt: str, collection: str | None,
+                    folder: Path) -> tuple[str, dict]:
+    """(file in `folder` to download, summary) of the `what` table ("ratings" or "captions") of
+    one collection, or of all when `collection` is None; the working files are removed."""
+    with tempfile.TemporaryDirectory(prefix=".export-", dir=folder) as staging:
+        out = Path(staging) / f"{what}{EXPORT_SUFFIXES[fmt]}"
+        with acting(account_id) as (session, user):
+            chosen = get_collection(session, collection) if collection else None
+            summary = export_table(session, user, what, out, fmt, collection=chosen)
+        download = _downloadable(out, folder)
+    return download, {**summary, "path": Path(download).name}
 
 
 def finetune_download(account_id: int | None, kind: str, fmt: str, collection: str | None,
-                      seed: int) -> tuple[str, dict]:
-    """(zip to download, manifest) of a fine-tuning set of one collection, or of all."""
-    out = Path(tempfile.mkdtemp(prefix="caplens-finetune-")) / f"{kind}-set"
-    with acting(account_id) as (session, user):
-        chosen = get_collection(session, collection) if collection else None
-        manifest = build_finetune_set(session, user, kind, out, collection=chosen, fmt=fmt, seed=int(seed))
-    return _downloadable(out), manifest
+                      seed: int, folder: Path) -> tuple[str, dict]:
+    """(zip in `folder` to download, manifest) of a fine-tuning set of one collection, or of
+    all; the working files are removed."""
+    with tempfile.TemporaryDirectory(prefix=".finetune-", dir=folder) as staging:
+        out = Path(staging) / f"{kind}-set"
+        with acting(account_id) as (session, user):
+            chosen = get_collection(session, collection) if collection else None
+            manifest = build_finetune_set(session, user, kind, out, collection=chosen, fmt=fmt, seed=int(seed))
+        return _downloadable(out, folder), manifest

@@ -72,13 +72,13 @@ def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
     session); the login routes and the guard of `app.access`; no run history kept in the browser."""
     from annotation.app_start import unserved_folders
     from app.access import app_kwargs
-    from app.uploads import MAX_UPLOAD_BYTES
+    from app.uploads import max_upload_bytes
 
     return dict(
         server_name=host,
         server_port=port or None,
         share=share,
-        max_file_size=MAX_UPLOAD_BYTES,
+        max_file_size=max_upload_bytes(),
         blocked_paths=unserved_folders(),
         app_kwargs=app_kwargs(),
         run_history=False,

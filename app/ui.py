@@ -9,10 +9,13 @@ from app.errors import guard_events
 from app.tabs import analyze, analyze_files, annotate, data, failures, perturb, score, train
 
 TITLE = "CapLens"
+# Gradio's cache of uploads and downloads is swept every hour of the files older than six
+# hours (and emptied when the server stops), so it cannot grow without bound.
+CACHE_SWEEP = (3600, 6 * 3600)
 
 
 def build_app(ctx: engine.AppContext) -> gr.Blocks:
-    with gr.Blocks(title=TITLE) as demo:
+    with gr.Blocks(title=TITLE, delete_cache=CACHE_SWEEP) as demo:
         gr.Markdown(f"# {TITLE}\nInspect, stress-test and annotate image-caption evaluation metrics.")
         gr.Markdown(ctx.banner, elem_id="profile-banner")
         # Whom the page shows as logged in ({name, role}); tabs refresh when it changes. Actions

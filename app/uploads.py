@@ -4,16 +4,24 @@ Uploads come from strangers: anything that is not a plain, reasonably sized imag
 become a clear message for the user, never an exception that takes the server down or a
 decompression bomb that eats its memory. The checks, EXIF orientation and RGB conversion
 are the library's one decoding policy (scoring.images.decode_image).
+
+Files handed back for download are written into a folder of their own inside Gradio's cache
+folder (:func:`download_folder`): Gradio serves them from there without another copy, and
+its cache sweep (`delete_cache` in app.ui) removes them.
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gradio.utils import get_upload_folder
 from PIL import Image
 
-from scoring.images import MAX_IMAGE_BYTES as MAX_UPLOAD_BYTES
-from scoring.images import MAX_PIXELS, ImageDecodeError, decode_image  # noqa: F401 (MAX_PIXELS: the limit users read)
+from scoring.images import ImageDecodeError, check_file_size, decode_image, image_limits
 
 
 class UploadError(ValueError):
@@ -30,25 +38,25 @@ class LoadedImage:
     notes: list[str] = field(default_factory=list)
 
 
+def max_upload_bytes() -> int:
+    """The largest file the server accepts (Gradio refuses bigger uploads before any handler):
+    the configured image byte limit."""
+    return image_limits().max_bytes
+
+
 def load_upload(source: str | Path | bytes, name: str | None = None) -> LoadedImage:
     """Decode an uploaded file into an RGB image or raise UploadError saying why."""
     if isinstance(source, (bytes, bytearray)):
-        data = bytes(source)
-        name = name or "upload"
-    else:
-        path = Path(source)
-        name = name or path.name
-        try:
-            size = path.stat().st_size
-        except OSError as exc:
-            raise UploadError(f"{name}: the upload could not be read ({exc.strerror or exc}).") from None
-        if size > MAX_UPLOAD_BYTES:
-            raise UploadError(f"{name}: file is {size / 2**20:.0f} MB; the limit is {MAX_UPLOAD_BYTES // 2**20} MB.")
+        return _decode(bytes(source), name or "upload")
+    path = Path(source)
+    name = name or path.name
+    try:
+        check_file_size(path.stat().st_size, name)  # before reading the file into memory
         data = path.read_bytes()
-    if not data:
-        raise UploadError(f"{name}: the file is empty.")
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise UploadError(f"{name}: file is {len(data) / 2**20:.0f} MB; the limit is {MAX_UPLOAD_BYTES // 2**20} MB.")
+    except ImageDecodeError as exc:
+        raise UploadError(str(exc)) from None
+    except OSError as exc:
+        raise UploadError(f"{name}: the upload could not be read ({exc.strerror or exc}).") from None
     return _decode(data, name)
 
 
@@ -58,3 +66,16 @@ def _decode(data: bytes, name: str) -> LoadedImage:
     except ImageDecodeError as exc:
         raise UploadError(str(exc)) from None
     return LoadedImage(image=decoded.image, data=data, name=name, notes=decoded.notes)
+
+
+@contextmanager
+def download_folder() -> Iterator[Path]:
+    """A new folder for one download in Gradio's cache folder; removed if the block raises."""
+    cache = Path(get_upload_folder())
+    cache.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="caplens-download-", dir=cache))
+    try:
+        yield folder
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise

@@ -4,7 +4,9 @@ Every place that turns an image into pixels or accepts one (the scorer, uploads,
 store's check of imported files) goes through :func:`decode_image` or :func:`load_image`, so
 they all agree:
 
-* the header is checked before any pixel is decoded (size limits stop decompression bombs);
+* the header is checked before any pixel is decoded: the file's bytes, its pixel count and
+  its longest side are bounded (:func:`image_limits`, configurable), which stops
+  decompression bombs;
 * EXIF orientation is applied, so a phone photo is scored the way it is seen;
 * odd modes become 8-bit RGB (16-bit scaled, transparency on white, CMYK, palette), each
   conversion noted for the user; animated images use their first frame.
@@ -23,16 +25,35 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from scoring.fingerprint import content_fingerprint
+from scoring.paths import configured_limit
 
 ImageInput = Union[Image.Image, bytes, str, Path]
 
-# Largest accepted image, in bytes and in pixels. 40 megapixels covers every camera image a
-# caption metric could want (they are resized to 224-384 px anyway) while keeping the
+# Largest accepted image by default, in bytes and in pixels. 40 megapixels covers every camera
+# image a caption metric could want (they are resized to 224-384 px anyway) while keeping the
 # decoded RGB buffer near 120 MB.
-MAX_IMAGE_BYTES = 50 * 1024 * 1024
-MAX_PIXELS = 40_000_000
-MAX_SIDE = 20_000
+DEFAULT_MAX_IMAGE_BYTES = 50 * 1024 * 1024
+DEFAULT_MAX_PIXELS = 40_000_000
+DEFAULT_MAX_SIDE = 20_000
 EXIF_ORIENTATION = 0x0112
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    """The largest image accepted: file bytes, pixels (width x height) and pixels per side."""
+
+    max_bytes: int
+    max_pixels: int
+    max_side: int
+
+
+def image_limits() -> ImageLimits:
+    """The configured limits: `$CAPLENS_IMAGE_MAX_BYTES` / `_PIXELS` / `_SIDE`, else
+    `image_max_bytes` / `image_max_pixels` / `image_max_side` in the `[limits]` table of the
+    data directory's config.toml, else the defaults above."""
+    return ImageLimits(configured_limit("image_max_bytes", DEFAULT_MAX_IMAGE_BYTES),
+                       configured_limit("image_max_pixels", DEFAULT_MAX_PIXELS),
+                       configured_limit("image_max_side", DEFAULT_MAX_SIDE))
 
 
 class ImageDecodeError(OSError):
@@ -72,12 +93,25 @@ def read_image_bytes(image: bytes | str | Path) -> bytes:
         raise FileNotFoundError(f"image not found: {path}") from None
 
 
+def check_file_size(size: int, name: str = "image", limits: ImageLimits | None = None) -> None:
+    """ImageDecodeError when a file of `size` bytes is empty or over the byte limit."""
+    limits = limits or image_limits()
+    if not size:
+        raise ImageDecodeError(f"{name}: the file is empty.")
+    if size > limits.max_bytes:
+        raise ImageDecodeError(f"{name}: file is {_readable(size)}; the limit is {_readable(limits.max_bytes)}.")
+
+
+def _readable(size: int) -> str:
+    if size >= 2**20:
+        return f"{size / 2**20:.1f} MB"
+    return f"{size / 2**10:.1f} KB" if size >= 2**10 else f"{size} bytes"
+
+
 def open_checked(data: bytes, name: str = "image") -> Image.Image:
     """Parse the header only and enforce the limits; no pixel is decoded yet."""
-    if not data:
-        raise ImageDecodeError(f"{name}: the file is empty.")
-    if len(data) > MAX_IMAGE_BYTES:
-        raise ImageDecodeError(f"{name}: file is {len(data) / 2**20:.0f} MB; the limit is {MAX_IMAGE_BYTES // 2**20} MB.")
+    limits = image_limits()
+    check_file_size(len(data), name, limits)
     with warnings.catch_warnings():
         # Pillow warns (and above 2x its limit raises) on decompression bombs; the header
         # dimensions are checked here before any pixel is decoded, so its warning is noise.
@@ -93,10 +127,10 @@ def open_checked(data: bytes, name: str = "image") -> Image.Image:
     width, height = img.size
     if width <= 0 or height <= 0:
         raise ImageDecodeError(f"{name}: the image has no pixels ({width}x{height}).")
-    if width * height > MAX_PIXELS or max(width, height) > MAX_SIDE:
+    if width * height > limits.max_pixels or max(width, height) > limits.max_side:
         raise ImageDecodeError(
-            f"{name}: {width}x{height} pixels is too large (limit {MAX_PIXELS // 1_000_000} megapixels, "
-            f"{MAX_SIDE} px per side); resize it first."
+            f"{name}: {width}x{height} pixels is too large (limit {limits.max_pixels / 1_000_000:g} megapixels, "
+            f"{limits.max_side} px per side); resize it first."
         )
     return img
 

@@ -2,14 +2,14 @@
 
 Each measure is one call to `scoring.analysis.run`, the orchestration `caplens analyze` uses:
 the files as published are read, scored now with the process-wide scorer, and measured. The
-tab only handles uploads (copied or unzipped into a fresh folder), progress and the CSV
-download.
+tab only hands the uploads to `scoring.archives.gathered_uploads` (copied or unzipped, under
+the zip limits, into a folder of this request that is removed when the measure ends), and
+shows progress and the CSV download.
 """
 from __future__ import annotations
 
-import shutil
-import tempfile
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -20,7 +20,10 @@ import pandas as pd
 
 from annotation.errors import user_message
 from app import engine
+from app.uploads import download_folder
 from scoring.analysis import plots, run
+from scoring.archives import gathered_uploads
+from scoring.csv_safe import frame_to_csv
 
 RATING_SETS = ("flickr8k-expert", "flickr8k-cf", "composite", "capeval1k", "m-capeval1k")
 HANDLED_ERRORS = (ValueError, LookupError, OSError, zipfile.BadZipFile)
@@ -45,45 +48,20 @@ def _paths(files) -> list[Path]:
     return [Path(getattr(f, "name", f)) for f in listed if f]
 
 
-def _unpack(path: Path, folder: Path) -> None:
-    """Extract a zip into `folder`, refusing members that would land outside it."""
-    root = folder.resolve()
-    with zipfile.ZipFile(path) as archive:
-        for member in archive.namelist():
-            if not (root / member).resolve().is_relative_to(root):
-                raise ValueError(f"{path.name}: unsafe path in zip: {member}")
-        archive.extractall(folder)
+@contextmanager
+def uploaded(files, what: str):
+    """The benchmark upload of one request: one file as it is, several files or zips in a
+    folder of this request (removed afterwards); ValueError asking for it when missing."""
+    with gathered_uploads(_paths(files)) as upload:
+        if upload is None:
+            raise ValueError(f"Upload the {what}.")
+        yield upload
 
 
-def gather_upload(files, what: str) -> Path:
-    """One uploaded file as it is; several files, or zips, copied/extracted into one new
-    folder (the loaders of multi-file sets take that folder)."""
-    paths = _paths(files)
-    if not paths:
-        raise ValueError(f"Upload the {what}.")
-    if len(paths) == 1 and paths[0].suffix.lower() != ".zip":
-        return paths[0]
-    return _into_folder(paths, "caplens-upload-")
-
-
-def _into_folder(paths: list[Path], prefix: str) -> Path:
-    """A new folder holding the uploads: zips extracted, other files copied."""
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
-    for path in paths:
-        if path.suffix.lower() == ".zip":
-            _unpack(path, folder)
-        else:
-            shutil.copy(path, folder / path.name)
-    return folder
-
-
-def image_folder(images) -> Path | None:
-    """The folder that relative image paths resolve against: an unpacked zip of images,
-    or None when no images were uploaded (image-based metrics then say unavailable)."""
-    paths = _paths(images)
-    if not paths:
-        return None
-    return _into_folder(paths, "caplens-images-")
+def image_folder(images):
+    """The folder that relative image paths resolve against (the uploaded images, unzipped,
+    removed afterwards), or None when no images were uploaded (image metrics then say so)."""
+    return gathered_uploads(_paths(images), folder=True, prefix="caplens-images-")
 
 
 def _progress(progress, fraction: float, desc: str) -> None:
@@ -94,13 +72,14 @@ def _progress(progress, fraction: float, desc: str) -> None:
 # --- measures (`scoring.analysis.run`, as `caplens analyze ...` runs them) --------------------
 
 
-def _measure(profile: str, measure, upload: Path, images, metrics, progress, figure=None, **options) -> Outcome:
+def _measure(profile: str, measure, files, what: str, images, metrics, progress, figure=None,
+             **options) -> Outcome:
     """`measure(scorer, upload, metrics, ...)` of `scoring.analysis.run` with the uploaded images
     (without them, image metrics score nothing and say so)."""
-    root = image_folder(images)
-    _progress(progress, 0.2, "scoring")
-    measured = measure(engine.AppScorer(profile), upload, metrics, image_root=root, with_images=root is not None,
-                       **options)
+    with uploaded(files, what) as upload, image_folder(images) as root:
+        _progress(progress, 0.2, "scoring")
+        measured = measure(engine.AppScorer(profile), upload, metrics, image_root=root,
+                           with_images=root is not None, **options)
     return Outcome(measured.table, figure(measured.table) if figure else None, measured.summary())
 
 
@@ -108,7 +87,7 @@ def correlation_from_files(profile: str, dataset: str, files, images, metrics, *
                            seed: int = 0, progress=None) -> Outcome:
     """Caption-level correlation of each metric with a public rating set's human scores."""
     return _measure(profile, partial(run.rating_correlation, dataset=dataset),
-                    gather_upload(files, f"{dataset} rating file(s)"), images, metrics, progress,
+                    files, f"{dataset} rating file(s)", images, metrics, progress,
                     lambda table: plots.correlation_heatmap(table, "kendall_c"), n_boot=n_boot, seed=seed)
 
 
@@ -118,7 +97,7 @@ def length_from_files(profile: str, dataset: str, files, images, metrics, combin
     (short metric under `threshold` tokens, long metric above) when both are chosen."""
     combine = (combine_short, combine_long) if combine_short and combine_long else None
     return _measure(profile, partial(run.rating_length_buckets, dataset=dataset),
-                    gather_upload(files, f"{dataset} rating file(s)"), images, metrics, progress,
+                    files, f"{dataset} rating file(s)", images, metrics, progress,
                     lambda table: plots.length_bucket_lines(table, "pearson"), combine=combine, threshold=threshold)
 
 
@@ -126,21 +105,20 @@ def pascal50s_from_files(profile: str, files, images, metrics, *, n_references: 
                          progress=None) -> Outcome:
     """Pascal-50S pairwise accuracy (HC, HI, HM, MM, mean) from pair_pascal.mat and
     consensus_pascal.mat (uploaded together or as a zip)."""
-    return _measure(profile, run.pascal50s, gather_upload(files, "pair_pascal.mat and consensus_pascal.mat"), images,
+    return _measure(profile, run.pascal50s, files, "pair_pascal.mat and consensus_pascal.mat", images,
                     metrics, progress, n_references=n_references, seed=seed)
 
 
 def foil_from_files(profile: str, files, images, metrics, *, n_references: int = 4, seed: int = 0,
                     progress=None) -> Outcome:
     """FOIL accuracy: share of (correct, foil) caption pairs where the correct one scores higher."""
-    return _measure(profile, run.foil, gather_upload(files, "FOIL annotation file (foilv1.0_test_2017.json)"),
+    return _measure(profile, run.foil, files, "FOIL annotation file (foilv1.0_test_2017.json)",
                     images, metrics, progress, n_references=n_references, seed=seed)
 
 
 def specificity_from_files(profile: str, files, images, metrics, *, seed: int = 0, progress=None) -> Outcome:
     """Specificity rates SR_pos / SR_neg (SPECS eq. 1-2) of a caption CSV split into triplets."""
-    return _measure(profile, run.specificity, gather_upload(files, "caption CSV"), images, metrics, progress,
-                    seed=seed)
+    return _measure(profile, run.specificity, files, "caption CSV", images, metrics, progress, seed=seed)
 
 
 def retrieval_from_files(profile: str, files, images, metric: str, *, langs: Sequence[str] | None = None,
@@ -148,22 +126,21 @@ def retrieval_from_files(profile: str, files, images, metric: str, *, langs: Seq
     """COCO-SM text-to-image Recall@1/5/10 per language and NDCG@20 against `reference_lang`."""
     if not metric:
         raise ValueError("Choose the metric whose encoders embed (e.g. MCS or CLIP-S).")
-    meta = gather_upload(files, "COCO-SM meta file (meta/google.json, bing.json or nllb.json)")
-    if meta.is_dir():
-        raise ValueError("Upload one COCO-SM meta file.")
-    root = image_folder(images)
-    if root is None:
-        raise ValueError("Upload a zip of the COCO images the meta file names.")
-    _progress(progress, 0.2, "embedding captions and images")
-    measured = run.coco_sm_retrieval(engine.AppScorer(profile), meta, metric, langs=langs, image_root=root,
-                                     reference_lang=reference_lang)
+    with uploaded(files, "COCO-SM meta file (meta/google.json, bing.json or nllb.json)") as meta, \
+            image_folder(images) as root:
+        if meta.is_dir():
+            raise ValueError("Upload one COCO-SM meta file.")
+        if root is None:
+            raise ValueError("Upload a zip of the COCO images the meta file names.")
+        _progress(progress, 0.2, "embedding captions and images")
+        measured = run.coco_sm_retrieval(engine.AppScorer(profile), meta, metric, langs=langs, image_root=root,
+                                         reference_lang=reference_lang)
     return Outcome(measured.table, None, measured.summary())
 
 
 def csv_download(table: pd.DataFrame, name: str) -> str:
-    path = Path(tempfile.mkdtemp(prefix="caplens-analysis-")) / f"{name}.csv"
-    table.to_csv(path, index=False)
-    return str(path)
+    with download_folder() as folder:
+        return str(frame_to_csv(table, folder / f"{name}.csv"))
 
 
 def run_safely(measure, name: str, *args, **kwargs):

@@ -7,6 +7,8 @@ download as a copy only this session may fetch.
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import gradio as gr
 
@@ -79,9 +81,10 @@ def build(user_state: gr.State) -> None:
     def on_export(export_what, chosen_format, chosen_collection, request: gr.Request, progress=gr.Progress()):
         progress(0.1, desc=f"exporting {export_what}")
         try:
-            path, summary = export_download(account_id(request), export_what, chosen_format,
-                                            _collection(chosen_collection))
-            download = private_copies(request, [path])[0]
+            with tempfile.TemporaryDirectory(prefix="caplens-export-") as folder:
+                path, summary = export_download(account_id(request), export_what, chosen_format,
+                                                _collection(chosen_collection), Path(folder))
+                download = private_copies(request, [path])[0]
         except (PermissionError, ValueError, LookupError, OSError) as exc:
             return None, None, user_message(exc)
         return download, summary, f"Exported {summary['rows']} rows."
@@ -89,9 +92,10 @@ def build(user_state: gr.State) -> None:
     def on_set(label, chosen_format, chosen_collection, chosen_seed, request: gr.Request, progress=gr.Progress()):
         progress(0.1, desc="building the set")
         try:
-            path, manifest = finetune_download(account_id(request), FINETUNE_KINDS[label], chosen_format,
-                                               _collection(chosen_collection), chosen_seed or 0)
-            download = private_copies(request, [path])[0]
+            with tempfile.TemporaryDirectory(prefix="caplens-set-") as folder:
+                path, manifest = finetune_download(account_id(request), FINETUNE_KINDS[label], chosen_format,
+                                                   _collection(chosen_collection), chosen_seed or 0, Path(folder))
+                download = private_copies(request, [path])[0]
         except (PermissionError, ValueError, LookupError, OSError) as exc:
             return None, None, user_message(exc)
         return download, manifest, f"Built {manifest['rows']} rows."

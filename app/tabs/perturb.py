@@ -93,7 +93,10 @@ def build(ctx: engine.AppContext) -> None:
             table_frame = caption_robustness_cells(lab.robustness)
             chart_figure = None if lab.robustness.table.empty else robustness_drop_bars(lab.robustness.table,
                                                                                         lab.robustness.ops)
-        run = {"image": image, "text": text, "lang": lab.lang, "perturbations": lab.perturbations,
+        # The session keeps the upload's bytes for a later save, not its decoded pixels (a large
+        # image would hold ~100 MB per browser session).
+        run = {"image_data": image.data if image else None, "image_name": image.name if image else None,
+               "text": text, "lang": lab.lang, "perturbations": lab.perturbations,
                "critical": parse_critical(critical_text)}
         return ("\n".join(messages), text, *slot_updates, table_frame, chart_figure, run)
 
@@ -101,10 +104,8 @@ def build(ctx: engine.AppContext) -> None:
         if not run:
             return "Run a perturbation first."
         try:
-            image = run["image"]
-            return save_perturbations(account_id(request), None if image is None else image.data,
-                                      None if image is None else image.name, run["text"], run["lang"],
-                                      run["perturbations"], name, run["critical"])
+            return save_perturbations(account_id(request), run["image_data"], run["image_name"], run["text"],
+                                      run["lang"], run["perturbations"], name, run["critical"])
         except (PermissionError, ValueError, LookupError) as exc:
             return user_message(exc)
 

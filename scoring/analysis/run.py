@@ -17,6 +17,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from scoring.csv_safe import read_csv_frame
+
 from .correlation import COEFFICIENTS, correlation_table
 from .datasets import load_coco_sm, load_foil, load_pascal50s
 from .pairwise import foil_table, pascal50s_table
@@ -63,7 +65,7 @@ def read_table(path: Path) -> pd.DataFrame:
     if path.is_dir():
         raise ValueError(f"{path.name}: a folder, not a CSV file")
     try:
-        return pd.read_csv(path)
+        return read_csv_frame(path)
     except pd.errors.EmptyDataError:
         raise ValueError(f"{path}: the file is empty") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:

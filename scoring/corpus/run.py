@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from scoring.corpus.manifest import CorpusRow, Manifest, read_manifest
+from scoring.csv_safe import frame_to_csv
 
 SCORE_COLUMNS = ["id", "model", "metric", "score", "metric_version", "checkpoint_hash"]
 ERROR_COLUMNS = ["row", "id", "model", "image", "reason"]
@@ -511,7 +512,7 @@ def _finish(out: Path, plan: CorpusPlan, writer: ResultWriter, n_boot: int) -> t
     _atomic_write(out / "errors.jsonl", lambda p: p.write_text(
         "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in errors), encoding="utf-8"))
     summary = summarize(out, plan.metrics, n_boot)
-    _atomic_write(out / "summary.csv", lambda p: summary.to_csv(p, index=False))
+    _atomic_write(out / "summary.csv", lambda p: frame_to_csv(summary, p))
     payload = {
         "profile": plan.profile, "rows": plan.total_rows, "errors": len(errors),
         "metrics": [asdict(m) for m in plan.metrics], "unavailable": writer.unavailable,

@@ -12,6 +12,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from scoring.csv_safe import read_csv_frame
+
 TABLE_SUFFIXES = (".jsonl", ".parquet", ".csv", ".json")
 
 
@@ -26,7 +28,7 @@ def _read_table(path: Path) -> list[dict]:
         return data
     import pandas as pd
 
-    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    frame = pd.read_parquet(path) if path.suffix == ".parquet" else read_csv_frame(path)
     rows = frame.to_dict(orient="records")
     for row in rows:  # list columns come back as arrays (Parquet) or JSON strings (CSV)
         for key, value in row.items():

@@ -12,10 +12,11 @@ Splits use disjoint seed ranges: training scenes never appear in held-out sets.
 """
 from __future__ import annotations
 
-import csv
 import json
 import random
 from pathlib import Path
+
+from scoring.csv_safe import write_csv
 
 from .annotators import panel
 from .captions import describe_short, realise, scene_captions
@@ -105,11 +106,7 @@ def write_rated_collection(out: Path, scenes: list[Scene], langs=LANGUAGES, anno
     for row in rows:
         row["image"] = paths[row["image_id"]]
     _dump_jsonl(out / "ratings.jsonl", rows)
-    flat = [{k: json.dumps(v, ensure_ascii=False) if isinstance(v, list) else v for k, v in row.items()} for row in rows]
-    with (out / "ratings.csv").open("w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(flat[0]))
-        writer.writeheader()
-        writer.writerows(flat)
+    write_csv(out / "ratings.csv", list(rows[0]), rows)
     return len(rows)
 
 

@@ -114,9 +114,21 @@ def test_zip_import_reads_members_not_paths(engine, accounts, image_files, tmp_p
         _check_imported(s, import_file(s, accounts["rita"], path, collection="z"))
     bad = tmp_path / "escape.zip"
     with zipfile.ZipFile(bad, "w") as archive:
-        archive.writestr("manifest.jsonl", json.dumps({"image": "../../etc/passwd", "caption": "x"}))
-    with session_scope(engine) as s, pytest.raises(ImportRejected, match="not in the zip"):
+        archive.write(image_files / "img0.png", "img0.png")
+        archive.writestr("manifest.jsonl", "\n".join(json.dumps({"image": ref, "caption": "x"})
+                                                     for ref in ("../../etc/passwd", "../img0.png")))
+    # Refused by name: '../img0.png' is not quietly read as the member img0.png.
+    with session_scope(engine) as s, pytest.raises(ImportRejected) as rejected:
         import_file(s, accounts["rita"], bad)
+    assert [line.strip() for line in str(rejected.value).splitlines()[1:]] == [
+        "line 1: image path '../../etc/passwd' must be relative to the manifest's folder, without '..'",
+        "line 2: image path '../img0.png' must be relative to the manifest's folder, without '..'"]
+    evil_member = tmp_path / "evil-member.zip"
+    with zipfile.ZipFile(evil_member, "w") as archive:
+        archive.writestr("manifest.jsonl", json.dumps({"image": "a.png", "caption": "x"}))
+        archive.writestr("../a.png", b"x")
+    with session_scope(engine) as s, pytest.raises(ValueError, match="leaves the archive's folder"):
+        import_file(s, accounts["rita"], evil_member)
 
 
 def test_clipscore_json_import(engine, accounts, image_files, tmp_path):

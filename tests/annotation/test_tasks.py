@@ -248,3 +248,50 @@ def test_same_annotator_rating_twice_at_once_ends_as_one_edited_rating(engine, a
         ratings = s.query(Rating).filter_by(caption_id=caption_id).all()
         assert [(r.overall, r.version) for r in ratings] == [(0.9, 2)]
         assert [h.overall for h in ratings[0].revisions] == [0.1]
+
+
+def test_fifteen_saves_of_a_large_image_store_one_bounded_copy(engine, accounts, data_dir, monkeypatch):
+    """The issue's 6000 x 6000 PNG saved 15 times from the Perturbation lab: the store holds one
+    file, downscaled to the configured longest side, named by the upload's hash."""
+    from annotation.lab import save_perturbations
+    from db.models import Image
+    from scoring.perturb.ops import perturb
+
+    monkeypatch.setenv("CAPLENS_STORE_MAX_SIDE", "1024")
+    buffer = io.BytesIO()
+    image = PILImage.new("RGB", (6000, 4000), (17, 151, 203))
+    image.paste((240, 20, 20), (0, 0, 3000, 2000))  # top-left quarter red
+    image.save(buffer, "PNG", optimize=True)
+    data = buffer.getvalue()
+    pert = perturb("a red and blue picture", "repetition", p=0.5, seed=1)
+    for send in range(15):
+        message = save_perturbations(accounts["rita"].id, data, "large.png", "a red and blue picture", "en", [pert],
+                                     "lab", None)
+        assert message.startswith("Saved caption")
+    files = [p for p in (data_dir / "images").rglob("*") if p.is_file()]
+    assert len(files) == 1
+    with session_scope(engine) as s:
+        rows = s.query(Image).all()
+        assert len(rows) == 1
+        row = rows[0]
+        assert row.sha256 == hashlib.sha256(data).hexdigest() and files[0] == image_path(row)
+        assert (row.width, row.height, row.format, row.size_bytes) == (1024, 683, "PNG", files[0].stat().st_size)
+    with PILImage.open(files[0]) as stored:
+        assert stored.size == (1024, 683)
+        assert stored.getpixel((10, 10)) == (240, 20, 20) and stored.getpixel((1000, 600)) == (17, 151, 203)
+
+
+def test_stored_copy_keeps_small_images_as_sent_and_jpegs_as_jpeg(monkeypatch):
+    from annotation.image_store import stored_copy
+
+    monkeypatch.setenv("CAPLENS_STORE_MAX_SIDE", "500")
+    small, large = io.BytesIO(), io.BytesIO()
+    PILImage.new("RGB", (500, 80), (1, 2, 3)).save(small, "WEBP")
+    PILImage.new("RGB", (2000, 1000), (200, 100, 50)).save(large, "JPEG", quality=90)
+    facts = inspect_image(small.getvalue())
+    assert stored_copy(small.getvalue(), facts) == (small.getvalue(), facts)
+    copy, copy_facts = stored_copy(large.getvalue(), inspect_image(large.getvalue()))
+    assert (copy_facts.format, copy_facts.width, copy_facts.height, copy_facts.size_bytes) == ("JPEG", 500, 250, len(copy))
+    assert copy_facts.sha256 == hashlib.sha256(large.getvalue()).hexdigest()
+    with PILImage.open(io.BytesIO(copy)) as stored:
+        assert stored.format == "JPEG" and stored.size == (500, 250)

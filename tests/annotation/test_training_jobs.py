@@ -173,8 +173,9 @@ def test_an_uploaded_set_is_unpacked_safely(tmp_path):
     evil = tmp_path / "evil.zip"
     with zipfile.ZipFile(evil, "w") as archive:
         archive.writestr("../../escape.txt", "x")
-    with pytest.raises(ValueError, match="outside the set folder"):
+    with pytest.raises(ValueError, match="leaves the archive's folder"):
         tj._unpack_set(evil, tmp_path / "out2")
+    assert not (tmp_path / "out2").exists() and not (tmp_path / "escape.txt").exists()
     with pytest.raises(ValueError, match="zipped set folder"):
         tj._unpack_set(tmp_path / "notes.txt", tmp_path / "out3")
 

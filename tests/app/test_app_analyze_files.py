@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import tempfile
 import zipfile
 
 import pandas as pd
@@ -123,15 +124,47 @@ def test_zip_members_cannot_escape_the_upload_folder(tmp_path):
     evil = _zip(tmp_path / "evil.zip", {"../../outside.txt": b"x"})
     status, *_ = analyze_files.run_safely(analyze_files.pascal50s_from_files, "pascal50s", PROFILE,
                                           [str(evil)], None, ["BLEU-4"])
-    assert "unsafe path" in status
+    assert "evil.zip: refuses the member '../../outside.txt': its path leaves the archive's folder" in status
     assert not (tmp_path.parent / "outside.txt").exists()
 
 
-def test_download_is_the_table_as_csv(pascal_files):
+def test_download_is_the_table_as_csv(pascal_files, tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio-cache"))
     status, table, _, download = analyze_files.run_safely(analyze_files.pascal50s_from_files, "pascal50s", PROFILE,
                                                           pascal_files, None, ["BLEU-1"])
     assert status == "3 pairs."
     pd.testing.assert_frame_equal(pd.read_csv(download), table, check_dtype=False)
+    # Written where Gradio serves it without copying, and its cache sweep removes it.
+    assert os.path.dirname(os.path.dirname(download)) == str(tmp_path / "gradio-cache")
+
+
+def test_a_zip_bomb_is_refused_and_no_upload_folder_is_left_behind(pascal_files, flickr8k_upload, tmp_path,
+                                                                    monkeypatch):
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio-cache"))
+    (tmp_path / "bomb").mkdir()
+    bomb = tmp_path / "bomb" / "images.zip"
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("Flicker8k_Dataset/1000_aa.jpg", b"\0" * (32 << 20))
+    path, images = flickr8k_upload
+    status, table, _, download = analyze_files.run_safely(
+        analyze_files.correlation_from_files, "correlation", PROFILE, "flickr8k-expert", [str(path)], [str(bomb)],
+        ["BLEU-1"])
+    assert status.startswith("Could not analyse: images.zip: member 'Flicker8k_Dataset/1000_aa.jpg' unpacks")
+    assert "zip bomb" in status and table is None and download is None
+    assert list(system_tmp.iterdir()) == []
+    zipped = _zip(tmp_path / "pascal.zip", {os.path.basename(name): open(name, "rb").read() for name in pascal_files})
+    for files, images_upload in (([str(zipped)], [str(images)]), (pascal_files, [str(images)])):
+        status, *_ = analyze_files.run_safely(analyze_files.pascal50s_from_files, "pascal50s", PROFILE, files,
+                                              images_upload, ["BLEU-1"])
+        assert status == "3 pairs."
+        assert list(system_tmp.iterdir()) == []  # the unpacked uploads and images are gone
+    status, *_ = analyze_files.run_safely(analyze_files.pascal50s_from_files, "pascal50s", PROFILE, [str(zipped)],
+                                          [str(images)], ["NO-SUCH-METRIC"])
+    assert status.startswith("Could not analyse:")
+    assert list(system_tmp.iterdir()) == []  # ... also when the measure fails
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 """The named endpoints through gradio_client against a live local server (tiny profile)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from gradio_client import Client, handle_file
 from PIL import Image
@@ -158,3 +160,42 @@ def test_rate_requires_login_then_stores_the_rating(server):
         assert mine[caption_id].relevance is None
     with pytest.raises(Exception, match="0|1|range"):
         client.predict(caption_id, 1.5, None, None, None, api_name="/rate")
+
+
+def test_fifteen_sends_of_a_large_image_keep_one_copy(server, client, tmp_path):
+    """The issue's case: a small PNG of 6000 x 6000 pixels scored 15 times. Gradio keeps one
+    copy of the upload (named by content), nothing lands in the data directory, and nothing
+    bigger than the upload is written anywhere the server writes."""
+    import io
+
+    from gradio.utils import get_upload_folder
+    from PIL import Image as PILImage
+
+    from scoring.paths import data_dir
+
+    buffer = io.BytesIO()
+    PILImage.new("RGB", (6000, 6000), (17, 151, 203)).save(buffer, "PNG", optimize=True)
+    data = buffer.getvalue()
+    path = tmp_path / "large.png"
+    path.write_bytes(data)
+
+    def sizes(root) -> dict:
+        return {p: p.stat().st_size for p in Path(root).rglob("*") if p.is_file()}
+
+    roots = [Path(get_upload_folder()), data_dir()]
+    before = [sizes(root) for root in roots]
+    for _ in range(15):
+        result = client.predict(handle_file(str(path)), "a blue square", "", "en", "BLEU-1", api_name="/score")
+        assert result["rows"][0]["image"] == "large.png"
+    after = [sizes(root) for root in roots]
+    cache_new = {p: n for p, n in after[0].items() if before[0].get(p) != n}
+    assert sum(cache_new.values()) <= len(data) + 64 * 1024  # at most one new copy (+ empty temp files)
+    copies = [p for p, n in after[0].items() if n == len(data) and p.read_bytes() == data]
+    assert len(copies) == 1 and copies[0].name == "large.png"
+    # ... which the server's cache sweep knows about and will remove.
+    from app.ui import CACHE_SWEEP
+
+    assert server.demo.delete_cache == CACHE_SWEEP
+    assert str(copies[0]) in {f for files in server.demo.temp_file_sets for f in files}
+    grown = {p: n for p, n in after[1].items() if before[1].get(p) != n}
+    assert sum(grown.values()) < 1 << 20, grown  # the database may log a little; no images

@@ -82,15 +82,22 @@ def test_failure_cases_rank_disagreement_and_unmoved_perturbations(server, resea
     assert list(picked["op"]) == ["masking"]
 
 
-def test_export_ratings_and_build_a_finetuning_set(server, researcher):
-    path, summary = export_download(researcher, "ratings", "csv", server.collection)
+def test_export_ratings_and_build_a_finetuning_set(server, researcher, tmp_path):
+    path, summary = export_download(researcher, "ratings", "csv", server.collection, tmp_path)
     rows = list(csv.DictReader(open(path, encoding="utf-8")))
     assert summary["rows"] == len(rows) >= 6
+    assert summary["path"] == "ratings.csv"  # the download's name, not a server path
     assert server.xss in {row["caption"] for row in rows}
-    bundle, manifest = finetune_download(researcher, "prmcs", "jsonl", server.collection, 0)
+    bundle, manifest = finetune_download(researcher, "prmcs", "jsonl", server.collection, 0, tmp_path)
     assert manifest["rows"] == 4
     with zipfile.ZipFile(bundle) as archive:
         assert "manifest.json" in archive.namelist()
+    hf, _ = export_download(researcher, "captions", "hf", server.collection, tmp_path)
+    with zipfile.ZipFile(hf) as archive:
+        assert "dataset_info.json" in archive.namelist()
+    # Only the downloads are left in the folder: the working files (the set's folder, the
+    # dataset's folder and its Parquet shards) are gone.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["captions.zip", "prmcs-set.zip", "ratings.csv"]
 
 
 def _bundle(tmp_path, rows, name):

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.uploads import MAX_PIXELS, UploadError, load_upload
+from app.uploads import UploadError, load_upload
+from scoring.images import image_limits
 
 
 def encode(img: Image.Image, fmt: str = "PNG", **kwargs) -> bytes:
@@ -51,7 +52,7 @@ def test_truncated_file_is_rejected():
 def test_huge_dimensions_are_refused_before_decoding(width, height):
     with pytest.raises(UploadError, match="too large"):
         load_upload(png_header_only(width, height), name="bomb.png")
-    assert width * height > MAX_PIXELS or max(width, height) > 20_000
+    assert width * height > image_limits().max_pixels or max(width, height) > image_limits().max_side
 
 
 def test_cmyk_is_converted_with_a_note():
@@ -99,3 +100,25 @@ def test_path_input_and_missing_file(tmp_path):
     assert loaded.name == "x.png" and loaded.image.mode == "RGB"
     with pytest.raises(UploadError, match="could not be read"):
         load_upload(tmp_path / "missing.png")
+
+
+def test_limits_are_configurable_and_checked_before_decoding(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path))
+    image = encode(Image.new("RGB", (300, 200), (1, 2, 3)))
+    assert load_upload(image, name="ok.png").image.size == (300, 200)
+    (tmp_path / "config.toml").write_text("[limits]\nimage_max_pixels = 50_000\nimage_max_side = 250\n")
+    assert (image_limits().max_pixels, image_limits().max_side) == (50_000, 250)
+    with pytest.raises(UploadError, match=r"300x200 pixels is too large \(limit 0.05 megapixels, 250 px per side\)"):
+        load_upload(image, name="big.png")
+    monkeypatch.setenv("CAPLENS_IMAGE_MAX_BYTES", str(len(image) - 1))  # the environment wins over the file
+    path = tmp_path / "big.png"
+    path.write_bytes(image)
+    with pytest.raises(UploadError, match=rf"big.png: file is {len(image)} bytes; the limit is {len(image) - 1} bytes"):
+        load_upload(path)
+    monkeypatch.setenv("CAPLENS_IMAGE_MAX_BYTES", "0")
+    with pytest.raises(ValueError, match=r"\$CAPLENS_IMAGE_MAX_BYTES: must be a positive number"):
+        image_limits()
+    monkeypatch.delenv("CAPLENS_IMAGE_MAX_BYTES")
+    (tmp_path / "config.toml").write_text("[limits]\nimage_max_pixels = 'lots'\n")
+    with pytest.raises(ValueError, match=r"config.toml: \[limits\] image_max_pixels: 'lots' is not a whole number"):
+        image_limits()
