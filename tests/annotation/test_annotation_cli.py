@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from annotation.accounts import authenticate
 from db.models import User
-from db.session import get_engine, session_scope
+from db.session import get_engine, head_revision, session_scope
 
 REPO = Path(__file__).resolve().parents[2]
 # The commands run the same library code the other tests cover on both backends; one
@@ -85,4 +85,5 @@ def test_empty_database_is_created_through_the_migrations(empty_db_url):
     # an empty database is created through the migrations on first use
     assert caplens("user", "list").returncode == 0
     current = caplens("db", "current")
-    assert "revision: 0001" in current.stdout
+    head = head_revision()
+    assert f"revision: {head} (code head: {head})" in current.stdout
