@@ -22,7 +22,8 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 @dataclass(frozen=True)
 class TrainConfig:
     """One training run.  `data` is a path to an exported set (its data file or folder) or a
-    world generator spec (`{world = {scenes = 300, split = "train"}}`)."""
+    world generator spec (`{world = {scenes = 300, split = "train"}}`).  `heldout` (same forms)
+    is a separate evaluation set: then all of `data` trains, and no image may be in both."""
 
     recipe: str
     data: str | dict[str, Any]
@@ -42,6 +43,7 @@ class TrainConfig:
     device: str = "auto"
     precision: str = "auto"
     heldout_fraction: float = 0.1
+    heldout: str | dict[str, Any] | None = None  # a separate held-out set instead of a split of `data`
     max_heldout: int = 400  # held-out rows evaluated before and after (the split keeps them all out)
     checkpoint_every: int = 50  # optimizer steps between resumable snapshots
     grad_clip: float = 1.0
@@ -89,8 +91,9 @@ def config_from_dict(values: dict[str, Any], base_dir: Path) -> TrainConfig:
     for key in PATH_KEYS:
         if isinstance(values.get(key), str):
             values[key] = _resolve(values[key], base_dir)
-    if isinstance(values.get("data"), str):
-        values["data"] = _resolve(values["data"], base_dir)
+    for key in ("data", "heldout"):
+        if isinstance(values.get(key), str):
+            values[key] = _resolve(values[key], base_dir)
     for key in ("recipe", "data", "out"):
         if key not in values:
             raise ValueError(f"config lacks {key!r}")
@@ -112,7 +115,7 @@ def load_config(path: str | Path, **overrides) -> TrainConfig:
     config = config_from_dict(values, path.resolve().parent)
     if overrides:
         merged = config.to_dict() | {k: v for k, v in overrides.items() if v is not None}
-        for key in PATH_KEYS + ("data",):
+        for key in PATH_KEYS + ("data", "heldout"):
             if key in overrides and isinstance(overrides[key], str):
                 merged[key] = _resolve(overrides[key], Path.cwd())
         config = TrainConfig(**merged)

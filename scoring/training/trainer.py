@@ -9,6 +9,7 @@ resumed run on the CPU ends with the same weights as an uninterrupted one.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import random
@@ -172,7 +173,16 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
     rows = recipe.prepare_rows(rows, config)
     if not rows:
         raise ValueError(f"the set has no rows recipe {recipe.name} can use")
-    train_rows, heldout_rows = split_by_image(rows, config.heldout_fraction, config.seed)
+    if config.heldout is None:
+        train_rows, heldout_rows = split_by_image(rows, config.heldout_fraction, config.seed)
+    else:
+        train_rows, heldout_rows = rows, recipe.prepare_rows(
+            recipe.load_rows(dataclasses.replace(config, data=config.heldout))[0], config)
+        shared = {image_key(r) for r in train_rows} & {image_key(r) for r in heldout_rows}
+        if shared:
+            raise ValueError(f"{len(shared)} image(s) are both in `data` and in `heldout`, e.g. {sorted(shared)[0]}")
+        if not heldout_rows:
+            raise ValueError(f"the held-out set has no rows recipe {recipe.name} can use")
     eval_rows = heldout_rows[: config.max_heldout]
     say(f"{recipe.name}: {len(train_rows)} training rows, {len(heldout_rows)} held-out rows "
         f"({len({image_key(r) for r in heldout_rows})} images) on {device.type}")
