@@ -89,6 +89,14 @@ def register(subparsers, parents) -> None:
     perturb.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
     perturb.set_defaults(handler=_perturb)
 
+    order = db_commands.add_parser("queue-order", parents=parents,
+                                   help="set the order a collection's rating queue serves items in")
+    order.add_argument("--collection", required=True)
+    order.add_argument("order", help="least-rated (the default: fewest ratings first) or disagreement-first "
+                                     "(then the items the stored metric scores disagree on most)")
+    order.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
+    order.set_defaults(handler=_queue_order)
+
     gc = db_commands.add_parser("gc", parents=parents, help="delete stored image files no database row uses")
     gc.add_argument("--dry-run", action="store_true")
     gc.set_defaults(handler=_gc)
@@ -228,6 +236,16 @@ def _perturb(args) -> int:
         summary = perturb_collection(session, _acting_user(session, args.user), get_collection(session, args.collection),
                                      args.ops, seed=args.seed, p=args.p)
     print(json.dumps(asdict(summary), indent=2))
+    return 0
+
+
+def _queue_order(args) -> int:
+    from annotation.database import database_session
+    from annotation.queue_orders import set_queue_order
+
+    with database_session() as session:
+        collection = set_queue_order(session, _acting_user(session, args.user), args.collection, args.order)
+        print(f"collection {collection.name!r}: rating queue order {collection.queue_order}")
     return 0
 
 

@@ -63,6 +63,27 @@ def cached_metric_scores(session: Session, metric: str, checkpoint_fingerprint: 
     return {caption_id: value for caption_id, value in rows}
 
 
+def stored_scores(session: Session, caption_ids: Iterable[int]) -> dict[str, dict[int, float | None]]:
+    """Every stored metric's values for these captions, {metric: {caption_id: value}}. Where a
+    metric was stored for several checkpoints, the fingerprint that covers most of the captions
+    (the newest among equals) is used, so one metric's values come from one checkpoint."""
+    ids = list(caption_ids)
+    rows = session.execute(select(MetricScore.metric, MetricScore.checkpoint_fingerprint, MetricScore.caption_id,
+                                  MetricScore.value, MetricScore.computed_at)
+                           .where(MetricScore.caption_id.in_(ids))).all() if ids else []
+    by_print: dict[tuple[str, str], dict[int, float | None]] = {}
+    newest: dict[tuple[str, str], object] = {}
+    for metric, fingerprint, caption_id, value, computed_at in rows:
+        by_print.setdefault((metric, fingerprint), {})[caption_id] = value
+        newest[(metric, fingerprint)] = max(newest.get((metric, fingerprint), computed_at), computed_at)
+    chosen: dict[str, tuple[str, str]] = {}
+    for key in by_print:
+        best = chosen.get(key[0])
+        if best is None or (len(by_print[key]), newest[key]) > (len(by_print[best]), newest[best]):
+            chosen[key[0]] = key
+    return {metric: by_print[key] for metric, key in sorted(chosen.items())}
+
+
 def invalidate_metric_scores(session: Session, user: User, metric: str, keep_fingerprint: str | None = None) -> int:
     """Drop cached values of `metric` (except those of `keep_fingerprint`); returns how many."""
     require_role(user, *RESEARCH_ROLES)

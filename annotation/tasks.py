@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from annotation import queue_orders
 from annotation.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
 from annotation.captions import get_caption, in_collection, validate_caption_text, validate_language
 from db.models import (
@@ -83,7 +84,8 @@ def queue_order(user: User):
 
 def next_rating_item(session: Session, user: User, collection: Collection,
                      k: int = DEFAULT_RATINGS_PER_ITEM) -> Caption | None:
-    """The next caption this annotator has neither rated nor skipped, least-rated first.
+    """The next caption this annotator has neither rated nor skipped, least-rated first (then
+    in the collection's queue order, `annotation.queue_orders`).
 
     Items that already have `k` ratings are not offered, so work goes where it is needed
     until every item has `k`. Reference captions are context, not rated.
@@ -103,9 +105,11 @@ def next_rating_item(session: Session, user: User, collection: Collection,
         .where(in_collection(collection), Caption.kind != "reference",
                Caption.id.not_in(mine), Caption.id.not_in(skipped), n_ratings < k)
         .order_by(n_ratings, queue_order(user), Caption.id)
-        .limit(1)
     )
-    return session.scalar(query)
+    if collection.queue_order == queue_orders.DISAGREEMENT_FIRST:
+        return queue_orders.first_by_disagreement(session, user, collection,
+                                                  query.with_only_columns(Caption.id, n_ratings))
+    return session.scalar(query.limit(1))
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,8 @@ class Collection(Base):
     description: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    # Which rating item the queue serves first (annotation.queue_orders.QUEUE_ORDERS).
+    queue_order: Mapped[str] = mapped_column(String(30), default="least-rated", server_default="least-rated")
 
     captions: Mapped[list[Caption]] = relationship(secondary=collection_captions, back_populates="collections")
 

@@ -103,3 +103,15 @@ def test_prmcs_and_caplens_r_checkpoints_score_through_the_registry(tmp_path, mo
     untrained = Scorer("tiny", "cpu").score(items, ["PR-MCS"])["PR-MCS"].values
     assert before == results["PR-MCS"].values and before != untrained  # the trained encoder, not the tiny one
     assert (tiny / "prmcs-text").is_dir()
+
+
+def test_a_separate_heldout_set_is_evaluated_and_all_of_data_trains(tmp_path):
+    spec = {"scenes": 2, "split": "heldout", "size": 32, "languages": ["en"]}
+    result = train(_config("caplens-r-tiny", tmp_path / "run", heldout={"world": spec}, max_steps=2))
+    record = json.loads((result.out_dir / "training.json").read_text(encoding="utf-8"))
+    # all 12 training scenes train (no 30 % split of them); the 2 held-out scenes are evaluated
+    assert record["data"]["heldout_images"] == 2
+    rows = world_set("ratings", {"scenes": 12, "split": "train", "size": 32, "languages": ["en", "de"]})[0]
+    assert record["data"]["train_rows"] == len({r["caption_id"] for r in rows})  # one row per rated caption
+    with pytest.raises(ValueError, match="both in `data` and in `heldout`"):
+        train(_config("caplens-r-tiny", tmp_path / "again", heldout={"world": spec | {"split": "train"}}))

@@ -1,0 +1,57 @@
+"""The orders a collection's rating queue can serve items in, and setting a collection's order.
+
+* `least-rated` (default): items with the fewest ratings first, a per-annotator shuffle
+  among equals (`annotation.tasks.queue_order`).
+* `disagreement-first`: still fewest ratings first, but among equals the caption on which the
+  collection's stored metric scores disagree most (`scoring.queue_priority`, rank-normalised
+  spread over metrics) comes first, so each rating teaches the most; captions with scores
+  from fewer than two metrics follow in the least-rated order. Scores are read from the
+  MetricScore store (`annotation.score_store.stored_scores`: fill it with Analyze or
+  `caplens db import-scores`); with none stored the order is the least-rated one.
+"""
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.captions import get_collection, in_collection
+from db.models import Caption, Collection, User
+from scoring.queue_priority import disagreement_first
+
+LEAST_RATED = "least-rated"
+DISAGREEMENT_FIRST = "disagreement-first"
+QUEUE_ORDERS = (LEAST_RATED, DISAGREEMENT_FIRST)
+
+
+def validate_queue_order(order: str) -> str:
+    if order not in QUEUE_ORDERS:
+        raise ValueError(f"unknown queue order {order!r}; choose {' or '.join(QUEUE_ORDERS)}")
+    return order
+
+
+def set_queue_order(session: Session, user: User, collection_name: str, order: str) -> Collection:
+    """Make the rating queue of `collection_name` serve items in `order` (researcher or admin)."""
+    require_role(user, *RESEARCH_ROLES)
+    collection = get_collection(session, collection_name)
+    collection.queue_order = validate_queue_order(order)
+    session.flush()
+    return collection
+
+
+def first_by_disagreement(session: Session, user: User, collection: Collection, eligible) -> Caption | None:
+    """The caption `eligible` (a select of (caption id, rating count) in least-rated order)
+    would serve, re-ordered disagreement-first among the least-rated ones."""
+    from annotation.score_store import stored_scores  # score_store imports the importer, which imports tasks
+    from annotation.tasks import queue_order
+
+    rows = session.execute(eligible).all()
+    if not rows:
+        return None
+    fewest = {caption_id for caption_id, n in rows if n == rows[0][1]}
+    # Priorities over all of the collection's rateable captions, so they do not drift as items get rated.
+    rateable = list(session.scalars(select(Caption.id).where(in_collection(collection), Caption.kind != "reference")
+                                    .order_by(queue_order(user), Caption.id)))
+    scores = stored_scores(session, rateable)
+    ordered = disagreement_first(rateable, {m: [v.get(c) for c in rateable] for m, v in scores.items()})
+    return session.get(Caption, next(c for c in ordered if c in fewest))
