@@ -125,7 +125,7 @@ def run(args) -> dict:
                      **train_tau(rows, args.heldout_scenes, seed, args.device)}
             print(f"seed {seed} {order}: tau_c {entry['tau_c']:.3f} ({entry['wall_s']} s)", file=sys.stderr)
             results[order].append(entry)
-    return {"args": vars(args) | {"out": str(args.out)}, "metrics": list(scores_all), "pool_items": len(items_all),
+    return {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "metrics": list(scores_all), "pool_items": len(items_all),
             "pool_scenes": len(scene_ids), "training": TRAINING, "results": results,
             "wall_s": round(time.time() - started, 1)}
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from annotation.accounts import authenticate
-from db.models import User
+from db.models import Collection, User
 from db.session import get_engine, head_revision, session_scope
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,6 +73,12 @@ def test_import_export_and_agreement_commands(db_url, tmp_path, make_png):
     agreement = caplens("db", "agreement", "--collection", "cli")
     assert agreement.returncode == 0
     assert json.loads(agreement.stdout)["krippendorff_alpha_interval"] > 0.9
+    ordered = caplens("db", "queue-order", "--collection", "cli", "disagreement-first")
+    assert ordered.returncode == 0 and "rating queue order disagreement-first" in ordered.stdout
+    wrong = caplens("db", "queue-order", "--collection", "cli", "random")
+    assert wrong.returncode == 2 and "unknown queue order 'random'" in wrong.stderr
+    with session_scope(get_engine(db_url)) as s:
+        assert s.scalar(select(Collection.queue_order).where(Collection.name == "cli")) == "disagreement-first"
     denied = caplens("db", "export", "--format", "csv", "--user", "u1", str(tmp_path / "x.csv"))
     assert denied.returncode == 2 and "needs role researcher or admin" in denied.stderr
     unknown = caplens("db", "export", "--format", "csv", "--collection", "nope", str(tmp_path / "y.csv"))
