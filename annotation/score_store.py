@@ -68,9 +68,10 @@ def stored_scores(session: Session, caption_ids: Iterable[int]) -> dict[str, dic
     metric was stored for several checkpoints, the fingerprint that covers most of the captions
     (the newest among equals) is used, so one metric's values come from one checkpoint."""
     ids = list(caption_ids)
-    rows = session.execute(select(MetricScore.metric, MetricScore.checkpoint_fingerprint, MetricScore.caption_id,
-                                  MetricScore.value, MetricScore.computed_at)
-                           .where(MetricScore.caption_id.in_(ids))).all() if ids else []
+    columns = select(MetricScore.metric, MetricScore.checkpoint_fingerprint, MetricScore.caption_id,
+                     MetricScore.value, MetricScore.computed_at)
+    rows = [row for start in range(0, len(ids), 10_000)  # SQLite allows 32,766 bound parameters
+            for row in session.execute(columns.where(MetricScore.caption_id.in_(ids[start:start + 10_000])))]
     by_print: dict[tuple[str, str], dict[int, float | None]] = {}
     newest: dict[tuple[str, str], object] = {}
     for metric, fingerprint, caption_id, value, computed_at in rows:
