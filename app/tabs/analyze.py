@@ -5,22 +5,24 @@ from __future__ import annotations
 
 import gradio as gr
 
+from annotation.accounts import RESEARCH_ROLES
 from annotation.collection_analysis import analyse_collection
 from annotation.errors import user_message
 from app import engine, render
+from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections, logged_in
 from scoring.analysis import plots
 from scoring.analysis.report import CorrelationFilters, correlation_cells, robustness_cells
 
 
-INTRO = ("Log in as a researcher in the Annotate tab, choose a collection, and analyse it: correlation of every "
-         "metric with the human ratings per language (bootstrap 95 % intervals), a scatter per metric, and the "
-         "score change under the collection's stored perturbations.")
+PURPOSE = ("**Analyse a stored collection**: how every metric correlates with the collection's human ratings, per "
+           "language (bootstrap 95 % intervals), a scatter per metric, and how much the collection's stored "
+           "perturbations move each metric. *Analyse from files* at the bottom of this tab needs no login.")
 
 
 def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     names = engine.metric_names(ctx.profile)
-    gr.Markdown(INTRO)
+    login_notice("analyze", PURPOSE, RESEARCH_ROLES, user_state)
     collection, refresh, metrics, run = collection_row(
         "analyze", "Analyse", lambda: gr.CheckboxGroup(names, value=names, label="Metrics"))
     per_rating = gr.Checkbox(False, label="Each overall rating its own row (as Flickr8k papers count judgments); "
