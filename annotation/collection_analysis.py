@@ -19,6 +19,7 @@ from annotation.score_store import collection_ratings, collection_scores
 from scoring.analysis.report import CollectionReport, CorrelationFilters, collection_report, failure_cases
 
 Progress = Callable[..., object]
+CORRELATING = "correlating with the human ratings (bootstrap intervals) and tabulating the perturbations"
 
 
 def collection_scores_for(account_id: int | None, collection: str, scorer, metrics: Sequence[str],
@@ -40,6 +41,8 @@ def collection_analysis(session, user, collection: str, scorer, metrics: Sequenc
     filters = filters or CorrelationFilters()
     table = collection_scores(session, user, collection, scorer, list(metrics), progress)
     ratings = collection_ratings(session, user, collection) if filters.per_rating else None
+    if progress is not None:
+        progress(1.0, desc=CORRELATING)
     return collection_report(table, list(metrics), filters=filters, ratings=ratings)
 
 

@@ -67,5 +67,5 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     follow_collections(user_state, refresh, collection, status)
     run.click(on_analyse, [collection, metrics, scatter_metric, per_rating],
               [status, filters_note, correlations, heatmap, scatter, table7, drops, table_state],
-              api_visibility="private")
+              show_progress_on=[status], api_visibility="private")  # one bar with the counts, on the status
     scatter_metric.change(on_metric, [table_state, scatter_metric], scatter, api_visibility="private")

@@ -11,7 +11,7 @@ from PIL import Image
 
 from annotation.accounts import create_user
 from annotation.captions import add_caption, get_or_create_collection
-from annotation.collection_analysis import analyse_collection
+from annotation.collection_analysis import CORRELATING, analyse_collection
 from annotation.database import database_session, open_database
 from annotation.image_store import add_image
 from annotation.perturbations import store_perturbation
@@ -133,10 +133,10 @@ def test_progress_counts_and_a_second_run_scores_nothing(collection):
     scored = 9  # 8 candidates and the perturbed caption; references are not scored
     assert first.scored == {name: scored for name in METRICS}
     assert seen[0] == (0.0, f"scored 0/{scored} captions (0 had cached scores); scoring the next {scored}")
-    assert seen[-1] == (1.0, f"scored {scored}/{scored} captions (0 had cached scores)")
+    assert seen[-2:] == [(1.0, f"scored {scored}/{scored} captions (0 had cached scores)"), (1.0, CORRELATING)]
     seen.clear()
     again = CountingScorer(Scorer("tiny"))  # a fresh process: only the database remembers
     report = app_path(collection, again, progress=progress)
     assert again.scored == {}
-    assert seen == [(1.0, f"all {scored} captions had cached scores: nothing to score")]
+    assert seen == [(1.0, f"all {scored} captions had cached scores: nothing to score"), (1.0, CORRELATING)]
     assert (report.correlations["n"] > 0).all()
