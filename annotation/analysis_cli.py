@@ -44,7 +44,9 @@ def register(subparsers, parents) -> None:
                              help="group columns (default: collection and lang where present)")
     correlation.add_argument("--coefficients", nargs="+", default=["kendall_b", "kendall_c", "pearson", "spearman"],
                              choices=["kendall_b", "kendall_c", "pearson", "spearman"])
-    correlation.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (0: no intervals)")
+    correlation.add_argument("--bootstrap", type=int, default=None,
+                             help="bootstrap replicates (0: no intervals; default 1000, with --collection 200 as "
+                                  "in the Analyze tab)")
     correlation.add_argument("--seed", type=int, default=0)
     correlation.add_argument("--compare", nargs=2, metavar=("METRIC_A", "METRIC_B"),
                              help="test whether two metrics' correlations differ on the same items")
@@ -263,6 +265,8 @@ def _correlation(args) -> int:
 
     if args.collection:
         return _collection_correlation(args)
+    if args.bootstrap is None:
+        args.bootstrap = 1000
     if args.per_rating:
         raise ValueError("--per-rating applies to --collection")
     if args.scores is None:
@@ -314,6 +318,8 @@ def _collection_correlation(args) -> int:
     if choice.hub_problem:
         print(f"profile {choice.profile}: the hub checkpoints could not be loaded ({choice.hub_problem})")
     scorer = get_scorer(choice.profile, args.device)
+    if args.bootstrap is None:
+        args.bootstrap = CorrelationFilters.n_boot
     filters = CorrelationFilters(per_rating=args.per_rating, n_boot=args.bootstrap, seed=args.seed,
                                  coefficients=tuple(args.coefficients))
     with _database(args) as (session, user):

@@ -140,3 +140,15 @@ def test_progress_counts_and_a_second_run_scores_nothing(collection):
     assert again.scored == {}
     assert seen == [(1.0, f"all {scored} captions had cached scores: nothing to score"), (1.0, CORRELATING)]
     assert (report.correlations["n"] > 0).all()
+
+
+def test_by_default_cli_and_tab_agree_on_the_intervals_too(collection, tmp_path, capsys):
+    tab = analyse_collection(collection, "c", Scorer("tiny"), METRICS).correlations  # the tab's defaults
+    out = tmp_path / "default.csv"
+    assert main(["analyze", "correlation", "--collection", "c", "--profile", "tiny", "--user", "res",
+                 "--metrics", *METRICS, "--out", str(out)]) == 0
+    assert "95 % intervals from 200 bootstrap resamples" in capsys.readouterr().out
+    cli = pd.read_csv(out)
+    columns = ["n", "kendall_c", "kendall_c_low", "kendall_c_high", "spearman_low", "pearson_high"]
+    pd.testing.assert_frame_equal(cli.set_index(["lang", "metric"])[columns].astype(float),
+                                  tab.set_index(["lang", "metric"])[columns].astype(float), rtol=1e-9)
