@@ -44,7 +44,9 @@ def register(subparsers, parents) -> None:
                              help="group columns (default: collection and lang where present)")
     correlation.add_argument("--coefficients", nargs="+", default=["kendall_b", "kendall_c", "pearson", "spearman"],
                              choices=["kendall_b", "kendall_c", "pearson", "spearman"])
-    correlation.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (0: no intervals)")
+    correlation.add_argument("--bootstrap", type=int, default=None,
+                             help="bootstrap replicates (0: no intervals; default 1000, with --collection 200 as "
+                                  "in the Analyze tab)")
     correlation.add_argument("--seed", type=int, default=0)
     correlation.add_argument("--compare", nargs=2, metavar=("METRIC_A", "METRIC_B"),
                              help="test whether two metrics' correlations differ on the same items")
@@ -52,6 +54,9 @@ def register(subparsers, parents) -> None:
     correlation.add_argument("--compare-coefficient", default="kendall_c",
                              choices=["kendall_b", "kendall_c", "pearson", "spearman"])
     correlation.add_argument("--system-col", help="also report system-level correlation over this column")
+    correlation.add_argument("--per-rating", action="store_true",
+                             help="with --collection: each overall rating is its own row (default: one row per "
+                                  "caption, its mean rating), as in the Analyze tab's option")
     _database_options(correlation)
     _scoring_options(correlation)
 
@@ -149,7 +154,9 @@ def register(subparsers, parents) -> None:
 
 def _database_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("reading a database collection")
-    group.add_argument("--collection", help="read ratings and cached metric scores of this collection")
+    group.add_argument("--collection", help="correlate this collection's rated captions exactly as the app's Analyze "
+                                            "tab does (cached scores of --profile's checkpoints; --metrics missing "
+                                            "from the cache are scored now and cached)")
     group.add_argument("--user", help="acting account (default: local CLI admin)")
 
 
@@ -257,12 +264,11 @@ def _correlation(args) -> int:
     from scoring.analysis.correlation import metric_columns
 
     if args.collection:
-        from annotation.score_store import collection_table
-
-        with _database(args) as (session, user):
-            unavailable = _fill_cache(session, user, args)
-            table = collection_table(session, user, args.collection)
-        return _correlate(table.drop(columns=["references"]), args, unavailable)
+        return _collection_correlation(args)
+    if args.bootstrap is None:
+        args.bootstrap = 1000
+    if args.per_rating:
+        raise ValueError("--per-rating applies to --collection")
     if args.scores is None:
         if not (args.dataset and args.dataset_path):
             raise ValueError("give --scores, or --dataset and --dataset-path with --metrics to score now")
@@ -292,6 +298,40 @@ def _correlation(args) -> int:
     else:
         table = scores
     return _correlate(table, args)
+
+
+def _collection_correlation(args) -> int:
+    """`annotation.collection_analysis.collection_analysis`, the Analyze tab's function, with
+    the profile the app would choose (unless --profile names one); without --metrics, the
+    metrics this profile's checkpoints have cached scores for in the collection."""
+    from annotation.collection_analysis import collection_analysis
+    from annotation.score_store import cached_metric_names
+    from scoring.analysis.report import CorrelationFilters
+    from scoring.api import get_scorer
+    from scoring.profile_choice import choose_profile
+
+    if args.group is not None:
+        raise ValueError("--group does not apply to --collection: a collection is correlated per language")
+    if args.human_col != "human":
+        raise ValueError("--human-col does not apply to --collection: it uses the overall ratings")
+    choice = choose_profile(args.profile)
+    if choice.hub_problem:
+        print(f"profile {choice.profile}: the hub checkpoints could not be loaded ({choice.hub_problem})")
+    scorer = get_scorer(choice.profile, args.device)
+    if args.bootstrap is None:
+        args.bootstrap = CorrelationFilters.n_boot
+    filters = CorrelationFilters(per_rating=args.per_rating, n_boot=args.bootstrap, seed=args.seed,
+                                 coefficients=tuple(args.coefficients))
+    with _database(args) as (session, user):
+        metrics = args.metrics or cached_metric_names(session, user, args.collection, scorer)
+        if not metrics:
+            raise ValueError(f"collection {args.collection!r} has no cached scores of profile {choice.profile!r}: "
+                             "give --metrics to score them now")
+        report = collection_analysis(session, user, args.collection, scorer, metrics, filters)
+    print(filters.describe())
+    print(report.summary)
+    _emit(report.correlations, args)
+    return _compare(report.rows, args, list(dict.fromkeys(report.correlations["metric"])))
 
 
 def _correlate(table, args, unavailable=None) -> int:

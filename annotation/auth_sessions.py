@@ -20,6 +20,7 @@ whose token belongs to that session (`may_fetch`). Logging out deletes the folde
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import os
 import secrets
@@ -35,6 +36,8 @@ from annotation.accounts import authenticate
 from annotation.acting import Account, NotLoggedIn
 from annotation.database import database_session
 from db.models import AuthSession, LoginFailure, User, utcnow
+
+LOG = logging.getLogger(__name__)
 
 SESSION_LIFETIME = timedelta(hours=12)
 FREE_FAILURES_PER_ACCOUNT = 5
@@ -104,10 +107,14 @@ def log_in(name: str, password: str, client: str | None) -> Login:
         if not wait:
             session.add(LoginFailure(account_name=account_name, client=client, failed_at=now))
     if wait:
+        LOG.warning("login refused: %r from %s: too many failed attempts, next try in %d s", account_name,
+                    client or "an unknown client", wait)
         raise TooManyAttempts(wait)
     with database_session() as session:
         user = authenticate(session, name, password)
-        if user is None:
+        if user is None:  # the user's mistake: one line for the operator, no traceback
+            LOG.warning("login refused: %r from %s: wrong user name or password", account_name,
+                        client or "an unknown client")
             raise PermissionError("Wrong user name or password.")
         session.execute(delete(LoginFailure).where(LoginFailure.account_name == account_name))
         session.execute(delete(AuthSession).where(AuthSession.expires_at <= now))

@@ -19,10 +19,10 @@ from sqlalchemy import and_, delete, select
 from sqlalchemy.orm import Session
 
 from annotation.accounts import RESEARCH_ROLES, require_role
-from annotation.captions import get_collection
+from annotation.captions import get_collection, in_collection
 from annotation.exporters import captions_table, ratings_table
 from annotation.importers import import_rows
-from db.models import MetricScore, User, utcnow
+from db.models import Caption, MetricScore, User, utcnow
 from scoring.analysis.robustness import ORIGINAL
 from scoring.analysis.tables import RATING_DIMENSIONS, import_rows_for, score_columns
 from scoring.api import ScoreItem
@@ -167,14 +167,15 @@ def _cached_or_scored(session, scorer, captions: list[dict], metrics: Sequence[s
     ids = [row["caption_id"] for row in captions]
     values = {name: cached_metric_scores(session, name, score_fingerprint(scorer, name), ids) for name in names}
     missing = [row for row in captions if any(row["caption_id"] not in values[name] for name in names)]
+    cached = len(captions) - len(missing)
     unavailable: dict[str, str] = {}
+    report = _progress_reporter(progress, len(captions), cached)
     for start in range(0, len(missing), SCORE_BATCH):
-        if progress is not None:
-            progress(start / len(missing), desc=f"scoring captions {start + 1}-{min(start + SCORE_BATCH, len(missing))} "
-                                                 f"of {len(missing)} without cached scores")
         chunk = missing[start:start + SCORE_BATCH]
         todo = [name for name in names if name not in unavailable
                 and any(row["caption_id"] not in values[name] for row in chunk)]
+        if report is not None:
+            report(start, len(chunk))
         for name, result in scorer.score([_score_item(row) for row in chunk], todo).items():
             if result.unavailable:
                 unavailable[name] = result.unavailable
@@ -182,7 +183,27 @@ def _cached_or_scored(session, scorer, captions: list[dict], metrics: Sequence[s
             scored = {row["caption_id"]: value for row, value in zip(chunk, result.values)}
             cache_metric_scores(session, name, score_fingerprint(scorer, name), scored)
             values[name].update(scored)
+    if report is not None and missing:
+        report(len(missing), 0)
     return values, unavailable
+
+
+def _progress_reporter(progress: Progress | None, total: int, cached: int):
+    """`report(done, batch)` for `progress`, with counts of the captions scored so far:
+    "scored 128/488 captions (0 had cached scores); scoring the next 128"."""
+    if progress is None:
+        return None
+    if cached == total:
+        progress(1.0, desc=f"all {total} captions had cached scores: nothing to score")
+        return None
+
+    def report(done: int, batch: int) -> None:
+        text = f"scored {cached + done}/{total} captions ({cached} had cached scores)"
+        if batch:
+            text += f"; scoring the next {batch}"
+        progress((cached + done) / max(total, 1), desc=text)
+
+    return report
 
 
 def fill_metric_cache(session, user, scorer, collection: str, metrics: Sequence[str],
@@ -204,7 +225,8 @@ def collection_scores(session, user, collection: str, scorer, metrics: Sequence[
     """A collection's non-reference captions as one wide table: caption_id, image_id, image_file,
     candidate, lang, kind, parent_caption_id, op ("original" for unperturbed captions), human
     (mean overall rating, NaN when unrated), n_ratings, references (newline-joined),
-    collection, then one numeric column per metric (NaN where it cannot score the caption).
+    collection, then one numeric column per metric (NaN where it cannot score the caption);
+    `attrs["unavailable"]` = {metric: reason} for metrics that cannot run.
 
     Scores come from the MetricScore cache for the scorer's checkpoint fingerprints; only
     captions without one are scored, and are cached for the next call (researcher/admin).
@@ -216,7 +238,7 @@ def collection_scores(session, user, collection: str, scorer, metrics: Sequence[
     rows = [r for r in captions_table(session, user, get_collection(session, collection)) if r["kind"] != "reference"]
     if not rows:
         raise ValueError(f"Collection {collection!r} has no captions to analyse.")
-    values, _ = _cached_or_scored(session, scorer, rows, metrics, progress)
+    values, unavailable = _cached_or_scored(session, scorer, rows, metrics, progress)
     table = pd.DataFrame({
         "caption_id": [r["caption_id"] for r in rows],
         "image_id": [r["image_sha256"][:12] for r in rows],
@@ -234,7 +256,30 @@ def collection_scores(session, user, collection: str, scorer, metrics: Sequence[
     for name, metric in zip((scorer.canonical_name(m) for m in metrics), metrics):
         column = pd.Series([values[name].get(r["caption_id"]) for r in rows], dtype="object")
         table[metric] = pd.to_numeric(column, errors="coerce")
+    table.attrs["unavailable"] = {metric: unavailable[name] for name, metric in
+                                  zip((scorer.canonical_name(m) for m in metrics), metrics) if name in unavailable}
     return table
+
+
+def cached_metric_names(session, user, collection: str, scorer) -> list[str]:
+    """The metrics of `scorer` (registry order) with a value cached under its own checkpoint
+    fingerprint for some caption of `collection`."""
+    require_role(user, *RESEARCH_ROLES)
+    ids = select(Caption.id).where(in_collection(get_collection(session, collection)))
+    stored = set(session.execute(select(MetricScore.metric, MetricScore.checkpoint_fingerprint)
+                                 .where(MetricScore.caption_id.in_(ids)).distinct()).all())
+    return [name for name in scorer.metric_names() if (name, score_fingerprint(scorer, name)) in stored]
+
+
+def collection_ratings(session, user, collection: str) -> pd.DataFrame:
+    """Each overall rating of `collection` as caption_id, rater, human (in [0, 1]); ratings
+    without an overall score are left out (researcher/admin)."""
+    require_role(user, *RESEARCH_ROLES)
+    rows = ratings_table(session, user, get_collection(session, collection))
+    frame = pd.DataFrame({"caption_id": [r["caption_id"] for r in rows], "rater": [r["annotator"] for r in rows],
+                          "human": pd.to_numeric(pd.Series([r["overall"] for r in rows], dtype="object"),
+                                                 errors="coerce")})
+    return frame.dropna(subset=["human"]).reset_index(drop=True)
 
 
 def collection_captions(session, user, collection: str, kinds: Sequence[str] = ("candidate", "reference")) -> pd.DataFrame:

@@ -5,25 +5,30 @@ from __future__ import annotations
 
 import gradio as gr
 
+from annotation.accounts import RESEARCH_ROLES
 from annotation.collection_analysis import analyse_collection
 from annotation.errors import user_message
 from app import engine, render
+from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections, logged_in
 from scoring.analysis import plots
-from scoring.analysis.report import correlation_cells, robustness_cells
+from scoring.analysis.report import CorrelationFilters, correlation_cells, robustness_cells
 
 
-INTRO = ("Log in as a researcher in the Annotate tab, choose a collection, and analyse it: correlation of every "
-         "metric with the human ratings per language (bootstrap 95 % intervals), a scatter per metric, and the "
-         "score change under the collection's stored perturbations.")
+PURPOSE = ("**Analyse a stored collection**: how every metric correlates with the collection's human ratings, per "
+           "language (bootstrap 95 % intervals), a scatter per metric, and how much the collection's stored "
+           "perturbations move each metric. *Analyse from files* at the bottom of this tab needs no login.")
 
 
 def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     names = engine.metric_names(ctx.profile)
-    gr.Markdown(INTRO)
+    login_notice("analyze", PURPOSE, RESEARCH_ROLES, user_state)
     collection, refresh, metrics, run = collection_row(
         "analyze", "Analyse", lambda: gr.CheckboxGroup(names, value=names, label="Metrics"))
+    per_rating = gr.Checkbox(False, label="Each overall rating its own row (as Flickr8k papers count judgments); "
+                                          "off: one row per caption, its mean rating", elem_id="analyze-per-rating")
     status = gr.Textbox(label="Status", interactive=False, elem_id="analyze-status")
+    filters_note = gr.Markdown(CorrelationFilters().describe(), elem_id="analyze-filters")
     correlations = gr.Dataframe(label="Correlation with human ratings", interactive=False, wrap=True,
                                 elem_id="analyze-correlations")
     heatmap = gr.Plot(label="Kendall τc by metric and language")
@@ -34,19 +39,20 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     drops = gr.Plot(label="Score change under perturbation")
     table_state = gr.State(None)
 
-    def on_analyse(name, chosen, metric, request: gr.Request, progress=gr.Progress()):
+    def on_analyse(name, chosen, metric, each_rating, request: gr.Request, progress=gr.Progress()):
+        filters = CorrelationFilters(per_rating=bool(each_rating))
         try:
             report = analyse_collection(account_id(request), name, engine.AppScorer(ctx.profile), list(chosen),
-                                        progress=progress)
+                                        filters, progress=progress)
         except (PermissionError, ValueError, LookupError) as exc:
-            return user_message(exc), *[gr.skip()] * 6
+            return user_message(exc), filters.describe(), *[gr.skip()] * 6
         heat = plots.correlation_heatmap(report.correlations, "kendall_c")
         scatter_figure = _scatter(report.table, metric if metric in chosen else chosen[0])
         cells = correlation_cells(report.correlations)
         if report.robustness is None:
             return (f"{report.summary} No perturbed captions stored in this collection: save some from the "
-                    "Perturbation lab.", cells, heat, scatter_figure, None, None, report.table)
-        return (report.summary, cells, heat, scatter_figure, robustness_cells(report.robustness),
+                    "Perturbation lab.", filters.describe(), cells, heat, scatter_figure, None, None, report.table)
+        return (report.summary, filters.describe(), cells, heat, scatter_figure, robustness_cells(report.robustness),
                 plots.robustness_drop_bars(report.robustness), report.table)
 
     def _scatter(table, metric):
@@ -59,6 +65,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
         return _scatter(table, metric)
 
     follow_collections(user_state, refresh, collection, status)
-    run.click(on_analyse, [collection, metrics, scatter_metric],
-              [status, correlations, heatmap, scatter, table7, drops, table_state], api_visibility="private")
+    run.click(on_analyse, [collection, metrics, scatter_metric, per_rating],
+              [status, filters_note, correlations, heatmap, scatter, table7, drops, table_state],
+              show_progress_on=[status], api_visibility="private")  # one bar with the counts, on the status
     scatter_metric.change(on_metric, [table_state, scatter_metric], scatter, api_visibility="private")

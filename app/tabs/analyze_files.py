@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import gradio as gr
 import pandas as pd
 
-from annotation.errors import user_message
+from annotation.errors import public_text, user_message
 from app import engine
 from app.uploads import download_folder
 from scoring.analysis import plots, run
@@ -144,12 +144,13 @@ def csv_download(table: pd.DataFrame, name: str) -> str:
 
 
 def run_safely(measure, name: str, *args, **kwargs):
-    """(status, table, figure, csv path) of one measure; a bad upload becomes a status line."""
+    """(status, table, figure, csv path) of one measure; a bad upload becomes a status line.
+    Neither line names a server path (the upload folder, the data directory)."""
     try:
         outcome = measure(*args, **kwargs)
     except HANDLED_ERRORS as exc:
         return f"Could not analyse: {user_message(exc)}", None, None, None
-    return outcome.message, outcome.table, outcome.figure, csv_download(outcome.table, name)
+    return public_text(outcome.message), outcome.table, outcome.figure, csv_download(outcome.table, name)
 
 
 # --- layout ----------------------------------------------------------------------------------

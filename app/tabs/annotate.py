@@ -14,6 +14,8 @@ import gradio as gr
 from annotation import queue_screens
 from annotation.errors import user_message
 from app.langs import LANGUAGES
+from annotation.accounts import ALL_ROLES
+from app.login_notice import login_notice
 from app.session import account_id, collection_dropdown, current_login, login_message, private_copies
 
 # The login button posts to /caplens/login (relative to the page's <base>), which sets the
@@ -31,6 +33,8 @@ async (name, password) => {
   return [name, message];
 }
 """
+PURPOSE = ("**Annotate**: rate captions (overall and, optionally, fluency, relevance and descriptiveness), "
+           "transcreate them into other languages, and mark their critical objects. Log in below.")
 COOKIE_REFUSED = ("Logged in, but this browser did not keep the login cookie. If the app is embedded in another "
                   "site (a Space on huggingface.co), open it at its own address, or allow its cookies.")
 LOGOUT_JS = """
@@ -90,6 +94,7 @@ def build(user_state: gr.State):
     """The Annotate tab. `user_state` is whom the page shows as logged in, which the other tabs
     follow. Returns `restore(demo)`, which shows on page load the login the page still has."""
     history = gr.State([])  # caption ids shown in the rating queue this session, for Back
+    login_notice("annotate", PURPOSE, ALL_ROLES, user_state)
 
     with gr.Row():
         name = gr.Textbox(label="User name", elem_id="login-name", scale=2)

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import gradio as gr
 
+from annotation.accounts import RESEARCH_ROLES
 from annotation.errors import user_message
 from annotation.transfers import export_download, finetune_download, import_upload
+from app.login_notice import login_notice
 from app.session import account_id, follow_collections, private_copies
 
 IMPORT_FORMATS = ["auto", "csv", "jsonl", "zip"]
@@ -41,8 +43,9 @@ def _collection(choice: str | None) -> str | None:
 
 
 def build(user_state: gr.State) -> None:
-    gr.Markdown("Researcher and admin actions (log in in the Annotate tab). Imports are all-or-nothing: "
-                "if any row is bad nothing is written and every bad row is listed.")
+    login_notice("data", "**Data in and out of the annotation database**: import collections (CSV, JSONL or a "
+                 "zip with images; all-or-nothing: if any row is bad nothing is written and every bad row is "
+                 "listed), export ratings and captions, and build fine-tuning sets.", RESEARCH_ROLES, user_state)
     with gr.Row():
         collection = gr.Dropdown([ALL_COLLECTIONS], value=ALL_COLLECTIONS, label="Collection", allow_custom_value=True,
                                  elem_id="data-collection")

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import gradio as gr
 
+from annotation.accounts import RESEARCH_ROLES
 from annotation.collection_analysis import collection_failure_cases
 from annotation.errors import user_message
 from app import engine
+from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections, private_copies
 from app.tabs.score import ScoreTab
 from scoring.analysis.report import ANY, DISAGREE, UNMOVED, case_cells, case_filters, filter_cases
 
-INTRO = ("Find items where a metric and the human ratings disagree most (difference of percentile ranks within a "
-         "language), or perturbed captions whose score barely moved. Click a row or a thumbnail to open the item "
-         "in the Score tab. Needs a researcher login (Annotate tab).")
+PURPOSE = ("**Failure cases of a stored collection**: the captions where a metric and the human ratings disagree "
+           "most (difference of percentile ranks within a language), or perturbed captions whose score barely "
+           "moved. Click a row or a thumbnail to open the item in the Score tab.")
 SHOWN = 200
 THUMBNAILS = 12
 
 
 def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tabs: gr.Tabs) -> None:
     names = engine.metric_names(ctx.profile)
-    gr.Markdown(INTRO)
+    login_notice("failures", PURPOSE, RESEARCH_ROLES, user_state)
     collection, refresh, mode, run = collection_row(
         "failures", "Find failure cases", lambda: gr.Radio([DISAGREE, UNMOVED], value=DISAGREE, label="Show"))
     with gr.Row():

@@ -14,7 +14,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from annotation import training_jobs as jobs
+from annotation.accounts import RESEARCH_ROLES
 from app import engine, render
+from app.login_notice import login_notice
 from app.session import account_id, collection_dropdown
 
 PRESET_DATA, SET_FILE, COLLECTION = "the preset's data", "a set file", "a collection"
@@ -112,9 +114,9 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
         options, unavailable = {}, f"Training is unavailable here: {exc}"
     recipes = list(options)
     presets = options[recipes[0]]["presets"] if recipes else []
-    gr.Markdown("Fine-tune a metric on the synthetic world, an uploaded fine-tuning set or a collection. "
-                "Researchers and admins only: log in on the Annotate tab first. A finished run becomes a new "
-                "version of its metric (e.g. `PR-MCS@world-2026-11-23`) in the Score tab, the API and the CLI.")
+    login_notice("train", "**Fine-tune a metric** on the synthetic world, an uploaded fine-tuning set or a "
+                 "collection, as a background job. A finished run becomes a new version of its metric (e.g. "
+                 "`PR-MCS@world-2026-11-23`) in the Score tab, the API and the CLI.", RESEARCH_ROLES, user_state)
     with gr.Row():
         with gr.Column(scale=1):
             recipe = gr.Dropdown(recipes, value=recipes[0] if recipes else None, label="Recipe", elem_id="train-recipe")

@@ -540,7 +540,13 @@ def load_coco_sm(meta_path, langs: Sequence[str] | None = None) -> pd.DataFrame:
     for lang in langs:
         if lang not in data:
             raise ValueError(f"{meta_path}: no language {lang!r} (has {', '.join(sorted(data))})")
-        files = [sample["filename"] for sample in data[lang]]
+        samples = data[lang]
+        if not isinstance(samples, list) or not all(
+                isinstance(s, dict) and isinstance(s.get("filename"), str) and isinstance(s.get("captions"), list)
+                for s in samples):
+            raise ValueError(f"{meta_path.name}: not a COCO-SM meta file: language {lang!r} must list objects "
+                             "with 'filename' and 'captions'")
+        files = [sample["filename"] for sample in samples]
         if reference_files is None:
             reference_files = files
         elif files != reference_files:

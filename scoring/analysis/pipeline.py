@@ -42,8 +42,8 @@ def _image(row: pd.Series, image_root: Path | None):
             path = Path(value)
             if image_root is not None and not path.is_absolute():
                 path = image_root / path
-            if not path.exists():
-                raise FileNotFoundError(f"image not found: {path}")
+            if not path.exists():  # named as the file names it: the folder it was looked for in is the server's
+                raise FileNotFoundError(f"image not found: {value.strip()}")
             return str(path)
         if value is not None and not isinstance(value, (str, float)):
             return value  # PIL image or bytes
@@ -236,7 +236,7 @@ def retrieval_similarities(
     files = first.drop_duplicates("image_index").sort_values("image_index")["filename"].tolist()
     root = Path(image_root) if image_root else Path(".")
     paths = [root / name for name in files]
-    missing = [str(p) for p in paths if not p.exists()]
+    missing = [name for name, p in zip(files, paths) if not p.exists()]
     if missing:
         raise FileNotFoundError(f"{len(missing)} images not found, e.g. {missing[0]}")
     images = scorer.image_embeddings([str(p) for p in paths], image_backbone)

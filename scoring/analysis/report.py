@@ -11,7 +11,9 @@ import pandas as pd
 
 from .failures import CASE_COLUMNS, disagreements, unmoved
 from .robustness import format_table7, robustness_table
-from .tables import collection_correlations, rated_captions, robustness_input
+from .correlation import COEFFICIENTS
+from .run import unavailable_text
+from .tables import collection_correlations, correlation_rows, rated_captions, robustness_input
 
 COEFFICIENT_LABELS = {"kendall_c": "Kendall τc", "kendall_b": "Kendall τb", "pearson": "Pearson r",
                       "spearman": "Spearman ρ"}
@@ -22,22 +24,59 @@ ANY = "(any)"
 CASE_CELLS = CASE_COLUMNS[:CASE_COLUMNS.index("image_file")]
 
 
+@dataclass(frozen=True)
+class CorrelationFilters:
+    """Which rows a collection's correlation takes, the same for the Analyze tab and
+    `caplens analyze correlation --collection` (`collection_report` applies them).
+
+    Always: the collection's candidate captions (not references, not perturbed captions) with
+    at least one overall rating; the overall rating only (fluency, relevance and
+    descriptiveness are not used); metric values of the scorer's own checkpoints; one
+    correlation per language. `per_rating`: each overall rating is its own row (as Flickr8k
+    papers count judgments); otherwise one row per caption with its mean overall rating."""
+
+    per_rating: bool = False
+    n_boot: int = 200
+    seed: int = 0
+    coefficients: tuple[str, ...] = COEFFICIENTS
+
+    def describe(self) -> str:
+        human = ("each overall rating is one row (a caption rated by 3 people counts 3 times)" if self.per_rating
+                 else "one row per caption, human = the mean of its overall ratings")
+        intervals = (f"95 % intervals from {self.n_boot} bootstrap resamples (seed {self.seed})" if self.n_boot
+                     else "no intervals")
+        return ("Filters: candidate captions with at least one overall rating (references and perturbed captions "
+                f"left out); {human}; fluency, relevance and descriptiveness not used; metric scores of this "
+                f"profile's checkpoints; per language; {intervals}.")
+
+
 @dataclass
 class CollectionReport:
-    """`correlations`: `correlation_table` per language; `robustness`: the numeric Table-7
-    frame of the stored perturbations (None when the collection has none)."""
+    """`table`: the `collection_scores` table; `rows`: the rows correlated (`correlation_rows`
+    under `filters`); `correlations`: `correlation_table` per language; `robustness`: the
+    numeric Table-7 frame of the stored perturbations (None when the collection has none);
+    `unavailable`: {metric: reason} for metrics that could not score."""
 
     table: pd.DataFrame
     correlations: pd.DataFrame
     robustness: pd.DataFrame | None
+    rows: pd.DataFrame | None = None
+    filters: CorrelationFilters = CorrelationFilters()
+    unavailable: dict[str, str] | None = None
 
     @property
     def summary(self) -> str:
-        text = f"{len(self.table)} captions, {int(self.table['human'].notna().sum())} with human ratings."
+        rated = rated_captions(self.table)
+        text = f"{len(self.table)} captions, {len(rated)} with human ratings"
+        if self.rows is not None and self.filters.per_rating:
+            text += f" ({len(self.rows)} overall ratings)"
+        text += "."
         flat = constant_rating_languages(self.table)
         if flat:
             text += (f" In {', '.join(flat)} every rated caption has the same mean human rating, so no correlation "
                      "with it is defined there (shown as —) until the ratings differ.")
+        if self.unavailable:
+            text += " " + unavailable_text(self.unavailable)
         return text
 
 
@@ -48,11 +87,24 @@ def constant_rating_languages(table: pd.DataFrame) -> list[str]:
     return [str(lang) for lang, row in spread.iterrows() if row["count"] >= 2 and row["nunique"] == 1]
 
 
-def collection_report(table: pd.DataFrame, metrics: Sequence[str], n_boot: int = 200) -> CollectionReport:
-    """Correlations (ValueError when fewer than two captions are rated) and robustness."""
-    correlations = collection_correlations(table, metrics, n_boot=n_boot)
-    long = robustness_input(table, metrics)
-    return CollectionReport(table, correlations, None if long is None else robustness_table(long))
+def collection_report(table: pd.DataFrame, metrics: Sequence[str], n_boot: int | None = None, *,
+                      filters: CorrelationFilters | None = None,
+                      ratings: pd.DataFrame | None = None) -> CollectionReport:
+    """Correlations under `filters` (ValueError when fewer than two rows are rated) and
+    robustness. `ratings` (caption_id, rater, human) is needed when `filters.per_rating`."""
+    filters = filters or CorrelationFilters(**({} if n_boot is None else {"n_boot": n_boot}))
+    if filters.per_rating and ratings is None:
+        raise ValueError("per-rating correlation needs the collection's ratings")
+    ratings = ratings if filters.per_rating else None
+    unavailable = dict(table.attrs.get("unavailable", {}))
+    available = [m for m in metrics if m not in unavailable]
+    if not available:
+        raise ValueError(" ".join(["No chosen metric could be scored.", unavailable_text(unavailable)]).strip())
+    correlations = collection_correlations(table, available, filters.n_boot, ratings=ratings,
+                                           coefficients=filters.coefficients, seed=filters.seed)
+    long = robustness_input(table, available)
+    return CollectionReport(table, correlations, None if long is None else robustness_table(long),
+                            correlation_rows(table, ratings), filters, unavailable)
 
 
 def _interval(value, low, high) -> str:

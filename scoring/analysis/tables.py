@@ -116,14 +116,31 @@ def rated_captions(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["kind"] != "perturbed"].dropna(subset=["human"])
 
 
-def collection_correlations(table: pd.DataFrame, metrics: Sequence[str], n_boot: int = 200) -> pd.DataFrame:
-    """`correlation_table` per language of a `collection_scores` table's rated captions, for the
-    metrics that scored at least two of them; ValueError when fewer than two are rated."""
+def correlation_rows(table: pd.DataFrame, ratings: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rows a collection's correlation is measured on: its rated candidate captions
+    (`rated_captions`), with `human` their mean overall rating; with `ratings` (caption_id,
+    rater, human: one row per overall rating), one row per rating of those captions instead,
+    each carrying its caption's metric scores."""
     rated = rated_captions(table)
-    if len(rated) < 2:
+    if ratings is None:
+        return rated
+    per_rating = ratings.dropna(subset=["human"])[["caption_id", "rater", "human"]]
+    return rated.drop(columns=["human"]).merge(per_rating, on="caption_id", how="inner")
+
+
+def collection_correlations(table: pd.DataFrame, metrics: Sequence[str], n_boot: int = 200, *,
+                            ratings: pd.DataFrame | None = None, coefficients: Sequence[str] | None = None,
+                            seed: int = 0) -> pd.DataFrame:
+    """`correlation_table` per language of a `collection_scores` table's `correlation_rows`,
+    for the metrics that scored at least two of them; ValueError when fewer than two rows."""
+    rows = correlation_rows(table, ratings)
+    if len(rows) < 2:
         raise ValueError("Fewer than two rated captions: rate some in the Annotate tab first.")
-    usable = [m for m in metrics if rated[m].notna().sum() >= 2]
-    return correlation_table(rated, usable, group_by=["lang"], n_boot=n_boot)
+    usable = [m for m in metrics if m in rows and rows[m].notna().sum() >= 2]
+    if not usable:
+        raise ValueError("No chosen metric scored two rated captions.")
+    extra = {} if coefficients is None else {"coefficients": list(coefficients)}
+    return correlation_table(rows, usable, group_by=["lang"], n_boot=n_boot, seed=seed, **extra)
 
 
 def robustness_input(table: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame | None:

@@ -95,7 +95,11 @@ def test_cli_imports_and_correlates_a_collection(database, flickr_with_images, c
     printed = capsys.readouterr().out
     assert "SPICE: unavailable:" in printed and "paired bootstrap: BLEU-1" in printed
     table = pd.read_csv(out)
-    assert set(table["metric"]) == {"BLEU-1", "ROUGE-L"} and (table["n"] == 4).all()
+    # three rated captions (one row each, its mean rating), as the Analyze tab counts them
+    assert set(table["metric"]) == {"BLEU-1", "ROUGE-L"} and (table["n"] == 3).all()
+    assert main(["analyze", "correlation", "--collection", "f8k", "--metrics", "BLEU-1", "--profile", "tiny",
+                 "--bootstrap", "0", "--per-rating", "--out", str(out)]) == 0
+    assert (pd.read_csv(out)["n"] == 4).all()  # each of the four ratings its own row
 
 
 def test_specificity_from_a_collection(database, flickr_with_images, capsys):

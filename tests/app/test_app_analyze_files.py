@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tempfile
 import zipfile
 
@@ -217,3 +218,35 @@ def test_browser_correlation_upload_without_images_says_which_metrics_scored_not
     assert "Flickr8k-Expert" in table and "BLEU-4" in table and "kendall_c" in table
     page.wait_for_timeout(1000)  # let Plotly draw the heat map before the screenshot
     page.screenshot(path=str(artifacts / "analyze-correlation-from-files.png"), full_page=True)
+
+
+ABSOLUTE_PATH = re.compile(r"(?<![\w:/.])/(?:[\w.+-]+/)+[\w.+-]+")
+
+
+def test_status_lines_never_name_a_server_path(tmp_path, flickr8k_upload):
+    """Bad uploads and the measures' own messages reach the status box without the folders
+    the server unpacked them into (only the names the files themselves use)."""
+    path, _ = flickr8k_upload
+    half = _zip(tmp_path / "half.zip", {"Flicker8k_Dataset/1000_aa.jpg": _png((150, 90, 40))})
+    not_coco_sm = tmp_path / "google.json"
+    not_coco_sm.write_text(json.dumps({"en": ["a caption, not an image entry"]}))
+    statuses = [
+        analyze_files.run_safely(analyze_files.correlation_from_files, "correlation", PROFILE, "flickr8k-expert",
+                                 [str(path)], [str(half)], ["CLIP-S"])[0],
+        analyze_files.run_safely(analyze_files.length_from_files, "length", PROFILE, "flickr8k-expert",
+                                 [str(path)], [str(half)], ["CLIP-S"])[0],
+        analyze_files.run_safely(analyze_files.retrieval_from_files, "retrieval", PROFILE, [str(not_coco_sm)],
+                                 [str(half)], "CLIP-S")[0],
+        analyze_files.run_safely(analyze_files.correlation_from_files, "correlation", PROFILE, "flickr8k-expert",
+                                 [str(tmp_path / "gone.json")], None, ["BLEU-1"])[0],
+        analyze_files.run_safely(lambda: analyze_files.Outcome(pd.DataFrame({"n": [1]}), None,
+                                                              f"CLIP-S: unavailable: no checkpoint in {tmp_path}/clip."),
+                                 "measure")[0],
+    ]
+    assert statuses[0] == statuses[1] == "Could not analyse: image not found: Flicker8k_Dataset/2000_bb.jpg"
+    assert statuses[2] == ("Could not analyse: google.json: not a COCO-SM meta file: language 'en' must list "
+                           "objects with 'filename' and 'captions'")
+    assert statuses[3] == "Could not analyse: flickr8k-expert: no such file or directory: gone.json"
+    assert statuses[4] == "CLIP-S: unavailable: no checkpoint in clip."
+    for status in statuses:
+        assert not ABSOLUTE_PATH.search(status) and str(tmp_path) not in status and "/tmp" not in status, status

@@ -15,7 +15,7 @@ from annotation.acting import acting
 from annotation.auth_sessions import log_in
 from annotation.collection_analysis import analyse_collection, collection_failure_cases, collection_scores_for
 from annotation.transfers import export_download, finetune_download, import_upload
-from scoring.analysis.report import ANY, UNMOVED, correlation_cells, filter_cases, robustness_cells
+from scoring.analysis.report import ANY, UNMOVED, CorrelationFilters, correlation_cells, filter_cases, robustness_cells
 from scoring.api import get_scorer
 
 METRICS = ["CLIP-S", "BLEU-1", "MCS"]
@@ -55,7 +55,7 @@ def test_annotators_cannot_read_collection_scores(server):
 
 
 def test_correlation_and_robustness_report(server, researcher, table):
-    report = analyse_collection(researcher, server.collection, get_scorer(server.ctx.profile), METRICS, n_boot=50)
+    report = analyse_collection(researcher, server.collection, get_scorer(server.ctx.profile), METRICS, CorrelationFilters(n_boot=50))
     shown = correlation_cells(report.correlations)
     assert set(shown["metric"]) <= set(METRICS) and (shown["n"] == 3).all()
     assert shown["Kendall τc"].str.match(r"^-?\d\.\d{3} \[").all()
