@@ -152,3 +152,55 @@ def perturb_and_score(scorer, text: str, op: str, p: float | None, seed: int, la
     except (ValueError, LookupError, OSError) as exc:  # the scorer's "bad input" signals
         return LabRun(lang, perturbations, problem=str(exc))
     return LabRun(lang, perturbations, robustness)
+
+
+@dataclass(frozen=True)
+class LabExample:
+    """One ready-made input of the lab, for a visitor to try in one click: `image` is a PNG
+    path (None: text metrics only), `references` one per line, `critical` "a; b"."""
+
+    label: str
+    image: str | None
+    caption: str
+    references: str
+    lang: str
+    op: str
+    critical: str
+
+
+# (language, operation) of the world-scene examples, one scene each.
+_WORLD_EXAMPLES = (("en", ALL_FIVE), ("de", "removal"), ("fr", "substitution"), ("ja", "masking"))
+
+
+def lab_examples(folder) -> list[LabExample]:
+    """The lab's examples: synthetic-world scenes (rendered into `folder` as PNG) with a caption
+    in each of four languages, the scene's long description in that language as its reference
+    and the objects the caption names as its critical objects, then PR-MCS Figure 5's caption (substitution of its
+    critical objects, its own caption as reference, no image). Deterministic: the same scenes
+    of the world's validation split every time."""
+    from pathlib import Path
+
+    from scoring.perturb.examples import PRMCS_FIGURES
+    from scoring.world.captions import scene_captions
+    from scoring.world.render import render_scene
+    from scoring.world.sets import split_scenes
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    # Scenes with a long caption too, so each example has a reference in its language, and a
+    # short caption naming two different objects, so substitution has something to swap.
+    scenes = [s for s in split_scenes("validation", 40)
+              if "long" in (caps := scene_captions(s, ("en",))) and len(set(caps["short"]["en"].critical_objects)) >= 2]
+    examples = []
+    for scene, (lang, op) in zip(scenes, _WORLD_EXAMPLES):
+        captions = scene_captions(scene, (lang,))
+        caption, reference = captions["short"][lang], captions["long"][lang]
+        path = folder / f"{scene.scene_id}.png"
+        if not path.exists():
+            render_scene(scene, 224).save(path)
+        examples.append(LabExample(f"world scene, {lang}, {op}", str(path), caption.text, reference.text, lang, op,
+                                   "; ".join(caption.critical_objects)))
+    figure = PRMCS_FIGURES["en"]
+    examples.append(LabExample(f"{figure.figure}, en, substitution", None, figure.caption, figure.caption, "en",
+                               "substitution", "; ".join(figure.critical)))
+    return examples
