@@ -54,11 +54,12 @@ def build(ctx: engine.AppContext) -> None:
             metrics = gr.CheckboxGroup(names, value=names, label="Metrics")
             button = gr.Button("Perturb and score", variant="primary", elem_id="perturb-button")
             # Ready-made inputs: a click fills them in and runs the lab, no upload needed.
+            # (A Dataset rather than gr.Examples: its click runs through the queue like every
+            # event of the page; gr.Examples loads through /gradio_api/run, which app.access refuses.)
             examples = lab_examples(EXAMPLE_IMAGES)
-            example_table = gr.Examples(
-                [[e.image, e.caption, e.references, e.lang, e.op, e.critical] for e in examples],
-                [image, caption, references, lang, op, critical], label="Examples (click one to perturb and score it)",
-                example_labels=[e.label for e in examples], api_visibility="private", elem_id="perturb-examples")
+            example_table = gr.Dataset(components=["textbox"], samples=[[e.label] for e in examples],
+                                       sample_labels=[e.label for e in examples], type="index",
+                                       label="Examples (click one to perturb and score it)", elem_id="perturb-examples")
         with gr.Column(scale=2):
             status = gr.Textbox(label="Messages", interactive=False, lines=2, elem_id="perturb-status")
             original_view = gr.Textbox(label="Original", interactive=False, elem_id="perturb-original")
@@ -142,5 +143,11 @@ def build(ctx: engine.AppContext) -> None:
     op.change(on_op, [op, paper_p, p], p, api_visibility="private")
     paper_p.change(on_op, [op, paper_p, p], p, api_visibility="private")
     button.click(on_perturb, run_inputs, run_outputs, api_visibility="private")
-    example_table.load_input_event.then(on_perturb, run_inputs, run_outputs, api_visibility="private")
+    def on_example(index):
+        example = examples[index]
+        return (example.image, example.caption, example.references, example.lang, example.op, example.critical,
+                True)
+
+    example_table.click(on_example, example_table, [image, caption, references, lang, op, critical, paper_p],
+                        api_visibility="private").then(on_perturb, run_inputs, run_outputs, api_visibility="private")
     save_button.click(on_save, [last_run, save_collection], save_status, api_visibility="private")
