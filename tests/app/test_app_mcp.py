@@ -110,3 +110,14 @@ def test_without_mcp_there_is_no_mcp_server():
 
     assert launch_kwargs("127.0.0.1", 0, False)["mcp_server"] is False
     assert launch_kwargs("127.0.0.1", 0, False, mcp=True)["mcp_server"] is True
+
+
+def test_serve_mcp_without_the_mcp_package_is_a_one_line_error(monkeypatch, capsys):
+    import importlib.util
+
+    from app.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a))
+    assert main(["serve", "--mcp", "--port", "0"]) == 2
+    assert 'needs the mcp package: pip install "gradio[mcp]"' in capsys.readouterr().err
