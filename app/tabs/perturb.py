@@ -143,7 +143,10 @@ def build(ctx: engine.AppContext) -> None:
     op.change(on_op, [op, paper_p, p], p, api_visibility="private")
     paper_p.change(on_op, [op, paper_p, p], p, api_visibility="private")
     button.click(on_perturb, run_inputs, run_outputs, api_visibility="private")
+
     def on_example(index):
+        if not isinstance(index, int) or not 0 <= index < len(examples):
+            raise gr.Error("No such example.")
         example = examples[index]
         return (example.image, example.caption, example.references, example.lang, example.op, example.critical,
                 True)
