@@ -63,7 +63,8 @@ def register(subparsers, parents) -> None:
     robustness = command("robustness", "perturbation robustness table (PR-MCS Table 7 layout)", _robustness)
     source = robustness.add_mutually_exclusive_group(required=True)
     source.add_argument("--scores", type=Path,
-                        help="long CSV: lang, metric, op ('original' or the operation), score [, noop]")
+                        help="long CSV: lang, metric, op ('original' or the operation), score [, item_id, noop]; "
+                             "with item_id each op is compared with the originals of the captions it changed")
     source.add_argument("--captions", type=Path,
                         help="CSV of captions (candidate [, lang, image, references, item_id, critical]) "
                              "to perturb and score now with --metrics")
@@ -388,8 +389,8 @@ def _p_text(comparison, n_boot: int) -> str:
 
 
 def _robustness(args) -> int:
-    from scoring.analysis.robustness import format_table7, robustness_table
-    from scoring.perturb.ops import PRMCS_OPS
+    from scoring.analysis.robustness import format_table7, op_name, robustness_table
+    from scoring.perturb.ops import PRMCS_OPS, canonical_op
 
     if args.collection:
         from annotation.score_store import collection_robustness_scores
@@ -400,7 +401,7 @@ def _robustness(args) -> int:
     elif args.captions:
         from scoring.analysis.pipeline import perturbation_scores
 
-        ops = [o.lower() for o in args.ops] if args.ops else list(PRMCS_OPS)
+        ops = [canonical_op(o) for o in args.ops] if args.ops else list(PRMCS_OPS)
         scores = perturbation_scores(_scorer(args), _captions(args.captions), args.metrics, ops, p=args.p,
                                      seed=args.seed, image_root=args.image_root)
         _report_unavailable(scores.attrs["unavailable"])
@@ -408,7 +409,7 @@ def _robustness(args) -> int:
     else:
         scores = _read_csv(args.scores)
     table = robustness_table(scores, args.ops)
-    _emit(table, args, None if args.numeric else format_table7(table, [o.lower() for o in args.ops] if args.ops else None))
+    _emit(table, args, None if args.numeric else format_table7(table, [op_name(o) for o in args.ops] if args.ops else None))
     if args.detection:
         from scoring.analysis.robustness import detection_rates
 

@@ -11,7 +11,7 @@ from annotation.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import add_caption, in_collection
 from annotation.tasks import critical_objects
 from db.models import Caption, Collection, User
-from scoring.perturb.ops import PRMCS_OPS, perturb
+from scoring.perturb.ops import PRMCS_OPS, canonical_op, perturb
 
 
 def store_perturbation(session: Session, user: User, parent: Caption, perturbation,
@@ -47,7 +47,7 @@ def perturb_collection(session: Session, user: User, collection: Collection, ops
     so running it again only fills gaps.
     """
     require_role(user, *RESEARCH_ROLES)
-    ops = tuple(ops or PRMCS_OPS)
+    ops = tuple(dict.fromkeys(canonical_op(op) for op in ops or PRMCS_OPS))  # 'permutation' is jumble
     sources = list(session.scalars(select(Caption).where(
         in_collection(collection), Caption.kind.in_(("reference", "candidate", "transcreated"))).order_by(Caption.id)))
     existing = {(c.parent_id, c.perturbation_op, (c.perturbation or {}).get("seed")) for c in session.scalars(

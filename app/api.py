@@ -1,21 +1,32 @@
-"""Named API endpoints for `gradio_client`: /score, /perturb, /login, /next_item, /rate.
+"""Named API endpoints for `gradio_client` and, with `caplens serve --mcp`, MCP tools:
+/score, /perturb, /login, /next_item, /rate, /analyze, /failure_cases.
 
 They are wired to hidden components so their signatures stay small and stable whatever the
 visible layout does, and they share the library calls of the tabs. /login returns a session
-token; /next_item and /rate act as the session whose token the request carries in the
-`X-CapLens-Token` header (`Client(url, headers={"X-CapLens-Token": token})`), and the library
-checks that account's role. These are the only endpoints the API lists or `app.access` lets
-through its named routes; every other event handler is private.
+token; /next_item, /rate, /analyze and /failure_cases act as the session whose token the
+request carries in the `X-CapLens-Token` header (`Client(url, headers={"X-CapLens-Token":
+token})`, or the same header on an MCP client's connection), and the library checks that
+account's role: rating needs an annotator, the analyses a researcher or admin, exactly as in
+the tabs. /score and /perturb are open to everyone, as the Score tab and the Perturbation lab
+are. These are the only endpoints the API lists, `app.access` lets through its named routes
+and the MCP server offers as tools (Gradio makes a tool of every public endpoint, named
+after it, described by the function's docstring and its Args: section); every other event
+handler is private.
 """
 from __future__ import annotations
 
+import functools
+
 import gradio as gr
+import pandas as pd
 
 from annotation.auth_sessions import log_in
+from annotation.collection_analysis import analyse_collection, collection_failure_cases
 from annotation.queue_screens import rate, rating_screen
 from app import engine, render
 from app.session import account_id, client_address, login_message
 from app.tabs.score import load_images, split_lines
+from scoring.analysis.report import ANY, DISAGREE, UNMOVED, case_cells, correlation_cells, filter_cases, robustness_cells
 from scoring.language_id import AUTO
 from scoring.perturb.lab import parse_critical, perturb_caption
 from scoring.session_scoring import ScoreOutcome, ScoreRequest, score_request
@@ -54,22 +65,83 @@ def score_endpoint(profile: str, image_path: str | None, captions: str, referenc
     return outcome_to_json(outcome)
 
 
-def perturb_endpoint(text: str, op: str, p: float, seed: float, lang: str, critical: str) -> list[dict]:
-    """The perturbed caption(s) with provenance and changed character spans."""
+def perturb_endpoint(text: str, op: str = "all", p: float | None = None, seed: float = 0, lang: str = AUTO,
+                     critical: str | None = None) -> list[dict]:
+    """Perturb a caption as PR-MCS / UMIC do and say what changed. Open to everyone.
+
+    Args:
+        text: the caption to perturb.
+        op: repetition, removal, masking, jumble (alias permutation), substitution, keyword-substitution, repeat-remove, or "all" (the five PR-MCS operations).
+        p: per-token probability; empty for each operation's paper default (repetition 0.4, removal 0.6, masking 0.4, keyword-substitution 0.3, repeat-remove 0.3).
+        seed: random seed; the same inputs and seed give the same result.
+        lang: language code (en, de, fr, es, ja, ...) or "auto" to detect it.
+        critical: the caption's critical objects separated by ";" (substitution swaps them).
+
+    Returns:
+        one object per operation: text, op, p, seed, lang, parent, changed_spans (character
+        offsets into text; zero width where words were removed), noop and noop_reason.
+    """
     try:
-        results = perturb_caption(text, op or "all", float(p if p is not None else 0.4), int(seed or 0), lang or AUTO,
+        results = perturb_caption(text, op or "all", None if p is None else float(p), int(seed or 0), lang or AUTO,
                                   parse_critical(critical))
     except (ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
     return [r.to_dict() | {"noop_reason": r.noop_reason} for r in results]
 
 
-ENDPOINTS = ("score", "perturb", "login", "next_item", "rate")
+def _records(frame: pd.DataFrame | None) -> list[dict] | None:
+    """A table as JSON rows, missing values as null."""
+    if frame is None:
+        return None
+    return frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
+
+
+def _metric_list(metrics: str | None) -> list[str]:
+    return [m.strip() for m in (metrics or "").split(",") if m.strip()]
+
+
+def analyze_endpoint(profile: str, collection: str, metrics: str, request: gr.Request) -> dict:
+    """The Analyze tab's report of a collection (researcher or admin session)."""
+    try:
+        chosen = _metric_list(metrics) or engine.metric_names(profile)
+        report = analyse_collection(account_id(request), collection, engine.AppScorer(profile), chosen)
+    except (PermissionError, ValueError, LookupError) as exc:
+        raise gr.Error(str(exc)) from None
+    return {"summary": report.summary, "correlations": _records(correlation_cells(report.correlations)),
+            "robustness": _records(robustness_cells(report.robustness))}
+
+
+FAILURE_MODES = {"disagree": DISAGREE, "unmoved": UNMOVED}
+
+
+def failure_cases_endpoint(profile: str, collection: str, metrics: str, mode: str, limit: float,
+                           request: gr.Request) -> list[dict]:
+    """The Failure cases tab's ranking of a collection (researcher or admin session)."""
+    if mode not in FAILURE_MODES:
+        raise gr.Error(f"mode must be one of: {', '.join(FAILURE_MODES)}")
+    try:
+        chosen = _metric_list(metrics) or engine.metric_names(profile)
+        rows = collection_failure_cases(account_id(request), collection, engine.AppScorer(profile), chosen,
+                                        FAILURE_MODES[mode])
+    except (PermissionError, ValueError, LookupError) as exc:
+        raise gr.Error(str(exc)) from None
+    return _records(case_cells(filter_cases(rows, ANY, ANY, ANY, max(1, int(limit or 20)))))
+
+
+ENDPOINTS = ("score", "perturb", "login", "next_item", "rate", "analyze", "failure_cases")
 
 
 def login_endpoint(name: str, password: str, request: gr.Request) -> dict:
-    """A new session: its token, for the X-CapLens-Token header of later calls, and when it
-    expires. Throttled per account and per client like every login."""
+    """Log in: a new session token, for the X-CapLens-Token header of later calls (the rating
+    and analysis tools act as that account). Throttled per account and per client.
+
+    Args:
+        name: the account's user name.
+        password: its password.
+
+    Returns:
+        user, role, token, expires_at (ISO 8601) and a message.
+    """
     try:
         login = log_in(name, password, client_address(request))
     except PermissionError as exc:
@@ -80,7 +152,14 @@ def login_endpoint(name: str, password: str, request: gr.Request) -> dict:
 
 
 def next_item_endpoint(collection: str, request: gr.Request) -> dict:
-    """The next caption this user should rate in `collection` (caption_id None when done)."""
+    """The next caption the logged-in user (X-CapLens-Token header) should rate.
+
+    Args:
+        collection: the collection's name.
+
+    Returns:
+        caption_id (null when every item is done), text, language and progress.
+    """
     try:
         screen = rating_screen(account_id(request), collection)
     except (PermissionError, ValueError, LookupError) as exc:
@@ -91,7 +170,18 @@ def next_item_endpoint(collection: str, request: gr.Request) -> dict:
 
 def rate_endpoint(caption_id: float, overall: float, fluency: float | None, relevance: float | None,
                   descriptiveness: float | None, request: gr.Request) -> dict:
-    """Rate a caption as the logged-in user (0-1 each; aspects optional)."""
+    """Rate a caption as the logged-in user (X-CapLens-Token header; an annotator account).
+
+    Args:
+        caption_id: the caption's id, from next_item.
+        overall: the overall quality, 0 to 1.
+        fluency: optional, 0 to 1; empty to leave it unset.
+        relevance: optional, 0 to 1; empty to leave it unset.
+        descriptiveness: optional, 0 to 1; empty to leave it unset.
+
+    Returns:
+        the stored rating.
+    """
     if caption_id is None or overall is None:
         raise gr.Error("caption_id and overall are required")
     try:
@@ -101,9 +191,16 @@ def rate_endpoint(caption_id: float, overall: float, fluency: float | None, rele
 
 
 def _endpoint(api_name: str, fn, inputs: list, result_label: str, extra_outputs: tuple = ()) -> None:
-    """A hidden button named `api_name` whose click calls `fn` and answers in a JSON component."""
+    """A hidden button named `api_name` whose click calls `fn` and answers in a JSON component.
+    The function the event holds is `fn` under the endpoint's name, so the MCP tool is called
+    `api_name` too, with `fn`'s docstring as its description."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = api_name
     result = gr.JSON(label=result_label)
-    gr.Button(api_name).click(fn, inputs, [result, *extra_outputs], api_name=api_name)
+    gr.Button(api_name).click(call, inputs, [result, *extra_outputs], api_name=api_name)
 
 
 def build(ctx: engine.AppContext) -> None:
@@ -111,16 +208,63 @@ def build(ctx: engine.AppContext) -> None:
     score_cache = gr.State({})
 
     def score_api(image_path, captions_text, references_text, lang_code, metric_list, cache):
+        """Score captions of one image with every metric of the running profile. Open to everyone.
+
+        Args:
+            image_path: the image (a URL or an uploaded file); empty for the text metrics only.
+            captions_text: the candidate captions, one per line.
+            references_text: reference captions, one per line (optional; the reference metrics need them).
+            lang_code: the captions' language code (en, de, fr, es, ja, ...) or "auto" to detect it.
+            metric_list: metric names separated by commas (e.g. "CLIP-S,BLEU-4"); empty for all.
+
+        Returns:
+            rows (one per caption, every metric's score), metrics (each one's backbone and status:
+            "available" or "unavailable: reason"), computed_now and messages.
+        """
         result = score_endpoint(ctx.profile, image_path, captions_text, references_text, lang_code, metric_list,
                                 cache)
         return result, cache
+
+    # Optional arguments default to None in the signature, which makes them optional MCP arguments.
+    def analyze_api(collection: str, metrics: str | None = None, request: gr.Request | None = None) -> dict:
+        """Correlation of each metric with a collection's human ratings per language (Kendall tau-c
+        and tau-b, Pearson, Spearman with bootstrap 95 % intervals) and its robustness to the
+        collection's stored perturbations (PR-MCS Table 7 layout). Needs a researcher or admin
+        session (X-CapLens-Token header from login).
+
+        Args:
+            collection: the collection's name.
+            metrics: metric names separated by commas; empty for every metric of the running profile.
+
+        Returns:
+            summary, correlations (rows per language and metric) and robustness (rows per language
+            and metric, null when the collection stores no perturbations).
+        """
+        return analyze_endpoint(ctx.profile, collection, metrics, request)
+
+    def failure_cases_api(collection: str, metrics: str | None = None, mode: str = "disagree", limit: float = 20,
+                          request: gr.Request | None = None) -> list[dict]:
+        """A collection's failure cases of each metric. Needs a researcher or admin session
+        (X-CapLens-Token header from login).
+
+        Args:
+            collection: the collection's name.
+            metrics: metric names separated by commas; empty for every metric of the running profile.
+            mode: "disagree" (rated captions where metric and humans disagree most) or "unmoved" (perturbed captions whose score barely moved, smallest absolute change first).
+            limit: at most this many cases (default 20).
+
+        Returns:
+            one row per case: caption_id, image_id, candidate, lang, op, metric, metric score,
+            human, rank gap, change %.
+        """
+        return failure_cases_endpoint(ctx.profile, collection, metrics, mode, limit, request)
 
     with gr.Column(visible=False):
         _endpoint("score", score_api, [gr.File(label="image", file_count="single"), gr.Textbox(label="captions"),
                                        gr.Textbox(label="references"), gr.Textbox(label="lang", value=AUTO),
                                        gr.Textbox(label="metrics"), score_cache], "scores", (score_cache,))
         _endpoint("perturb", perturb_endpoint, [gr.Textbox(label="text"), gr.Textbox(label="op", value="all"),
-                                                gr.Number(label="p", value=0.4),
+                                                gr.Number(label="p", value=None),
                                                 gr.Number(label="seed", value=0, precision=0),
                                                 gr.Textbox(label="lang", value=AUTO), gr.Textbox(label="critical")],
                   "perturbations")
@@ -130,3 +274,8 @@ def build(ctx: engine.AppContext) -> None:
         aspects = [gr.Number(label=name, value=None) for name in ("fluency", "relevance", "descriptiveness")]
         _endpoint("rate", rate_endpoint, [gr.Number(label="caption_id", precision=0), gr.Number(label="overall"),
                                           *aspects], "rating")
+        _endpoint("analyze", analyze_api, [gr.Textbox(label="collection"), gr.Textbox(label="metrics")], "report")
+        _endpoint("failure_cases", failure_cases_api,
+                  [gr.Textbox(label="collection"), gr.Textbox(label="metrics"),
+                   gr.Textbox(label="mode", value="disagree"), gr.Number(label="limit", value=20, precision=0)],
+                  "cases")

@@ -14,6 +14,11 @@ def register(subparsers, parents) -> None:
                         "checkpoints load, else world)")
     p.add_argument("--no-demo", action="store_true",
                    help="do not fill the synthetic-world demo collection into an empty database")
+    p.add_argument("--mcp", action="store_true",
+                   help="also serve the API endpoints (score, perturb, login, next_item, rate, analyze, failure_cases) "
+                        "as MCP tools at /gradio_api/mcp/ (streamable HTTP; SSE at /gradio_api/mcp/sse); needs "
+                        "the mcp package (pip install \"gradio[mcp]\"). The tools that act as an account need the "
+                        "X-CapLens-Token header from the login tool, as the API does")
     p.set_defaults(handler=run)
 
 
@@ -66,10 +71,11 @@ def configure_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
+def launch_kwargs(host: str, port: int | None, share: bool, mcp: bool = False) -> dict:
     """Arguments for `Blocks.launch`: uploads capped before they reach our decoder; the data
     directory never served (stored images and exports reach a browser only as copies for its
-    session); the login routes and the guard of `app.access`; no run history kept in the browser."""
+    session); the login routes and the guard of `app.access`; no run history kept in the browser;
+    Gradio's MCP server only with `mcp` (never from the GRADIO_MCP_SERVER variable alone)."""
     from annotation.app_start import unserved_folders
     from app.access import app_kwargs
     from app.uploads import max_upload_bytes
@@ -82,15 +88,27 @@ def launch_kwargs(host: str, port: int | None, share: bool) -> dict:
         blocked_paths=unserved_folders(),
         app_kwargs=app_kwargs(),
         run_history=False,
+        mcp_server=bool(mcp),
         # Handler errors reach users as app/errors.py words them (gr.Error, always shown);
         # anything else Gradio raises shows as a bare "Error", never its text.
         show_error=False,
     )
 
 
+def require_mcp() -> None:
+    """ValueError (one line from `caplens serve`) when the MCP server cannot start: Gradio would
+    only print a warning and serve without it."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        raise ValueError('--mcp needs the mcp package: pip install "gradio[mcp]"')
+
+
 def run(args: argparse.Namespace) -> int:
     configure_logging()
+    if args.mcp:
+        require_mcp()
     demo, ctx = create_app(args.profile, seed_demo=not args.no_demo)
     print(f"CapLens: profile '{ctx.profile}' in use.", flush=True)
-    demo.queue(default_concurrency_limit=2).launch(**launch_kwargs(args.host, args.port, args.share))
+    demo.queue(default_concurrency_limit=2).launch(**launch_kwargs(args.host, args.port, args.share, args.mcp))
     return 0

@@ -3,8 +3,13 @@
 The perturbations and their scores come from `scoring.perturb.lab`; this tab shows original
 and perturbed captions side by side with the changed spans highlighted, and the scores of
 every chosen metric in the layout of PR-MCS Table 7 (score and change in % per operation).
+Each operation takes its own default p from the library unless the user sets one; examples
+(world scenes in four languages, PR-MCS Figure 5) run the lab in one click.
 """
 from __future__ import annotations
+
+import tempfile
+from pathlib import Path
 
 import gradio as gr
 
@@ -16,10 +21,13 @@ from app.session import account_id
 from app.tabs.score import load_images, split_lines
 from scoring.analysis.plots import robustness_drop_bars
 from scoring.language_id import AUTO
-from scoring.perturb.lab import (ALL_FIVE, caption_robustness_cells, operation_choices, parse_critical,
-                                 perturb_and_score)
+from scoring.perturb.lab import (ALL_FIVE, caption_robustness_cells, lab_default_p, lab_examples, operation_choices,
+                                 p_help, parse_critical, perturb_and_score)
 
 SLOTS = 5
+# The examples' rendered world scenes: in the system's temp folder, which Gradio serves files
+# from, and never the data directory, which it must not serve.
+EXAMPLE_IMAGES = Path(tempfile.gettempdir()) / "caplens-lab-examples"
 
 
 def build(ctx: engine.AppContext) -> None:
@@ -31,8 +39,13 @@ def build(ctx: engine.AppContext) -> None:
             references = gr.Textbox(label="References, one per line (optional)", lines=2)
             lang = gr.Dropdown(language_choices(), value=AUTO, label="Language")
             op = gr.Dropdown(operation_choices(), value=ALL_FIVE, label="Operation", elem_id="perturb-op")
+            paper_p = gr.Checkbox(value=True, label="Each operation's default p (as in the papers)",
+                                  info=p_help(), elem_id="perturb-paper-p")
             with gr.Row():
-                p = gr.Slider(0.0, 1.0, value=0.4, step=0.05, label="p (per token)")
+                # Shows the chosen operation's default while the box above is ticked; untick it
+                # to apply your own p to every operation that takes one.
+                p = gr.Slider(0.0, 1.0, value=0.4, step=0.05, label="p (per token)",
+                              interactive=False, elem_id="perturb-p")
                 seed = gr.Number(value=0, precision=0, label="Seed")
             critical = gr.Textbox(
                 label="Critical objects (separated by ;) — used by substitution",
@@ -40,6 +53,13 @@ def build(ctx: engine.AppContext) -> None:
             )
             metrics = gr.CheckboxGroup(names, value=names, label="Metrics")
             button = gr.Button("Perturb and score", variant="primary", elem_id="perturb-button")
+            # Ready-made inputs: a click fills them in and runs the lab, no upload needed.
+            # (A Dataset rather than gr.Examples: its click runs through the queue like every
+            # event of the page; gr.Examples loads through /gradio_api/run, which app.access refuses.)
+            examples = lab_examples(EXAMPLE_IMAGES)
+            example_table = gr.Dataset(components=["textbox"], samples=[[e.label] for e in examples],
+                                       sample_labels=[e.label for e in examples], type="index",
+                                       label="Examples (click one to perturb and score it)", elem_id="perturb-examples")
         with gr.Column(scale=2):
             status = gr.Textbox(label="Messages", interactive=False, lines=2, elem_id="perturb-status")
             original_view = gr.Textbox(label="Original", interactive=False, elem_id="perturb-original")
@@ -61,11 +81,20 @@ def build(ctx: engine.AppContext) -> None:
                 save_status = gr.Textbox(label="Saved", interactive=False, elem_id="perturb-save-status")
     last_run = gr.State(None)
 
-    def on_perturb(path, text, refs_text, lang_choice, op_name, p_value, seed_value, critical_text, chosen):
+    def on_op(op_name, use_paper_p, p_value):
+        """The slider shows the operation's own default while the paper's p is used."""
+        if not use_paper_p:
+            return gr.Slider(interactive=True)
+        default = lab_default_p(op_name)
+        return gr.Slider(value=p_value if default is None else default, interactive=False)
+
+    def on_perturb(path, text, refs_text, lang_choice, op_name, use_paper_p, p_value, seed_value, critical_text,
+                   chosen):
         images, messages = load_images([path] if path else [])
         image = images[0] if images else None
         try:
-            lab = perturb_and_score(engine.AppScorer(ctx.profile), text, op_name, float(p_value), int(seed_value or 0),
+            lab = perturb_and_score(engine.AppScorer(ctx.profile), text, op_name,
+                                    None if use_paper_p else float(p_value), int(seed_value or 0),
                                     lang_choice, parse_critical(critical_text),
                                     image=None if image is None else image.image, references=split_lines(refs_text),
                                     metrics=list(chosen or []))
@@ -109,10 +138,19 @@ def build(ctx: engine.AppContext) -> None:
         except (PermissionError, ValueError, LookupError) as exc:
             return user_message(exc)
 
-    button.click(
-        on_perturb,
-        [image, caption, references, lang, op, p, seed, critical, metrics],
-        [status, original_view, *slots, table, chart, last_run],
-        api_visibility="private",
-    )
+    run_inputs = [image, caption, references, lang, op, paper_p, p, seed, critical, metrics]
+    run_outputs = [status, original_view, *slots, table, chart, last_run]
+    op.change(on_op, [op, paper_p, p], p, api_visibility="private")
+    paper_p.change(on_op, [op, paper_p, p], p, api_visibility="private")
+    button.click(on_perturb, run_inputs, run_outputs, api_visibility="private")
+
+    def on_example(index):
+        if not isinstance(index, int) or not 0 <= index < len(examples):
+            raise gr.Error("No such example.")
+        example = examples[index]
+        return (example.image, example.caption, example.references, example.lang, example.op, example.critical,
+                True)
+
+    example_table.click(on_example, example_table, [image, caption, references, lang, op, critical, paper_p],
+                        api_visibility="private").then(on_perturb, run_inputs, run_outputs, api_visibility="private")
     save_button.click(on_save, [last_run, save_collection], save_status, api_visibility="private")

@@ -2,7 +2,8 @@
 
 Two rankings: captions where the metric and the human ratings disagree most (difference of
 percentile ranks within a language), and perturbed captions whose score barely moved from
-their original's (the metric missed the damage the perturbation did).
+their original's, smallest absolute change first (the metric missed the damage the
+perturbation did).
 """
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def disagreements(table: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
 
 def unmoved(table: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
     """One row per (perturbed caption, metric) with `change %` from its original's score;
-    the largest changes (closest to zero or above it) first."""
+    the smallest absolute changes first (the metric barely noticed the damage), those whose
+    change is undefined (an original scored ~0) last."""
     perturbed = table[table["kind"] == "perturbed"]
     if perturbed.empty:
         return pd.DataFrame(columns=CASE_COLUMNS)
@@ -57,4 +59,5 @@ def unmoved(table: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
     out["metric score"] = out["score"]
     out["change %"] = out["change"]
     out["rank gap"] = None
-    return out.sort_values("change", ascending=False)
+    order = out["change"].abs().sort_values(ascending=True, kind="stable", na_position="last").index
+    return out.loc[order]

@@ -12,8 +12,10 @@ that perturbation, and must not offset drops elsewhere. `robustness` is therefor
 over operations of max(0, -change), and `missed_ops` counts operations with change >= 0.
 
 Input is a long table, one row per scored caption: `lang`, `metric`, `op` ("original" for
-the unperturbed caption, else the operation name), `score`, and optionally `noop` (True
-where the operation could not change the caption; such rows are left out).
+the unperturbed caption, else the operation name), `score`, and optionally `item_id` (the
+original a perturbed caption comes from) and `noop` (True where the operation could not
+change the caption; such rows are left out, and with `item_id` so are their originals from
+that op's comparison: both sides of every change cover the same captions).
 """
 from __future__ import annotations
 
@@ -22,9 +24,16 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from scoring.perturb.ops import PRMCS_OPS
+from scoring.perturb.ops import OP_ALIASES, PRMCS_OPS
 
 ORIGINAL = "original"
+
+
+def op_name(op) -> str:
+    """An op as the table names it: lower case, an alias as its operation ("permutation" is
+    "jumble"); names outside the library's operations (e.g. a data set's) stay as they are."""
+    name = str(op).strip().lower()
+    return OP_ALIASES.get(name, name)
 
 
 # Below this an original mean is numerically zero (the COCO toolkit's BLEU smoothing leaves
@@ -44,10 +53,18 @@ def robustness_table(
 ) -> pd.DataFrame:
     """Numeric Table-7 frame, one row per (lang, metric).
 
-    Columns: original, then per op `<op>` (mean) and `<op>_change` (%), then `average`,
-    `average_change`, `robustness` (mean of max(0, -change) over ops, in %), `missed_ops`
-    and `n_original`. Ops default to the PR-MCS five in paper order, followed by any other
-    op present in the data.
+    Columns: original, then per op `<op>` (mean), `<op>_original` (mean of the same captions'
+    originals), `<op>_change` (%) and `<op>_n` (perturbed captions), then `average`,
+    `average_original`, `average_change`, `robustness` (mean of max(0, -change) over ops, in
+    %), `missed_ops` and `n_original`. Ops default to the PR-MCS five in paper order, followed
+    by any other op present in the data; an alias (`permutation`) counts as its operation.
+
+    Both sides of a change cover the same captions: with an `item_id` column linking each
+    perturbed caption to its original, an op's change is measured against the originals of
+    the captions it perturbed, so a no-op perturbation (dropped) or a caption without that
+    op leaves its original out of that op's comparison too, as `caplens world measure` does.
+    Without `item_id` every original is compared with every perturbed caption (PR-MCS Table
+    7, where each caption has every op); no-op rows then cannot be paired and are refused.
     """
     required = {"op", "score", *group_by}
     missing = required - set(scores.columns)
@@ -58,42 +75,61 @@ def robustness_table(
     data = data.dropna(subset=["score"])
     if data.empty:
         raise ValueError("no numeric scores in the table (were the metrics unavailable?)")
+    paired = "item_id" in data.columns
     if "noop" in data.columns:
-        data = data[~data["noop"].fillna(False).astype(bool)]
-    data["op"] = data["op"].astype(str).str.lower()
+        noop = data["noop"].fillna(False).astype(bool)
+        if noop.any() and not paired:
+            raise ValueError("no-op rows need an item_id column linking each perturbed caption to its original, "
+                             "so that both means cover the same captions")
+        data = data[~noop]
+    data["op"] = data["op"].map(op_name)
     present = [op for op in data["op"].unique() if op != ORIGINAL]
     if ops is None:
         ops = [op for op in PRMCS_OPS if op in present] + sorted(op for op in present if op not in PRMCS_OPS)
     else:
-        ops = [op.lower() for op in ops]
+        ops = [op_name(op) for op in ops]
     if not ops:
         raise ValueError("no perturbed captions in the table (every op is 'original')")
-    means = data.groupby([*group_by, "op"])["score"].mean().unstack("op")
-    counts = data[data["op"] == ORIGINAL].groupby(list(group_by)).size()
-    if ORIGINAL not in means.columns:
+    group_by = list(group_by)
+    originals = data[data["op"] == ORIGINAL]
+    if originals.empty:
         raise ValueError("no original captions in the table (op == 'original')")
     rows = []
-    for key, row in means.iterrows():
+    for key, group in data.groupby(group_by, sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        original = row[ORIGINAL]
+        base = group[group["op"] == ORIGINAL]
+        if base.empty:
+            continue
         record = dict(zip(group_by, key))
-        record["original"] = original
-        op_means, changes = [], []
+        record["original"] = float(base["score"].mean())
+        op_means, op_originals, changes = [], [], []
         for op in ops:
-            mean = row.get(op, np.nan)
-            change = percent_change(original, mean)
+            perturbed = group[group["op"] == op]
+            if paired:
+                base_op = base[base["item_id"].isin(perturbed["item_id"])]
+                perturbed = perturbed[perturbed["item_id"].isin(base_op["item_id"])]
+            else:
+                base_op = base
+            mean = float(perturbed["score"].mean()) if len(perturbed) else np.nan
+            before = float(base_op["score"].mean()) if len(perturbed) and len(base_op) else np.nan
+            change = percent_change(before, mean)
             record[op] = mean
+            record[f"{op}_original"] = before
             record[f"{op}_change"] = change
+            record[f"{op}_n"] = int(len(perturbed))
             if np.isfinite(mean):
                 op_means.append(mean)
+                op_originals.append(before)
                 changes.append(change)
         average = float(np.mean(op_means)) if op_means else np.nan
+        average_original = float(np.mean(op_originals)) if op_originals else np.nan
         record["average"] = average
-        record["average_change"] = percent_change(original, average)
+        record["average_original"] = average_original
+        record["average_change"] = percent_change(average_original, average)
         finite = [c for c in changes if np.isfinite(c)]
         record["robustness"] = float(np.mean([max(0.0, -c) for c in finite])) if finite else np.nan
         record["missed_ops"] = int(sum(c >= 0 for c in finite))
-        record["n_original"] = int(counts.get(key if len(key) > 1 else key[0], 0))
+        record["n_original"] = int(len(base))
         rows.append(record)
     return pd.DataFrame(rows)
 
@@ -141,6 +177,6 @@ def detection_rates(scores: pd.DataFrame, *, item_col: str = "item_id") -> pd.Da
     if changes.empty:
         raise ValueError("no perturbed caption could be paired with its original")
     changes["detected"] = changes["score"] < changes["original_score"]
-    changes["op"] = changes["op"].astype(str).str.lower()
+    changes["op"] = changes["op"].map(op_name)
     grouped = changes.groupby(["lang", "metric", "op"])["detected"]
     return grouped.agg(detected="mean", n="size").reset_index()

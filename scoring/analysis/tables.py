@@ -145,13 +145,17 @@ def collection_correlations(table: pd.DataFrame, metrics: Sequence[str], n_boot:
 
 def robustness_input(table: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame | None:
     """Long table for `robustness.robustness_table` from a `collection_scores` table: the
-    perturbed captions and their originals, one row per (caption, metric); None when the
-    collection stores no perturbations."""
+    perturbed captions and their originals (`item_id`: the original's caption id), one row
+    per (caption, metric); None when the collection stores no perturbations."""
     perturbed = table[table["kind"] == "perturbed"]
     if perturbed.empty:
         return None
     parents = set(perturbed["parent_caption_id"].dropna().astype(int))
-    originals = table[table["caption_id"].isin(parents)]
+    originals = table[table["caption_id"].isin(parents)].assign(item_id=lambda f: f["caption_id"])
+    # item_id links each perturbed caption to its original, so every op is compared with the
+    # originals of the captions it perturbed (`robustness_table`).
+    perturbed = perturbed.assign(item_id=perturbed["parent_caption_id"])
     return pd.concat([originals, perturbed]).melt(
-        id_vars=["caption_id", "lang", "op"], value_vars=list(metrics), var_name="metric", value_name="score")
+        id_vars=["caption_id", "item_id", "lang", "op"], value_vars=list(metrics), var_name="metric",
+        value_name="score")
 

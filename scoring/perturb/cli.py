@@ -6,7 +6,8 @@ import json
 
 _OPS_HELP = (
     "repetition, removal, masking, jumble, substitution (PR-MCS), keyword-substitution, "
-    "repeat-remove, permutation (UMIC), or 'all' for the five PR-MCS operations"
+    "repeat-remove (UMIC; UMIC's word-order permutation is jumble, 'permutation' is accepted "
+    "as its alias), or 'all' for the five PR-MCS operations"
 )
 
 
@@ -31,7 +32,8 @@ def register(subparsers, parents) -> None:
         "--p", type=float, default=None,
         help=(
             "per-token probability (default as in the papers: 0.4 for repetition and masking, "
-            "0.6 for removal, 0.3 for keyword-substitution and repeat-remove)"
+            "0.6 for removal (PR-MCS Algorithm 1 keeps each word with 0.4), 0.3 for "
+            "keyword-substitution and repeat-remove)"
         ),
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
@@ -61,11 +63,9 @@ def _run(args: argparse.Namespace) -> int:
 
         print(json.dumps(detail_units(args.text, args.lang), ensure_ascii=False))
         return 0
-    from scoring.perturb.ops import ALL_OPS, PRMCS_OPS, perturb
+    from scoring.perturb.ops import PRMCS_OPS, canonical_op, perturb
 
-    ops = PRMCS_OPS if args.op == "all" else (args.op,)
-    if args.op != "all" and args.op not in ALL_OPS:
-        raise ValueError(f"unknown operation {args.op!r}; choose one of: {', '.join(ALL_OPS)}, all")
+    ops = PRMCS_OPS if args.op == "all" else (canonical_op(args.op),)
     corpus = _read_corpus(args.corpus) if args.corpus else None
     results = [
         perturb(

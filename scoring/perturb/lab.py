@@ -14,7 +14,7 @@ import pandas as pd
 from scoring.analysis.robustness import ORIGINAL, format_table7, robustness_table
 from scoring.api import ScoreItem
 from scoring.language_id import resolve_language
-from scoring.perturb.ops import PRMCS_OPS, UMIC_OPS, Perturbation, perturb
+from scoring.perturb.ops import ALL_OPS, DEFAULT_P, PRMCS_OPS, Perturbation, canonical_op, default_p_text, perturb
 from scoring.perturb.pos import TaggerUnavailableError
 from scoring.perturb.tokenize import normalize_lang
 
@@ -22,8 +22,23 @@ ALL_FIVE = "all five (PR-MCS)"
 
 
 def operation_choices() -> list[str]:
-    """The lab's menu: all five PR-MCS operations at once, each of them, then UMIC's."""
-    return [ALL_FIVE, *PRMCS_OPS, *[op for op in UMIC_OPS if op not in PRMCS_OPS]]
+    """The lab's menu: all five PR-MCS operations at once, then each operation of the library's
+    one list (PR-MCS's, then UMIC's own; UMIC's permutation is jumble)."""
+    return [ALL_FIVE, *ALL_OPS]
+
+
+def lab_default_p(op: str) -> float | None:
+    """The p the lab shows for `op`: the library's default (`scoring.perturb.ops.DEFAULT_P`),
+    None for all five at once (each then takes its own) and for operations without one."""
+    if op in (ALL_FIVE, "all"):
+        return None
+    return DEFAULT_P.get(canonical_op(op))
+
+
+def p_help() -> str:
+    """What the paper defaults are, in words, for the lab's p control."""
+    return (f"Paper defaults per operation: {default_p_text()} (removal drops each word with p = 0.6, i.e. "
+            "keeps it with 0.4, as PR-MCS Algorithm 1); jumble and substitution take none.")
 
 
 def parse_critical(text: str | None) -> list[str] | None:
@@ -35,11 +50,12 @@ def parse_critical(text: str | None) -> list[str] | None:
 def perturb_caption(text: str, op: str, p: float | None, seed: int, lang: str, critical: list[str] | None,
                     corpus: list[str] | None = None) -> list[Perturbation]:
     """`text` perturbed by `op`, or by each PR-MCS operation for ALL_FIVE (or "all"), in
-    language `lang` (AUTO: detected from the text). One operation that needs a POS tagger the
+    language `lang` (AUTO: detected from the text). `p` None: each operation's own default
+    (`scoring.perturb.ops.DEFAULT_P`); a number applies to every operation that takes one. One operation that needs a POS tagger the
     language lacks raises TaggerUnavailableError; among all five it is a no-op saying so."""
     if not text or not text.strip():
         raise ValueError("Enter a caption to perturb.")
-    ops = list(PRMCS_OPS) if op in (ALL_FIVE, "all") else [op]
+    ops = list(PRMCS_OPS) if op in (ALL_FIVE, "all") else [canonical_op(op)]
     lang = resolve_language(lang, text)
     results = []
     for name in ops:
@@ -68,18 +84,22 @@ class CaptionRobustness:
 def caption_robustness(scorer, image, original: str, perturbations: Sequence[Perturbation], references: list[str],
                        lang: str, metrics: Sequence[str]) -> CaptionRobustness:
     """Score `original` and each perturbed text with `metrics` against one image (None: text
-    metrics only) and `references`; the change per operation is relative to the original."""
+    metrics only) and `references`; the change per operation is relative to the original, and
+    an operation that left the caption unchanged has no change ("-")."""
     texts = [original] + [pert.text for pert in perturbations]
     ops = [pert.op for pert in perturbations]
+    noops = [False] + [pert.noop for pert in perturbations]
     items = [ScoreItem(image=image, candidate=text, references=list(references), lang=lang) for text in texts]
     rows, statuses = [], {}
     for name, result in scorer.score(items, list(metrics)).items():
         statuses[name] = f"unavailable: {result.unavailable}" if result.unavailable else "available"
         if result.unavailable:
             continue
-        for op, value in zip([ORIGINAL, *ops], result.values):
-            rows.append({"lang": lang, "metric": name, "op": op, "score": value})
-    long = pd.DataFrame(rows, columns=["lang", "metric", "op", "score"])
+        for op, noop, value in zip([ORIGINAL, *ops], noops, result.values):
+            # One caption: every row is the same item; a no-op (the caption unchanged) is no
+            # perturbation, so its operation shows "-" rather than a 0 % "miss".
+            rows.append({"item_id": 0, "lang": lang, "metric": name, "op": op, "noop": noop, "score": value})
+    long = pd.DataFrame(rows, columns=["item_id", "lang", "metric", "op", "noop", "score"])
     scored = long[long["score"].notna() & (long["op"] == ORIGINAL)]
     table = robustness_table(long, ops) if not scored.empty else pd.DataFrame()
     return CaptionRobustness(table, statuses, ops)
@@ -132,3 +152,55 @@ def perturb_and_score(scorer, text: str, op: str, p: float | None, seed: int, la
     except (ValueError, LookupError, OSError) as exc:  # the scorer's "bad input" signals
         return LabRun(lang, perturbations, problem=str(exc))
     return LabRun(lang, perturbations, robustness)
+
+
+@dataclass(frozen=True)
+class LabExample:
+    """One ready-made input of the lab, for a visitor to try in one click: `image` is a PNG
+    path (None: text metrics only), `references` one per line, `critical` "a; b"."""
+
+    label: str
+    image: str | None
+    caption: str
+    references: str
+    lang: str
+    op: str
+    critical: str
+
+
+# (language, operation) of the world-scene examples, one scene each.
+_WORLD_EXAMPLES = (("en", ALL_FIVE), ("de", "removal"), ("fr", "substitution"), ("ja", "masking"))
+
+
+def lab_examples(folder) -> list[LabExample]:
+    """The lab's examples: synthetic-world scenes (rendered into `folder` as PNG) with a caption
+    in each of four languages, the scene's long description in that language as its reference
+    and the objects the caption names as its critical objects, then PR-MCS Figure 5's caption (substitution of its
+    critical objects, its own caption as reference, no image). Deterministic: the same scenes
+    of the world's validation split every time."""
+    from pathlib import Path
+
+    from scoring.perturb.examples import PRMCS_FIGURES
+    from scoring.world.captions import scene_captions
+    from scoring.world.render import render_scene
+    from scoring.world.sets import split_scenes
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    # Scenes with a long caption too, so each example has a reference in its language, and a
+    # short caption naming two different objects, so substitution has something to swap.
+    scenes = [s for s in split_scenes("validation", 40)
+              if "long" in (caps := scene_captions(s, ("en",))) and len(set(caps["short"]["en"].critical_objects)) >= 2]
+    examples = []
+    for scene, (lang, op) in zip(scenes, _WORLD_EXAMPLES):
+        captions = scene_captions(scene, (lang,))
+        caption, reference = captions["short"][lang], captions["long"][lang]
+        path = folder / f"{scene.scene_id}.png"
+        if not path.exists():
+            render_scene(scene, 224).save(path)
+        examples.append(LabExample(f"world scene, {lang}, {op}", str(path), caption.text, reference.text, lang, op,
+                                   "; ".join(caption.critical_objects)))
+    figure = PRMCS_FIGURES["en"]
+    examples.append(LabExample(f"{figure.figure}, en, substitution", None, figure.caption, figure.caption, "en",
+                               "substitution", "; ".join(figure.critical)))
+    return examples

@@ -22,8 +22,12 @@ from scoring.perturb.pos import TaggedToken, tag
 from scoring.perturb.tokenize import joiner, normalize_lang, tokenize
 
 PRMCS_OPS = ("repetition", "removal", "masking", "jumble", "substitution")
-UMIC_OPS = ("keyword-substitution", "repeat-remove", "permutation")
-ALL_OPS = PRMCS_OPS + UMIC_OPS
+# UMIC's word-order permutation is PR-MCS's jumble (every token shuffled): one operation,
+# named "jumble"; "permutation" is accepted as its alias wherever an operation is named.
+UMIC_OPS = ("keyword-substitution", "repeat-remove", "jumble")
+# The one list of operations, each once.
+ALL_OPS = PRMCS_OPS + tuple(op for op in UMIC_OPS if op not in PRMCS_OPS)
+OP_ALIASES = {"permutation": "jumble"}
 
 MASK_TOKEN = "[MASK]"
 
@@ -32,11 +36,10 @@ OP_DESCRIPTIONS = {
     "repetition": "PR-MCS: each drawn token is written twice, in place",
     "removal": "PR-MCS: tokens are dropped (Algorithm 1 keeps about 40 %)",
     "masking": "PR-MCS: drawn tokens become [MASK], positions kept",
-    "jumble": "PR-MCS: all tokens shuffled",
+    "jumble": "PR-MCS jumble = UMIC word-order permutation (alias: permutation): all tokens shuffled",
     "substitution": "PR-MCS: critical objects (else nouns) swap places",
     "keyword-substitution": "UMIC: 30 % of nouns/verbs/adjectives replaced by same-POS corpus words",
     "repeat-remove": "UMIC: 30 % of words repeated or removed (50/50)",
-    "permutation": "UMIC: word order permuted",
 }
 
 # Per-token probability each paper uses; operations missing here take no probability.
@@ -49,6 +52,30 @@ DEFAULT_P = {
     "keyword-substitution": 0.3,
     "repeat-remove": 0.3,
 }
+
+
+
+def canonical_op(name: str) -> str:
+    """The operation `name` stands for: one of ALL_OPS, its alias resolved ("permutation" is
+    "jumble"), case and surrounding spaces ignored; ValueError naming the choices otherwise."""
+    key = str(name or "").strip().lower()
+    key = OP_ALIASES.get(key, key)
+    if key not in ALL_OPS:
+        aliases = ", ".join(f"{alias} (= {op})" for alias, op in OP_ALIASES.items())
+        raise ValueError(f"unknown operation {name!r}; choose one of: {', '.join(ALL_OPS)} (aliases: {aliases})")
+    return key
+
+
+def default_p(op: str) -> float | None:
+    """The per-token probability operation `op` takes when none is given (the paper's), or
+    None for an operation that takes no probability (jumble, substitution)."""
+    return DEFAULT_P.get(canonical_op(op))
+
+
+def default_p_text() -> str:
+    """The defaults in words, for help texts: "repetition 0.4, removal 0.6, ..."."""
+    return ", ".join(f"{op} {DEFAULT_P[op]:g}" for op in ALL_OPS if op in DEFAULT_P)
+
 
 # Universal POS tags UMIC substitutes ("verb, adjective and noun").
 KEYWORD_UPOS = ("NOUN", "PROPN", "VERB", "ADJ")
@@ -105,15 +132,15 @@ def perturb(
 
     p: per-token probability (default: the paper's; 0.4 for repetition and masking, 0.6 for
     removal (Algorithm 1 keeps the tokens drawn at 0.4), 0.3 for the UMIC operations;
-    ignored and recorded as None for jumble, permutation and substitution).
+    ignored and recorded as None for jumble and substitution). `op` may be an alias
+    (`OP_ALIASES`: "permutation" is "jumble"); the result names the operation itself.
     critical: the caption's annotated critical objects, for substitution.
     corpus: captions (or a `PosVocabulary`) supplying replacement words for
     keyword-substitution; without one the caption's own words are used.
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError("caption text is empty: nothing to perturb")
-    if op not in _OPERATIONS:
-        raise ValueError(f"unknown operation {op!r}; choose one of: {', '.join(ALL_OPS)}")
+    op = canonical_op(op)
     code = normalize_lang(lang)
     probability = _resolve_p(op, p)
     if isinstance(seed, bool):
@@ -299,10 +326,7 @@ def _shuffle_words(text, rng, lang) -> _Outcome:
 
 
 def _jumble(text, rng, p, lang, critical, corpus) -> _Outcome:
-    return _shuffle_words(text, rng, lang)
-
-
-def _permutation(text, rng, p, lang, critical, corpus) -> _Outcome:
+    """PR-MCS jumble, UMIC word-order permutation: every token shuffled."""
     return _shuffle_words(text, rng, lang)
 
 
@@ -495,5 +519,5 @@ _OPERATIONS = {
     "substitution": _substitution,
     "keyword-substitution": _keyword_substitution,
     "repeat-remove": _repeat_remove,
-    "permutation": _permutation,
 }
+assert tuple(_OPERATIONS) == ALL_OPS  # noqa: S101 - one list of operations

@@ -16,6 +16,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from scoring.analysis.robustness import ORIGINAL, robustness_table
+
 from .annotators import panel
 from .captions import scene_captions
 from .errors import candidates_for
@@ -128,44 +130,60 @@ def _pairwise(rows, values, langs) -> dict:
 
 def perturbation(scorer, scenes, images, langs, seed, metrics=("MCS", "CLIP-S")) -> dict:
     """Mean % change of each metric under each PR-MCS operation, per language; `change_pct`
-    over all captions (as PR-MCS Table 7), `effective_change_pct` without the noop ones."""
-    from scoring.perturb.ops import PRMCS_OPS, perturb
-    from scoring.api import ScoreItem
+    over all captions (as PR-MCS Table 7), `effective_change_pct` without the noop ones, both
+    from `scoring.analysis.robustness.robustness_table` (see `perturbation_summary`)."""
+    import pandas as pd
 
-    originals, perturbed = [], defaultdict(list)  # items per (op)
+    from scoring.api import ScoreItem
+    from scoring.perturb.ops import PRMCS_OPS, perturb
+
+    items, meta = [], []  # meta: (item_id, lang, op, noop) per scored text
     for i, scene in enumerate(scenes):
         for style, per_lang in scene_captions(scene, tuple(langs)).items():
             for lang, cap in per_lang.items():
-                originals.append((lang, i, cap.text))
+                item_id = len(items)
+                items.append(ScoreItem(images[i], cap.text, lang=lang))
+                meta.append((item_id, lang, ORIGINAL, False))
                 for op in PRMCS_OPS:
                     p = perturb(cap.text, op, seed=seed + i, lang=lang, critical=list(cap.critical_objects))
-                    perturbed[op].append((lang, i, p.text, p.noop, cap.text))
+                    items.append(ScoreItem(images[i], p.text, lang=lang))
+                    meta.append((item_id, lang, op, p.noop))
     metrics = list(metrics)
-    base = scorer.score([ScoreItem(images[i], t, lang=lang) for lang, i, t in originals], metrics)
-    out: dict = {"captions": len(originals)}
-    base_by_key = {name: {(lang, i, t): v for (lang, i, t), v in zip(originals, base[name].values)}
-                   for name in metrics if not base[name].unavailable}
-    for op in PRMCS_OPS:
-        rows = perturbed[op]
-        res = scorer.score([ScoreItem(images[i], t, lang=lang) for lang, i, t, _, _ in rows], metrics)
-        for name in metrics:
-            if base[name].unavailable:
-                out[name] = f"unavailable: {base[name].unavailable}"
-                continue
-            metric_langs = ("en",) if name in ("CLIP-S", "PAC-S") else langs
-            for lang in metric_langs:
-                sel = [j for j, r in enumerate(rows) if r[0] == lang]
-                before = float(np.mean([base[name].values[j] for j in sel]))
-                after = float(np.mean([res[name].values[j] for j in sel]))
-                changed = [j for j in sel if not rows[j][3]]
-                effective = float(np.mean([res[name].values[j] for j in changed])) if changed else None
-                effective_before = float(np.mean([base_by_key[name][(rows[j][0], rows[j][1], rows[j][4])] for j in changed])) if changed else None
-                out.setdefault(name, {}).setdefault(lang, {})[op] = {
-                    "before": round(before, 4), "after": round(after, 4),
-                    "change_pct": round(100.0 * (after - before) / before, 2) if before else None,
-                    "effective_change_pct": round(100.0 * (effective - effective_before) / effective_before, 2)
-                    if changed and effective_before else None,
-                    "noop": sum(rows[j][3] for j in sel), "n": len(sel)}
+    results = scorer.score(items, metrics)
+    out: dict = {"captions": sum(1 for m in meta if m[2] == ORIGINAL)}
+    frame = pd.DataFrame(meta, columns=["item_id", "lang", "op", "noop"])
+    for name in metrics:
+        if results[name].unavailable:
+            out[name] = f"unavailable: {results[name].unavailable}"
+            continue
+        metric_langs = ("en",) if name in ("CLIP-S", "PAC-S") else tuple(langs)
+        long = frame.assign(metric=name, score=results[name].values)
+        out[name] = perturbation_summary(long[long["lang"].isin(metric_langs)], PRMCS_OPS)
+    return out
+
+
+def perturbation_summary(long, ops) -> dict:
+    """{lang: {op: before, after, change_pct, effective_change_pct, noop, n}} of a long score
+    table (item_id, lang, metric, op, noop, score) through `robustness_table`: `change_pct`
+    keeps the no-op perturbations (the caption unchanged) as PR-MCS Table 7 does;
+    `effective_change_pct` drops them from both sides, comparing the changed captions with
+    their own originals (as the app's and `caplens analyze robustness`'s tables do)."""
+    def rounded(value, digits):
+        return None if value is None or not np.isfinite(value) else round(float(value), digits)
+
+    every = robustness_table(long.drop(columns=["noop"]), ops).set_index("lang")
+    changed = long[~long["noop"].astype(bool) | (long["op"] == ORIGINAL)]
+    effective = robustness_table(long, ops).set_index("lang") if (changed["op"] != ORIGINAL).any() else None
+    out: dict = {}
+    for lang, row in every.iterrows():
+        for op in ops:
+            part = long[(long["lang"] == lang) & (long["op"] == op)]
+            out.setdefault(lang, {})[op] = {
+                "before": rounded(row[f"{op}_original"], 4), "after": rounded(row[op], 4),
+                "change_pct": rounded(row[f"{op}_change"], 2),
+                "effective_change_pct": None if effective is None or lang not in effective.index
+                else rounded(effective.loc[lang, f"{op}_change"], 2),
+                "noop": int(part["noop"].astype(bool).sum()), "n": int(len(part))}
     return out
 
 

@@ -35,11 +35,26 @@ def test_disagreements_rank_the_largest_rank_gaps_first():
     assert set(CASE_COLUMNS) <= set(cases.columns)
 
 
-def test_unmoved_puts_rises_and_no_change_before_drops():
+def test_unmoved_puts_the_smallest_absolute_change_first():
     moved = unmoved(table(), ["M"])
-    assert list(moved["caption_id"]) == [8, 6, 7]
-    assert moved["change %"].tolist() == pytest.approx([10.0, 0.0, -50.0])
-    assert moved.iloc[0]["candidate"] == "caption 8"
+    assert list(moved["caption_id"]) == [6, 8, 7]
+    assert moved["change %"].tolist() == pytest.approx([0.0, 10.0, -50.0])
+    assert moved.iloc[0]["candidate"] == "caption 6"
+
+
+def test_unmoved_ranks_a_large_rise_after_a_small_drop_and_undefined_changes_last():
+    rows = table()
+    extra = pd.DataFrame([
+        (10, "candidate", None, "original", "en", None, 0.0),   # an original scored 0
+        (11, "perturbed", 10, "removal", "en", None, 0.2),     # change undefined
+        (12, "perturbed", 2, "jumble", "en", None, 0.49),      # -2 %
+        (13, "perturbed", 2, "repetition", "en", None, 11.17),  # +2134 %: moved a lot
+    ], columns=["caption_id", "kind", "parent_caption_id", "op", "lang", "human", "M"])
+    extra["image_id"], extra["image_file"], extra["references"] = "img", "img.png", ""
+    extra["candidate"] = [f"caption {i}" for i in extra["caption_id"]]
+    moved = unmoved(pd.concat([rows, extra], ignore_index=True), ["M"])
+    assert list(moved["caption_id"]) == [6, 12, 8, 7, 13, 11]
+    assert moved["change %"].iloc[4] == pytest.approx(2134.0)
 
 
 def test_nothing_to_rank_gives_an_empty_table_with_the_case_columns():

@@ -88,3 +88,25 @@ def test_detection_rates_count_only_drops():
     assert rates.loc[("en", "removal"), "detected"] == 1.0 and rates.loc[("en", "removal"), "n"] == 2
     assert rates.loc[("en", "masking"), "detected"] == 0.5
     assert rates.loc[("de", "jumble"), "detected"] == 1.0
+
+
+def test_each_op_is_compared_with_the_originals_of_the_captions_it_changed():
+    """A no-op perturbation leaves its original out of that op's comparison, on both sides."""
+    rows = [dict(item_id="a", op="original", score=1.0), dict(item_id="b", op="original", score=3.0),
+            dict(item_id="a", op="removal", score=0.5), dict(item_id="b", op="removal", score=3.0, noop=True),
+            dict(item_id="a", op="permutation", score=0.9), dict(item_id="b", op="jumble", score=2.7)]
+    frame = pd.DataFrame(rows).assign(lang="en", metric="M")
+    frame["noop"] = frame["noop"].fillna(False).astype(bool)
+    row = robustness_table(frame).iloc[0]
+    assert row["original"] == pytest.approx(2.0)
+    # Removal changed only "a": 0.5 against a's 1.0 (-50 %), not against the mean 2.0 (-75 %).
+    assert row["removal_original"] == pytest.approx(1.0) and row["removal_n"] == 1
+    assert row["removal_change"] == pytest.approx(-50.0)
+    # "permutation" is jumble's alias: one column, both captions.
+    assert "permutation" not in row.index and row["jumble_n"] == 2
+    assert row["jumble_change"] == pytest.approx(-10.0)
+    # Average: (0.5 + 1.8) / 2 against (1.0 + 2.0) / 2.
+    assert row["average_change"] == pytest.approx(100 * (1.15 - 1.5) / 1.5)
+    # Without item_id the no-op rows cannot be paired: refused rather than compared unevenly.
+    with pytest.raises(ValueError, match="item_id"):
+        robustness_table(frame.drop(columns=["item_id"]))

@@ -282,6 +282,9 @@ def test_perturbing_a_collection_feeds_the_prmcs_set(engine, accounts, filled, t
         again = perturb_collection(s, accounts["rita"], col, seed=5)
         with pytest.raises(PermissionError):
             perturb_collection(s, accounts["ann"], col)
+        # "permutation" is jumble's alias: the jumbled captions are already there, none is added.
+        alias = perturb_collection(s, accounts["rita"], col, ["permutation"], seed=5)
+        assert set(alias.stored) == {"jumble"} and alias.stored["jumble"] == 0 and alias.already_present > 0
         manifest = build_finetune_set(s, accounts["rita"], "prmcs", tmp_path / "p", collection=col)
     made = sum(first.stored.values())
     assert made > 0 and sum(again.stored.values()) == 0 and again.already_present == made

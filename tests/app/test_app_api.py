@@ -15,7 +15,7 @@ def client(server):
 
 def test_api_lists_the_named_endpoints(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
-    assert {"/score", "/perturb", "/login", "/next_item", "/rate"} <= names
+    assert {"/score", "/perturb", "/login", "/next_item", "/rate", "/analyze", "/failure_cases"} <= names
 
 
 def test_score_returns_every_metric_and_matches_the_library(server, client, image_file):
@@ -123,6 +123,20 @@ def test_perturb_all_five_with_spans(client):
         assert [list(s) for s in r["changed_spans"]] == [list(s) for s in expected["changed_spans"]]
         for start, end in r["changed_spans"]:
             assert 0 <= start <= end <= len(r["text"])  # zero width: words removed here
+
+
+def test_perturb_takes_each_operations_default_p_from_the_library(client):
+    from scoring.perturb.ops import DEFAULT_P
+
+    text = "a man in a white shirt rides a brown horse on the beach"
+    results = client.predict(text, "all", None, 3, "en", "", api_name="/perturb")
+    assert {r["op"]: r["p"] for r in results} == {
+        "repetition": 0.4, "removal": 0.6, "masking": 0.4, "jumble": None, "substitution": None}
+    assert results[1]["p"] == DEFAULT_P["removal"]
+    # Omitted arguments take the endpoint's defaults: all five, paper p, seed 0.
+    assert [r["p"] for r in client.predict(text, api_name="/perturb")] == [r["p"] for r in results]
+    (alias,) = client.predict(text, "permutation", None, 3, "en", "", api_name="/perturb")
+    assert alias["op"] == "jumble" and alias["text"] == results[3]["text"]
 
 
 def test_perturb_rejects_empty_text(client):

@@ -66,3 +66,10 @@ def test_unknown_operation_and_missing_tagger_are_errors(capsys):
     assert code == 2 and "unknown operation" in err
     code, _, err = run(capsys, "--op", "keyword-substitution", "--lang", "ko", "개가 달린다")
     assert code == 2 and "unavailable for ko" in err
+
+
+def test_permutation_is_jumbles_alias(capsys):
+    code, out, _ = run(capsys, "--op", "permutation", "--seed", "3", "a dog runs on the grass")
+    code_jumble, out_jumble, _ = run(capsys, "--op", "jumble", "--seed", "3", "a dog runs on the grass")
+    assert code == code_jumble == 0
+    assert json.loads(out) == json.loads(out_jumble) and json.loads(out)["op"] == "jumble"

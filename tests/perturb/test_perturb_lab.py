@@ -2,6 +2,7 @@
 scored before and after, as PR-MCS Table 7, with the tiny profile's real BLEU-1."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from scoring.api import get_scorer
@@ -60,3 +61,35 @@ def test_a_lab_run_detects_the_language_and_keeps_perturbations_when_scoring_fai
     assert len(unscored.perturbations) == 5 and unscored.robustness is None
     assert unscored.problem.startswith("unknown metric 'NOPE'")
     assert perturb_and_score(scorer, TEXT, "jumble", None, 0, "en", None).robustness is None  # no metric chosen
+
+
+def test_each_operation_takes_its_own_default_p_from_the_library():
+    from scoring.perturb.lab import lab_default_p, operation_choices
+    from scoring.perturb.ops import ALL_OPS, DEFAULT_P, canonical_op
+
+    defaults = {p.op: p.p for p in perturb_caption(TEXT, ALL_FIVE, None, 0, "en", None)}
+    # Removal drops each word with 0.6 (PR-MCS Algorithm 1 keeps it with 0.4), not 0.4.
+    assert defaults == {"repetition": 0.4, "removal": 0.6, "masking": 0.4, "jumble": None, "substitution": None}
+    assert lab_default_p("removal") == DEFAULT_P["removal"] == 0.6 and lab_default_p(ALL_FIVE) is None
+    # A number given applies to every operation that takes one.
+    assert {p.op: p.p for p in perturb_caption(TEXT, ALL_FIVE, 0.25, 0, "en", None)}["removal"] == 0.25
+    # One list of operations: the menu has jumble once and no "permutation", which stays an alias.
+    assert operation_choices() == [ALL_FIVE, *ALL_OPS] and "permutation" not in operation_choices()
+    assert canonical_op("Permutation") == "jumble"
+    (alias,) = perturb_caption(TEXT, "permutation", None, 5, "en", None)
+    (jumble,) = perturb_caption(TEXT, "jumble", None, 5, "en", None)
+    assert alias == jumble and alias.op == "jumble"
+    with pytest.raises(ValueError, match="aliases: permutation"):
+        canonical_op("shuffle")
+
+
+def test_a_noop_operation_has_no_change_in_the_table():
+    # One distinct word: jumble cannot change the order; repetition still does.
+    text = "dog dog dog"
+    perturbations = perturb_caption(text, "all", None, 0, "en", None)
+    jumble = next(p for p in perturbations if p.op == "jumble")
+    assert jumble.noop
+    result = caption_robustness(get_scorer("tiny"), None, text, perturbations, [text], "en", ["BLEU-1"])
+    row = result.table.set_index("metric").loc["BLEU-1"]
+    assert np.isnan(row["jumble"]) and row["jumble_n"] == 0
+    assert caption_robustness_cells(result).set_index("metric").loc["BLEU-1", "Jumble"] == "-"

@@ -1,0 +1,123 @@
+"""`caplens serve --mcp`: the API endpoints as MCP tools, listed and called over the MCP
+protocol (streamable HTTP, the `mcp` client library) against a live local server, with the
+same role checks as the API."""
+from __future__ import annotations
+
+import ast
+import asyncio
+
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from app.api import ENDPOINTS
+from app.session import TOKEN_HEADER
+from tests.app.conftest import free_port
+
+
+@pytest.fixture(scope="module")
+def mcp_url(server):
+    """A second app (the same code as `caplens serve --profile tiny --mcp`) over the data the
+    session's server seeded."""
+    from app.serve import create_app, launch_kwargs
+
+    demo, _ = create_app("tiny", seed_demo=False)
+    kwargs = launch_kwargs("127.0.0.1", free_port(), False, mcp=True)
+    kwargs.update(prevent_thread_lock=True, quiet=True)
+    demo.queue(default_concurrency_limit=2).launch(**kwargs)
+    yield demo.local_url.rstrip("/") + "/gradio_api/mcp/"
+    demo.close()
+
+
+def mcp(url: str, work, headers: dict | None = None):
+    """Run `work(session)` in an initialised MCP client session."""
+    async def main():
+        async with httpx.AsyncClient(headers=headers or {}, timeout=120) as http:
+            async with streamable_http_client(url, http_client=http) as (read, write, _):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await work(session)
+
+    return asyncio.run(main())
+
+
+def call(url: str, tool: str, arguments: dict, headers: dict | None = None):
+    """(is_error, answer) of one tool call: the answer's value (Gradio writes a tool's JSON
+    answer as a Python literal), or the error's text."""
+    result = mcp(url, lambda session: session.call_tool(tool, arguments), headers)
+    text = result.content[0].text
+    return result.isError, text if result.isError else ast.literal_eval(text)
+
+
+def test_the_tools_are_the_api_endpoints_with_typed_documented_arguments(mcp_url):
+    tools = {tool.name: tool for tool in mcp(mcp_url, lambda s: s.list_tools()).tools}
+    assert set(tools) == set(ENDPOINTS)
+    for tool in tools.values():  # every argument typed and described from the docstring's Args:
+        assert tool.description
+        for name, schema in tool.inputSchema["properties"].items():
+            assert schema.get("type") or schema.get("anyOf") or schema.get("$ref"), (tool.name, name)
+            assert schema.get("description"), (tool.name, name)
+    perturb = tools["perturb"]
+    assert perturb.description.startswith("Perturb a caption as PR-MCS / UMIC do")
+    properties = perturb.inputSchema["properties"]
+    assert set(properties) == {"text", "op", "p", "seed", "lang", "critical"}
+    assert properties["text"]["type"] == "string" and properties["seed"]["type"] == "integer"
+    assert properties["p"]["type"] == "number"
+    assert "removal 0.6" in properties["p"]["description"]
+    analyze = tools["analyze"]
+    assert "researcher or admin session" in analyze.description
+    assert set(analyze.inputSchema["properties"]) == {"collection", "metrics"}
+    assert "captions_text" in tools["score"].inputSchema["properties"]
+
+
+def test_calling_perturb_returns_the_library_result_with_its_default_p(mcp_url):
+    from scoring.perturb.ops import perturb
+
+    text = "a man in a white shirt rides a brown horse on the beach"
+    failed, answer = call(mcp_url, "perturb", {"text": text, "op": "removal", "seed": 3, "lang": "en"})
+    assert not failed, answer
+    (result,) = answer
+    expected = perturb(text, "removal", seed=3, lang="en")
+    assert result["p"] == 0.6 and result["text"] == expected.text
+    failed, answer = call(mcp_url, "perturb", {"text": text, "op": "permutation", "seed": 3, "lang": "en"})
+    assert answer[0]["op"] == "jumble"
+
+
+def test_analysis_tools_need_a_researcher_session(server, mcp_url):
+    arguments = {"collection": server.collection, "metrics": "BLEU-1"}
+    failed, answer = call(mcp_url, "analyze", arguments)
+    assert failed and "Log in" in answer
+    failed, answer = call(mcp_url, "login", {"name": server.annotator[0], "password": server.annotator[1]})
+    annotator = {TOKEN_HEADER: answer["token"]}
+    failed, answer = call(mcp_url, "analyze", arguments, annotator)
+    assert failed and "researcher" in answer.lower()
+    failed, answer = call(mcp_url, "login", {"name": server.researcher[0], "password": server.researcher[1]})
+    researcher = {TOKEN_HEADER: answer["token"]}
+    failed, answer = call(mcp_url, "analyze", arguments, researcher)
+    assert not failed, answer
+    report = answer
+    assert report["summary"].startswith("7 captions")
+    assert {row["metric"] for row in report["robustness"]} == {"BLEU-1"}
+    failed, answer = call(mcp_url, "failure_cases", {**arguments, "mode": "unmoved", "limit": 3}, researcher)
+    assert not failed, answer
+    changes = [abs(row["change %"]) for row in answer]
+    assert len(changes) == 3 and changes == sorted(changes)
+
+
+def test_without_mcp_there_is_no_mcp_server():
+    from app.serve import launch_kwargs
+
+    assert launch_kwargs("127.0.0.1", 0, False)["mcp_server"] is False
+    assert launch_kwargs("127.0.0.1", 0, False, mcp=True)["mcp_server"] is True
+
+
+def test_serve_mcp_without_the_mcp_package_is_a_one_line_error(monkeypatch, capsys):
+    import importlib.util
+
+    from app.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a))
+    assert main(["serve", "--mcp", "--port", "0"]) == 2
+    assert 'needs the mcp package: pip install "gradio[mcp]"' in capsys.readouterr().err
