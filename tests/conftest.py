@@ -13,6 +13,8 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ.setdefault("CAPLENS_DATA_DIR", tempfile.mkdtemp(prefix="caplens-test-data-"))
+# Gradio's upload cache too: tests that count files in it must not see an earlier run's.
+os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="caplens-test-gradio-"))
 
 if importlib.util.find_spec("sqlalchemy") is not None:
     pytest_plugins = ["tests.database_fixtures"]
