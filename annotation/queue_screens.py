@@ -187,15 +187,16 @@ def transcreation_screen(account_id: int | None, collection_name: str, target_la
 
 
 def transcreate_and_next(account_id: int | None, collection_name: str, target_language: str,
-                         source_id: int | None, text: str, language_confirmed: bool = False) -> TranscreationScreen:
+                         source_id: int | None, text: str, held_back: str = "") -> TranscreationScreen:
     """Save the transcreation of `source_id`, then the next caption to transcreate.
 
     Text that reads as another language than the target is held back once: the same screen
-    comes back with the text and a warning; submitting it with `language_confirmed` saves it
-    (language identification errs on short captions)."""
+    comes back with the text (`draft`) and a warning; submitting it unchanged again (the
+    screen's `draft` as `held_back`) saves it, since language identification can err."""
     if source_id is None:
         raise ValueError("Load a caption first.")
-    warning = "" if language_confirmed else language_warning(text, target_language)
+    confirmed = bool(held_back) and (text or "").strip() == held_back.strip()
+    warning = "" if confirmed else language_warning(text, target_language)
     with acting(account_id) as (session, user):
         _require_image(captions.get_caption(session, int(source_id)), "transcreated")
         if not warning:
