@@ -136,7 +136,7 @@ def build(user_state: gr.State):
                 save_button = gr.Button("Save and next →", variant="primary", elem_id="rate-save")
             rate_status = gr.Textbox(label="Progress", interactive=False, elem_id="rate-status")
 
-        with gr.Tab("Transcreate", id="transcreate"):
+        with gr.Tab("Transcreate", id="transcreate", elem_id="transcreate-panel"):
             target = gr.Dropdown([(n, c) for c, n in LANGUAGES.items() if c != "en"], value="de",
                                  label="Target language")
             instructions = gr.Markdown(elem_id="transcreate-instructions")
