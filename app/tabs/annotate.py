@@ -147,7 +147,8 @@ def build(user_state: gr.State):
                     tc_score = gr.Number(label="Its human score (keep it)", interactive=False)
                     tc_refs = gr.Textbox(label="Reference captions (what a 1.0 caption looks like)",
                                          interactive=False, lines=4)
-                    tc_source_id = gr.Number(label="Caption id", interactive=False, precision=0)
+                    tc_source_id = gr.Number(label="Caption id", interactive=False, precision=0,
+                                             elem_id="transcreate-caption-id")
                     tc_text = gr.Textbox(label="Your transcreation", lines=2, elem_id="transcreate-text")
             with gr.Row():
                 tc_next = gr.Button("Load next", elem_id="transcreate-next")
