@@ -253,7 +253,7 @@ def critical_screen(account_id: int | None, collection_name: str, message: str =
 def _word_spans(values) -> list[tuple[int, int]]:
     """Clicked words as the screen sends them ("start:end", see `CriticalScreen.words`)."""
     spans = []
-    for value in values or []:
+    for value in [values] if isinstance(values, str) else values or []:
         try:
             start, end = (int(part) for part in str(value).split(":"))
         except ValueError:
