@@ -123,7 +123,12 @@ def test_the_rate_view_fits_a_390_px_phone(browser, server, seeded, artifacts): 
     width = phone.evaluate("() => document.scrollingElement.scrollWidth")
     phone.screenshot(path=str(artifacts / "annotate-rate-390px.png"), full_page=True)
     assert width <= 390, f"the Rate view is {width} px wide on a 390 px phone"
-    assert phone.locator("#rate-save").bounding_box()["x"] + phone.locator("#rate-save").bounding_box()["width"] <= 390
+    save = phone.locator("#rate-save").bounding_box()
+    assert save["x"] >= 0 and save["x"] + save["width"] <= 390
+    phone.locator("#rate-use-aspects input").check()  # the aspect sliders fit too
+    phone.locator("#rate-descriptiveness").wait_for()
+    assert phone.evaluate("() => document.scrollingElement.scrollWidth") <= 390
+    phone.screenshot(path=str(artifacts / "annotate-rate-390px-aspects.png"), full_page=True)
     context.close()
 
 
