@@ -272,7 +272,8 @@ def mark_and_next(account_id: int | None, collection_name: str, caption_id: int 
     with acting(account_id) as (session, user):
         caption = captions.get_caption(session, int(caption_id))
         _require_image(caption, "marked")
-        groups = [tasks.join_word_spans(caption.text, _word_spans(values)) for values in (objects, backgrounds, relations)]
+        groups = [tasks.join_word_spans(caption.text, _word_spans(values))
+                  for values in (objects, backgrounds, relations)]
         tasks.mark_critical(session, user, caption.id, *groups)
     return critical_screen(account_id, collection_name, "Saved.")
 
