@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from annotation import captions, tasks
 from annotation.acting import acting
 from annotation.image_store import image_path
+from scoring.language_id import LANGUAGES, UNKNOWN, detect_language
 
 
 def _image_file(image) -> str | None:
@@ -20,9 +21,15 @@ def _image_file(image) -> str | None:
     return str(path) if path.is_file() else None
 
 
-def _missing_image_message(caption_id: int) -> str:
-    return (f"The image of caption {caption_id} is missing from the image store, so it cannot be rated: "
+def _missing_image_message(caption_id: int, done: str = "rated") -> str:
+    return (f"The image of caption {caption_id} is missing from the image store, so it cannot be {done}: "
             "Skip it (an admin can import the image again).")
+
+
+def _require_image(caption, done: str) -> None:
+    """Refuse to record work on a caption whose image file is missing (it was done blind)."""
+    if _image_file(caption.image) is None:
+        raise ValueError(_missing_image_message(caption.id, done))
 
 
 def _joined(message: str, text: str) -> str:
@@ -31,8 +38,9 @@ def _joined(message: str, text: str) -> str:
 
 @dataclass
 class RatingScreen:
-    """One caption to rate (caption_id None when the queue is done) with this annotator's
-    earlier values for it, and the queue's progress."""
+    """One caption to rate (caption_id None when the queue is done) with its language, the
+    reference captions of its image, this annotator's earlier values for it (an aspect not
+    rated is None), and the queue's progress."""
 
     caption_id: int | None
     text: str
@@ -41,6 +49,17 @@ class RatingScreen:
     values: dict
     progress: str
     message: str = ""
+    references: list[str] = field(default_factory=list)
+
+    @property
+    def language_name(self) -> str:
+        """The caption's language as the screen shows it, e.g. "German (de)"."""
+        return f"{LANGUAGES[self.language]} ({self.language})" if self.language in LANGUAGES else self.language
+
+    @property
+    def aspects_rated(self) -> bool:
+        """Whether this annotator's earlier rating has any aspect (fluency, ...) set."""
+        return any(self.values.get(name) is not None for name in tasks.RATING_FIELDS[1:])
 
     @property
     def can_rate(self) -> bool:
@@ -68,7 +87,8 @@ def _rating_screen(session, user, collection_name: str, caption_id: int | None =
     image_file = _image_file(caption.image)
     if image_file is None:
         message = _joined(message, _missing_image_message(caption.id))
-    return RatingScreen(caption.id, caption.text, caption.language, image_file, values, progress_text, message)
+    return RatingScreen(caption.id, caption.text, caption.language, image_file, values, progress_text, message,
+                        tasks.reference_texts(session, caption.image_id, caption.language))
 
 
 def rating_screen(account_id: int | None, collection_name: str, caption_id: int | None = None,
@@ -83,9 +103,7 @@ def rate(account_id: int | None, caption_id: int, overall: float, fluency: float
     """Store this annotator's rating (editing an earlier one keeps its history); the stored
     values as the API reports them. A caption whose image file is missing cannot be rated."""
     with acting(account_id) as (session, user):
-        caption = captions.get_caption(session, int(caption_id))
-        if _image_file(caption.image) is None:
-            raise ValueError(_missing_image_message(caption.id))
+        _require_image(captions.get_caption(session, int(caption_id)), "rated")
         rating = tasks.submit_rating(session, user, int(caption_id), overall, fluency, relevance, descriptiveness)
         return {"rating_id": rating.id, "caption_id": rating.caption_id, "annotator": user.name,
                 "overall": rating.overall, "fluency": rating.fluency, "relevance": rating.relevance,
@@ -128,6 +146,26 @@ class TranscreationScreen:
     source_score: float | None = None
     references: list[str] = field(default_factory=list)
     message: str = ""
+    draft: str = ""  # the text to show in the box: kept when a submission was held back
+
+    @property
+    def can_submit(self) -> bool:
+        """A caption is transcreated looking at its image: none loaded, or its file is missing."""
+        return self.caption_id is not None and self.image_file is not None
+
+
+def language_warning(text: str, target_language: str) -> str:
+    """A warning when `text` reads as another language than `target_language` (langid,
+    offline; text under three words is too short to tell and passes, as does text without
+    letters), else ""."""
+    if len(tasks.caption_words(text or "")) < 3:
+        return ""
+    found = detect_language(text, default=target_language)
+    if found in (target_language, UNKNOWN):
+        return ""
+    name = LANGUAGES.get(found, found)
+    return (f"This text reads as {name} ({found}), not {LANGUAGES.get(target_language, target_language)} "
+            f"({target_language}).")
 
 
 def transcreation_screen(account_id: int | None, collection_name: str, target_language: str,
@@ -141,18 +179,36 @@ def transcreation_screen(account_id: int | None, collection_name: str, target_la
         if task is None:
             screen.message = _joined(message, "Nothing left to transcreate into this language.")
             return screen
+        image_file = _image_file(task.image)
+        if image_file is None:
+            message = _joined(message, _missing_image_message(task.caption.id, "transcreated"))
         return TranscreationScreen(task.instructions, task.examples, task.caption.id, task.caption.text,
-                                   _image_file(task.image), round(task.source_score, 3), task.references, message)
+                                   image_file, round(task.source_score, 3), task.references, message)
 
 
 def transcreate_and_next(account_id: int | None, collection_name: str, target_language: str,
-                         source_id: int | None, text: str) -> TranscreationScreen:
-    """Save the transcreation of `source_id`, then the next caption to transcreate."""
+                         source_id: int | None, text: str, held_back: str = "") -> TranscreationScreen:
+    """Save the transcreation of `source_id`, then the next caption to transcreate.
+
+    Text that reads as another language than the target is held back once: the same screen
+    comes back with the text (`draft`) and a warning; submitting it unchanged again (the
+    screen's `draft` as `held_back`) saves it, since language identification can err."""
     if source_id is None:
         raise ValueError("Load a caption first.")
+    confirmed = bool(held_back) and (text or "").strip() == held_back.strip()
+    warning = "" if confirmed else language_warning(text, target_language)
     with acting(account_id) as (session, user):
-        tasks.submit_transcreation(session, user, int(source_id), target_language, text or "")
-    return transcreation_screen(account_id, collection_name, target_language, "Saved.")
+        _require_image(captions.get_caption(session, int(source_id)), "transcreated")
+        if not warning:
+            tasks.submit_transcreation(session, user, int(source_id), target_language, text or "")
+    if not warning:
+        return transcreation_screen(account_id, collection_name, target_language, "Saved.")
+    screen = transcreation_screen(account_id, collection_name, target_language)
+    if screen.caption_id != int(source_id):
+        raise ValueError(warning)
+    screen.draft = text  # the queue offers it still: show it again with the text and the warning
+    screen.message = warning + " Correct it, or press Submit again to save it as it is."
+    return screen
 
 
 def skip_transcreation(account_id: int | None, collection_name: str, target_language: str,
@@ -171,6 +227,15 @@ class CriticalScreen:
     image_file: str | None = None
     message: str = ""
 
+    @property
+    def words(self) -> list[tuple[str, str]]:
+        """The caption's words to click, as (word, "start:end") choices: character spans."""
+        return [(self.text[start:end], f"{start}:{end}") for start, end in tasks.caption_words(self.text)]
+
+    @property
+    def can_mark(self) -> bool:
+        return self.caption_id is not None and self.image_file is not None
+
 
 def critical_screen(account_id: int | None, collection_name: str, message: str = "") -> CriticalScreen:
     if not collection_name:
@@ -179,16 +244,37 @@ def critical_screen(account_id: int | None, collection_name: str, message: str =
         caption = tasks.next_critical_item(session, user, captions.get_collection(session, collection_name))
         if caption is None:
             return CriticalScreen(tasks.CRITICAL_INSTRUCTIONS, message=_joined(message, "Nothing left to mark."))
-        return CriticalScreen(tasks.CRITICAL_INSTRUCTIONS, caption.id, caption.text, _image_file(caption.image), message)
+        image_file = _image_file(caption.image)
+        if image_file is None:
+            message = _joined(message, _missing_image_message(caption.id, "marked"))
+        return CriticalScreen(tasks.CRITICAL_INSTRUCTIONS, caption.id, caption.text, image_file, message)
 
 
-def mark_and_next(account_id: int | None, collection_name: str, caption_id: int | None, objects: str,
-                  backgrounds: str, relations: str) -> CriticalScreen:
-    """Save the marking of `caption_id` (comma-separated phrases), then the next caption."""
+def _word_spans(values) -> list[tuple[int, int]]:
+    """Clicked words as the screen sends them ("start:end", see `CriticalScreen.words`)."""
+    spans = []
+    for value in [values] if isinstance(values, str) else values or []:
+        try:
+            start, end = (int(part) for part in str(value).split(":"))
+        except ValueError:
+            raise ValueError(f"not a word of the caption: {value!r}") from None
+        spans.append((start, end))
+    return spans
+
+
+def mark_and_next(account_id: int | None, collection_name: str, caption_id: int | None, objects,
+                  backgrounds=(), relations=()) -> CriticalScreen:
+    """Save the marking of `caption_id`, then the next caption. Each group is the clicked
+    words ("start:end" character spans of the caption); adjacent clicked words join into one
+    phrase (`tasks.join_word_spans`), stored as its character span."""
     if caption_id is None:
         raise ValueError("Load a caption first.")
     with acting(account_id) as (session, user):
-        tasks.mark_critical(session, user, int(caption_id), objects or "", backgrounds or "", relations or "")
+        caption = captions.get_caption(session, int(caption_id))
+        _require_image(caption, "marked")
+        groups = [tasks.join_word_spans(caption.text, _word_spans(values))
+                  for values in (objects, backgrounds, relations)]
+        tasks.mark_critical(session, user, caption.id, *groups)
     return critical_screen(account_id, collection_name, "Saved.")
 
 

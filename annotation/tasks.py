@@ -8,6 +8,7 @@ PermissionError, bad input ValueError, unknown ids LookupError.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -279,7 +280,8 @@ class TranscreationTask:
     examples: tuple = TRANSCREATION_EXAMPLES
 
 
-def _reference_texts(session: Session, image_id: int, language: str, limit: int = 5) -> list[str]:
+def reference_texts(session: Session, image_id: int, language: str, limit: int = 5) -> list[str]:
+    """Up to `limit` reference captions of an image in `language`, first stored first."""
     return list(session.scalars(
         select(Caption.text).where(Caption.image_id == image_id, Caption.kind == "reference",
                                    Caption.language == language).order_by(Caption.id).limit(limit)))
@@ -306,7 +308,7 @@ def next_transcreation_item(session: Session, user: User, collection: Collection
     if caption is None:
         return None
     return TranscreationTask(caption=caption, image=caption.image, source_score=human_score(session, caption.id),
-                             references=_reference_texts(session, caption.image_id, source_language),
+                             references=reference_texts(session, caption.image_id, source_language),
                              target_language=target_language)
 
 
@@ -378,6 +380,55 @@ def _phrases(values: Iterable[str], what: str) -> list[str]:
     return phrases
 
 
+# A word of a caption, for marking by clicking: a run of letters and digits (with inner
+# apostrophes and hyphens), or one Chinese character or kana, which are written without spaces.
+_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W_]+(?:['’-][^\W_]+)*")
+
+
+def caption_words(text: str) -> list[tuple[int, int]]:
+    """Character spans (start, end) of the words of a caption, in order."""
+    return [match.span() for match in _WORD.finditer(text)]
+
+
+def join_word_spans(text: str, spans: Iterable[Sequence[int]]) -> list[tuple[int, int]]:
+    """Word spans merged into phrases: chosen words with only spaces between them (no word
+    left out) are one phrase, e.g. "white" + "shirt" -> "white shirt"."""
+    phrases: list[list[int]] = []
+    for start, end in sorted({(int(s), int(e)) for s, e in spans}):
+        if phrases and not text[phrases[-1][1]:start].strip():
+            phrases[-1][1] = max(phrases[-1][1], end)
+        else:
+            phrases.append([start, end])
+    return [(start, end) for start, end in phrases]
+
+
+def _spans_of(text: str, values: Sequence[str] | str, what: str) -> list[tuple[str, list[int]]]:
+    """(phrase, [start, end]) for each marked phrase: a (start, end) character span of the
+    caption, or a phrase typed or imported as text, found in the caption case-insensitively."""
+    items = _phrases(values, what) if isinstance(values, str) else list(values)
+    marked: list[tuple[str, list[int]]] = []
+    for item in items:
+        if isinstance(item, str):
+            if not item.strip():
+                continue
+            phrase = item.strip()
+            found = re.search(re.escape(phrase), text, re.IGNORECASE)
+            if found is None:
+                raise ValueError(f"not in the caption text: {phrase!r}")
+            span = list(found.span())
+        else:
+            try:
+                start, end = (int(v) for v in item)
+            except (TypeError, ValueError):
+                raise ValueError(f"{what}: a span is (start, end), got {item!r}") from None
+            if not 0 <= start < end <= len(text):
+                raise ValueError(f"{what}: span ({start}, {end}) is outside the caption (length {len(text)})")
+            phrase, span = text[start:end], [start, end]
+        if phrase not in (p for p, _ in marked):
+            marked.append((phrase, span))
+    return marked
+
+
 def next_critical_item(session: Session, user: User, collection: Collection) -> Caption | None:
     """The next caption (not perturbed) this annotator has not marked or skipped."""
     require_role(user, *ALL_ROLES)
@@ -390,24 +441,24 @@ def next_critical_item(session: Session, user: User, collection: Collection) -> 
         .order_by(queue_order(user), Caption.id).limit(1))
 
 
-def mark_critical(session: Session, user: User, caption_id: int, critical_objects: Sequence[str] | str,
-                  backgrounds: Sequence[str] | str = (), relationships: Sequence[str] | str = ()) -> CriticalAnnotation:
+def mark_critical(session: Session, user: User, caption_id: int, critical_objects: Sequence | str,
+                  backgrounds: Sequence | str = (), relationships: Sequence | str = ()) -> CriticalAnnotation:
     """Record critical objects, backgrounds and relationships of a caption.
 
-    Every phrase must occur in the caption text (case-insensitively), because substitution
-    swaps those exact spans. Marking again replaces this annotator's earlier marking.
+    Each is a (start, end) character span of the caption (the Annotate tab's clicked words)
+    or a phrase that must occur in the caption text (case-insensitively; imports, the
+    Perturbation lab), because substitution swaps those exact spans. Both the phrases and
+    their character spans are stored. Marking again replaces this annotator's earlier marking.
     """
     require_role(user, *ALL_ROLES)
     caption = get_caption(session, caption_id)
-    marked = {"critical_objects": _phrases(critical_objects, "critical objects"),
-              "backgrounds": _phrases(backgrounds, "backgrounds"),
-              "relationships": _phrases(relationships, "relationships")}
-    if not marked["critical_objects"]:
+    found = {"critical_objects": _spans_of(caption.text, critical_objects, "critical objects"),
+             "backgrounds": _spans_of(caption.text, backgrounds, "backgrounds"),
+             "relationships": _spans_of(caption.text, relationships, "relationships")}
+    if not found["critical_objects"]:
         raise ValueError("mark at least one critical object")
-    lowered = caption.text.casefold()
-    missing = [p for group in marked.values() for p in group if p.casefold() not in lowered]
-    if missing:
-        raise ValueError(f"not in the caption text: {', '.join(repr(p) for p in missing)}")
+    marked = {name: [phrase for phrase, _ in items] for name, items in found.items()}
+    marked["spans"] = {name: [span for _, span in items] for name, items in found.items()}
     annotation = session.scalar(select(CriticalAnnotation).where(
         CriticalAnnotation.caption_id == caption_id, CriticalAnnotation.annotator_id == user.id))
     if annotation is None:

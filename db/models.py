@@ -169,6 +169,9 @@ class CriticalAnnotation(Base):
     critical_objects: Mapped[list] = mapped_column(JSON)
     backgrounds: Mapped[list] = mapped_column(JSON)
     relationships: Mapped[list] = mapped_column(JSON)
+    # The same phrases as character spans of the caption text, [start, end] (end exclusive):
+    # {"critical_objects": [[s, e], ...], "backgrounds": [...], "relationships": [...]}.
+    spans: Mapped[dict] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 

@@ -74,8 +74,13 @@ KEYBOARD_JS = """
 """
 
 
-def _optional(value: float | None, use: bool) -> float | None:
-    return float(value) if use and value is not None else None
+ASPECTS = ("fluency", "relevance", "descriptiveness")
+
+
+def _optional(value: float | None, name: str, use: bool, touched: list) -> float | None:
+    """An aspect's slider value when the annotator rates aspects and moved this slider (or it
+    holds their earlier value): else None, stored as "not rated"."""
+    return float(value) if use and name in touched and value is not None else None
 
 
 def _guarded(fn, before: int, after: int = 0):
@@ -95,6 +100,8 @@ def build(user_state: gr.State):
     follow. Returns `restore(demo)`, which shows on page load the login the page still has."""
     history = gr.State([])  # caption ids shown in the rating queue this session, for Back
     login_notice("annotate", PURPOSE, ALL_ROLES, user_state)
+    touched = gr.State([])  # aspects the annotator set on the shown caption (others are stored as not rated)
+    held_back = gr.State("")  # a transcreation held back by the language check: Submit again saves it
 
     with gr.Row():
         name = gr.Textbox(label="User name", elem_id="login-name", scale=2)
@@ -113,20 +120,28 @@ def build(user_state: gr.State):
                 rate_image = gr.Image(label="Image", interactive=False, height=320, elem_id="rate-image")
                 with gr.Column():
                     rate_caption = gr.Textbox(label="Caption", interactive=False, lines=3, elem_id="rate-caption")
-                    rate_caption_id = gr.Number(label="Caption id", interactive=False, precision=0, elem_id="rate-caption-id")
+                    with gr.Row():
+                        rate_language = gr.Textbox(label="Language", interactive=False, elem_id="rate-language",
+                                                   min_width=120)
+                        rate_caption_id = gr.Number(label="Caption id", interactive=False, precision=0,
+                                                    elem_id="rate-caption-id", min_width=120)
+                    rate_references = gr.Textbox(label="Reference captions of this image", interactive=False,
+                                                 lines=2, visible=False, elem_id="rate-references")
                     overall = gr.Slider(0, 1, value=0.5, step=0.05, label="Overall (0–1)", elem_id="rate-overall")
-                    use_aspects = gr.Checkbox(value=True, label="Also rate fluency / relevance / descriptiveness")
-                    fluency = gr.Slider(0, 1, value=0.5, step=0.05, label="Fluency", elem_id="rate-fluency")
-                    relevance = gr.Slider(0, 1, value=0.5, step=0.05, label="Relevance", elem_id="rate-relevance")
-                    descriptiveness = gr.Slider(0, 1, value=0.5, step=0.05, label="Descriptiveness",
-                                                elem_id="rate-descriptiveness")
+                    use_aspects = gr.Checkbox(value=False, label="Also rate fluency / relevance / descriptiveness",
+                                              elem_id="rate-use-aspects")
+                    with gr.Column(visible=False) as aspect_box:
+                        fluency = gr.Slider(0, 1, value=0.5, step=0.05, label="Fluency", elem_id="rate-fluency")
+                        relevance = gr.Slider(0, 1, value=0.5, step=0.05, label="Relevance", elem_id="rate-relevance")
+                        descriptiveness = gr.Slider(0, 1, value=0.5, step=0.05, label="Descriptiveness",
+                                                    elem_id="rate-descriptiveness")
             with gr.Row():
                 back_button = gr.Button("← Back", elem_id="rate-back")
                 skip_button = gr.Button("Skip", elem_id="rate-skip")
                 save_button = gr.Button("Save and next →", variant="primary", elem_id="rate-save")
             rate_status = gr.Textbox(label="Progress", interactive=False, elem_id="rate-status")
 
-        with gr.Tab("Transcreate", id="transcreate"):
+        with gr.Tab("Transcreate", id="transcreate", elem_id="transcreate-panel"):
             target = gr.Dropdown([(n, c) for c, n in LANGUAGES.items() if c != "en"], value="de",
                                  label="Target language")
             instructions = gr.Markdown(elem_id="transcreate-instructions")
@@ -137,13 +152,14 @@ def build(user_state: gr.State):
                     tc_score = gr.Number(label="Its human score (keep it)", interactive=False)
                     tc_refs = gr.Textbox(label="Reference captions (what a 1.0 caption looks like)",
                                          interactive=False, lines=4)
-                    tc_source_id = gr.Number(label="Caption id", interactive=False, precision=0)
+                    tc_source_id = gr.Number(label="Caption id", interactive=False, precision=0,
+                                             elem_id="transcreate-caption-id")
                     tc_text = gr.Textbox(label="Your transcreation", lines=2, elem_id="transcreate-text")
             with gr.Row():
-                tc_next = gr.Button("Load next")
+                tc_next = gr.Button("Load next", elem_id="transcreate-next")
                 tc_skip = gr.Button("Skip")
-                tc_submit = gr.Button("Submit", variant="primary")
-            tc_status = gr.Textbox(label="Status", interactive=False)
+                tc_submit = gr.Button("Submit", variant="primary", elem_id="transcreate-submit")
+            tc_status = gr.Textbox(label="Status", interactive=False, elem_id="transcreate-status")
 
         with gr.Tab("Critical objects", id="critical"):
             from_instructions = gr.Markdown()
@@ -151,15 +167,18 @@ def build(user_state: gr.State):
                 cr_image = gr.Image(label="Image", interactive=False, height=280)
                 with gr.Column():
                     cr_caption = gr.Textbox(label="Caption", interactive=False, lines=3)
-                    cr_caption_id = gr.Number(label="Caption id", interactive=False, precision=0)
-                    cr_objects = gr.Textbox(label="Critical objects (comma separated, copied from the caption)")
-                    cr_backgrounds = gr.Textbox(label="Backgrounds (comma separated)")
-                    cr_relations = gr.Textbox(label="Relationships (comma separated)")
+                    cr_caption_id = gr.Number(label="Caption id", interactive=False, precision=0,
+                                              elem_id="critical-caption-id")
+                    gr.Markdown("Click the words of each phrase; words next to each other join into one phrase "
+                                "(*white* + *shirt* = *white shirt*).")
+                    cr_objects = gr.CheckboxGroup([], label="Critical objects", elem_id="critical-objects")
+                    cr_backgrounds = gr.CheckboxGroup([], label="Backgrounds", elem_id="critical-backgrounds")
+                    cr_relations = gr.CheckboxGroup([], label="Relationships", elem_id="critical-relations")
             with gr.Row():
-                cr_next = gr.Button("Load next")
+                cr_next = gr.Button("Load next", elem_id="critical-next")
                 cr_skip = gr.Button("Skip")
-                cr_save = gr.Button("Save", variant="primary")
-            cr_status = gr.Textbox(label="Status", interactive=False)
+                cr_save = gr.Button("Save", variant="primary", elem_id="critical-save")
+            cr_status = gr.Textbox(label="Status", interactive=False, elem_id="critical-status")
 
     # ----- login ---------------------------------------------------------------------
     def shown_login(request: gr.Request, message: str = ""):
@@ -186,25 +205,32 @@ def build(user_state: gr.State):
 
     # ----- rating queue --------------------------------------------------------------
     rating_outputs = [rate_image, rate_caption, rate_caption_id, overall, fluency, relevance, descriptiveness,
-                      rate_status, history, save_button]
+                      rate_status, history, save_button, rate_language, rate_references, use_aspects, aspect_box,
+                      touched]
 
     def show(screen: queue_screens.RatingScreen, visited: list, request: gr.Request):
         values = screen.values
         if screen.caption_id is not None and (not visited or visited[-1] != screen.caption_id):
             visited = visited + [screen.caption_id]
+        aspects = [values.get(name) for name in ASPECTS]
         return (private_copies(request, [screen.image_file])[0], screen.text, screen.caption_id,
                 values.get("overall") if values.get("overall") is not None else 0.5,
-                values.get("fluency") or 0.5, values.get("relevance") or 0.5, values.get("descriptiveness") or 0.5,
+                *[0.5 if value is None else value for value in aspects],
                 (screen.message + " " if screen.message else "") + screen.progress, visited,
-                gr.Button(interactive=screen.can_rate))
+                gr.Button(interactive=screen.can_rate), screen.language_name,
+                gr.Textbox(value="\n".join(screen.references), visible=bool(screen.references)),
+                screen.aspects_rated, gr.Column(visible=screen.aspects_rated),
+                [name for name, value in zip(ASPECTS, aspects) if value is not None])
 
     def on_next(collection_name, visited, request: gr.Request):
         return show(queue_screens.rating_screen(account_id(request), collection_name), visited, request)
 
-    def on_save(collection_name, caption_id, overall_value, use, flu, rel, desc, visited, request: gr.Request):
+    def on_save(collection_name, caption_id, overall_value, use, flu, rel, desc, set_aspects, visited,
+                request: gr.Request):
         return show(queue_screens.rate_and_next(account_id(request), collection_name, caption_id,
-                                                float(overall_value), _optional(flu, use), _optional(rel, use),
-                                                _optional(desc, use)),
+                                                float(overall_value),
+                                                *[_optional(value, name, use, set_aspects)
+                                                  for name, value in zip(ASPECTS, (flu, rel, desc))]),
                     visited, request)
 
     def on_skip(collection_name, caption_id, visited, request: gr.Request):
@@ -221,29 +247,37 @@ def build(user_state: gr.State):
 
     rating_inputs = {
         on_next: [collection, history],
-        on_save: [collection, rate_caption_id, overall, use_aspects, fluency, relevance, descriptiveness, history],
+        on_save: [collection, rate_caption_id, overall, use_aspects, fluency, relevance, descriptiveness, touched,
+                  history],
         on_skip: [collection, rate_caption_id, history],
         on_back: [collection, rate_caption_id, history],
     }
     for trigger, handler in ((collection.change, on_next), (save_button.click, on_save), (skip_button.click, on_skip),
                              (back_button.click, on_back)):
-        trigger(_guarded(handler, 7, 2), rating_inputs[handler], rating_outputs, api_visibility="private")
+        trigger(_guarded(handler, 7, 7), rating_inputs[handler], rating_outputs, api_visibility="private")
+
+    use_aspects.input(lambda use: gr.Column(visible=use), use_aspects, aspect_box, api_visibility="private")
+    for name, slider in zip(ASPECTS, (fluency, relevance, descriptiveness)):
+        # Only a slider the annotator moves is stored; the others stay "not rated".
+        slider.input(lambda done, name=name: sorted(set(done) | {name}), touched, touched, api_visibility="private")
 
     # ----- transcreation queue -------------------------------------------------------
-    tc_outputs = [instructions, tc_image, tc_source, tc_score, tc_refs, tc_source_id, tc_text, tc_status]
+    tc_outputs = [instructions, tc_image, tc_source, tc_score, tc_refs, tc_source_id, tc_text, tc_status, tc_submit,
+                  held_back]
 
     def show_transcreation(screen: queue_screens.TranscreationScreen, request: gr.Request):
         return (instructions_markdown(screen.instructions, screen.examples),
                 private_copies(request, [screen.image_file])[0], screen.text, screen.source_score,
-                "\n".join(f"- {r}" for r in screen.references), screen.caption_id, "", screen.message)
+                "\n".join(f"- {r}" for r in screen.references), screen.caption_id, screen.draft, screen.message,
+                gr.Button(interactive=screen.can_submit), screen.draft)
 
     def on_tc_next(collection_name, target_language, request: gr.Request):
         return show_transcreation(queue_screens.transcreation_screen(account_id(request), collection_name,
                                                                      target_language), request)
 
-    def on_tc_submit(collection_name, target_language, source_id, text, request: gr.Request):
+    def on_tc_submit(collection_name, target_language, source_id, text, held, request: gr.Request):
         return show_transcreation(queue_screens.transcreate_and_next(account_id(request), collection_name,
-                                                                     target_language, source_id, text), request)
+                                                                     target_language, source_id, text, held), request)
 
     def on_tc_skip(collection_name, target_language, source_id, request: gr.Request):
         return show_transcreation(queue_screens.skip_transcreation(account_id(request), collection_name,
@@ -251,17 +285,19 @@ def build(user_state: gr.State):
 
     tc_inputs = [collection, target]
     for trigger, handler, extra in ((tc_next.click, on_tc_next, []), (target.change, on_tc_next, []),
-                                    (tc_submit.click, on_tc_submit, [tc_source_id, tc_text]),
+                                    (tc_submit.click, on_tc_submit, [tc_source_id, tc_text, held_back]),
                                     (tc_skip.click, on_tc_skip, [tc_source_id])):
-        trigger(_guarded(handler, 7), tc_inputs + extra, tc_outputs, api_visibility="private")
+        trigger(_guarded(handler, 7, 2), tc_inputs + extra, tc_outputs, api_visibility="private")
 
     # ----- critical objects ------------------------------------------------------------
     cr_outputs = [from_instructions, cr_image, cr_caption, cr_caption_id, cr_objects, cr_backgrounds, cr_relations,
-                  cr_status]
+                  cr_status, cr_save]
 
     def show_critical(screen: queue_screens.CriticalScreen, request: gr.Request):
+        words = screen.words
         return (screen.instructions, private_copies(request, [screen.image_file])[0], screen.text, screen.caption_id,
-                "", "", "", screen.message)
+                *[gr.CheckboxGroup(choices=words, value=[]) for _ in range(3)], screen.message,
+                gr.Button(interactive=screen.can_mark))
 
     def on_cr_next(collection_name, request: gr.Request):
         return show_critical(queue_screens.critical_screen(account_id(request), collection_name), request)
@@ -278,7 +314,7 @@ def build(user_state: gr.State):
                                     (cr_save.click, on_cr_save, [cr_caption_id, cr_objects, cr_backgrounds,
                                                                  cr_relations]),
                                     (cr_skip.click, on_cr_skip, [cr_caption_id])):
-        trigger(_guarded(handler, 7), cr_inputs + extra, cr_outputs, api_visibility="private")
+        trigger(_guarded(handler, 7, 1), cr_inputs + extra, cr_outputs, api_visibility="private")
 
     def restore(demo: gr.Blocks) -> None:
         """On page load, show whom the session cookie still names: a reload keeps the login."""

@@ -191,10 +191,12 @@ def test_annotate_queue_screens_as_a_fresh_annotator(server):
 
     critical = qs.critical_screen(me, server.collection)
     assert critical.instructions == CRITICAL_INSTRUCTIONS and critical.caption_id is not None
-    with pytest.raises(ValueError, match="not in the caption text"):
-        qs.mark_and_next(me, server.collection, critical.caption_id, "unicorn", "", "")
-    word = critical.text.split()[-1]
-    assert qs.mark_and_next(me, server.collection, critical.caption_id, word, "", "").message == "Saved."
+    with pytest.raises(ValueError, match="not a word of the caption"):
+        qs.mark_and_next(me, server.collection, critical.caption_id, "unicorn")
+    with pytest.raises(ValueError, match="outside the caption"):
+        qs.mark_and_next(me, server.collection, critical.caption_id, ["0:9999"])
+    word, span = critical.words[-1]  # clicked words come as "start:end" character spans
+    assert qs.mark_and_next(me, server.collection, critical.caption_id, [span]).message == "Saved."
 
     task = qs.transcreation_screen(me, server.collection, "de")
     assert task.caption_id is not None and task.references == ["a photo of a square"]

@@ -1,0 +1,106 @@
+"""The annotator's screens of issue 16: aspects left unset, language and references on the
+rating screen, the transcreation language check, critical objects as clicked character spans,
+and the refusal to record work on a caption whose image file is missing."""
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from annotation import queue_screens, tasks
+from annotation.captions import add_caption, get_or_create_collection
+from annotation.image_store import add_image, image_path
+from db.models import CriticalAnnotation, Rating, Transcreation
+from db.session import session_scope
+
+
+@pytest.fixture
+def rated(engine, accounts, make_png):
+    """One English candidate (rated 0.6 by bea) with two references, in collection "c"."""
+    with session_scope(engine) as session:
+        collection = get_or_create_collection(session, accounts["rita"], "c")
+        image = add_image(session, make_png(), "a.png")
+        for text in ("a red square", "a square in red"):
+            add_caption(session, accounts["rita"], image, text, kind="reference", collection=collection)
+        add_caption(session, accounts["rita"], image, "ein rotes Quadrat", language="de", kind="reference",
+                    collection=collection)
+        caption = add_caption(session, accounts["rita"], image, "a man in a white shirt, rides a horse",
+                              collection=collection)
+        tasks.submit_rating(session, accounts["bea"], caption.id, 0.6)
+        return caption.id, image_path(image)
+
+
+def test_rating_screen_shows_language_and_references_and_stores_no_untouched_aspect(engine, accounts, rated):
+    caption_id, _ = rated
+    ann = accounts["ann"].id
+    screen = queue_screens.rating_screen(ann, "c")
+    assert screen.caption_id == caption_id and screen.language_name == "English (en)"
+    assert screen.references == ["a red square", "a square in red"]  # its language only
+    assert not screen.aspects_rated
+    queue_screens.rate(ann, caption_id, 0.8, fluency=0.7)
+    with session_scope(engine) as session:
+        rating = session.scalar(select(Rating).where(Rating.annotator_id == ann))
+        assert (rating.overall, rating.fluency, rating.relevance, rating.descriptiveness) == (0.8, 0.7, None, None)
+    again = queue_screens.rating_screen(ann, "c", caption_id)
+    assert again.aspects_rated and again.values["relevance"] is None
+
+
+def test_transcreation_in_another_language_is_held_back_once(engine, accounts, rated):
+    caption_id, _ = rated
+    ann = accounts["ann"].id
+    english = "a man in a white shirt rides a horse"
+    held = queue_screens.transcreate_and_next(ann, "c", "de", caption_id, english)
+    assert held.caption_id == caption_id and held.draft == english
+    assert "reads as English (en), not German (de)" in held.message
+    with session_scope(engine) as session:
+        assert session.scalar(select(func.count()).select_from(Transcreation)) == 0
+    saved = queue_screens.transcreate_and_next(ann, "c", "de", caption_id, english, held.draft)
+    assert saved.message.startswith("Saved.")
+    german = "ein Mann in einem weißen Hemd reitet ein Pferd"
+    assert queue_screens.language_warning(german, "de") == ""
+    queue_screens.transcreate_and_next(ann, "c", "de", caption_id, german)  # no warning: saved at once
+    with session_scope(engine) as session:
+        assert session.scalar(select(Transcreation.text)) == german
+
+
+def test_critical_objects_are_clicked_words_stored_as_spans(engine, accounts, rated):
+    caption_id, _ = rated
+    ann = accounts["ann"].id
+    screen = queue_screens.critical_screen(ann, "c")
+    while screen.caption_id != caption_id:  # the queue offers the references too
+        screen = queue_screens.skip_critical(ann, "c", screen.caption_id)
+    text = screen.text
+    words = dict((label, value) for label, value in screen.words)
+    assert words["white"] == "11:16" and words["shirt"] == "17:22" and len(screen.words) == 9
+    # "white" + "shirt" are neighbours: one phrase; "shirt" and "rides" have a comma between them.
+    queue_screens.mark_and_next(ann, "c", caption_id, [words["white"], words["shirt"], words["horse"]],
+                                [], [words["rides"]])
+    with session_scope(engine) as session:
+        marked = session.scalar(select(CriticalAnnotation))
+        assert marked.spans == {"critical_objects": [[11, 22], [32, 37]], "backgrounds": [],
+                                "relationships": [[24, 29]]}
+        assert [text[s:e] for s, e in marked.spans["critical_objects"]] == marked.critical_objects \
+            == ["white shirt", "horse"]
+        assert tasks.critical_objects(session, caption_id) == ["white shirt", "horse"]
+    with pytest.raises(ValueError, match="outside the caption"):
+        queue_screens.mark_and_next(ann, "c", caption_id, ["30:99"])
+    with pytest.raises(ValueError, match="at least one critical object"):
+        queue_screens.mark_and_next(ann, "c", caption_id, [], [words["horse"]])
+
+
+def test_transcreate_and_critical_refuse_a_caption_whose_image_is_missing(engine, accounts, rated):
+    caption_id, path = rated
+    ann = accounts["ann"].id
+    path.unlink()
+    tc = queue_screens.transcreation_screen(ann, "c", "de")
+    assert tc.caption_id == caption_id and not tc.can_submit
+    assert f"image of caption {caption_id} is missing" in tc.message and "cannot be transcreated" in tc.message
+    with pytest.raises(ValueError, match="missing from the image store"):
+        queue_screens.transcreate_and_next(ann, "c", "de", caption_id, "ein Mann reitet ein Pferd am Strand")
+    cr = queue_screens.critical_screen(ann, "c")
+    assert cr.caption_id is not None and not cr.can_mark and "cannot be marked" in cr.message
+    with pytest.raises(ValueError, match="missing from the image store"):
+        queue_screens.mark_and_next(ann, "c", cr.caption_id, ["0:1"])
+    with session_scope(engine) as session:
+        assert session.scalar(select(func.count()).select_from(Transcreation)) == 0
+        assert session.scalar(select(func.count()).select_from(CriticalAnnotation)) == 0
+    assert queue_screens.skip_transcreation(ann, "c", "de", caption_id).caption_id is None  # Skip moves on

@@ -1,0 +1,202 @@
+"""The Annotate tab in headless Chromium (issue 16): a keyboard rating stores no aspects, the
+Rate view shows the caption's language and references and fits a 390 px phone, the
+transcreation language check, critical objects clicked as words, and the refusal to work on
+a caption whose image file is missing. Screenshots go to test-artifacts/."""
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from tests.app.conftest import png_bytes
+from tests.app.test_app_browser import TIMEOUT_MS, browser, page  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.browser
+CAPTION = "a man in a white shirt rides a horse"
+
+
+@pytest.fixture(scope="module")
+def seeded(server):
+    """Collections of their own: zz-annotate (one rated English candidate and a reference),
+    zz-critical (one caption to mark), zz-missing (a rated caption whose image file is gone)."""
+    from annotation.accounts import get_user
+    from annotation.captions import add_caption, get_or_create_collection
+    from annotation.database import database_session
+    from annotation.image_store import add_image, image_path
+    from annotation.tasks import submit_rating
+
+    ids = {}
+    with database_session() as session:
+        researcher, rater = get_user(session, server.researcher[0]), get_user(session, "rater1")
+        for n, name in enumerate(("zz-annotate", "zz-critical", "zz-missing")):
+            collection = get_or_create_collection(session, researcher, name)
+            image = add_image(session, png_bytes((10 + n, 120, 60), (50 + n, 30)), original_filename=f"{name}.png")
+            add_caption(session, researcher, image, "a man riding a horse", kind="reference", collection=collection)
+            caption = add_caption(session, researcher, image, CAPTION, collection=collection)
+            submit_rating(session, rater, caption.id, 0.6)
+            ids[name] = caption.id
+            if name == "zz-missing":
+                image_path(image).unlink()
+    return ids
+
+
+def open_tab(page, name: str) -> None:
+    """Click a tab; on a narrow screen Gradio moves the tabs that do not fit into a "..." menu."""
+    tab = page.get_by_role("tab", name=name, exact=True)
+    if not tab.is_visible():
+        page.locator(".overflow-menu button").first.click()
+        tab = page.locator(".overflow-dropdown button", has_text=name)
+    tab.click()
+
+
+def log_in(page, name: str, password: str) -> None:
+    open_tab(page, "Annotate")
+    page.locator("#login-name textarea").fill(name)
+    page.locator("#login-password input, #login-password textarea").first.fill(password)
+    page.locator("#login-button").click()
+    page.wait_for_function(
+        "() => document.querySelector('#login-status textarea')?.value.startsWith('Logged in')")
+
+
+def choose(page, collection: str) -> None:
+    """Pick a collection in the Annotate tab's dropdown."""
+    page.locator("#annotate-collection input").click()
+    page.get_by_role("option", name=collection, exact=True).click()
+
+
+def stored_rating(server, caption_id: int):
+    from annotation.accounts import get_user
+    from annotation.database import database_session
+    from annotation.tasks import list_ratings
+
+    with database_session() as session:
+        user = get_user(session, server.annotator[0])
+        rating = next(r for r in list_ratings(session, user, annotator=user) if r.caption_id == caption_id)
+        return rating.overall, rating.fluency, rating.relevance, rating.descriptiveness
+
+
+def value_is(elem: str, text: str, what: str = "textarea") -> str:
+    return f"() => document.querySelector('#{elem} {what}')?.value.includes({text!r})"
+
+
+def open_rate(page, server, collection: str, caption: str = CAPTION) -> None:
+    log_in(page, *server.annotator)
+    choose(page, collection)
+    page.wait_for_function(value_is("rate-caption", caption))
+
+
+def test_keyboard_rating_stores_no_aspects_and_the_view_shows_language_and_references(page, server, seeded,
+                                                                                      artifacts):
+    open_rate(page, server, "zz-annotate")
+    assert page.locator("#rate-language textarea, #rate-language input").first.input_value() == "English (en)"
+    assert "a man riding a horse" in page.locator("#rate-references textarea").input_value()
+    assert not page.locator("#rate-fluency").is_visible()  # aspects are off until asked for
+    page.screenshot(path=str(artifacts / "annotate-rate-language-references.png"), full_page=True)
+    page.locator("#rate-panel").get_by_text("Rate how well").click()
+    page.keyboard.press("7")
+    page.wait_for_function("() => document.querySelector('#rate-overall input[type=number]').value === '0.7'")
+    page.keyboard.press("Alt+n")
+    page.wait_for_function(value_is("rate-status", "Saved rating"))
+    assert stored_rating(server, seeded["zz-annotate"]) == (pytest.approx(0.7), None, None, None)
+
+    # Back to it, ask for aspects and move only Fluency: the two untouched aspects stay unset.
+    page.locator("#rate-back").click()
+    page.wait_for_function(value_is("rate-status", "Showing your earlier item"))
+    page.locator("#rate-use-aspects input").check()
+    fluency = page.locator("#rate-fluency input[type=number]")
+    fluency.fill("0.9")
+    fluency.press("Enter")
+    page.locator("#rate-save").click()
+    page.wait_for_function(value_is("rate-status", "Saved rating"))
+    assert stored_rating(server, seeded["zz-annotate"]) == (pytest.approx(0.7), pytest.approx(0.9), None, None)
+
+
+def test_the_rate_view_fits_a_390_px_phone(browser, server, seeded, artifacts):  # noqa: F811
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
+                                  device_scale_factor=2)
+    phone = context.new_page()
+    phone.set_default_timeout(TIMEOUT_MS)
+    phone.goto(server.url)
+    phone.wait_for_selector("#score-button")
+    open_rate(phone, server, "app-test", "")
+    phone.wait_for_function("() => Number(document.querySelector('#rate-caption-id input')?.value) > 0")
+    phone.wait_for_timeout(500)
+    width = phone.evaluate("() => document.scrollingElement.scrollWidth")
+    phone.screenshot(path=str(artifacts / "annotate-rate-390px.png"), full_page=True)
+    assert width <= 390, f"the Rate view is {width} px wide on a 390 px phone"
+    save = phone.locator("#rate-save").bounding_box()
+    assert save["x"] >= 0 and save["x"] + save["width"] <= 390
+    phone.locator("#rate-use-aspects input").check()  # the aspect sliders fit too
+    phone.locator("#rate-descriptiveness").wait_for()
+    assert phone.evaluate("() => document.scrollingElement.scrollWidth") <= 390
+    phone.screenshot(path=str(artifacts / "annotate-rate-390px-aspects.png"), full_page=True)
+    context.close()
+
+
+def test_transcreation_in_the_wrong_language_is_held_back_until_submitted_again(page, server, seeded, artifacts):
+    from annotation.database import database_session
+    from db.models import Transcreation
+
+    log_in(page, *server.annotator)
+    choose(page, "zz-annotate")
+    open_tab(page, "Transcreate")
+    page.locator("#transcreate-next").click()
+    page.wait_for_function(f"() => Number(document.querySelector('#transcreate-caption-id input')"
+                           f"?.value) === {seeded['zz-annotate']}")
+    page.locator("#transcreate-text textarea").fill("a man in a white shirt is riding a horse")
+    page.locator("#transcreate-submit").click()
+    page.wait_for_function(value_is("transcreate-status", "reads as English (en), not German (de)"))
+    assert page.locator("#transcreate-text textarea").input_value() == "a man in a white shirt is riding a horse"
+    page.screenshot(path=str(artifacts / "annotate-transcreate-language-warning.png"), full_page=True)
+    with database_session() as session:
+        assert session.scalar(select(Transcreation).where(
+            Transcreation.source_caption_id == seeded["zz-annotate"])) is None
+    page.locator("#transcreate-submit").click()  # the same text again: saved as it is
+    page.wait_for_function(value_is("transcreate-status", "Saved."))
+    with database_session() as session:
+        saved = session.scalar(select(Transcreation).where(Transcreation.source_caption_id == seeded["zz-annotate"]))
+        assert saved.text == "a man in a white shirt is riding a horse" and saved.target_language == "de"
+
+
+def test_critical_objects_are_chosen_by_clicking_words(page, server, seeded, artifacts):
+    from annotation.database import database_session
+    from db.models import CriticalAnnotation
+
+    log_in(page, *server.annotator)
+    choose(page, "zz-critical")
+    open_tab(page, "Critical objects")
+    caption_id = None
+    while caption_id != seeded["zz-critical"]:  # the queue also offers the reference caption
+        if caption_id is not None:
+            page.get_by_role("button", name="Skip").last.click()
+        else:
+            page.locator("#critical-next").click()
+        page.wait_for_function(f"() => Number(document.querySelector('#critical-caption-id input')?.value) "
+                               f"!== {caption_id or 0}")
+        caption_id = int(page.locator("#critical-caption-id input").input_value())
+    objects, relations = page.locator("#critical-objects"), page.locator("#critical-relations")
+    for word in ("white", "shirt", "horse"):
+        objects.get_by_label(word, exact=True).check()
+    relations.get_by_label("rides", exact=True).check()
+    page.screenshot(path=str(artifacts / "annotate-critical-words.png"), full_page=True)
+    page.locator("#critical-save").click()
+    page.wait_for_function(value_is("critical-status", "Saved."))
+    with database_session() as session:
+        marked = session.scalar(select(CriticalAnnotation).where(CriticalAnnotation.caption_id == caption_id))
+        assert marked.critical_objects == ["white shirt", "horse"]
+        assert marked.spans["critical_objects"] == [[11, 22], [31, 36]]
+        assert marked.spans["relationships"] == [[23, 28]] and marked.relationships == ["rides"]
+        assert [CAPTION[s:e] for s, e in marked.spans["critical_objects"]] == marked.critical_objects
+
+
+def test_transcreate_and_critical_refuse_a_caption_whose_image_is_missing(page, server, seeded, artifacts):
+    log_in(page, *server.annotator)
+    choose(page, "zz-missing")
+    open_tab(page, "Transcreate")
+    page.locator("#transcreate-next").click()
+    page.wait_for_function(value_is("transcreate-status", "cannot be transcreated"))
+    assert page.locator("#transcreate-submit").is_disabled()
+    open_tab(page, "Critical objects")
+    page.locator("#critical-next").click()
+    page.wait_for_function(value_is("critical-status", "cannot be marked"))
+    assert page.locator("#critical-save").is_disabled()
+    page.screenshot(path=str(artifacts / "annotate-critical-missing-image.png"), full_page=True)
