@@ -306,6 +306,29 @@ class CiderDocumentFrequency:
         self.reference_sets += 1
 
 
+def reference_document_frequency(reference_sets) -> CiderDocumentFrequency:
+    """CIDEr-D document frequencies of `reference_sets` (one list of references per image),
+    each distinct set counted once, PTB-tokenised as the toolkit does (needs Java)."""
+    frequencies = CiderDocumentFrequency()
+    distinct = list(dict.fromkeys(tuple(refs) for refs in reference_sets if refs))
+    tokens = iter(ptb_tokenize([r for refs in distinct for r in refs]))
+    for refs in distinct:
+        frequencies.add([next(tokens) for _ in refs])
+    return frequencies
+
+
+def document_frequency_problem(frequencies: CiderDocumentFrequency) -> str | None:
+    """Why CIDEr-D values computed with `frequencies` mean nothing, else None. With the
+    references of one image every n-gram occurs in every reference set: IDF = log(1/1) = 0,
+    so every value is 0."""
+    if frequencies.reference_sets == 0:
+        return "not meaningful: no reference sets to count document frequencies from"
+    if frequencies.reference_sets == 1:
+        return ("not meaningful: document frequencies from one image make every IDF 0, so every value is 0; "
+                "give several images with references or take the document frequencies from a collection")
+    return None
+
+
 def _corpus_cider_scores(frequencies: CiderDocumentFrequency, gts: dict, res: dict) -> list[float]:
     """The toolkit's CIDEr-D arithmetic with the corpus IDF instead of the batch's."""
     from pycocoevalcap.cider.cider_scorer import CiderScorer

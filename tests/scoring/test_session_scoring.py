@@ -51,10 +51,10 @@ def test_editing_one_caption_rescores_only_that_caption():
     scorer = CountingScorer()
     cache: dict = {}
     captions = ["a red square", "a dog on the grass", "two cats", "a red car", "a man riding a horse"]
-    first = run_scoring(ScoreRequest(images, captions, ["a red square"], "en", ["CLIP-S", "BLEU-1"]), cache, scorer)
+    first = run_scoring(ScoreRequest.grid(images, captions, ["a red square"], "en", ["CLIP-S", "BLEU-1"]), cache, scorer)
     assert first.scored_now == 5 and scorer.calls == [5]
     edited = captions[:2] + ["two small cats"] + captions[3:]
-    second = run_scoring(ScoreRequest(images, edited, ["a red square"], "en", ["CLIP-S", "BLEU-1"]), cache, scorer)
+    second = run_scoring(ScoreRequest.grid(images, edited, ["a red square"], "en", ["CLIP-S", "BLEU-1"]), cache, scorer)
     assert second.scored_now == 1 and scorer.calls == [5, 1]
     # Unchanged rows keep their values; the edited one has its own.
     for row_a, row_b in zip(first.frame.to_dict("records"), second.frame.to_dict("records")):
@@ -64,7 +64,7 @@ def test_editing_one_caption_rescores_only_that_caption():
 
 
 def test_without_image_only_text_metrics_have_values():
-    outcome = run_scoring(ScoreRequest([], ["a red square"], ["a red square"], "en", ["CLIP-S", "BLEU-1"]), {})
+    outcome = run_scoring(ScoreRequest.grid([], ["a red square"], ["a red square"], "en", ["CLIP-S", "BLEU-1"]), {})
     row = outcome.frame.iloc[0]
     assert row["BLEU-1"] == pytest.approx(1.0)
     assert row["CLIP-S"] is None or row["CLIP-S"] != row["CLIP-S"]  # None / NaN: needs an image
@@ -74,18 +74,18 @@ def test_without_image_only_text_metrics_have_values():
 
 def test_long_caption_reports_truncation():
     long_caption = " ".join(["a red square next to a blue circle"] * 60)
-    outcome = run_scoring(ScoreRequest(red_square(), [long_caption], [], "en", ["CLIP-S"]), {})
+    outcome = run_scoring(ScoreRequest.grid(red_square(), [long_caption], [], "en", ["CLIP-S"]), {})
     assert "CLIP-S" in outcome.frame.iloc[0]["truncated by"]
 
 
 def test_auto_language_is_detected_per_caption():
-    outcome = run_scoring(ScoreRequest([], ["ein roter Hund läuft über die Wiese", "a red dog runs"], [], "auto",
+    outcome = run_scoring(ScoreRequest.grid([], ["ein roter Hund läuft über die Wiese", "a red dog runs"], [], "auto",
                                        ["BLEU-1"]), {})
     assert list(outcome.frame["lang"]) == ["de", "en"]
 
 
 def test_metric_names_are_case_insensitive_and_unknown_ones_refused():
-    outcome = run_scoring(ScoreRequest([], ["a red square"], ["a red square"], "en", ["bleu-1"]), {})
+    outcome = run_scoring(ScoreRequest.grid([], ["a red square"], ["a red square"], "en", ["bleu-1"]), {})
     assert outcome.metric_columns == ["BLEU-1"] and outcome.frame.loc[0, "BLEU-1"] == pytest.approx(1.0)
     with pytest.raises(LookupError, match="unknown metric 'NOPE'"):
-        run_scoring(ScoreRequest([], ["a red square"], [], "en", ["BLEU-1", "NOPE"]), {})
+        run_scoring(ScoreRequest.grid([], ["a red square"], [], "en", ["BLEU-1", "NOPE"]), {})
