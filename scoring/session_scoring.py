@@ -109,7 +109,7 @@ def table_rows(records: Sequence[Sequence] | pd.DataFrame | None) -> list[ScoreR
     if records is None:
         return []
     if isinstance(records, pd.DataFrame):
-        records = records.reindex(columns=TABLE_COLUMNS).values.tolist()
+        records = records.iloc[:, :3].values.tolist()  # by position: the app's headers say more
     rows = []
     for record in records:
         cells = [("" if c is None or c != c else str(c)) for c in list(record)[:3]] + [""] * (3 - len(record))

@@ -162,7 +162,7 @@ def test_cider_from_one_image_says_why_it_is_zero_and_a_collection_source_is_use
     outcome = run_scoring(ScoreRequest(images, rows, "en", ["CIDEr"]), {})
     assert list(outcome.frame["CIDEr"]) == [0.0, 0.0]
     status = outcome.availability[0]["status"]
-    assert "not meaningful: document frequencies from one image" in status and "this batch" in status
+    assert "not meaningful: document frequencies from the references of one image" in status and "this batch" in status
     collection = reference_document_frequency([refs, ["a dog on the grass"], ["two cats asleep"], ["a green car"]])
     source = DocumentFrequencies("collection 'demo'", collection)
     cache: dict = {}
