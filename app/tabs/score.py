@@ -75,15 +75,28 @@ class ScoreTab:
 
 def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     names = engine.metric_names(ctx.profile)
+    # Made first and placed below, so that the examples can sit at the top of the tab.
+    files = gr.File(label="Images (one or more)", file_count="multiple", elem_id="score-images", render=False)
+    rows = gr.Dataframe(
+        value=[["", "", ""]], headers=["image", "candidate", "references (separate with |)"],
+        datatype=["str", "str", "str"], column_count=3, interactive=True, wrap=True,
+        label="Rows: image file name (empty: every image), candidate, that image's references",
+        elem_id="score-rows", render=False,
+    )
+    # The examples: a gr.Dataset with the layout of gr.Examples, whose click runs through the
+    # queue like every handler of the page (gr.Examples loads through /gradio_api/run, which
+    # `app.access` refuses), then scores.
+    examples = score_examples(EXAMPLE_DIR)
+    shown = gr.Dataset(
+        components=[files, rows], samples=[[example["images"], example["rows"]] for example in examples],
+        sample_labels=[example["label"] for example in examples], type="index",
+        label="Examples: world images with captions (one click scores them, no upload needed)",
+        elem_id="score-examples",
+    )
     with gr.Row():
         with gr.Column(scale=1):
-            files = gr.File(label="Images (one or more)", file_count="multiple", elem_id="score-images")
-            rows = gr.Dataframe(
-                value=[["", "", ""]], headers=["image", "candidate", "references (separate with |)"],
-                datatype=["str", "str", "str"], column_count=3, interactive=True, wrap=True,
-                label="Rows: image file name (empty: every image), candidate, that image's references",
-                elem_id="score-rows",
-            )
+            files.render()
+            rows.render()
             rows_file = gr.File(
                 label="…or upload rows: CSV or JSONL (image, candidate, references), Parquet, or COCO results + "
                       "captions JSON", file_count="multiple", file_types=[".csv", ".jsonl", ".ndjson", ".parquet",
@@ -105,11 +118,12 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
             df_state = gr.State(None)
             with gr.Row():
                 button = gr.Button("Score", variant="primary", elem_id="score-button", scale=2)
-                live = gr.Checkbox(value=True, label="Score as I edit", elem_id="score-live", scale=1)
+                live = gr.Checkbox(value=True, label="Score as I edit", elem_id="score-live", scale=1, interactive=True)
         with gr.Column(scale=2):
             status = gr.Textbox(label="Messages", interactive=False, lines=2, elem_id="score-status")
             table = gr.Dataframe(label="Scores: one row per metric (its status beside it), one column per pair",
-                                 interactive=False, wrap=True, elem_id="score-table")
+                                 interactive=False, wrap=True, pinned_columns=2, column_widths=["110px", "220px"],
+                                 elem_id="score-table")
             chart = gr.Plot(label="Scores by metric", elem_id="score-chart")
             items = gr.Dataframe(label="Scored pairs", interactive=False, wrap=True, elem_id="score-items")
     cache = gr.State({})
@@ -219,12 +233,10 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     pick_button.click(on_pick, [picked, pick_image], [files, rows, lang, pick_status],
                       api_visibility="private").then(on_score, inputs, outputs, api_visibility="private")
 
-    examples = score_examples(EXAMPLE_DIR)
-    shown = gr.Examples(
-        examples=[[example["images"], example["rows"]] for example in examples],
-        example_labels=[example["label"] for example in examples],
-        inputs=[files, rows], label="Examples: world images with captions (one click scores them)",
-        elem_id="score-examples", cache_examples=False,
-    )
-    shown.load_input_event.then(on_score, inputs, outputs, api_visibility="private")
+    def on_example(index):
+        example = examples[int(index)]
+        return example["images"], example["rows"]
+
+    shown.click(on_example, shown, [files, rows], api_visibility="private").then(
+        on_score, inputs, outputs, api_visibility="private")
     return ScoreTab(files, rows, lang, metrics, button, status, items, table, chart, cache, on_score, inputs, outputs)

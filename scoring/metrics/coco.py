@@ -326,8 +326,9 @@ def document_frequency_problem(frequencies: CiderDocumentFrequency) -> str | Non
     if all(count >= frequencies.reference_sets for count in frequencies.counts.values()):
         where = ("the references of one image" if frequencies.reference_sets == 1
                  else f"{frequencies.reference_sets} identical reference sets")
-        return (f"not meaningful: document frequencies from {where} make every IDF 0, so every value is 0; "
-                "give several images with their own references or take the document frequencies from a collection")
+        return (f"not meaningful: document frequencies from {where} give every n-gram they count an IDF of 0 "
+                "(counted from this batch: every value is 0); give several images with their own references or "
+                "take the document frequencies from a collection")
     return None
 
 
