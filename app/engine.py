@@ -46,7 +46,8 @@ class AppScorer:
     def score(self, items: list, metrics: list[str] | None = None, cider_document_frequency=None):
         """`score_items`, with server paths in the reasons a metric cannot run reduced as in
         every message users see (a missing checkpoint under `$CAPLENS_DATA_DIR`)."""
-        results = score_items(self._profile, items, metrics, cider_document_frequency)
+        extra = () if cider_document_frequency is None else (cider_document_frequency,)
+        results = score_items(self._profile, items, metrics, *extra)
         for result in results.values():
             if result.unavailable:
                 result.unavailable = public_text(result.unavailable)

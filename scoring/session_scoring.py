@@ -194,7 +194,7 @@ def _frequencies(request: ScoreRequest, pairs, cider_names: list[str]) -> tuple[
         label = BATCH
     tag = f"{label}:{frequencies.reference_sets}:{len(frequencies.counts)}:{hash(frozenset(frequencies.counts.items()))}"
     problem = document_frequency_problem(frequencies)
-    where = f"document frequencies from {label} ({frequencies.reference_sets} reference sets)"
+    where = f"document frequencies from {label}: {frequencies.reference_sets} reference set(s)"
     return frequencies, tag, f"{problem} ({where})" if problem else where
 
 

@@ -169,7 +169,7 @@ def test_cider_from_one_image_says_why_it_is_zero_and_a_collection_source_is_use
     outcome = run_scoring(ScoreRequest(images, rows, "en", ["CIDEr"], source), cache)
     values = list(outcome.frame["CIDEr"])
     assert values[0] > values[1] >= 0 and values[0] > 0.5
-    assert outcome.availability[0]["status"] == ("available; document frequencies from collection 'demo' "
-                                                 "(4 reference sets)")
+    assert outcome.availability[0]["status"] == ("available; document frequencies from collection 'demo': "
+                                                 "4 reference set(s)")
     # Back to this batch: the remembered collection values are not reused for it.
     assert list(run_scoring(ScoreRequest(images, rows, "en", ["CIDEr"]), cache).frame["CIDEr"]) == [0.0, 0.0]
