@@ -163,7 +163,8 @@ def score_in_batches(scorer, items: list, names: list[str], batch_size: int, sho
             start = done
 
             def progress(fraction: float, desc: str = "") -> None:
-                bar.set_description(desc)
+                if desc and desc != "done":
+                    bar.set_description(desc, refresh=False)
                 bar.n = start + round(fraction * len(chunk) * len(chosen))
                 bar.refresh()
 

@@ -79,7 +79,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     files = gr.File(label="Images (one or more)", file_count="multiple", elem_id="score-images", render=False)
     rows = gr.Dataframe(
         value=[["", "", ""]], headers=["image", "candidate", "references (separate with |)"],
-        datatype=["str", "str", "str"], column_count=3, interactive=True, wrap=True,
+        datatype=["str", "str", "str"], column_count=3, interactive=True, wrap=True, column_widths=["28%", "36%", "36%"],
         label="Rows: image file name (empty: every image), candidate, that image's references",
         elem_id="score-rows", render=False,
     )
