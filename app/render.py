@@ -87,7 +87,8 @@ def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availabilit
 
 def series_labels(frame: pd.DataFrame, limit: int = 32) -> list[str]:
     """A legend label per scored row: its caption, shortened; the image's name is added where
-    the same caption is scored for several images."""
+    the same caption is scored for several images, the row number where two labels would
+    still read the same."""
     def short(text: str) -> str:
         return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -98,7 +99,7 @@ def series_labels(frame: pd.DataFrame, limit: int = 32) -> list[str]:
         if captions.count(caption) > 1 and image:
             label = f"{label} ({short(str(image))})"
         labels.append(label)
-    return labels
+    return [f"#{n} {label}" if labels.count(label) > 1 else label for n, label in zip(frame["#"], labels)]
 
 
 def scores_bar_chart(frame: pd.DataFrame, metric_columns: Sequence[str], title: str) -> go.Figure:
