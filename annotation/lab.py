@@ -57,3 +57,21 @@ def save_perturbations(account_id: int | None, image_bytes: bytes | None, image_
                  for pert in perturbations if not pert.noop]
         return (f"Saved caption {parent.id} and {len(saved)} perturbed caption(s) into {collection.name}"
                 + (f", with {len(critical)} critical object(s)." if critical else "."))
+
+
+def collection_document_frequency(account_id: int | None, collection_name: str):
+    """CIDEr-D document frequencies over the reference sets of a collection's images, for the
+    Score tab (`scoring.session_scoring.DocumentFrequencies`). ValueError when it has none."""
+    from scoring.metrics.base import MetricUnavailable
+    from scoring.metrics.coco import reference_document_frequency
+    from scoring.session_scoring import DocumentFrequencies
+
+    images = collection_images(account_id, collection_name)
+    sets = [entry["references"] for entry in images.values() if entry["references"]]
+    if not sets:
+        raise ValueError(f"Collection {collection_name!r} has no references to count document frequencies from.")
+    try:
+        frequencies = reference_document_frequency(sets)
+    except MetricUnavailable as exc:
+        raise ValueError(f"Cannot count document frequencies: {exc}") from None
+    return DocumentFrequencies(f"collection {collection_name!r}", frequencies)

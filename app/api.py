@@ -57,7 +57,7 @@ def score_endpoint(profile: str, image_path: str | None, captions: str, referenc
         raise gr.Error("captions: give at least one caption (one per line)")
     chosen = [m.strip() for m in (metrics or "").split(",") if m.strip()] or None
     try:
-        request = ScoreRequest(images, caption_list, split_lines(references), lang or AUTO, chosen)
+        request = ScoreRequest.grid(images, caption_list, split_lines(references), lang or AUTO, chosen)
         outcome = score_request(engine.AppScorer(profile), request, cache)
     except LookupError as exc:
         raise gr.Error(str(exc)) from None

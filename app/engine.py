@@ -25,8 +25,8 @@ def get_scorer(profile: str):
     return library_get_scorer(profile)
 
 
-def _score(profile: str, items: list, metrics: list[str] | None):
-    return get_scorer(profile).score(items, metrics=metrics)
+def _score(profile: str, items: list, metrics: list[str] | None, cider_document_frequency=None):
+    return get_scorer(profile).score(items, metrics=metrics, cider_document_frequency=cider_document_frequency)
 
 
 score_items = gpu(_score)
@@ -43,10 +43,11 @@ class AppScorer:
     def __getattr__(self, name: str):
         return getattr(self._scorer, name)
 
-    def score(self, items: list, metrics: list[str] | None = None):
+    def score(self, items: list, metrics: list[str] | None = None, cider_document_frequency=None):
         """`score_items`, with server paths in the reasons a metric cannot run reduced as in
         every message users see (a missing checkpoint under `$CAPLENS_DATA_DIR`)."""
-        results = score_items(self._profile, items, metrics)
+        extra = () if cider_document_frequency is None else (cider_document_frequency,)
+        results = score_items(self._profile, items, metrics, *extra)
         for result in results.values():
             if result.unavailable:
                 result.unavailable = public_text(result.unavailable)
@@ -58,31 +59,17 @@ def metric_names(profile: str) -> list[str]:
 
 
 def choose_profile(requested: str | None) -> tuple[str, str]:
-    """The profile to serve (`scoring.profile_choice`) and a banner line saying which and why."""
-    from scoring.profile_choice import choose_profile as choose
+    """The profile to serve (`scoring.profile_choice`) and a banner line saying which and why,
+    in the words `caplens score` uses too."""
+    from scoring.profile_choice import choice_message, choose_profile as choose
 
     choice = choose(requested, score_items)
-    if choice.explicit:
-        return choice.profile, f"Profile **{choice.profile}** (chosen explicitly)."
-    if choice.hub_problem is None:
-        return "hub", "Profile **hub**: the published checkpoints."
-    if choice.world_problem is None:
-        return (
-            "world",
-            "Profile **world**: small models trained on CapLens's synthetic world, because the hub "
-            f"checkpoints could not be loaded ({_plain(choice.hub_problem)}). Scores are for demonstration and "
-            "testing, not comparable with published numbers.",
-        )
-    return (
-        "hub",
-        f"Profile **hub**, but its checkpoints could not be loaded ({_plain(choice.hub_problem)}) and neither "
-        f"could the offline world models ({_plain(choice.world_problem)}): model-based metrics show why they are "
-        "unavailable.",
-    )
+    headline, detail = choice_message(choice)
+    return choice.profile, f"**{_plain(headline)}**: {_plain(detail, 600)}"
 
 
-def _plain(text: str) -> str:
+def _plain(text: str, limit: int = 200) -> str:
     """Library messages go into the Markdown banner: keep them from being read as markup."""
     text = public_text(text)
-    text = text if len(text) <= 200 else text[:199] + "…"
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
     return "".join(f"\\{c}" if c in "\\`*_{}[]<>()#+-.!|" else c for c in text)

@@ -71,40 +71,59 @@ def format_score(value: float | None, digits: int = 4) -> float | None:
 def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availability: Sequence[dict]
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The score table split for reading: the scored pairs (#, image, caption, language,
-    truncation), and one row per metric with its status, backbone and a column per pair."""
+    truncation), and one row per metric with its status beside its name, a column per pair
+    and the backbone last."""
     pairs = frame[["#", "image", "caption", "lang", "truncated by"]]
     status = {row["metric"]: row for row in availability}
     rows = []
     for metric in metric_columns:
-        row = {"metric": metric, "status": status.get(metric, {}).get("status", ""),
-               "backbone": status.get(metric, {}).get("backbone", "")}
+        row = {"metric": metric, "status": status.get(metric, {}).get("status", "")}
         for number, value in zip(frame["#"], frame[metric]):
             row[f"#{number}"] = None if value is None or pd.isna(value) else format_score(value)
+        row["backbone"] = status.get(metric, {}).get("backbone", "")
         rows.append(row)
-    return pairs, pd.DataFrame(rows, columns=["metric", *[f"#{n}" for n in frame["#"]], "status", "backbone"])
+    return pairs, pd.DataFrame(rows, columns=["metric", "status", *[f"#{n}" for n in frame["#"]], "backbone"])
+
+
+def series_labels(frame: pd.DataFrame, limit: int = 32) -> list[str]:
+    """A legend label per scored row: its caption, shortened; the image's name is added where
+    the same caption is scored for several images, the row number where two labels would
+    still read the same."""
+    def short(text: str) -> str:
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+    captions = list(frame["caption"])
+    labels = []
+    for caption, image in zip(captions, frame["image"]):
+        label = short(str(caption))
+        if captions.count(caption) > 1 and image:
+            label = f"{label} ({short(str(image))})"
+        labels.append(label)
+    return [f"#{n} {label}" if labels.count(label) > 1 else label for n, label in zip(frame["#"], labels)]
 
 
 def scores_bar_chart(frame: pd.DataFrame, metric_columns: Sequence[str], title: str) -> go.Figure:
-    """Grouped bars: one group per metric, one bar per scored (image, caption) row."""
+    """Grouped bars: one group per metric, one bar per scored (image, caption) row, named by
+    its caption."""
     fig = go.Figure()
-    for _, row in frame.iterrows():
+    for label, (_, row) in zip(series_labels(frame), frame.iterrows()):
         values = [row.get(m) for m in metric_columns]
         if all(v is None or pd.isna(v) for v in values):
             continue
         fig.add_bar(
-            name=str(row["#"]),
+            name=plotly_text(label),
             x=list(metric_columns),
             y=[None if v is None or pd.isna(v) else v for v in values],
-            hovertext=[plotly_text(f"{row['image']} · {row['caption']}")] * len(metric_columns),
-            hovertemplate="%{x}: %{y:.4f}<br>%{hovertext}<extra>#%{fullData.name}</extra>",
+            hovertext=[plotly_text(f"#{row['#']} {row['image']} · {row['caption']}")] * len(metric_columns),
+            hovertemplate="%{x}: %{y:.4f}<br>%{hovertext}<extra></extra>",
         )
     fig.update_layout(
         barmode="group",
         title=title,
         xaxis_title="metric",
         yaxis_title="score",
-        legend_title="row",
+        legend_title="caption",
         margin=dict(l=40, r=10, t=50, b=40),
-        height=380,
+        height=420,
     )
     return fig

@@ -1,4 +1,4 @@
-"""`caplens score`: score a candidates JSON against a folder of images (and references)."""
+"""`caplens score`: score rows (CLIPScore JSON, COCO, CSV or JSONL) against a folder of images."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif")
-PROGRESS_MIN_ITEMS = 32  # below this the run is short and a bar is noise
+DEFAULT_BATCH_ROWS = 256
 
 
 def register(subparsers, parents) -> None:
@@ -15,66 +15,49 @@ def register(subparsers, parents) -> None:
     parser = subparsers.add_parser(
         "score",
         parents=parents,
-        help="score captions with every metric (CLIPScore / PAC-S JSON formats)",
+        help="score captions with every metric (CLIPScore / PAC-S JSON, COCO, CSV or JSONL rows)",
         description=(
-            "Score candidate captions. CANDIDATES_JSON maps image ids to a caption "
-            '({"id": "caption"}); REFS_JSON maps them to reference lists ({"id": ["ref", ...]}). '
-            "Images are IMAGE_DIR/<id> or IMAGE_DIR/<id>.<ext>. Prints one `NAME: VALUE` line per metric."
+            "Score candidate captions. ROWS is a CSV, JSONL or Parquet file of rows (image, candidate, "
+            "references: a JSON list), a COCO results list (with --references: its COCO captions file), or "
+            'a CLIPScore-style JSON mapping image ids to a caption ({"id": "caption"}; --references: '
+            '{"id": ["ref", ...]}). Images are IMAGE_DIR/<image> or IMAGE_DIR/<id>.<ext>. '
+            "Prints one `NAME: VALUE` line per metric; progress goes to stderr."
         ),
     )
-    parser.add_argument("candidates", metavar="CANDIDATES_JSON", type=Path)
+    parser.add_argument("candidates", metavar="ROWS", type=Path)
     parser.add_argument("image_dir", metavar="IMAGE_DIR", type=Path)
-    parser.add_argument("--references", metavar="REFS_JSON", type=Path, help="reference captions per image id")
+    parser.add_argument("--references", metavar="REFS_JSON", type=Path,
+                        help="reference captions per image id (a COCO captions file for COCO results)")
     parser.add_argument(
         "--metrics", metavar="NAMES",
         help="comma-separated metric names, case-insensitive (default: every metric the inputs allow)",
     )
-    parser.add_argument("--profile", metavar="NAME", help="registry profile or .toml path (default: $CAPLENS_PROFILE or hub)")
+    parser.add_argument("--profile", metavar="NAME",
+                        help="registry profile or .toml path (default: $CAPLENS_PROFILE, else hub when its checkpoints "
+                             "load, else world, as `caplens serve` chooses)")
     parser.add_argument("--lang", metavar="CODE", default="en", help="language of the captions (default: en)")
     parser.add_argument("--out", metavar="PER_ITEM.json", type=Path, help="write per-item scores as JSON")
-    parser.add_argument("--device", help="torch device (default: cuda, then mps, then cpu)")
+    parser.add_argument("--device", help="torch device: cpu, cuda, cuda:1, mps (default: cuda, then mps, then cpu)")
+    parser.add_argument("--batch-size", metavar="ROWS", type=int, default=DEFAULT_BATCH_ROWS,
+                        help=f"captions per model-metric batch; the bar advances per batch (default: {DEFAULT_BATCH_ROWS})")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run_score)
 
 
-def _read_json(path: Path, what: str):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{what} not found: {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read {what} {path}: not valid JSON ({exc})") from None
+def read_rows(candidates: Path, references: Path | None, lang: str):
+    """The rows of `caplens score`: `scoring.corpus.manifest.read_score_rows`, as in the app."""
+    from scoring.corpus.manifest import read_score_rows
 
-
-def read_candidates(path: Path) -> dict[str, str]:
-    data = _read_json(path, "CANDIDATES_JSON")
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise ValueError(f'{path}: expected {{"image_id": "caption", ...}}')
-    if not data:
-        raise ValueError(f"{path}: no candidates")
-    return {str(k): v for k, v in data.items()}
-
-
-def read_references(path: Path, ids: list[str]) -> dict[str, list[str]]:
-    data = _read_json(path, "REFS_JSON")
-    if not isinstance(data, dict):
-        raise ValueError(f'{path}: expected {{"image_id": ["ref", ...], ...}}')
-    refs: dict[str, list[str]] = {}
-    for key, value in data.items():
-        value = [value] if isinstance(value, str) else value
-        if not isinstance(value, list) or not all(isinstance(r, str) for r in value):
-            raise ValueError(f"{path}: references of {key!r} must be a list of strings")
-        refs[str(key)] = value
-    missing = [i for i in ids if i not in refs]
-    extra = [k for k in refs if k not in set(ids)]
-    if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"no references for {len(missing)} id(s), e.g. {missing[:3]}")
-        if extra:
-            parts.append(f"{len(extra)} reference id(s) not among the candidates, e.g. {extra[:3]}")
-        raise ValueError(f"ids of {path.name} do not match the candidates: " + "; ".join(parts))
-    return refs
+    for path in (candidates, references):
+        if path is not None and not path.is_file():
+            raise FileNotFoundError(f"{'ROWS' if path is candidates else 'REFS_JSON'} not found: {path}")
+    rows = read_score_rows([candidates] + ([references] if references else []), lang=lang)
+    if not rows:
+        raise ValueError(f"{candidates}: no candidates")
+    for row in rows:
+        if row.problem:
+            raise ValueError(f"{candidates.name} row {row.row}: {row.problem}")
+    return rows
 
 
 def find_image(image_dir: Path, image_id: str) -> Path:
@@ -88,49 +71,45 @@ def find_image(image_dir: Path, image_id: str) -> Path:
     raise FileNotFoundError(f"no image for id {image_id!r} in {image_dir} (tried {image_id} and {image_id}.jpg/.png/…)")
 
 
+def choose_profile(requested: str | None, device: str | None):
+    """The profile as `caplens serve` chooses it (`scoring.profile_choice`), and the same
+    message on stderr when it is not the one asked for."""
+    from scoring.api import get_scorer
+    from scoring.profile_choice import choice_message, choose_profile as choose
+
+    choice = choose(requested, lambda profile, items, metrics: get_scorer(profile, device).score(items, metrics))
+    if not choice.explicit and choice.hub_problem is not None:
+        headline, detail = choice_message(choice)
+        print(f"caplens score: {headline}: {detail}", file=sys.stderr, flush=True)
+    return get_scorer(choice.profile, device)
+
+
 def run_score(args: argparse.Namespace) -> int:
-    from scoring.api import ScoreItem, Scorer
+    from scoring.api import ScoreItem
 
     if not args.image_dir.is_dir():
         raise FileNotFoundError(f"IMAGE_DIR is not a folder: {args.image_dir}")
-    candidates = read_candidates(args.candidates)
-    ids = list(candidates)
-    references = read_references(args.references, ids) if args.references else {}
+    if args.batch_size < 1:
+        raise ValueError("--batch-size must be at least 1")
+    rows = read_rows(args.candidates, args.references, args.lang)
+    ids = [row.id for row in rows]
+    has_references = any(row.references for row in rows)
     items = [
-        ScoreItem(
-            image=find_image(args.image_dir, image_id), candidate=candidates[image_id],
-            references=references.get(image_id, []), lang=args.lang, image_id=image_id,
-        )
-        for image_id in ids
+        ScoreItem(image=find_image(args.image_dir, row.image), candidate=row.candidate, references=row.references,
+                  lang=row.lang, image_id=row.id)
+        for row in rows
     ]
-    scorer = Scorer(args.profile)
+    scorer = choose_profile(args.profile, args.device)
     if args.metrics:
         names = [scorer.canonical_name(n) for n in args.metrics.split(",") if n.strip()]
         if not names:
             raise ValueError("--metrics names no metric")
         needing = [n for n in names if scorer.info(n).needs_references]
-        if needing and not references:
+        if needing and not has_references:
             raise ValueError(f"{', '.join(needing)} need references: pass --references REFS_JSON")
     else:
-        names = [n for n in scorer.metric_names() if references or not scorer.info(n).needs_references]
-
-    bar = None
-    if len(items) >= PROGRESS_MIN_ITEMS:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(names), unit="metric", file=sys.stderr, leave=False)
-
-    def progress(fraction: float, desc: str = "") -> None:
-        if bar is not None:
-            bar.set_description(desc)
-            bar.n = round(fraction * len(names))
-            bar.refresh()
-
-    try:
-        results = scorer.score(items, names, progress=progress)
-    finally:
-        if bar is not None:
-            bar.close()
+        names = [n for n in scorer.metric_names() if has_references or not scorer.info(n).needs_references]
+    results = score_in_batches(scorer, items, names, args.batch_size, show_progress=not args.quiet)
     for name, result in results.items():
         if result.unavailable:
             print(f"{name}: unavailable: {result.unavailable}")
@@ -156,3 +135,52 @@ def run_score(args: argparse.Namespace) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(payload, indent=2, ensure_ascii=False))
     return 0
+
+
+def score_in_batches(scorer, items: list, names: list[str], batch_size: int, show_progress: bool = True) -> dict:
+    """Model metrics in batches of `batch_size` captions, the toolkit's n-gram metrics in one
+    call over all items (their corpus values and CIDEr-D's IDF need every item at once), with
+    one tqdm bar on stderr counting scores (captions × metrics), the model loading included."""
+    from tqdm import tqdm
+
+    from scoring.api import MetricResult
+
+    def uses_model(name: str) -> bool:
+        spec = scorer.registry.metrics[name]
+        return bool(spec.backbone or spec.vision_backbone)
+
+    model_names = [n for n in names if uses_model(n)]
+    text_names = [n for n in names if not uses_model(n)]
+    results: dict[str, MetricResult] = {}
+    with tqdm(total=len(items) * len(names), unit="score", desc="loading models", file=sys.stderr,
+              disable=not show_progress, dynamic_ncols=True) as bar:
+        if model_names:
+            scorer.warm_up(model_names)
+        done = 0
+
+        def call(chunk: list, chosen: list[str]) -> dict:
+            nonlocal done
+            start = done
+
+            def progress(fraction: float, desc: str = "") -> None:
+                if desc and desc != "done":
+                    bar.set_description(desc, refresh=False)
+                bar.n = start + round(fraction * len(chunk) * len(chosen))
+                bar.refresh()
+
+            out = scorer.score(chunk, chosen, progress=progress)
+            done = start + len(chunk) * len(chosen)
+            return out
+
+        for first in range(0, len(items), batch_size) if model_names else ():
+            for name, part in call(items[first: first + batch_size], model_names).items():
+                merged = results.setdefault(name, MetricResult(name, [], part.unavailable, [], part.backbone))
+                merged.values.extend(part.values)
+                merged.truncated.extend(part.truncated or [False] * len(part.values))
+        if text_names:
+            results.update(call(items, text_names))
+    for name in model_names:  # model metrics' corpus value is the mean of the items' values
+        values = [v for v in results[name].values if v is not None]
+        if results[name].unavailable is None and values:
+            results[name].aggregate = sum(values) / len(values)
+    return {name: results[name] for name in scorer.metric_names() if name in results}

@@ -29,6 +29,40 @@ class ProfileChoice:
     world_problem: str | None = None
 
 
+OFFLINE_SIGNS = ("connecterror", "connection", "connect", "offline", "resolve", "network", "timed out", "timeout",
+                 "local cache", "localentrynotfound", "max retries", "name or service")
+HOW_TO_CHANGE = ("to use the published hub checkpoints, run once with a network connection (they are then cached), "
+                 "or choose a profile with --profile NAME or the CAPLENS_PROFILE environment variable")
+
+
+def _short_reason(problem: str) -> str:
+    """A probe's failure in words: "no network and no cached copy" for the many forms an
+    offline download takes (ConnectError, LocalEntryNotFoundError, ...), else its first line."""
+    lowered = problem.lower()
+    if any(sign in lowered for sign in OFFLINE_SIGNS):
+        return "no network connection and no cached copy"
+    line = problem.strip().splitlines()[0] if problem.strip() else "unknown reason"
+    return line if len(line) <= 160 else line[:159] + "…"
+
+
+def choice_message(choice: "ProfileChoice") -> tuple[str, str]:
+    """The headline and the explanation that `caplens serve` (its banner) and `caplens score`
+    (stderr) both show for `choice`."""
+    if choice.explicit:
+        return f"profile {choice.profile}", "chosen explicitly"
+    if choice.hub_problem is None:
+        return "profile hub", "the published checkpoints"
+    if choice.world_problem is None:
+        return ("offline: using the world models",
+                f"the hub checkpoints could not be loaded ({_short_reason(choice.hub_problem)}), so the small models "
+                "trained on CapLens's synthetic world score instead; their scores are for demonstration and testing, "
+                f"not comparable with published numbers. To change it: {HOW_TO_CHANGE}.")
+    return ("offline: no models load",
+            f"the hub checkpoints could not be loaded ({_short_reason(choice.hub_problem)}) and neither could the "
+            f"world models ({_short_reason(choice.world_problem)}): model-based metrics say why they are unavailable. "
+            f"To change it: {HOW_TO_CHANGE}.")
+
+
 def probe(profile: str, score: ScoreFunction = _score) -> str | None:
     """None when the profile's CLIP backbone loads and scores, else the reason it does not."""
     try:

@@ -1,14 +1,18 @@
-"""Scoring what a person typed: every image × caption with every chosen metric, remembering
-scored pairs so that editing one caption sends only that caption to the scorer.
+"""Scoring what a person typed or uploaded: rows of (image, candidate, references), each
+image with its own candidates and references, with every chosen metric, remembering scored
+pairs so that editing one caption sends only that caption to the scorer.
 
 The memory is a plain dict the caller keeps per session (the app's `gr.State`), keyed by
 (image hash, caption, references, language); the scorer's own embedding cache then encodes
-only the new text.
+only the new text. CIDEr-D values also depend on the document frequencies they were
+computed with, so they are remembered per document-frequency source.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, Sequence
 
 import pandas as pd
 
@@ -17,6 +21,9 @@ from scoring.fingerprint import content_fingerprint
 from scoring.language_id import AUTO, resolve_language
 
 MAX_CACHED_ROWS = 2000
+TABLE_COLUMNS = ["image", "candidate", "references"]
+REFERENCE_SEPARATOR = " | "
+BATCH = "this batch"
 
 
 class DecodedImage(Protocol):
@@ -28,20 +35,47 @@ class DecodedImage(Protocol):
 
 
 @dataclass
+class ScoreRow:
+    """One row of the table: the image's name ("" = every image given, or none), the
+    candidate caption and that image's references."""
+
+    image: str
+    candidate: str
+    references: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DocumentFrequencies:
+    """CIDEr-D document frequencies counted elsewhere (e.g. over a collection's references):
+    `frequencies` is a `scoring.metrics.coco.CiderDocumentFrequency`, `label` says where from."""
+
+    label: str
+    frequencies: object
+
+
+@dataclass
 class ScoreRequest:
-    """One scoring request as a front end receives it."""
+    """One scoring request as a front end receives it. `document_frequencies`: CIDEr-D's
+    IDF source; None counts it over the distinct reference sets of this request's rows."""
 
     images: list[DecodedImage]
-    captions: list[str]
-    references: list[str]
+    rows: list[ScoreRow]
     lang: str = AUTO
     metrics: list[str] | None = None
+    document_frequencies: DocumentFrequencies | None = None
+
+    @classmethod
+    def grid(cls, images: list[DecodedImage], captions: Sequence[str], references: Sequence[str], lang: str = AUTO,
+             metrics: list[str] | None = None) -> "ScoreRequest":
+        """Every caption for every image, one reference set for all (the /score API's form)."""
+        return cls(images, [ScoreRow("", caption, list(references)) for caption in captions], lang, metrics)
 
 
 @dataclass
 class ScoreOutcome:
-    """`frame`: one row per image × caption (#, image, caption, lang, one column per metric,
-    "truncated by"); `availability`: per metric its backbone and status."""
+    """`frame`: one row per scored (image, caption) (#, image, caption, lang, one column per
+    metric, "truncated by"); `availability`: per metric its backbone and status (with why a
+    value is not meaningful where it is not); `messages`: rows that were left out and why."""
 
     frame: pd.DataFrame
     metric_columns: list[str]
@@ -50,56 +84,176 @@ class ScoreOutcome:
     scored_now: int = 0
 
 
+# -- the table ---------------------------------------------------------------------------------
+
+
+def split_references(text) -> list[str]:
+    """A references cell: a JSON list, or references separated by " | " (or new lines)."""
+    if isinstance(text, (list, tuple)):
+        return [str(r).strip() for r in text if str(r).strip()]
+    text = "" if text is None or text != text else str(text)  # NaN from an empty Dataframe cell
+    stripped = text.strip()
+    if stripped.startswith("["):
+        try:
+            value = json.loads(stripped)
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, list) and all(isinstance(r, str) for r in value):
+            return [r.strip() for r in value if r.strip()]
+    return [part.strip() for line in stripped.splitlines() for part in line.split("|") if part.strip()]
+
+
+def table_rows(records: Sequence[Sequence] | pd.DataFrame | None) -> list[ScoreRow]:
+    """Rows of the editable table (image, candidate, references); rows without a candidate
+    are left out (a table being typed into has empty rows)."""
+    if records is None:
+        return []
+    if isinstance(records, pd.DataFrame):
+        records = records.iloc[:, :3].values.tolist()  # by position: the app's headers say more
+    rows = []
+    for record in records:
+        cells = [("" if c is None or c != c else str(c)) for c in list(record)[:3]] + [""] * (3 - len(record))
+        image, candidate, references = cells[:3]
+        if candidate.strip():
+            rows.append(ScoreRow(image.strip(), candidate.strip(), split_references(references)))
+    return rows
+
+
+def table_records(rows: Sequence[ScoreRow]) -> list[list[str]]:
+    """The table's cells for `rows` (references joined with " | ")."""
+    return [[row.image, row.candidate, REFERENCE_SEPARATOR.join(row.references)] for row in rows]
+
+
+def rows_from_files(paths: Sequence[str | Path]) -> tuple[list[list[str]], list[str]]:
+    """The table's cells read from uploaded rows files (CSV, JSONL, Parquet, COCO results +
+    captions JSON, or the CLIPScore JSON pair) by `scoring.corpus.manifest.read_score_rows`,
+    and a message per row that cannot be used. ValueError when the files cannot be read."""
+    from scoring.corpus.manifest import read_score_rows
+
+    rows, messages = [], []
+    for row in read_score_rows(paths):
+        if row.problem:
+            messages.append(f"row {row.row}: {row.problem}")
+        elif not row.candidate.strip():
+            messages.append(f"row {row.row}: no candidate")
+        else:
+            rows.append(ScoreRow(row.image, row.candidate, row.references))
+    return table_records(rows), messages
+
+
+def match_image(name: str, images: Sequence[DecodedImage]) -> DecodedImage | None:
+    """The image called `name`: the same file name, else the same name without its extension
+    (COCO and CLIPScore ids name images without one)."""
+    for image in images:
+        if image.name == name:
+            return image
+    stem = Path(name).stem if Path(name).suffix else name
+    found = [image for image in images if Path(image.name).stem == stem]
+    return found[0] if len(found) == 1 else None
+
+
+def _resolve(request: ScoreRequest) -> tuple[list[tuple[DecodedImage | None, ScoreRow]], list[str]]:
+    """Each row with its image; a blank image cell means every image (or none)."""
+    pairs, messages = [], []
+    for number, row in enumerate(request.rows, start=1):
+        if not row.image:
+            pairs.extend((image, row) for image in (list(request.images) or [None]))
+            continue
+        image = match_image(row.image, request.images)
+        if image is None:
+            names = ", ".join(i.name for i in request.images) or "none uploaded"
+            messages.append(f"row {number}: no image named {row.image!r} (images: {names}); row left out.")
+            continue
+        pairs.append((image, row))
+    return pairs, messages
+
+
+# -- scoring -----------------------------------------------------------------------------------
+
+
 def _image_key(image: DecodedImage | None) -> str:
     return "" if image is None else content_fingerprint(image.data)
 
 
+def _frequencies(request: ScoreRequest, pairs, cider_names: list[str]) -> tuple[object | None, str, str | None]:
+    """CIDEr-D's document frequencies, their cache tag and, if any, why they mean nothing."""
+    from scoring.metrics.base import MetricUnavailable
+    from scoring.metrics.coco import document_frequency_problem, reference_document_frequency
+
+    if not cider_names:
+        return None, "", None
+    if request.document_frequencies is not None:
+        frequencies = request.document_frequencies.frequencies
+        label = request.document_frequencies.label
+    else:
+        sets = list(dict.fromkeys((_image_key(image), tuple(row.references)) for image, row in pairs if row.references))
+        try:
+            frequencies = reference_document_frequency([list(refs) for _, refs in sets])
+        except MetricUnavailable:
+            return None, "", None  # no Java: CIDEr-D says it is unavailable when it runs
+        label = BATCH
+    tag = f"{label}:{frequencies.reference_sets}:{len(frequencies.counts)}:{hash(frozenset(frequencies.counts.items()))}"
+    problem = document_frequency_problem(frequencies)
+    where = f"document frequencies from {label}: {frequencies.reference_sets} reference set(s)"
+    return frequencies, tag, f"{problem} ({where})" if problem else where
+
+
 def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> ScoreOutcome:
-    """Score every image × caption pair of `request` (no image: text metrics only), reusing
-    `cache` for pairs already scored. Unknown metric names raise LookupError."""
+    """Score every row of `request` (no image: text metrics only), reusing `cache` for pairs
+    already scored. Unknown metric names raise LookupError."""
     cache = cache if cache is not None else {}
     names = [scorer.canonical_name(m) for m in request.metrics] if request.metrics else scorer.metric_names()
     meta: dict[str, dict] = cache.setdefault("_metrics", {})
     rows_cache: dict = cache.setdefault("_rows", {})
-    images: list[DecodedImage | None] = list(request.images) or [None]
-    refs = tuple(request.references)
+    resolved, messages = _resolve(request)
+    cider_names = [n for n in names if scorer.registry.metrics[n].family == "cider"]
+    frequencies, tag, cider_note = _frequencies(request, resolved, cider_names)
+    slot = {name: f"{name}@{tag}" if name in cider_names else name for name in names}
 
     pairs = []
-    for image in images:
-        for caption in request.captions:
-            lang = resolve_language(request.lang, caption)
-            pairs.append((image, caption, lang, (_image_key(image), caption, refs, lang)))
+    for image, row in resolved:
+        lang = resolve_language(request.lang, row.candidate)
+        refs = tuple(row.references)
+        pairs.append((image, row.candidate, refs, lang, (_image_key(image), row.candidate, refs, lang)))
 
     # Each key once, and each missing metric scored for it.
     unique: dict = {}
-    for img, cap, lang, key in pairs:
-        if not set(names) <= set(rows_cache.get(key, {})):
-            unique.setdefault(key, (img, cap, lang))
+    for img, cap, refs, lang, key in pairs:
+        if not set(slot.values()) <= set(rows_cache.get(key, {})):
+            unique.setdefault(key, (img, cap, refs, lang))
     if unique:
         items = [ScoreItem(image=None if img is None else img.data, candidate=cap, references=list(refs), lang=lang,
                            image_id=None if img is None else img.name)
-                 for img, cap, lang in unique.values()]
-        results = scorer.score(items, names)
+                 for img, cap, refs, lang in unique.values()]
+        extra = {"cider_document_frequency": frequencies} if frequencies is not None else {}
+        results = scorer.score(items, names, **extra)
         for position, key in enumerate(unique):
             row = rows_cache.setdefault(key, {})
             for name, result in results.items():
-                row[name] = (result.values[position], bool(result.truncated[position]) if result.truncated else False)
+                row[slot[name]] = (result.values[position],
+                                   bool(result.truncated[position]) if result.truncated else False)
         for name, result in results.items():
             meta[name] = {"backbone": result.backbone, "unavailable": result.unavailable}
         for stale in list(rows_cache)[: max(0, len(rows_cache) - MAX_CACHED_ROWS)]:
             del rows_cache[stale]
 
-    table_rows = []
-    for number, (image, caption, lang, key) in enumerate(pairs, start=1):
+    table_rows_out = []
+    for number, (image, caption, refs, lang, key) in enumerate(pairs, start=1):
         scored = rows_cache.get(key, {})
         row = {"#": number, "image": "" if image is None else image.name, "caption": caption, "lang": lang}
         for name in names:
-            row[name] = scored.get(name, (None, False))[0]
-        row["truncated by"] = ", ".join(n for n in names if scored.get(n, (None, False))[1])
-        table_rows.append(row)
-    frame = pd.DataFrame(table_rows, columns=["#", "image", "caption", "lang", *names, "truncated by"])
-    availability = _availability(names, meta, [rows_cache.get(key, {}) for *_, key in pairs], bool(refs))
-    return ScoreOutcome(frame=frame, metric_columns=names, availability=availability, scored_now=len(unique))
+            row[name] = scored.get(slot[name], (None, False))[0]
+        row["truncated by"] = ", ".join(n for n in names if scored.get(slot[n], (None, False))[1])
+        table_rows_out.append(row)
+    frame = pd.DataFrame(table_rows_out, columns=["#", "image", "caption", "lang", *names, "truncated by"])
+    with_refs = any(refs for _, _, refs, _, _ in pairs)
+    availability = _availability(names, meta, [{n: v for n, v in zip(names, (r[n] for n in names))}
+                                               for r in table_rows_out], with_refs)
+    for entry in availability:
+        if entry["metric"] in cider_names and cider_note and entry["status"] == "available":
+            entry["status"] = f"available; {cider_note}"
+    return ScoreOutcome(frame=frame, metric_columns=names, availability=availability, messages=messages,
+                        scored_now=len(unique))
 
 
 def _availability(names, meta: dict, rows: list[dict], with_references: bool) -> list[dict]:
@@ -110,7 +264,7 @@ def _availability(names, meta: dict, rows: list[dict], with_references: bool) ->
         info = meta.get(name, {})
         reason = info.get("unavailable")
         status = f"unavailable: {reason}" if reason else "available"
-        if not reason and all(row.get(name, (None,))[0] is None for row in rows):
+        if not reason and rows and all(row.get(name) is None for row in rows):
             status = "available (needs " + ("an image" if with_references else "references") + " for these rows)"
         availability.append({"metric": name, "backbone": info.get("backbone", ""), "status": status})
     return availability

@@ -11,6 +11,7 @@ from app import engine
 from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections, private_copies
 from app.tabs.score import ScoreTab
+from scoring.session_scoring import ScoreRow, split_references, table_records
 from scoring.analysis.report import ANY, DISAGREE, UNMOVED, case_cells, case_filters, filter_cases
 
 PURPOSE = ("**Failure cases of a stored collection**: the captions where a metric and the human ratings disagree "
@@ -74,13 +75,14 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
     def on_open(picked, evt: gr.SelectData, request: gr.Request):
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         if picked is None or index is None or index >= len(picked):
-            return (gr.skip(),) * 5
+            return (gr.skip(),) * 4
         row = picked.iloc[int(index)]
         try:
             image = private_copies(request, [row["image_file"]])
         except PermissionError:
-            return (gr.skip(),) * 5
-        return (image, row["candidate"], row.get("references") or "", row["lang"], gr.Tabs(selected="score"))
+            return (gr.skip(),) * 4
+        table = table_records([ScoreRow("", row["candidate"], split_references(row.get("references") or ""))])
+        return image, table, row["lang"], gr.Tabs(selected="score")
 
     follow_collections(user_state, refresh, collection, status)
     run.click(on_find, [collection, mode, metric, lang, op],
@@ -88,7 +90,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
     for control in (metric, lang, op):
         control.input(on_filter, [all_rows, metric, lang, op], [table, thumbnails, shown_rows],
                       api_visibility="private")
-    open_outputs = [score_tab.files, score_tab.captions, score_tab.references, score_tab.lang, tabs]
+    open_outputs = [score_tab.files, score_tab.rows, score_tab.lang, tabs]
     for source in (table, thumbnails):
         source.select(on_open, shown_rows, open_outputs, api_visibility="private").then(
             score_tab.score_fn, score_tab.inputs, score_tab.outputs, api_visibility="private")

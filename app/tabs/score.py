@@ -1,26 +1,41 @@
-"""Score tab: every metric for uploaded images × captions, as a table and a bar chart.
+"""Score tab: every metric for rows of (image, candidate, references), as tables and a chart.
 
-Scoring is `scoring.session_scoring.score_request`, which remembers the session's scored
-pairs, so editing one caption sends only that caption to the scorer.
+Each image has its own candidates and references: an editable table, filled by hand, from an
+uploaded rows file (CSV, JSONL, Parquet, COCO; `scoring.session_scoring.rows_from_files`), from
+a collection or from the examples. Scoring is `scoring.session_scoring.score_request`, which
+remembers the session's scored pairs, so editing one caption sends only that caption to the
+scorer. It runs on the Score button and, while "Score as I edit" is on, 0.8 s after the last
+edit (a debounce in the browser that presses the button).
 """
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import gradio as gr
 
 from annotation.errors import user_message
-from annotation.lab import collection_images
+from annotation.lab import collection_document_frequency, collection_images
 from app import engine, render
 from app.langs import language_choices
 from app.session import account_id, collection_dropdown, private_copies
 from app.uploads import LoadedImage, UploadError, load_upload
 from scoring.language_id import AUTO
-from scoring.session_scoring import ScoreRequest, score_request
+from scoring.session_scoring import BATCH, ScoreRequest, ScoreRow, rows_from_files, score_request, \
+    table_records, table_rows
+from scoring.world.demo import score_examples
 
-
-def split_lines(text: str | None) -> list[str]:
-    return [line.strip() for line in (text or "").splitlines() if line.strip()]
+COLLECTION = "a collection"
+DEBOUNCE_MS = 800
+# Runs in the browser on an edit: unless live scoring is off, press Score once the edits stop.
+LIVE_JS = f"""() => {{
+  const live = document.querySelector('#score-live input');
+  if (live && !live.checked) return;
+  clearTimeout(window.__caplensScoreTimer);
+  window.__caplensScoreTimer = setTimeout(() => document.querySelector('#score-button')?.click(), {DEBOUNCE_MS});
+}}"""
+EXAMPLE_DIR = Path(tempfile.gettempdir()) / "caplens-score-examples"
 
 
 def load_images(paths: list[str] | None) -> tuple[list[LoadedImage], list[str]]:
@@ -37,11 +52,14 @@ def load_images(paths: list[str] | None) -> tuple[list[LoadedImage], list[str]]:
     return images, messages
 
 
+def split_lines(text: str | None) -> list[str]:
+    return [line.strip() for line in (text or "").splitlines() if line.strip()]
+
+
 @dataclass
 class ScoreTab:
     files: gr.File
-    captions: gr.Textbox
-    references: gr.Textbox
+    rows: gr.Dataframe
     lang: gr.Dropdown
     metrics: gr.CheckboxGroup
     button: gr.Button
@@ -57,9 +75,32 @@ class ScoreTab:
 
 def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     names = engine.metric_names(ctx.profile)
+    # Made first and placed below, so that the examples can sit at the top of the tab.
+    files = gr.File(label="Images (one or more)", file_count="multiple", elem_id="score-images", render=False)
+    rows = gr.Dataframe(
+        value=[["", "", ""]], headers=["image", "candidate", "references (separate with |)"],
+        datatype=["str", "str", "str"], column_count=3, interactive=True, wrap=True, column_widths=["28%", "36%", "36%"],
+        label="Rows: image file name (empty: every image), candidate, that image's references",
+        elem_id="score-rows", render=False,
+    )
+    # The examples: a gr.Dataset with the layout of gr.Examples, whose click runs through the
+    # queue like every handler of the page (gr.Examples loads through /gradio_api/run, which
+    # `app.access` refuses), then scores.
+    examples = score_examples(EXAMPLE_DIR)
+    shown = gr.Dataset(
+        components=[files, rows], samples=[[example["images"], example["rows"]] for example in examples],
+        sample_labels=[example["label"] for example in examples], type="index",
+        label="Examples: world images with captions (one click scores them, no upload needed)",
+        elem_id="score-examples",
+    )
     with gr.Row():
         with gr.Column(scale=1):
-            files = gr.File(label="Images (one or more)", file_count="multiple", elem_id="score-images")
+            files.render()
+            rows.render()
+            rows_file = gr.File(
+                label="…or upload rows: CSV or JSONL (image, candidate, references), Parquet, or COCO results + "
+                      "captions JSON", file_count="multiple", file_types=[".csv", ".jsonl", ".ndjson", ".parquet",
+                                                                       ".json"], elem_id="score-rows-file")
             with gr.Accordion("…or pick an image from a collection (researcher login, Annotate tab)", open=False):
                 pick_collection = gr.Dropdown([], label="Collection", allow_custom_value=True,
                                               elem_id="score-pick-collection")
@@ -67,52 +108,103 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
                 pick_button = gr.Button("Use this image and its captions")
                 pick_status = gr.Textbox(label="", show_label=False, interactive=False)
                 picked = gr.State({})
-            captions = gr.Textbox(
-                label="Captions, one per line (any language)", lines=5, elem_id="score-captions",
-                placeholder="a dog runs across the grass\nein Hund läuft über die Wiese",
-            )
-            references = gr.Textbox(label="References, one per line (optional)", lines=3, elem_id="score-references")
             lang = gr.Dropdown(language_choices(), value=AUTO, label="Language")
             metrics = gr.CheckboxGroup(names, value=names, label="Metrics")
-            button = gr.Button("Score", variant="primary", elem_id="score-button")
+            df_source = gr.Radio([BATCH, COLLECTION], value=BATCH, elem_id="score-df-source",
+                                 label="CIDEr-D document frequencies from",
+                                 info="From one image every IDF is 0; a collection's references give a wider count.")
+            df_collection = gr.Dropdown([], label="Collection for the document frequencies (researcher login)",
+                                        allow_custom_value=True, visible=False, elem_id="score-df-collection")
+            df_state = gr.State(None)
+            with gr.Row():
+                button = gr.Button("Score", variant="primary", elem_id="score-button", scale=2)
+                live = gr.Checkbox(value=True, label="Score as I edit", elem_id="score-live", scale=1, interactive=True)
         with gr.Column(scale=2):
             status = gr.Textbox(label="Messages", interactive=False, lines=2, elem_id="score-status")
+            table = gr.Dataframe(label="Scores: one row per metric (its status beside it), one column per pair",
+                                 interactive=False, wrap=True, pinned_columns=2, column_widths=["110px", "220px"],
+                                 elem_id="score-table")
+            chart = gr.Plot(label="Scores by metric", elem_id="score-chart")
             items = gr.Dataframe(label="Scored pairs", interactive=False, wrap=True, elem_id="score-items")
-            table = gr.Dataframe(label="Scores: one row per metric, one column per pair", interactive=False,
-                                 wrap=True, elem_id="score-table")
-            chart = gr.Plot(label="Scores by metric")
     cache = gr.State({})
 
-    def on_score(paths, captions_text, references_text, lang_choice, chosen, state):
+    def on_score(paths, table_value, lang_choice, chosen, source, frequencies, state):
         images, messages = load_images(paths)
-        caption_list = split_lines(captions_text)
-        if not caption_list:
-            messages.append("Enter at least one caption (one per line).")
+        score_rows = table_rows(table_value)
+        if not score_rows:
+            messages.append("Enter at least one candidate in the rows table (or upload rows, or click an example).")
             return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), state
         if not chosen:
             messages.append("Choose at least one metric.")
             return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), state
         if paths and not images:
             messages.append("No usable image: only text metrics can score.")
-        request = ScoreRequest(images, caption_list, split_lines(references_text), lang_choice, list(chosen))
+        if source == COLLECTION and frequencies is None:
+            messages.append("No collection's document frequencies yet (choose one after logging in): CIDEr-D uses "
+                            "this batch.")
+        request = ScoreRequest(images, score_rows, lang_choice, list(chosen),
+                               frequencies if source == COLLECTION else None)
         try:
             outcome = score_request(engine.AppScorer(ctx.profile), request, state)
         except (ValueError, LookupError, OSError) as exc:  # the scorer's "bad input" signals
             messages.append(f"Could not score: {user_message(exc)}")
             return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), state
+        messages.extend(outcome.messages)
         reused = len(outcome.frame) - outcome.scored_now
-        refs = len(request.references)
-        messages.append(f"Scored {len(outcome.frame)} image–caption pair(s) with {refs} reference(s): "
-                        f"{outcome.scored_now} computed now" + (f", {reused} unchanged ones reused." if reused else "."))
+        messages.append(f"Scored {len(outcome.frame)} image–caption pair(s): {outcome.scored_now} computed now"
+                        + (f", {reused} unchanged ones reused." if reused else "."))
         chart_figure = render.scores_bar_chart(outcome.frame, outcome.metric_columns, "Scores by metric")
         pairs, per_metric = render.score_tables(outcome.frame, outcome.metric_columns, outcome.availability)
         return "\n".join(messages), pairs, per_metric, chart_figure, state
 
-    inputs = [files, captions, references, lang, metrics, cache]
+    inputs = [files, rows, lang, metrics, df_source, df_state, cache]
     outputs = [status, items, table, chart, cache]
-    button.click(on_score, inputs, outputs, api_visibility="private")
-    # Leaving the caption box after an edit re-scores; only the changed captions are new.
-    captions.blur(on_score, inputs, outputs, api_visibility="private", trigger_mode="always_last")
+    button.click(on_score, inputs, outputs, api_visibility="private", trigger_mode="always_last")
+    # Live scoring: every edit restarts a short timer in the browser; when it runs out the
+    # Score button is pressed (not on blur, and not once per keystroke).
+    for event in (rows.input, lang.input, metrics.input, df_source.input, files.upload, files.clear):
+        event(None, None, None, js=LIVE_JS)
+
+    def on_rows_file(paths):
+        if not paths:
+            return gr.skip(), ""
+        try:
+            records, problems = rows_from_files(paths)
+        except (ValueError, OSError) as exc:
+            return gr.skip(), f"Could not read the rows: {user_message(exc)}"
+        if not records:
+            return gr.skip(), "\n".join(problems + ["No usable row in the file."])
+        note = [f"{len(records)} row(s) read into the table; upload their images above if they have any."]
+        return records, "\n".join(problems + note)
+
+    rows_file.upload(on_rows_file, rows_file, [rows, status], api_visibility="private").then(
+        None, None, None, js=LIVE_JS)
+
+    def on_images(paths, table_value):
+        """New images and an empty table: one row per image to type its candidate into."""
+        if table_rows(table_value) or not paths:
+            return gr.skip()
+        return [[Path(p).name, "", ""] for p in paths]
+
+    files.upload(on_images, [files, rows], rows, api_visibility="private")
+
+    def on_df_source(source):
+        return gr.Dropdown(visible=source == COLLECTION)
+
+    def on_df_collection(name, request: gr.Request):
+        if not name:
+            return None, gr.skip()
+        try:
+            frequencies = collection_document_frequency(account_id(request), name)
+        except (PermissionError, ValueError, LookupError) as exc:
+            return None, user_message(exc)
+        return frequencies, (f"CIDEr-D document frequencies from {frequencies.label}: "
+                             f"{frequencies.frequencies.reference_sets} reference sets.")
+
+    df_source.change(on_df_source, df_source, df_collection, api_visibility="private")
+    df_collection.change(on_df_collection, df_collection, [df_state, status], api_visibility="private").then(
+        None, None, None, js=LIVE_JS)
+    user_state.change(collection_dropdown, None, df_collection, api_visibility="private")
 
     def on_collection(name, request: gr.Request):
         if not name:
@@ -127,17 +219,24 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     def on_pick(found, sha, request: gr.Request):
         entry = (found or {}).get(sha)
         if not entry:
-            return (gr.skip(),) * 4 + ("Choose a collection and an image.",)
+            return (gr.skip(),) * 3 + ("Choose a collection and an image.",)
         try:
             image = private_copies(request, [entry["file"]])
         except PermissionError as exc:
-            return (gr.skip(),) * 4 + (user_message(exc),)
-        return image, "\n".join(entry["captions"]), "\n".join(entry["references"]), entry["language"], ""
+            return (gr.skip(),) * 3 + (user_message(exc),)
+        records = table_records([ScoreRow("", caption, list(entry["references"])) for caption in entry["captions"]])
+        return image, records, entry["language"], ""
 
     user_state.change(collection_dropdown, None, pick_collection, api_visibility="private")
     pick_collection.change(on_collection, pick_collection, [pick_image, picked, pick_status],
                            api_visibility="private")
-    pick_button.click(on_pick, [picked, pick_image], [files, captions, references, lang, pick_status],
-                      api_visibility="private")
-    return ScoreTab(files, captions, references, lang, metrics, button, status, items, table, chart, cache,
-                    on_score, inputs, outputs)
+    pick_button.click(on_pick, [picked, pick_image], [files, rows, lang, pick_status],
+                      api_visibility="private").then(on_score, inputs, outputs, api_visibility="private")
+
+    def on_example(index):
+        example = examples[int(index)]
+        return example["images"], example["rows"]
+
+    shown.click(on_example, shown, [files, rows], api_visibility="private").then(
+        on_score, inputs, outputs, api_visibility="private")
+    return ScoreTab(files, rows, lang, metrics, button, status, items, table, chart, cache, on_score, inputs, outputs)

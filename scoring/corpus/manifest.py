@@ -177,7 +177,7 @@ def _image(manifest: Manifest, value) -> str:
     return str((manifest.image_root / text).resolve())
 
 
-def _row(manifest: Manifest, number: int, record: dict | str) -> CorpusRow:
+def _row(manifest: Manifest, number: int, record: dict | str, resolve_image: bool = True) -> CorpusRow:
     if isinstance(record, str):
         return CorpusRow(number, f"#{number}", "", "", "", problem=record)
     identifier = _first(record, "id")
@@ -193,9 +193,116 @@ def _row(manifest: Manifest, number: int, record: dict | str) -> CorpusRow:
     if image is None or not str(image).strip():
         row.problem = "no image given"
         return row
-    row.image = _image(manifest, image)
+    row.image = _image(manifest, image) if resolve_image else str(image).strip()
     try:
         row.references = _references(_first(record, "references"))
     except ValueError as exc:
         row.problem = str(exc)
     return row
+
+
+# -- rows of a small scoring request: `caplens score` and the app's Score tab ----------------
+
+ROWS_SUFFIXES = (".csv", ".jsonl", ".ndjson", ".parquet", ".pq", ".json")
+
+
+def read_score_rows(paths, lang: str = "en") -> list[CorpusRow]:
+    """Rows to score (image, candidate, references) from the files a person gives: one CSV,
+    JSONL or Parquet file of rows (fields as in a manifest), or JSON files that the content
+    tells apart: a COCO results list with its COCO captions file, or `{"id": "caption"}` with
+    `{"id": ["reference", ...]}` (the CLIPScore / PAC-S command-line formats).
+
+    The image stays the name as written (a COCO image's file name, else its id): the caller
+    matches it against its images (the CLI in a folder, the app among the uploads). Rows
+    whose fields cannot be used carry `problem`; files that cannot be read raise ValueError."""
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise ValueError("no rows file given")
+    for path in paths:
+        if path.suffix.lower() not in ROWS_SUFFIXES:
+            raise ValueError(f"{path.name}: expected a .csv, .jsonl, .parquet or .json file")
+    tables = [p for p in paths if p.suffix.lower() != ".json"]
+    if tables:
+        if len(paths) > 1:
+            raise ValueError("give one CSV, JSONL or Parquet file of rows, or JSON files (COCO results + annotations)")
+        path = tables[0]
+        kind = _SUFFIXES[path.suffix.lower()]
+        manifest = Manifest(path, kind, path.parent, None, lang)
+        records = {"jsonl": _jsonl_records, "csv": _csv_records, "parquet": _parquet_records}[kind]
+        try:
+            return [_row(manifest, n, record, resolve_image=False) for n, record in enumerate(records(manifest), 1)]
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise ValueError(f"{path.name}: cannot read the rows ({exc})") from None
+        except Exception as exc:  # pyarrow's errors for a file that is not Parquet
+            if type(exc).__module__.startswith("pyarrow"):
+                raise ValueError(f"{path.name}: not a Parquet file") from None
+            raise
+    return _json_rows(paths, lang)
+
+
+def _json_rows(paths: list[Path], lang: str) -> list[CorpusRow]:
+    candidates: dict | None = None
+    references: dict | None = None
+    files: dict = {}
+    names = {}
+    for path in paths:
+        data = _load_json(path, "rows file")
+        if isinstance(data, list):
+            kind, value = "candidates", _coco_results(path, data)
+        elif isinstance(data, dict) and "annotations" in data and "images" in data:
+            kind, value = "references", {}
+            for annotation in data["annotations"]:
+                value.setdefault(str(annotation.get("image_id")), []).append(str(annotation.get("caption", "")))
+            files = {str(image["id"]): image["file_name"] for image in data["images"]}
+            names["coco"] = path.name
+        elif isinstance(data, dict) and data and all(isinstance(v, str) for v in data.values()):
+            kind, value = "candidates", {str(k): v for k, v in data.items()}
+        elif isinstance(data, dict) and data and all(isinstance(v, list) for v in data.values()):
+            kind, value = "references", {}
+            for key, refs in data.items():
+                if not all(isinstance(r, str) for r in refs):
+                    raise ValueError(f"{path.name}: references of {key!r} must be a list of strings")
+                value[str(key)] = refs
+        else:
+            raise ValueError(f'{path.name}: expected {{"image_id": "caption", ...}}, {{"image_id": ["reference", ...]}}, '
+                             'a COCO results list or a COCO captions file')
+        if (candidates if kind == "candidates" else references) is not None:
+            raise ValueError(f"{path.name}: two {kind} files given; give one of each")
+        if kind == "candidates":
+            candidates = value
+        else:
+            references = value
+        names[kind] = path.name
+    if candidates is None:
+        raise ValueError(f"{' and '.join(p.name for p in paths)}: no candidates (a COCO results list or "
+                         '{"image_id": "caption"})')
+    if references is not None and "coco" not in names:
+        missing = [i for i in candidates if i not in references]
+        extra = [k for k in references if k not in candidates]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"no references for {len(missing)} id(s), e.g. {missing[:3]}")
+            if extra:
+                parts.append(f"{len(extra)} reference id(s) not among the candidates, e.g. {extra[:3]}")
+            raise ValueError(f"ids of {names['references']} do not match the candidates: " + "; ".join(parts))
+    rows = []
+    for number, (identifier, caption) in enumerate(candidates.items(), start=1):
+        row = CorpusRow(number, identifier, "", files.get(identifier, identifier), caption,
+                        list((references or {}).get(identifier, [])), lang)
+        if "coco" in names and identifier not in files:
+            row.problem = f"image id {identifier} is not in {names['coco']}"
+        rows.append(row)
+    return rows
+
+
+def _coco_results(path: Path, data: list) -> dict[str, str]:
+    results = {}
+    for entry in data:
+        if not isinstance(entry, dict) or "image_id" not in entry or not isinstance(entry.get("caption"), str):
+            raise ValueError(f'{path.name}: expected {{"image_id": "caption", ...}} or a COCO results list '
+                             '[{"image_id": ..., "caption": ...}]')
+        results[str(entry["image_id"])] = entry["caption"]
+    if not results:
+        raise ValueError(f"{path.name}: no candidates")
+    return results

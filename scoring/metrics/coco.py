@@ -306,6 +306,32 @@ class CiderDocumentFrequency:
         self.reference_sets += 1
 
 
+def reference_document_frequency(reference_sets) -> CiderDocumentFrequency:
+    """CIDEr-D document frequencies of `reference_sets` (one list of references per image; the
+    caller passes each image once), PTB-tokenised as the toolkit does (needs Java)."""
+    frequencies = CiderDocumentFrequency()
+    sets = [list(refs) for refs in reference_sets if refs]
+    tokens = iter(ptb_tokenize([r for refs in sets for r in refs]))
+    for refs in sets:
+        frequencies.add([next(tokens) for _ in refs])
+    return frequencies
+
+
+def document_frequency_problem(frequencies: CiderDocumentFrequency) -> str | None:
+    """Why CIDEr-D values computed with `frequencies` mean nothing, else None. When every
+    n-gram occurs in every reference set (the references of one image, or several images with
+    the same references) every IDF is log(N/N) = 0, so every value is 0."""
+    if frequencies.reference_sets == 0:
+        return "not meaningful: no reference sets to count document frequencies from"
+    if all(count >= frequencies.reference_sets for count in frequencies.counts.values()):
+        where = ("the references of one image" if frequencies.reference_sets == 1
+                 else f"{frequencies.reference_sets} identical reference sets")
+        return (f"not meaningful: document frequencies from {where} give every n-gram they count an IDF of 0 "
+                "(counted from this batch: every value is 0); give several images with their own references or "
+                "take the document frequencies from a collection")
+    return None
+
+
 def _corpus_cider_scores(frequencies: CiderDocumentFrequency, gts: dict, res: dict) -> list[float]:
     """The toolkit's CIDEr-D arithmetic with the corpus IDF instead of the batch's."""
     from pycocoevalcap.cider.cider_scorer import CiderScorer

@@ -29,8 +29,11 @@ def register(subparsers, parents) -> None:
 
     train = sub.add_parser("train", parents=parents, help="train world-CLIP and/or world-MCS on the CPU")
     train.add_argument("model", choices=("clip", "mcs", "all"), nargs="?", default="all")
-    train.add_argument("--out", type=Path, default=CHECKPOINTS,
-                       help="folder receiving world-clip/ and world-mcs/ (default: the shipped checkpoints)")
+    train.add_argument("--out", type=Path, default=None,
+                       help="folder receiving world-clip/ and world-mcs/ (default: a new folder "
+                            "<data dir>/world-models/<date-time>; the shipped checkpoints only with --force)")
+    train.add_argument("--force", action="store_true",
+                       help="allow --out to overwrite trained models (the shipped checkpoints included)")
     train.add_argument("--clip-steps", type=int, default=1000)
     train.add_argument("--clip-scenes", type=int, default=8000)
     train.add_argument("--mcs-steps", type=int, default=800)
@@ -76,10 +79,36 @@ def _sets(args: argparse.Namespace) -> int:
     return 0
 
 
+def training_folder(out: Path | None, models: tuple[str, ...], force: bool) -> Path:
+    """Where `caplens world train` writes: `out`, else a new folder in the data directory.
+    Models already there (the shipped checkpoints above all) are overwritten only with `force`."""
+    from datetime import datetime, timezone
+
+    from scoring.paths import data_dir
+
+    if out is None:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        out = data_dir(create=True) / "world-models" / stamp
+        n = 1
+        while out.exists():
+            n += 1
+            out = out.with_name(f"{stamp}-{n}")
+        return out
+    existing = [name for name in models if (out / name / "config.json").is_file()]
+    if existing and not force:
+        shipped = out.resolve() == CHECKPOINTS.resolve()
+        raise ValueError(f"{out} already holds {', '.join(existing)}" + (" (the shipped checkpoints)" if shipped else "")
+                         + ": pass --force to overwrite, or leave out --out for a new folder in the data directory")
+    return out
+
+
 def _train(args: argparse.Namespace) -> int:
     from .train import train_clip, train_mcs
 
-    clip_dir, mcs_dir = args.out / "world-clip", args.out / "world-mcs"
+    models = {"clip": ("world-clip",), "mcs": ("world-mcs",), "all": ("world-clip", "world-mcs")}[args.model]
+    out = training_folder(args.out, models, args.force)
+    clip_dir, mcs_dir = out / "world-clip", out / "world-mcs"
+    print(f"training into {out}", flush=True)
     common = f"--threads {args.threads} --seed {args.seed}"
     if args.model in ("clip", "all"):
         train_clip(clip_dir, config=args.clip_config, scenes=args.clip_scenes, steps=args.clip_steps,
@@ -87,12 +116,14 @@ def _train(args: argparse.Namespace) -> int:
         record_command(clip_dir, f"caplens world train clip --clip-config {args.clip_config} "
                                  f"--clip-scenes {args.clip_scenes} --clip-steps {args.clip_steps} {common}")
     if args.model in ("mcs", "all"):
-        if not (clip_dir / "config.json").is_file():
+        teacher = clip_dir if (clip_dir / "config.json").is_file() else CHECKPOINTS / "world-clip"
+        if not (teacher / "config.json").is_file():
             raise FileNotFoundError(f"world-MCS distils world-CLIP, which is not at {clip_dir}: train clip first")
-        train_mcs(clip_dir, mcs_dir, config=args.mcs_config, scenes=args.mcs_scenes, steps=args.mcs_steps,
+        train_mcs(teacher, mcs_dir, config=args.mcs_config, scenes=args.mcs_scenes, steps=args.mcs_steps,
                   seed=args.seed, threads=args.threads)
         record_command(mcs_dir, f"caplens world train mcs --mcs-config {args.mcs_config} "
                                 f"--mcs-scenes {args.mcs_scenes} --mcs-steps {args.mcs_steps} {common}")
+    print(f"models written to {out}", flush=True)
     return 0
 
 

@@ -61,3 +61,37 @@ def demo_rows(scenes: int, image_dir: Path, langs=LANGUAGES, annotators: int = 3
                                  "caption_id": f"{caption_id}-{op}", "op": op,
                                  "perturbation": {"p": p.p, "seed": p.seed, "changed_spans": [list(s) for s in p.changed_spans]}})
     return rows
+
+
+def score_examples(image_dir: Path, size: int = 224) -> list[dict]:
+    """Ready-made inputs for the Score tab's examples: world images written to `image_dir`
+    and table rows (image, candidate, references) with correct and wrong captions, so that a
+    visitor sees scores with one click. Each: {"label", "images": [paths], "rows": [[...]]}."""
+    from ..session_scoring import ScoreRow, table_records
+    from .sets import scene_references
+
+    image_dir = Path(image_dir)
+    image_dir.mkdir(parents=True, exist_ok=True)
+    scenes = split_scenes(DEMO_SPLIT, 3)
+    chosen = {0: ("correct", "colour", "shape"), 1: ("correct", "colour", "shape"),
+              2: ("correct", "relation", "missing", "hallucinated", "word-order")}
+    paths, rows = {}, {}
+    for index, scene in enumerate(scenes):
+        path = image_dir / f"{scene.scene_id}.png"
+        if not path.is_file():
+            render_scene(scene, size).save(path)
+        paths[index] = str(path)
+        caps = scene_captions(scene, ("en",))
+        # References: other short descriptions of the scene (the long one would dwarf the candidates).
+        others = [scene_captions(scene, ("en",), seed=k)["short"]["en"].text for k in range(1, 4)]
+        references = list(dict.fromkeys(scene_references(scene, ("en",))["en"] + others))
+        by_kind = {}
+        for cand in candidates_for(scene, caps["short"]["en"].description, ("en",)):
+            by_kind.setdefault((cand.errors + cand.damage or ("correct",))[0], cand.text)
+        rows[index] = [ScoreRow(path.name, by_kind[kind], references) for kind in chosen[index] if kind in by_kind]
+    return [
+        {"label": "Two world images, each with its own captions and references",
+         "images": [paths[0], paths[1]], "rows": table_records(rows[0] + rows[1])},
+        {"label": "One world image: a correct caption and four kinds of error",
+         "images": [paths[2]], "rows": table_records(rows[2])},
+    ]

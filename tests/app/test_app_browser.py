@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 
 import pytest
 
@@ -46,27 +47,101 @@ def page(browser, server):
 
 
 def cell_texts(page, selector: str) -> list[str]:
-    return [(t or "").strip() for t in page.locator(f"{selector} td").all_text_contents()]
+    return [(t or "").strip() for t in page.locator(f"{selector} [role=gridcell]").all_text_contents()]
+
+
+def table_rows(page, selector: str) -> list[list[str]]:
+    """The body cells of a Gradio Dataframe, row by row (Gradio 6 draws rows as virtual divs)."""
+    return page.eval_on_selector_all(
+        f"{selector} [role=row].virtual-row",
+        "rows => rows.map(r => Array.from(r.querySelectorAll('[role=gridcell]')).map(c => c.innerText.trim()))")
+
+
+def header_cells(page, selector: str) -> list[str]:
+    return page.eval_on_selector_all(f"{selector} th[role=columnheader]", "ths => ths.map(t => t.title)")
+
+
+def wait_for_status(page, text: str) -> str:
+    page.wait_for_function(
+        f"() => document.querySelector('#score-status textarea')?.value.includes({text!r})")
+    return page.locator("#score-status textarea").input_value()
 
 
 def test_upload_then_scores_appear(page, image_file, artifacts, tmp_path):
     broken = tmp_path / "holiday.jpg"
     broken.write_bytes(b"this is a text file pretending to be a JPEG")
-    page.locator("#score-images input[type=file]").set_input_files([str(image_file), str(broken)])
+    blue = tmp_path / "blue.png"
+    from PIL import Image
+
+    Image.new("RGB", (48, 40), (30, 30, 200)).save(blue)
+    page.locator("#score-live input").uncheck()  # this test scores with the button
+    page.locator("#score-images input[type=file]").set_input_files([str(image_file), str(blue), str(broken)])
     page.wait_for_selector("#score-images td.filename[aria-label='holiday.jpg']")
-    page.locator("#score-captions textarea").fill("a red square\na dog on the grass")
-    page.locator("#score-references textarea").fill("a red square")
+    rows = tmp_path / "rows.csv"
+    rows.write_text("image,candidate,references\n"
+                    'red.png,a red square,"[""a red square""]"\n'
+                    'blue.png,a blue square,"[""a blue square"", ""a square""]"\n'
+                    "green.png,a green square,\n", encoding="utf-8")
+    page.locator("#score-rows-file input[type=file]").set_input_files(str(rows))
+    wait_for_status(page, "row(s) read into the table")
+    assert [r[:2] for r in table_rows(page, "#score-rows")][:3] == [
+        ["red.png", "a red square"], ["blue.png", "a blue square"], ["green.png", "a green square"]]
     page.locator("#score-button").click()
-    page.wait_for_function(
-        "() => document.querySelector('#score-status textarea')?.value.includes('with 1 reference')")
-    assert "holiday.jpg: not an image" in page.locator("#score-status textarea").input_value()
-    assert "a dog on the grass" in cell_texts(page, "#score-items")
-    table = page.locator("#score-table").inner_text()
-    assert "CLIP-S" in table and "BLEU-1" in table and "available" in table
-    assert "needs references" not in table
-    assert re.search(r"\b\d\.\d{2,4}\b", table), table
+    status = wait_for_status(page, "Scored 2 image–caption pair(s)")
+    assert "holiday.jpg: not an image" in status
+    assert "row 3: no image named 'green.png'" in status
+    assert [r[1:3] for r in table_rows(page, "#score-items")] == [["red.png", "a red square"],
+                                                                 ["blue.png", "a blue square"]]
+    headers = header_cells(page, "#score-table")
+    assert headers[:4] == ["metric", "status", "#1", "#2"] and headers[-1] == "backbone"  # status beside the name
+    table = {r[0]: r for r in table_rows(page, "#score-table")}
+    assert table["BLEU-1"][1] == "available" and table["BLEU-1"][2] == "1"  # red.png's own reference
+    assert all(re.fullmatch(r"\d+(\.\d+)?", v) for v in table["CLIP-S"][2:4]), table["CLIP-S"]
     page.wait_for_timeout(1000)  # let Plotly draw before the screenshot
+    legend = page.locator("#score-chart .legendtext").all_text_contents()
+    assert legend == ["a red square", "a blue square"]  # series named by their caption
     page.screenshot(path=str(artifacts / "score-tab.png"), full_page=True)
+
+
+def test_an_example_scores_in_one_click_and_edits_rescore_live(page, artifacts):
+    page.locator("#score-examples button.gallery-item").first.click()
+    status = wait_for_status(page, "Scored 6 image–caption pair(s)")
+    assert "6 computed now" in status
+    rows = table_rows(page, "#score-rows")
+    assert rows[0][:2] == ["world-500000.png", "a small green circle"] and len(rows) == 6
+    table = {r[0]: r for r in table_rows(page, "#score-table")}
+    assert all(re.fullmatch(r"-?\d+(\.\d+)?", v) for v in table["CLIP-S"][2:8]), table["CLIP-S"]
+    page.wait_for_timeout(800)
+    page.screenshot(path=str(artifacts / "score-example.png"), full_page=True)
+    # Edit one candidate in the table: no button press, scored once the edits stop.
+    cell = page.locator("#score-rows [data-testid=cell-1-1]")
+    cell.dblclick()
+    page.keyboard.press("Control+a")
+    page.keyboard.type("a small green square")
+    page.keyboard.press("Enter")
+    status = wait_for_status(page, "1 computed now")
+    assert "Scored 6 image–caption pair(s): 1 computed now, 5 unchanged ones reused." in status
+    assert "a small green square" in [r[2] for r in table_rows(page, "#score-items")]
+    page.screenshot(path=str(artifacts / "score-live-edit.png"), full_page=True)
+
+
+@pytest.mark.java
+@pytest.mark.skipif(shutil.which("java") is None, reason="CIDEr-D needs a Java runtime (PTB tokenizer)")
+def test_cider_says_why_one_image_gives_zero_and_takes_a_collection(page, server, artifacts):
+    page.locator("#score-examples button.gallery-item").nth(1).click()
+    wait_for_status(page, "Scored 5 image–caption pair(s)")
+    cider = {r[0]: r for r in table_rows(page, "#score-table")}["CIDEr"]
+    assert "not meaningful: document frequencies from the references of one image" in cider[1]
+    assert set(cider[2:7]) == {"0"}
+    page.screenshot(path=str(artifacts / "score-cider-one-image.png"), full_page=True)
+    log_in(page, *server.researcher)
+    page.get_by_role("tab", name="Score").click()
+    page.locator("#score-df-source").get_by_text("a collection", exact=True).click()
+    choose(page, "score-df-collection", server.collection)
+    # Choosing the collection rescores live (its own message is replaced by the scoring's).
+    page.wait_for_function(
+        "() => Array.from(document.querySelectorAll('#score-table [role=gridcell]')).some(td => td.innerText.includes(\"collection 'app-test'\"))")
+    page.screenshot(path=str(artifacts / "score-cider-collection.png"), full_page=True)
 
 
 def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts):
@@ -118,7 +193,11 @@ def test_script_in_a_caption_is_shown_as_text_and_never_runs(page, server, image
     xss = server.xss
     page.locator("#score-images input[type=file]").set_input_files(str(image_file))
     page.wait_for_selector("#score-images td.filename[aria-label='red.png']")
-    page.locator("#score-captions textarea").fill(xss)
+    page.locator("#score-live input").uncheck()
+    cell = page.locator("#score-rows [data-testid=cell-0-1]")
+    cell.dblclick()
+    page.keyboard.type(xss)
+    page.keyboard.press("Enter")
     page.locator("#score-button").click()
     page.wait_for_function(
         "() => document.querySelector('#score-status textarea')?.value.includes('Scored')")
@@ -169,7 +248,7 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
     page.wait_for_function(
         "() => document.querySelector('#score-status textarea')?.value.includes('Scored')")
     assert page.get_by_role("tab", name="Score").get_attribute("aria-selected") == "true"
-    assert page.locator("#score-captions textarea").input_value() == text
+    assert [r[1] for r in table_rows(page, "#score-rows")] == [text]
     assert page.dialogs == []
     page.wait_for_timeout(1000)  # let Plotly draw before the screenshot
     page.screenshot(path=str(artifacts / "failure-opened-in-score.png"), full_page=True)

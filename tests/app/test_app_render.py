@@ -31,3 +31,24 @@ def test_removals_show_a_marker_where_words_were():
 
 def test_plotly_labels_escape_markup():
     assert "<" not in plotly_text(XSS) and "&lt;img" in plotly_text(XSS)
+
+
+def test_score_table_puts_the_status_beside_the_metric_and_the_chart_names_series_by_caption():
+    import pandas as pd
+
+    from app.render import score_tables, scores_bar_chart
+
+    frame = pd.DataFrame([
+        {"#": 1, "image": "a.png", "caption": "a dog runs across a very long stretch of green grass", "lang": "en",
+         "CLIP-S": 0.5, "truncated by": ""},
+        {"#": 2, "image": "a.png", "caption": "<b>two</b> cats", "lang": "en", "CLIP-S": 0.25, "truncated by": ""},
+        {"#": 3, "image": "b.png", "caption": "<b>two</b> cats", "lang": "en", "CLIP-S": 0.75, "truncated by": ""},
+        {"#": 4, "image": "b.png", "caption": "a dog runs across a very long stretch of sand", "lang": "en",
+         "CLIP-S": 0.1, "truncated by": ""},
+    ])
+    _, per_metric = score_tables(frame, ["CLIP-S"], [{"metric": "CLIP-S", "backbone": "clip", "status": "available"}])
+    assert list(per_metric.columns) == ["metric", "status", "#1", "#2", "#3", "#4", "backbone"]
+    assert per_metric.iloc[0].tolist() == ["CLIP-S", "available", 0.5, 0.25, 0.75, 0.1, "clip"]
+    names = [trace.name for trace in scores_bar_chart(frame, ["CLIP-S"], "t").data]
+    assert names == ["#1 a dog runs across a very long s…", "&lt;b&gt;two&lt;/b&gt; cats (a.png)",
+                     "&lt;b&gt;two&lt;/b&gt; cats (b.png)", "#4 a dog runs across a very long s…"]

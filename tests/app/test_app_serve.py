@@ -55,7 +55,8 @@ def test_profile_choice_says_why_hub_is_not_used(monkeypatch):
     profile, banner = choose_profile(None)
     assert profile in ("hub", "world")
     assert "could not be loaded" in banner  # offline: the hub checkpoints are not reachable
-    assert choose_profile("tiny") == ("tiny", "Profile **tiny** (chosen explicitly).")
+    assert "no network connection and no cached copy" in banner and "CAPLENS\\_PROFILE" in banner
+    assert choose_profile("tiny") == ("tiny", "**profile tiny**: chosen explicitly")
 
 
 def test_serve_help_lists_gradio_style_options():

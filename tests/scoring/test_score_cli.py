@@ -104,4 +104,90 @@ def test_long_runs_show_a_progress_bar(tmp_path, tiny_dir, make_image, capsys):
     (tmp_path / "many.json").write_text(json.dumps(candidates))
     code, out, err = _run(capsys, tmp_path / "many.json", folder, "--profile", "tiny", "--metrics", "CLIP-S,PAC-S")
     assert code == 0 and len(out.strip().splitlines()) == 2
-    assert "metric" in err and "\r" in err  # tqdm's bar on stderr
+    assert "loading models" in err and "80/80" in err and "\r" in err  # tqdm's bar on stderr: 40 captions x 2 metrics
+
+
+def test_batch_size_gives_the_same_scores_and_a_bar_per_batch(tmp_path, tiny_dir, make_image, capsys):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    candidates = {}
+    for i in range(7):
+        make_image(200 + i, size=(32, 32)).save(folder / f"im{i}.png")
+        candidates[f"im{i}"] = f"a picture number {i}"
+    (tmp_path / "c.json").write_text(json.dumps(candidates))
+    outputs = {}
+    for size in (2, 100):
+        code, out, err = _run(capsys, tmp_path / "c.json", folder, "--profile", "tiny", "--metrics", "CLIP-S,MCS",
+                              "--batch-size", size, "--out", tmp_path / f"b{size}.json")
+        assert code == 0, err
+        outputs[size] = (out, json.loads((tmp_path / f"b{size}.json").read_text())["items"])
+        assert "14/14" in err
+    assert outputs[2][0] == outputs[100][0]
+    for key, values in outputs[100][1].items():
+        assert outputs[2][1][key] == pytest.approx(values, abs=1e-5)
+    code, _, err = _run(capsys, tmp_path / "c.json", folder, "--profile", "tiny", "--batch-size", 0)
+    assert code == 2 and "--batch-size must be at least 1" in err
+
+
+def test_device_is_honoured(inputs, capsys):
+    root, images = inputs
+    code, out, err = _run(capsys, root / "cands.json", images, "--profile", "tiny", "--metrics", "CLIP-S",
+                          "--device", "no-such-device")
+    assert code == 2 and "unknown device 'no-such-device'" in err  # the option reaches the scorer
+    code, out, err = _run(capsys, root / "cands.json", images, "--profile", "tiny", "--metrics", "CLIP-S",
+                          "--device", "cpu", "--quiet")
+    assert code == 0 and out.startswith("CLIP-S: ") and err == ""
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "coco"])
+def test_rows_in_csv_jsonl_and_coco_give_the_json_pair_scores(inputs, capsys, kind):
+    root, images = inputs
+    candidates = json.loads((root / "cands.json").read_text())
+    references = json.loads((root / "refs.json").read_text())
+    files = {"cat1": "cat1.png", "dog2": "dog2.jpg", "car3": "car3.png"}
+    extra = []
+    if kind == "csv":
+        import csv
+
+        path = root / "rows.csv"
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["id", "image", "candidate", "references"])
+            for key, caption in candidates.items():
+                writer.writerow([key, files[key], caption, json.dumps(references[key])])
+    elif kind == "jsonl":
+        path = root / "rows.jsonl"
+        path.write_text("\n".join(json.dumps({"id": k, "image": files[k], "candidate": c, "references": references[k]})
+                                  for k, c in candidates.items()))
+    else:
+        ids = {"cat1": 1, "dog2": 2, "car3": 3}
+        path = root / "results.json"
+        path.write_text(json.dumps([{"image_id": ids[k], "caption": c} for k, c in candidates.items()]))
+        annotations = {"images": [{"id": ids[k], "file_name": files[k]} for k in ids] + [{"id": 9, "file_name": "x.png"}],
+                       "annotations": [{"image_id": ids[k], "caption": r} for k in ids for r in references[k]]}
+        (root / "captions.json").write_text(json.dumps(annotations))
+        extra = ["--references", root / "captions.json"]
+    metrics = ["--profile", "tiny", "--metrics", "CLIP-S,RefCLIP-S", "--quiet"]
+    code, expected, err = _run(capsys, root / "cands.json", images, "--references", root / "refs.json", *metrics)
+    assert code == 0, err
+    code, out, err = _run(capsys, path, images, *extra, *metrics)
+    assert code == 0, err
+    assert out == expected and "RefCLIP-S: " in out
+
+
+
+def test_without_a_profile_it_falls_back_to_world_with_the_serve_message(inputs, capsys, monkeypatch):
+    from app.engine import choose_profile as serve_choice
+
+    root, images = inputs
+    monkeypatch.delenv("CAPLENS_PROFILE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the hub checkpoints cannot be fetched
+    code, out, err = _run(capsys, root / "cands.json", images, "--metrics", "CLIP-S", "--quiet",
+                          "--out", root / "fallback.json")
+    assert code == 0, err
+    assert json.loads((root / "fallback.json").read_text())["profile"] == "world"
+    assert "caplens score: offline: using the world models: the hub checkpoints could not be loaded" in err
+    assert "--profile NAME or the CAPLENS_PROFILE environment variable" in err
+    assert "ConnectError" not in err and "LocalEntryNotFound" not in err
+    profile, banner = serve_choice(None)
+    assert profile == "world" and banner.startswith("**offline: using the world models**")

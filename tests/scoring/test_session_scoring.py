@@ -51,10 +51,10 @@ def test_editing_one_caption_rescores_only_that_caption():
     scorer = CountingScorer()
     cache: dict = {}
     captions = ["a red square", "a dog on the grass", "two cats", "a red car", "a man riding a horse"]
-    first = run_scoring(ScoreRequest(images, captions, ["a red square"], "en", ["CLIP-S", "BLEU-1"]), cache, scorer)
+    first = run_scoring(ScoreRequest.grid(images, captions, ["a red square"], "en", ["CLIP-S", "BLEU-1"]), cache, scorer)
     assert first.scored_now == 5 and scorer.calls == [5]
     edited = captions[:2] + ["two small cats"] + captions[3:]
-    second = run_scoring(ScoreRequest(images, edited, ["a red square"], "en", ["CLIP-S", "BLEU-1"]), cache, scorer)
+    second = run_scoring(ScoreRequest.grid(images, edited, ["a red square"], "en", ["CLIP-S", "BLEU-1"]), cache, scorer)
     assert second.scored_now == 1 and scorer.calls == [5, 1]
     # Unchanged rows keep their values; the edited one has its own.
     for row_a, row_b in zip(first.frame.to_dict("records"), second.frame.to_dict("records")):
@@ -64,7 +64,7 @@ def test_editing_one_caption_rescores_only_that_caption():
 
 
 def test_without_image_only_text_metrics_have_values():
-    outcome = run_scoring(ScoreRequest([], ["a red square"], ["a red square"], "en", ["CLIP-S", "BLEU-1"]), {})
+    outcome = run_scoring(ScoreRequest.grid([], ["a red square"], ["a red square"], "en", ["CLIP-S", "BLEU-1"]), {})
     row = outcome.frame.iloc[0]
     assert row["BLEU-1"] == pytest.approx(1.0)
     assert row["CLIP-S"] is None or row["CLIP-S"] != row["CLIP-S"]  # None / NaN: needs an image
@@ -74,18 +74,102 @@ def test_without_image_only_text_metrics_have_values():
 
 def test_long_caption_reports_truncation():
     long_caption = " ".join(["a red square next to a blue circle"] * 60)
-    outcome = run_scoring(ScoreRequest(red_square(), [long_caption], [], "en", ["CLIP-S"]), {})
+    outcome = run_scoring(ScoreRequest.grid(red_square(), [long_caption], [], "en", ["CLIP-S"]), {})
     assert "CLIP-S" in outcome.frame.iloc[0]["truncated by"]
 
 
 def test_auto_language_is_detected_per_caption():
-    outcome = run_scoring(ScoreRequest([], ["ein roter Hund läuft über die Wiese", "a red dog runs"], [], "auto",
+    outcome = run_scoring(ScoreRequest.grid([], ["ein roter Hund läuft über die Wiese", "a red dog runs"], [], "auto",
                                        ["BLEU-1"]), {})
     assert list(outcome.frame["lang"]) == ["de", "en"]
 
 
 def test_metric_names_are_case_insensitive_and_unknown_ones_refused():
-    outcome = run_scoring(ScoreRequest([], ["a red square"], ["a red square"], "en", ["bleu-1"]), {})
+    outcome = run_scoring(ScoreRequest.grid([], ["a red square"], ["a red square"], "en", ["bleu-1"]), {})
     assert outcome.metric_columns == ["BLEU-1"] and outcome.frame.loc[0, "BLEU-1"] == pytest.approx(1.0)
     with pytest.raises(LookupError, match="unknown metric 'NOPE'"):
-        run_scoring(ScoreRequest([], ["a red square"], [], "en", ["BLEU-1", "NOPE"]), {})
+        run_scoring(ScoreRequest.grid([], ["a red square"], [], "en", ["BLEU-1", "NOPE"]), {})
+
+
+# -- rows: each image its own candidates and references ------------------------------------
+
+def coloured(name: str, colour) -> Upload:
+    buffer = io.BytesIO()
+    Image.new("RGB", (48, 40), colour).save(buffer, format="PNG")
+    return Upload(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB"), buffer.getvalue(), name)
+
+
+def test_each_row_is_scored_with_its_own_image_and_references():
+    from scoring.session_scoring import ScoreRow
+
+    images = [coloured("red.png", (200, 30, 30)), coloured("blue.png", (30, 30, 200))]
+    rows = [ScoreRow("red.png", "a red square", ["a red square"]),
+            ScoreRow("blue", "a blue square", ["a square that is blue"]),  # names match without extension
+            ScoreRow("green.png", "a green square", ["a green square"])]
+    outcome = run_scoring(ScoreRequest(images, rows, "en", ["BLEU-1", "CLIP-S"]), {})
+    assert list(outcome.frame["image"]) == ["red.png", "blue.png"]
+    assert outcome.frame.loc[0, "BLEU-1"] == pytest.approx(1.0)  # its own reference, not the other image's
+    assert outcome.frame.loc[1, "BLEU-1"] < 1.0
+    assert outcome.messages == ["row 3: no image named 'green.png' (images: red.png, blue.png); row left out."]
+    # A blank image cell is every image.
+    outcome = run_scoring(ScoreRequest(images, [ScoreRow("", "a square", ["a square"])], "en", ["BLEU-1"]), {})
+    assert list(outcome.frame["image"]) == ["red.png", "blue.png"]
+
+
+def test_table_cells_split_references_and_skip_empty_rows():
+    from scoring.session_scoring import split_references, table_records, table_rows
+
+    records = [["a.png", "a cat", "a cat | a small cat"], ["", "", ""], ["b.png", "a dog", '["a dog, barking", "dog"]'],
+               [None, "text only", None]]
+    rows = table_rows(records)
+    assert [(r.image, r.candidate, r.references) for r in rows] == [
+        ("a.png", "a cat", ["a cat", "a small cat"]), ("b.png", "a dog", ["a dog, barking", "dog"]),
+        ("", "text only", [])]
+    assert table_records(rows)[0] == ["a.png", "a cat", "a cat | a small cat"]
+    assert split_references("one\ntwo | three") == ["one", "two", "three"]
+
+
+def test_rows_files_fill_the_table(tmp_path):
+    import json
+
+    from scoring.session_scoring import rows_from_files
+
+    (tmp_path / "rows.jsonl").write_text("\n".join([
+        json.dumps({"image": "a.png", "candidate": "a cat", "references": ["a cat", "cat"]}),
+        json.dumps({"image": "b.png", "caption": "a dog"}),
+        json.dumps({"image": "c.png", "candidate": "  "}),
+        "not json"]))
+    records, messages = rows_from_files([tmp_path / "rows.jsonl"])
+    assert records == [["a.png", "a cat", "a cat | cat"], ["b.png", "a dog", ""]]
+    assert messages == ["row 3: no candidate", "row 4: line 4 is not valid JSON (Expecting value)"]
+    (tmp_path / "results.json").write_text(json.dumps([{"image_id": 7, "caption": "a red square"}]))
+    (tmp_path / "captions.json").write_text(json.dumps({"images": [{"id": 7, "file_name": "seven.png"}],
+                                                        "annotations": [{"image_id": 7, "caption": "red square"}]}))
+    records, messages = rows_from_files([tmp_path / "captions.json", tmp_path / "results.json"])
+    assert records == [["seven.png", "a red square", "red square"]] and messages == []
+    with pytest.raises(ValueError, match="expected a .csv, .jsonl, .parquet or .json file"):
+        rows_from_files([tmp_path / "rows.txt"])
+
+
+@pytest.mark.java
+def test_cider_from_one_image_says_why_it_is_zero_and_a_collection_source_is_used(java):
+    from scoring.metrics.coco import reference_document_frequency
+    from scoring.session_scoring import DocumentFrequencies, ScoreRow
+
+    images = [coloured("red.png", (200, 30, 30))]
+    refs = ["a red square on a table", "a red block"]
+    rows = [ScoreRow("red.png", "a red square", refs), ScoreRow("red.png", "a blue circle", refs)]
+    outcome = run_scoring(ScoreRequest(images, rows, "en", ["CIDEr"]), {})
+    assert list(outcome.frame["CIDEr"]) == [0.0, 0.0]
+    status = outcome.availability[0]["status"]
+    assert "not meaningful: document frequencies from the references of one image" in status and "this batch" in status
+    collection = reference_document_frequency([refs, ["a dog on the grass"], ["two cats asleep"], ["a green car"]])
+    source = DocumentFrequencies("collection 'demo'", collection)
+    cache: dict = {}
+    outcome = run_scoring(ScoreRequest(images, rows, "en", ["CIDEr"], source), cache)
+    values = list(outcome.frame["CIDEr"])
+    assert values[0] > values[1] >= 0 and values[0] > 0.5
+    assert outcome.availability[0]["status"] == ("available; document frequencies from collection 'demo': "
+                                                 "4 reference set(s)")
+    # Back to this batch: the remembered collection values are not reused for it.
+    assert list(run_scoring(ScoreRequest(images, rows, "en", ["CIDEr"]), cache).frame["CIDEr"]) == [0.0, 0.0]
