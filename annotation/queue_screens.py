@@ -73,20 +73,23 @@ def _rating_screen(session, user, collection_name: str, caption_id: int | None =
 
 def rating_screen(account_id: int | None, collection_name: str, caption_id: int | None = None,
                   message: str = "") -> RatingScreen:
-    """Caption `caption_id` (going back to an earlier item), or the next one in the queue."""
-    with acting(account_id) as (session, user):
+    """Caption `caption_id` (going back to an earlier item: only reads), or the next one in the
+    queue (reserved for this annotator: see `tasks.next_rating_item`)."""
+    with acting(account_id, read_only=caption_id is not None) as (session, user):
         return _rating_screen(session, user, collection_name, caption_id, message)
 
 
 def rate(account_id: int | None, caption_id: int, overall: float, fluency: float | None = None,
          relevance: float | None = None, descriptiveness: float | None = None) -> dict:
     """Store this annotator's rating (editing an earlier one keeps its history); the stored
-    values as the API reports them. A caption whose image file is missing cannot be rated."""
+    values as the API reports them. A caption whose image file is missing cannot be rated, nor
+    a new one whose k ratings are complete (see `tasks.submit_rating`)."""
     with acting(account_id) as (session, user):
         caption = captions.get_caption(session, int(caption_id))
         if _image_file(caption.image) is None:
             raise ValueError(_missing_image_message(caption.id))
-        rating = tasks.submit_rating(session, user, int(caption_id), overall, fluency, relevance, descriptiveness)
+        rating = tasks.submit_rating(session, user, int(caption_id), overall, fluency, relevance, descriptiveness,
+                                     k=tasks.DEFAULT_RATINGS_PER_ITEM)
         return {"rating_id": rating.id, "caption_id": rating.caption_id, "annotator": user.name,
                 "overall": rating.overall, "fluency": rating.fluency, "relevance": rating.relevance,
                 "descriptiveness": rating.descriptiveness, "version": rating.version}
@@ -134,7 +137,7 @@ def transcreation_screen(account_id: int | None, collection_name: str, target_la
                          message: str = "") -> TranscreationScreen:
     if not collection_name:
         raise ValueError("Choose a collection.")
-    with acting(account_id) as (session, user):
+    with acting(account_id, read_only=True) as (session, user):
         task = tasks.next_transcreation_item(session, user, captions.get_collection(session, collection_name),
                                           target_language)
         screen = TranscreationScreen(tasks.TRANSCREATION_INSTRUCTIONS, tasks.TRANSCREATION_EXAMPLES)
@@ -175,7 +178,7 @@ class CriticalScreen:
 def critical_screen(account_id: int | None, collection_name: str, message: str = "") -> CriticalScreen:
     if not collection_name:
         raise ValueError("Choose a collection.")
-    with acting(account_id) as (session, user):
+    with acting(account_id, read_only=True) as (session, user):
         caption = tasks.next_critical_item(session, user, captions.get_collection(session, collection_name))
         if caption is None:
             return CriticalScreen(tasks.CRITICAL_INSTRUCTIONS, message=_joined(message, "Nothing left to mark."))
