@@ -27,9 +27,9 @@ def import_upload(account_id: int | None, path: str | None, collection: str | No
     `collection` (default: named after the file); the import report as a dict."""
     if not path:
         raise ValueError("Upload a file to import (CSV, JSONL, or a zip of images with a manifest).")
-    with acting(account_id) as (session, user):
+    with acting(account_id, read_only=True) as (session, user):  # the import commits its own short batches
         report = import_file(session, user, path, collection=(collection or "").strip() or None,
-                             fmt=None if fmt in (None, "auto") else fmt, progress=progress)
+                             fmt=None if fmt in (None, "auto") else fmt, progress=progress, commit_batches=True)
         return report.to_dict()
 
 
