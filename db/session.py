@@ -13,6 +13,7 @@ uses is decided in `annotation.database`, so this package imports nothing of the
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterator
@@ -139,10 +140,12 @@ def current_revision(url: str) -> str | None:
     """The revision the database is at (None for an empty database)."""
     from alembic.runtime.migration import MigrationContext
 
-    with get_engine(url).connect() as connection:
+    reading = get_engine(url).execution_options(sqlite_begin="DEFERRED")  # never waits for a writer
+    with reading.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
 
 
+@functools.cache
 def head_revision() -> str:
     from alembic.script import ScriptDirectory
 
