@@ -17,7 +17,7 @@ import zipfile
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from db.session import is_busy
+from db.session import DatabaseBusy, is_busy
 from scoring.paths import data_dir
 
 LOG = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def user_message(exc: BaseException) -> str:
     traceback, under the error id the message gives."""
     if is_expected(exc):
         return public_text(str(exc).strip()) or type(exc).__name__
-    if isinstance(exc, SQLAlchemyError) and is_busy(exc):
+    if isinstance(exc, (SQLAlchemyError, DatabaseBusy)) and is_busy(exc):
         LOG.warning("database busy: %s: %s", type(exc).__name__, exc)
         return BUSY_MESSAGE
     error_id = secrets.token_hex(4)

@@ -227,8 +227,8 @@ def stage(transaction: Transaction, user: User, source_name: str, plan: StagingP
                 if touched.rowcount != 1:
                     raise ValueError(f"{source_name}: the import's staging was removed meanwhile; run it again")
             done += len(batch)
-            if progress:
-                progress("writing", done, plan.total)
+            if progress:  # in rows of the file, as the checking stage counts
+                progress("writing", done * plan.counts["rows"] // plan.total, plan.counts["rows"])
     return staging_id
 
 
@@ -399,7 +399,7 @@ def _import(session: Session, user: User, raw: RawRows, images: FileImages | Zip
     try:
         staging_id = stage(transaction, user, source_name, plan, progress)
         if progress:
-            progress("publishing", plan.total, plan.total)
+            progress("publishing", plan.counts["rows"], plan.counts["rows"])
         with transaction() as writer:
             return publish(writer, user, staging_id, plan, collection=collection, source=source,
                            source_name=source_name, source_sha=source_sha, fmt=fmt, allow_reimport=allow_reimport)

@@ -48,23 +48,18 @@ class RatingScreen:
         return self.caption_id is not None and self.image_file is not None
 
 
-def _rating_screen(session, user, collection_name: str, caption_id: int | None = None,
-                   message: str = "") -> RatingScreen:
-    if not collection_name:
-        raise ValueError("Choose a collection.")
+def _rating_screen(session, user, collection_name: str, caption_id: int | None, message: str = "") -> RatingScreen:
+    """The screen of caption `caption_id` (None: nothing left to rate)."""
     collection = captions.get_collection(session, collection_name)
     progress = tasks.rating_progress(session, user, collection)
     progress_text = (f"You rated {progress.done_by_user} of {progress.items} items; "
                      f"{progress.items_complete} items have {progress.k} ratings.")
-    caption = captions.get_caption(session, caption_id) if caption_id is not None else \
-        tasks.next_rating_item(session, user, collection)
-    if caption is None:
+    if caption_id is None:
         return RatingScreen(None, "Nothing left to rate in this collection. Thank you!", "", None, {}, progress_text,
                             message)
-    values = {}
-    for rating in tasks.list_ratings(session, user, annotator=user):
-        if rating.caption_id == caption.id:
-            values = {f: getattr(rating, f) for f in tasks.RATING_FIELDS}
+    caption = captions.get_caption(session, caption_id)
+    own = tasks.own_rating(session, user, caption.id)
+    values = {f: getattr(own, f) for f in tasks.RATING_FIELDS} if own is not None else {}
     image_file = _image_file(caption.image)
     if image_file is None:
         message = _joined(message, _missing_image_message(caption.id))
@@ -73,9 +68,16 @@ def _rating_screen(session, user, collection_name: str, caption_id: int | None =
 
 def rating_screen(account_id: int | None, collection_name: str, caption_id: int | None = None,
                   message: str = "") -> RatingScreen:
-    """Caption `caption_id` (going back to an earlier item: only reads), or the next one in the
-    queue (reserved for this annotator: see `tasks.next_rating_item`)."""
-    with acting(account_id, read_only=caption_id is not None) as (session, user):
+    """Caption `caption_id` (going back to an earlier item), or the next one in the queue,
+    reserved for this annotator (`tasks.next_rating_item`): only taking the next item writes,
+    in a short transaction of its own; the screen is read without the write lock."""
+    if not collection_name:
+        raise ValueError("Choose a collection.")
+    if caption_id is None:
+        with acting(account_id) as (session, user):
+            caption = tasks.next_rating_item(session, user, captions.get_collection(session, collection_name))
+            caption_id = None if caption is None else caption.id
+    with acting(account_id, read_only=True) as (session, user):
         return _rating_screen(session, user, collection_name, caption_id, message)
 
 

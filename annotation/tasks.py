@@ -225,7 +225,8 @@ def validate_rating_values(values: dict) -> dict:
     return clean
 
 
-def _own_rating(session: Session, user: User, caption_id: int) -> Rating | None:
+def own_rating(session: Session, user: User, caption_id: int) -> Rating | None:
+    """This annotator's rating of the caption, if any."""
     return session.scalar(select(Rating).where(Rating.caption_id == caption_id, Rating.annotator_id == user.id))
 
 
@@ -244,7 +245,7 @@ def submit_rating(session: Session, user: User, caption_id: int, overall: float,
     caption = get_caption(session, caption_id)
     if caption.kind == "reference":
         raise ValueError(f"caption {caption_id} is a reference caption; references are not rated")
-    existing = _own_rating(session, user, caption_id)
+    existing = own_rating(session, user, caption_id)
     if existing is not None:
         release_lease(session, user, caption_id)
         return _apply_edit(session, existing, values)
@@ -261,7 +262,7 @@ def submit_rating(session: Session, user: User, caption_id: int, overall: float,
             session.add(rating)
     except IntegrityError:
         # The same annotator's other request (another tab) inserted it first: edit that one.
-        return _apply_edit(session, _own_rating(session, user, caption_id), values)
+        return _apply_edit(session, own_rating(session, user, caption_id), values)
     return rating
 
 

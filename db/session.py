@@ -17,7 +17,7 @@ import functools
 import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
@@ -42,6 +42,8 @@ def busy_timeout_ms() -> int:
 def is_busy(exc: BaseException) -> bool:
     """Whether `exc` (a database error) means only that the database was busy: another
     transaction held the lock too long. Trying again later succeeds."""
+    if isinstance(exc, DatabaseBusy):
+        return True
     original = getattr(exc, "orig", exc)
     if getattr(original, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED") or \
             "database is locked" in str(original) or "database table is locked" in str(original):
@@ -98,18 +100,48 @@ def dispose_engines(close: bool = True) -> None:
         _engines.clear()
 
 
+class DatabaseBusy(Exception):
+    """A writing transaction waited longer than the busy timeout for its turn."""
+
+
+_writer_locks: dict[str, threading.RLock] = {}
+
+
+@contextmanager
+def _writer_turn(engine: Engine) -> Iterator[None]:
+    """SQLite: the writing transactions of this process take turns on a lock of their own
+    before asking SQLite for its write lock. SQLite's busy handler polls with growing sleeps, so
+    many threads of one server contending for it can starve one of them past the busy timeout;
+    waiting on a lock instead, each is woken when the previous one ends. (Another process, such
+    as a CLI import, still meets them at SQLite's lock, where its short batches wait little.)"""
+    if engine.dialect.name != "sqlite":
+        yield
+        return
+    key = engine.url.render_as_string(hide_password=False)
+    with _engines_lock:
+        lock = _writer_locks.setdefault(key, threading.RLock())
+    if not lock.acquire(timeout=busy_timeout_ms() / 1000):
+        raise DatabaseBusy("the database stayed busy past the busy timeout")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 @contextmanager
 def session_scope(engine: Engine, *, read_only: bool = False) -> Iterator[Session]:
     """One transaction: committed when the block ends, rolled back if it raises. A
     `read_only` one never takes SQLite's write lock (and must not write)."""
     if read_only and engine.dialect.name == "sqlite":
         engine = engine.execution_options(sqlite_begin="DEFERRED")
-    session = sessionmaker(bind=engine, expire_on_commit=False)()
-    try:
-        with session.begin():
-            yield session
-    finally:
-        session.close()
+    turn = nullcontext() if read_only else _writer_turn(engine)
+    with turn:
+        session = sessionmaker(bind=engine, expire_on_commit=False)()
+        try:
+            with session.begin():
+                yield session
+        finally:
+            session.close()
 
 
 def alembic_config(url: str):
