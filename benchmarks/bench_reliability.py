@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 K = 3
 RELOGIN_EVERY = 25
-THINK_S = 0.2  # an annotator's pause between actions (a person needs seconds; this is a crowd of bots)
+THINK_S = 1.0  # an annotator's pause before rating and after (a person needs several seconds per item)
 PASSWORD = "a long enough password"
 
 
@@ -346,7 +346,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=200_000, help="rows of the big import")
     parser.add_argument("--annotators", type=int, default=16)
-    parser.add_argument("--items", type=int, default=1000, help="items of the crowd's queue (k = 3)")
+    parser.add_argument("--items", type=int, default=600, help="items of the crowd's queue (k = 3)")
     parser.add_argument("--kill-rows", type=int, default=20_000)
     parser.add_argument("--export-rows", type=int, default=22_000)
     args = parser.parse_args()
