@@ -264,17 +264,20 @@ def publish(session: Session, user: User, staging_id: int, plan: StagingPlan, *,
     names = union(select(StagedRating.annotator.label("name")).where(StagedRating.staging_id == staging_id),
                   select(StagedCritical.annotator.label("name")).where(StagedCritical.staging_id == staging_id)
                   ).subquery()
-    created = session.execute(insert(User).from_select(
+    users_before = session.scalar(select(func.count(User.id)))
+    session.execute(insert(User).from_select(
         ["name", "role", "password_hash", "created_at"],
         select(names.c.name, literal("annotator", String), literal(None, String), now)
-        .where(names.c.name.not_in(select(User.name))))).rowcount
-    new_images = session.execute(insert(Image).from_select(
+        .where(names.c.name.not_in(select(User.name)))))
+    created = session.scalar(select(func.count(User.id))) - users_before  # (rowcount is -1 on some drivers)
+    session.execute(insert(Image).from_select(
         ["sha256", "format", "width", "height", "size_bytes", "original_filename", "external_id", "import_id",
          "created_at"],
         select(StagedImage.sha256, StagedImage.format, StagedImage.width, StagedImage.height,
                StagedImage.size_bytes, StagedImage.original_filename, StagedImage.external_id, import_id, now)
         .where(StagedImage.staging_id == staging_id, StagedImage.sha256.not_in(select(Image.sha256)))
-        .order_by(StagedImage.seq))).rowcount
+        .order_by(StagedImage.seq)))
+    new_images = session.scalar(select(func.count(Image.id)).where(Image.import_id == record.id))
     base = session.scalar(select(func.coalesce(func.max(Caption.id), 0)))
     image_id = select(Image.id).where(Image.sha256 == StagedCaption.image_sha256).scalar_subquery()
     parent_id = case((StagedCaption.parent_seq.is_not(None), StagedCaption.parent_seq + base),
