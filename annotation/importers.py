@@ -5,7 +5,7 @@ parents resolved); if any row is bad, nothing is written and `ImportRejected` li
 bad row and why. Otherwise the rows are written to staging tables (`db.models.ImportStaging`
 and the `staged_*` tables, which nothing but the import reads), then one short publishing
 transaction copies them into the real tables with set-based INSERT ... SELECT statements and
-deletes them. With `commit_batches` (the CLI, the web upload) the staging is committed in
+deletes them (in batches, after it commits). With `commit_batches` (the CLI, the web upload) the staging is committed in
 batches of `STAGING_BATCH` rows, each a short transaction, so a long import never holds the
 write lock for long; a crash or a kill part-way leaves only staging rows, invisible to
 everyone, which `gc_stagings` (`caplens db gc`) deletes once idle. Without it everything
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -69,6 +70,9 @@ from db.session import session_scope
 # Account credited with critical-object markings whose row names no annotator.
 UNNAMED_ANNOTATOR = "imported"
 STAGING_BATCH = 1000  # staged rows per committed transaction
+# Between two committed batches the import pauses this long, so that writers waiting in
+# SQLite's busy handler (which polls every 100 ms once it has waited a while) get their turn.
+BATCH_PAUSE_S = 0.1
 STAGING_IDLE = timedelta(hours=1)  # a staging this long without a batch is abandoned (gc deletes it)
 
 Transaction = Callable[[], AbstractContextManager[Session]]
@@ -207,7 +211,7 @@ def plan_rows(rows: list[Row], external_parents: dict[str, Caption]) -> StagingP
 
 
 def stage(transaction: Transaction, user: User, source_name: str, plan: StagingPlan,
-          progress: Progress | None) -> int:
+          progress: Progress | None, pause_s: float = 0.0) -> int:
     """Write `plan` into the staging tables, `STAGING_BATCH` rows per `transaction()`; the
     staging's id."""
     with transaction() as session:
@@ -227,6 +231,7 @@ def stage(transaction: Transaction, user: User, source_name: str, plan: StagingP
                 if touched.rowcount != 1:
                     raise ValueError(f"{source_name}: the import's staging was removed meanwhile; run it again")
             done += len(batch)
+            time.sleep(pause_s)
             if progress:  # in rows of the file, as the checking stage counts
                 progress("writing", done * plan.counts["rows"] // plan.total, plan.counts["rows"])
     return staging_id
@@ -275,8 +280,7 @@ def publish(session: Session, user: User, staging_id: int, plan: StagingPlan, *,
          "created_at"],
         select(StagedImage.sha256, StagedImage.format, StagedImage.width, StagedImage.height,
                StagedImage.size_bytes, StagedImage.original_filename, StagedImage.external_id, import_id, now)
-        .where(StagedImage.staging_id == staging_id, StagedImage.sha256.not_in(select(Image.sha256)))
-        .order_by(StagedImage.seq)))
+        .where(StagedImage.staging_id == staging_id, StagedImage.sha256.not_in(select(Image.sha256)))))
     new_images = session.scalar(select(func.count(Image.id)).where(Image.import_id == record.id))
     base = session.scalar(select(func.coalesce(func.max(Caption.id), 0)))
     image_id = select(Image.id).where(Image.sha256 == StagedCaption.image_sha256).scalar_subquery()
@@ -288,7 +292,7 @@ def publish(session: Session, user: User, staging_id: int, plan: StagingPlan, *,
         select(StagedCaption.seq + base, image_id, StagedCaption.text, StagedCaption.language, StagedCaption.kind,
                StagedCaption.source_model, parent_id, StagedCaption.perturbation_op, StagedCaption.perturbation,
                StagedCaption.external_id, import_id, literal(user.id, Integer), now)
-        .where(StagedCaption.staging_id == staging_id).order_by(StagedCaption.seq)))
+        .where(StagedCaption.staging_id == staging_id)))
     if postgres:
         session.execute(text("SELECT setval(pg_get_serial_sequence('captions', 'id'), "
                              "(SELECT COALESCE(MAX(id), 1) FROM captions))"))
@@ -302,14 +306,17 @@ def publish(session: Session, user: User, staging_id: int, plan: StagingPlan, *,
         select(StagedRating.caption_seq + base, annotator_id(StagedRating.annotator), StagedRating.overall,
                StagedRating.fluency, StagedRating.relevance, StagedRating.descriptiveness, literal(1, Integer),
                import_id, now, now)
-        .where(StagedRating.staging_id == staging_id).order_by(StagedRating.seq)))
+        .where(StagedRating.staging_id == staging_id)))
     session.execute(insert(CriticalAnnotation).from_select(
         ["caption_id", "annotator_id", "critical_objects", "backgrounds", "relationships", "created_at",
          "updated_at"],
         select(StagedCritical.caption_seq + base, annotator_id(StagedCritical.annotator),
                StagedCritical.critical_objects, StagedCritical.backgrounds, StagedCritical.relationships, now, now)
-        .where(StagedCritical.staging_id == staging_id).order_by(StagedCritical.seq)))
-    _delete_staging(session, staging_id)
+        .where(StagedCritical.staging_id == staging_id)))
+    # The staging is spent: the caller deletes it after this commit, in batches
+    # (`delete_staging`); marked idle, so that gc deletes it if a crash comes first.
+    session.execute(update(ImportStaging).where(ImportStaging.id == staging_id)
+                    .values(updated_at=literal(utcnow() - 2 * STAGING_IDLE, DateTime(timezone=True))))
     record.counts = {**plan.counts, "images_new": new_images, "images_existing": plan.image_keys - new_images,
                      "annotators_created": created}
     session.flush()
@@ -320,6 +327,22 @@ def _delete_staging(session: Session, staging_id: int) -> None:
     for model in (StagedCritical, StagedRating, StagedCaption, StagedImage):
         session.execute(delete(model).where(model.staging_id == staging_id))
     session.execute(delete(ImportStaging).where(ImportStaging.id == staging_id))
+
+
+def delete_staging(transaction: Transaction, staging_id: int, pause_s: float = 0.0) -> None:
+    """Delete a staging, `STAGING_BATCH` x 5 rows per `transaction()`."""
+    for model in (StagedCritical, StagedRating, StagedCaption, StagedImage):
+        while True:
+            with transaction() as session:
+                upto = session.scalar(select(model.seq).where(model.staging_id == staging_id).order_by(model.seq)
+                                      .offset(STAGING_BATCH * 5 - 1).limit(1))
+                query = delete(model).where(model.staging_id == staging_id)
+                session.execute(query if upto is None else query.where(model.seq <= upto))
+            if upto is None:
+                break
+            time.sleep(pause_s)
+    with transaction() as session:
+        session.execute(delete(ImportStaging).where(ImportStaging.id == staging_id))
 
 
 def gc_stagings(session: Session, idle: timedelta = STAGING_IDLE) -> int:
@@ -398,14 +421,20 @@ def _import(session: Session, user: User, raw: RawRows, images: FileImages | Zip
     else:
         writing = session.get_bind().execution_options(sqlite_begin="IMMEDIATE")
         transaction = lambda: session_scope(writing)  # noqa: E731
+    pause_s = BATCH_PAUSE_S if commit_batches else 0.0
     staging_id = None
     try:
-        staging_id = stage(transaction, user, source_name, plan, progress)
+        staging_id = stage(transaction, user, source_name, plan, progress, pause_s)
         if progress:
             progress("publishing", plan.counts["rows"], plan.counts["rows"])
         with transaction() as writer:
-            return publish(writer, user, staging_id, plan, collection=collection, source=source,
-                           source_name=source_name, source_sha=source_sha, fmt=fmt, allow_reimport=allow_reimport)
+            report = publish(writer, user, staging_id, plan, collection=collection, source=source,
+                             source_name=source_name, source_sha=source_sha, fmt=fmt, allow_reimport=allow_reimport)
+        published, staging_id = staging_id, None
+        if progress:
+            progress("cleaning", plan.counts["rows"], plan.counts["rows"])
+        delete_staging(transaction, published, pause_s)
+        return report
     except BaseException:
         if commit_batches and staging_id is not None:  # not published: its staging goes now, not at gc
             try:
