@@ -394,14 +394,14 @@ def main() -> int:
     stages = crowd["stage_seconds"]
     rows.append(("import stages (s after start: checking / staging batches / publishing step)",
                  f"{stages.get('checking', '-')} / {stages.get('writing', '-')} / {stages.get('publishing', '-')}; "
-                 f"publishing took {crowd['publish_seconds']:.1f} s"))
+                 f"publishing and staging clean-up took {crowd['publish_seconds']:.1f} s"))
     for op in ("login", "next_item", "rate"):
         values, calm = lat[op], crowd["outside_publish"][op]
-        rows.append((f"p95 latency of {op} during the import (all calls / calls not overlapping the publishing step)",
+        rows.append((f"p95 latency of {op} during the import (all calls / calls not overlapping publishing and clean-up)",
                      f"{_p95(values):.2f} s, max {max(values):.2f} s, {len(values)} calls / "
                      f"{_p95(calm):.2f} s, max {max(calm):.2f} s, {len(calm)} calls" if values and calm else
                      f"{len(values)} calls"))
-    rows.append(("calls overlapping the publishing step", str(crowd["during_publish"])))
+    rows.append(("calls overlapping publishing and clean-up", str(crowd["during_publish"])))
     rows.append(("errors seen by the crowd", f"{len(crowd['errors'])}" +
                  (f": {sorted(set(crowd['errors']))[:3]}" if crowd["errors"] else "")))
     rows.append((f"partial rows after a killed import ({killed['rows']:,} rows, SIGKILL at "
