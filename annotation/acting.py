@@ -31,12 +31,13 @@ class Account:
 
 
 @contextmanager
-def acting(account_id: int | None) -> Iterator[tuple]:
+def acting(account_id: int | None, read_only: bool = False) -> Iterator[tuple]:
     """(session, user) of one transaction acting as the account `account_id`; NotLoggedIn when
-    there is no such account."""
+    there is no such account. An action that only reads passes `read_only`: it then never waits
+    for (or holds) the database's write lock."""
     if account_id is None:
         raise NotLoggedIn("Log in first (Annotate tab).")
-    with database_session() as session:
+    with database_session(read_only=read_only) as session:
         user = session.get(User, account_id)
         if user is None:
             raise NotLoggedIn("This account no longer exists; log in again.")
@@ -46,5 +47,5 @@ def acting(account_id: int | None) -> Iterator[tuple]:
 def collection_names(account_id: int | None) -> list[str]:
     """Names of the collections this account may see, sorted."""
 
-    with acting(account_id) as (session, user):
+    with acting(account_id, read_only=True) as (session, user):
         return [c.name for c in list_collections(session, user)]

@@ -110,20 +110,22 @@ def log_in(name: str, password: str, client: str | None) -> Login:
         LOG.warning("login refused: %r from %s: too many failed attempts, next try in %d s", account_name,
                     client or "an unknown client", wait)
         raise TooManyAttempts(wait)
-    with database_session() as session:
+    with database_session(read_only=True) as session:  # the slow password hash holds no write lock
         user = authenticate(session, name, password)
-        if user is None:  # the user's mistake: one line for the operator, no traceback
-            LOG.warning("login refused: %r from %s: wrong user name or password", account_name,
-                        client or "an unknown client")
-            raise PermissionError("Wrong user name or password.")
+        account = user and Account(user.id, user.name, user.role)
+    if account is None:  # the user's mistake: one line for the operator, no traceback
+        LOG.warning("login refused: %r from %s: wrong user name or password", account_name,
+                    client or "an unknown client")
+        raise PermissionError("Wrong user name or password.")
+    token = secrets.token_urlsafe(32)
+    with database_session() as session:  # short: what a login must write
         session.execute(delete(LoginFailure).where(LoginFailure.account_name == account_name))
         session.execute(delete(AuthSession).where(AuthSession.expires_at <= now))
-        token = secrets.token_urlsafe(32)
         started = utcnow()
         expires = started + SESSION_LIFETIME
-        session.add(AuthSession(token_hash=token_hash(token), user_id=user.id, client=client, created_at=started,
+        session.add(AuthSession(token_hash=token_hash(token), user_id=account.id, client=client, created_at=started,
                                 expires_at=expires))
-        return Login(token, Account(user.id, user.name, user.role), expires)
+    return Login(token, account, expires)
 
 
 def _live_session(session, token: str | None) -> AuthSession:

@@ -97,8 +97,11 @@ def register(subparsers, parents) -> None:
     order.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
     order.set_defaults(handler=_queue_order)
 
-    gc = db_commands.add_parser("gc", parents=parents, help="delete stored image files no database row uses")
+    gc = db_commands.add_parser("gc", parents=parents, help="delete stored image files no database row uses, "
+                                "and the staging of imports that were killed")
     gc.add_argument("--dry-run", action="store_true")
+    gc.add_argument("--staging-idle-minutes", type=float, default=60.0,
+                    help="an import's staging untouched this long is abandoned (default 60)")
     gc.set_defaults(handler=_gc)
 
     user = subparsers.add_parser("user", parents=parents, help="annotator, researcher and admin accounts")
@@ -177,10 +180,11 @@ def _import(args) -> int:
     from annotation.database import database_session
     from annotation.importers import import_file
 
-    with database_session() as session:
+    with database_session(read_only=True) as session:  # it commits its own short batches
         report = import_file(session, _acting_user(session, args.user), args.file, collection=args.collection,
                              fmt=args.fmt, references=args.references, image_dir=args.image_dir,
-                             source_model=args.model, allow_reimport=args.allow_reimport, progress=_progress)
+                             source_model=args.model, allow_reimport=args.allow_reimport, progress=_progress,
+                             commit_batches=True)
     print(json.dumps(report.to_dict(), indent=2))
     return 0
 
@@ -250,15 +254,20 @@ def _queue_order(args) -> int:
 
 
 def _gc(args) -> int:
+    from datetime import timedelta
+
     from annotation.database import database_session
     from annotation.image_store import orphaned_files
+    from annotation.importers import gc_stagings
 
     with database_session() as session:  # a write lock: no import can add rows meanwhile
+        stagings = 0 if args.dry_run else gc_stagings(session, timedelta(minutes=args.staging_idle_minutes))
         orphans = orphaned_files(session)
         if not args.dry_run:
             for path in orphans:
                 path.unlink(missing_ok=True)
-    print(f"{'would delete' if args.dry_run else 'deleted'} {len(orphans)} unreferenced image files")
+    print(f"{'would delete' if args.dry_run else 'deleted'} {len(orphans)} unreferenced image files; "
+          f"{stagings} abandoned import stagings deleted")
     return 0
 
 

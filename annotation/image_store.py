@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from annotation.database import image_store_dir
-from db.models import Image
+from db.models import Image, StagedImage
 from scoring.fingerprint import content_fingerprint
 from scoring.images import ImageDecodeError, decode_image, open_checked
 from scoring.paths import configured_limit
@@ -127,14 +127,14 @@ def add_inspected_image(session: Session, data: bytes, facts: ImageFacts, origin
     data, facts = stored_copy(data, facts)
     write_to_store(data, facts)
     image = Image(sha256=facts.sha256, format=facts.format, width=facts.width, height=facts.height,
-                  size_bytes=facts.size_bytes, original_filename=_display_name(original_filename),
+                  size_bytes=facts.size_bytes, original_filename=display_name(original_filename),
                   external_id=external_id, import_id=import_id)
     session.add(image)
     session.flush()
     return image
 
 
-def _display_name(name: str | None) -> str | None:
+def display_name(name: str | None) -> str | None:
     """Keep only the last path component of a client file name, as metadata."""
     if not name:
         return None
@@ -150,7 +150,8 @@ def read_stored_bytes(sha256: str, fmt: str) -> bytes:
 
 
 def orphaned_files(session: Session) -> list[Path]:
-    """Stored files no database row refers to (left by rolled-back or killed imports)."""
-    known = set(session.scalars(select(Image.sha256)))
+    """Stored files no database row refers to (left by rolled-back or killed imports); an
+    import still staging keeps its files."""
+    known = set(session.scalars(select(Image.sha256))) | set(session.scalars(select(StagedImage.sha256)))
     root = image_store_dir()
     return [p for p in root.glob("??/*") if p.is_file() and p.name.split(".")[0] not in known]

@@ -117,8 +117,15 @@ class FileImages:
 
     def __init__(self, base: Path):
         self.base = base.resolve()
+        self._found: dict[str, ImageSource | str] = {}
 
     def source(self, ref: str) -> ImageSource | str:
+        """Where `ref` is (looked up once per distinct ref: many rows share an image)."""
+        if ref not in self._found:
+            self._found[ref] = self._look_up(ref)
+        return self._found[ref]
+
+    def _look_up(self, ref: str) -> ImageSource | str:
         relative = PurePosixPath(ref.replace("\\", "/"))
         if relative.is_absolute() or ".." in relative.parts:
             return f"image path {ref!r} must be relative to the manifest's folder, without '..'"

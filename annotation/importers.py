@@ -2,8 +2,14 @@
 
 An import is all or nothing. Every row is checked first (images decoded, fields validated,
 parents resolved); if any row is bad, nothing is written and `ImportRejected` lists every
-bad row and why. Otherwise everything is written in one transaction, so a crash or a kill
-part-way leaves the database without any of the import.
+bad row and why. Otherwise the rows are written to staging tables (`db.models.ImportStaging`
+and the `staged_*` tables, which nothing but the import reads), then one short publishing
+transaction copies them into the real tables with set-based INSERT ... SELECT statements and
+deletes them (in batches, after it commits). With `commit_batches` (the CLI, the web upload) the staging is committed in
+batches of `STAGING_BATCH` rows, each a short transaction, so a long import never holds the
+write lock for long; a crash or a kill part-way leaves only staging rows, invisible to
+everyone, which `gc_stagings` (`caplens db gc`) deletes once idle. Without it everything
+happens in the caller's transaction.
 
 Row fields (CSV columns, JSONL keys, manifest entries):
   image            image file, relative to the manifest (or a zip member name),
@@ -28,22 +34,48 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import DateTime, Integer, String, case, delete, func, insert, literal, select, text, union, update
 from sqlalchemy.orm import Session
 
 from annotation.accounts import RESEARCH_ROLES, require_role
-from annotation.captions import add_caption, get_or_create_collection
-from annotation.image_store import add_inspected_image
-from annotation.import_checks import BATCH_SIZE, Progress, Row, validate_rows
+from annotation.captions import get_or_create_collection, validate_caption_text
+from annotation.image_store import display_name, stored_copy, write_to_store
+from annotation.import_checks import Progress, Row, validate_rows
 from annotation.import_sources import FORMATS, FileImages, RawRows, ZipImages, detect_format, open_source
-from annotation.tasks import mark_critical
-from db.models import Caption, Collection, Image, ImportRecord, Rating, User
+from db.models import (
+    Caption,
+    Collection,
+    CriticalAnnotation,
+    Image,
+    ImportRecord,
+    ImportStaging,
+    Rating,
+    StagedCaption,
+    StagedCritical,
+    StagedImage,
+    StagedRating,
+    User,
+    collection_captions,
+    utcnow,
+)
+from db.session import session_scope
 
 # Account credited with critical-object markings whose row names no annotator.
 UNNAMED_ANNOTATOR = "imported"
+STAGING_BATCH = 1000  # staged rows per committed transaction
+# Between two committed batches the import pauses this long, so that writers waiting in
+# SQLite's busy handler (which polls every 100 ms once it has waited a while) get their turn.
+BATCH_PAUSE_S = 0.1
+STAGING_IDLE = timedelta(hours=1)  # a staging this long without a batch is abandoned (gc deletes it)
+
+Transaction = Callable[[], AbstractContextManager[Session]]
 
 
 class ImportRejected(ValueError):
@@ -86,90 +118,252 @@ def resolve_parents(session: Session, rows: list[Row], errors: list[str]) -> dic
     return found
 
 
-def write_rows(session: Session, user: User, rows: list[Row], record: ImportRecord, collection: Collection,
-               external_parents: dict[str, Caption], progress: Progress | None) -> dict:
-    counts = {"rows": len(rows), "images_new": 0, "images_existing": 0, "captions": 0, "references": 0,
-              "ratings": 0, "critical_annotations": 0, "annotators_created": 0}
-    images: dict[str, Image] = {}
-    captions: dict[str, Caption] = {}
-    references: set[tuple[int, str, str]] = set()
-    annotators: dict[str, User] = {}
-    pending_parents: list[tuple[Caption, str]] = []
+@dataclass
+class StagingPlan:
+    """What an import will write, as rows of the staging tables (seq numbers link them)."""
 
-    def image_for(row: Row) -> Image:
-        if row.image.key not in images:
+    images: list[dict] = field(default_factory=list)
+    captions: list[dict] = field(default_factory=list)
+    ratings: list[dict] = field(default_factory=list)
+    critical: list[dict] = field(default_factory=list)
+    image_keys: int = 0
+    counts: dict = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return len(self.images) + len(self.captions) + len(self.ratings) + len(self.critical)
+
+
+def plan_rows(rows: list[Row], external_parents: dict[str, Caption]) -> StagingPlan:
+    """The staging rows of checked `rows`; new images are written to the store here (files
+    named by hash: a file no row ends up using is removed by `caplens db gc`)."""
+    plan = StagingPlan()
+    counts = {"rows": len(rows), "captions": 0, "references": 0, "ratings": 0, "critical_annotations": 0}
+    image_shas: dict[str, str] = {}
+    staged_shas: set[str] = set()
+    by_external: dict[str, int] = {}
+    references: set[tuple[str, str, str]] = set()
+    critical: dict[tuple[int, str], dict] = {}
+    parents: list[tuple[dict, str]] = []
+
+    def sha_for(row: Row) -> str:
+        key = row.image.key
+        if key not in image_shas:
             if row.image.existing_sha256:
-                images[row.image.key] = session.scalar(select(Image).where(Image.sha256 == row.image.existing_sha256))
-                counts["images_existing"] += 1
+                image_shas[key] = row.image.existing_sha256
             else:
-                before = session.scalar(select(Image.id).where(Image.sha256 == row.image.facts.sha256))
-                images[row.image.key] = add_inspected_image(
-                    session, row.image.read(), row.image.facts, original_filename=row.image.label,
-                    external_id=row.image_external_id, import_id=record.id)
-                counts["images_existing" if before else "images_new"] += 1
-        return images[row.image.key]
+                data, facts = stored_copy(row.image.read(), row.image.facts)
+                write_to_store(data, facts)
+                image_shas[key] = facts.sha256
+                if facts.sha256 not in staged_shas:
+                    staged_shas.add(facts.sha256)
+                    plan.images.append(dict(seq=len(plan.images) + 1, sha256=facts.sha256, format=facts.format,
+                                            width=facts.width, height=facts.height, size_bytes=facts.size_bytes,
+                                            original_filename=display_name(row.image.label),
+                                            external_id=row.image_external_id))
+        return image_shas[key]
 
-    def annotator_for(name: str) -> User:
-        if name not in annotators:
-            account = session.scalar(select(User).where(User.name == name))
-            if account is None:
-                account = User(name=name, role="annotator", password_hash=None)
-                session.add(account)
-                session.flush()
-                counts["annotators_created"] += 1
-            annotators[name] = account
-        return annotators[name]
+    def add_caption(**values) -> dict:
+        caption = dict(seq=len(plan.captions) + 1, parent_seq=None, parent_caption_id=None, source_model=None,
+                       perturbation=None, perturbation_op=None, external_id=None, **values)
+        plan.captions.append(caption)
+        return caption
 
-    for index, row in enumerate(rows, start=1):
-        image = image_for(row)
-        caption = captions.get(row.caption_id) if row.caption_id else None
-        if caption is None:
-            caption = Caption(image=image, text=row.text, language=row.language, kind=row.kind,
-                              source_model=row.source_model, perturbation=row.perturbation,
-                              perturbation_op=(row.perturbation or {}).get("op"), external_id=row.caption_id,
-                              import_id=record.id, created_by_id=user.id)
-            caption.collections.append(collection)
-            session.add(caption)
-            session.flush()
+    for row in rows:
+        sha = sha_for(row)
+        caption_seq = by_external.get(row.caption_id) if row.caption_id else None
+        if caption_seq is None:
+            caption = add_caption(image_sha256=sha, text=row.text, language=row.language, kind=row.kind)
+            caption.update(source_model=row.source_model, perturbation=row.perturbation,
+                           perturbation_op=(row.perturbation or {}).get("op"), external_id=row.caption_id)
+            caption_seq = caption["seq"]
             counts["captions"] += 1
             if row.caption_id:
-                captions[row.caption_id] = caption
+                by_external[row.caption_id] = caption_seq
             if row.parent_id:
-                # Parents may come later in the file: linked once every row is written.
-                pending_parents.append((caption, row.parent_id))
-        for text in row.references:
-            key = (image.id, row.language, text)
+                # Parents may come later in the file: linked once every row is planned.
+                parents.append((caption, row.parent_id))
+        for reference in row.references:
+            key = (sha, row.language, reference)
             if key not in references:
                 references.add(key)
-                add_caption(session, user, image, text, language=row.language, kind="reference",
-                            collection=collection, import_id=record.id)
+                add_caption(image_sha256=sha, text=validate_caption_text(reference), language=row.language,
+                            kind="reference")
                 counts["references"] += 1
         if row.rating:
-            annotator = annotator_for(row.annotator)
-            session.add(Rating(caption_id=caption.id, annotator_id=annotator.id, import_id=record.id, **row.rating))
+            plan.ratings.append(dict(seq=len(plan.ratings) + 1, caption_seq=caption_seq, annotator=row.annotator,
+                                     **row.rating))
             counts["ratings"] += 1
         if row.critical:
-            marker = annotator_for(row.annotator or UNNAMED_ANNOTATOR)
-            mark_critical(session, marker, caption.id, **row.critical)
+            # Marking the same caption again replaces the earlier marking of that annotator.
+            critical[(caption_seq, row.annotator or UNNAMED_ANNOTATOR)] = row.critical
             counts["critical_annotations"] += 1
-        if index % BATCH_SIZE == 0:
-            session.flush()
-            if progress:
-                progress("writing", index, len(rows))
-    for caption, parent_id in pending_parents:
-        caption.parent = captions.get(parent_id) or external_parents.get(parent_id)
+    for caption, parent_id in parents:
+        if parent_id in by_external:
+            caption["parent_seq"] = by_external[parent_id]
+        else:
+            caption["parent_caption_id"] = external_parents[parent_id].id
+    plan.critical = [dict(seq=i, caption_seq=caption_seq, annotator=name, **marked)
+                     for i, ((caption_seq, name), marked) in enumerate(critical.items(), start=1)]
+    plan.image_keys = len(image_shas)
+    plan.counts = counts
+    return plan
+
+
+def stage(transaction: Transaction, user: User, source_name: str, plan: StagingPlan,
+          progress: Progress | None, pause_s: float = 0.0) -> int:
+    """Write `plan` into the staging tables, `STAGING_BATCH` rows per `transaction()`; the
+    staging's id."""
+    with transaction() as session:
+        staging = ImportStaging(user_id=user.id, source_name=source_name[:500])
+        session.add(staging)
+        session.flush()
+        staging_id = staging.id
+    done = 0
+    for model, records in ((StagedImage, plan.images), (StagedCaption, plan.captions),
+                           (StagedRating, plan.ratings), (StagedCritical, plan.critical)):
+        for start in range(0, len(records), STAGING_BATCH):
+            batch = records[start:start + STAGING_BATCH]
+            with transaction() as session:
+                session.execute(insert(model), [dict(staging_id=staging_id, **record) for record in batch])
+                touched = session.execute(update(ImportStaging).where(ImportStaging.id == staging_id)
+                                          .values(updated_at=utcnow()))
+                if touched.rowcount != 1:
+                    raise ValueError(f"{source_name}: the import's staging was removed meanwhile; run it again")
+            done += len(batch)
+            time.sleep(pause_s)
+            if progress:  # in rows of the file, as the checking stage counts
+                progress("writing", done * plan.counts["rows"] // plan.total, plan.counts["rows"])
+    return staging_id
+
+
+def _previous_import(session: Session, collection_id: int, source_sha: str) -> int | None:
+    return session.scalar(select(ImportRecord.id).where(ImportRecord.source_sha256 == source_sha,
+                                                        ImportRecord.collection_id == collection_id))
+
+
+def _reimport_error(source: str, collection: str, previous: int) -> ValueError:
+    return ValueError(f"{source}: this exact file was already imported into {collection!r} "
+                      f"(import #{previous}); pass allow_reimport / --allow-reimport to add it again")
+
+
+def publish(session: Session, user: User, staging_id: int, plan: StagingPlan, *, collection: str, source: str,
+            source_name: str, source_sha: str, fmt: str, allow_reimport: bool) -> ImportReport:
+    """Copy a staging into the real tables and delete it, in the caller's (one, short)
+    transaction. Captions get the ids after the highest one (PostgreSQL: under a table lock,
+    with the id sequence moved past them)."""
+    postgres = session.get_bind().dialect.name == "postgresql"
+    if postgres:
+        session.execute(text("LOCK TABLE users, images, captions IN SHARE ROW EXCLUSIVE MODE"))
+    if session.get(ImportStaging, staging_id) is None:
+        raise ValueError(f"{source}: the import's staging was removed before it was published; run it again")
+    target = get_or_create_collection(session, user, collection)
+    if not allow_reimport and (previous := _previous_import(session, target.id, source_sha)) is not None:
+        raise _reimport_error(source, collection, previous)
+    record = ImportRecord(format=fmt, source_name=source_name[:500], source_sha256=source_sha,
+                          collection_id=target.id, user_id=user.id, counts={})
+    session.add(record)
     session.flush()
-    if progress:
-        progress("writing", len(rows), len(rows))
-    return counts
+    now = literal(utcnow(), DateTime(timezone=True))
+    import_id = literal(record.id, Integer)
+    names = union(select(StagedRating.annotator.label("name")).where(StagedRating.staging_id == staging_id),
+                  select(StagedCritical.annotator.label("name")).where(StagedCritical.staging_id == staging_id)
+                  ).subquery()
+    users_before = session.scalar(select(func.count(User.id)))
+    session.execute(insert(User).from_select(
+        ["name", "role", "password_hash", "created_at"],
+        select(names.c.name, literal("annotator", String), literal(None, String), now)
+        .where(names.c.name.not_in(select(User.name)))))
+    created = session.scalar(select(func.count(User.id))) - users_before  # (rowcount is -1 on some drivers)
+    session.execute(insert(Image).from_select(
+        ["sha256", "format", "width", "height", "size_bytes", "original_filename", "external_id", "import_id",
+         "created_at"],
+        select(StagedImage.sha256, StagedImage.format, StagedImage.width, StagedImage.height,
+               StagedImage.size_bytes, StagedImage.original_filename, StagedImage.external_id, import_id, now)
+        .where(StagedImage.staging_id == staging_id, StagedImage.sha256.not_in(select(Image.sha256)))))
+    new_images = session.scalar(select(func.count(Image.id)).where(Image.import_id == record.id))
+    base = session.scalar(select(func.coalesce(func.max(Caption.id), 0)))
+    image_id = select(Image.id).where(Image.sha256 == StagedCaption.image_sha256).scalar_subquery()
+    parent_id = case((StagedCaption.parent_seq.is_not(None), StagedCaption.parent_seq + base),
+                     else_=StagedCaption.parent_caption_id)
+    session.execute(insert(Caption).from_select(
+        ["id", "image_id", "text", "language", "kind", "source_model", "parent_id", "perturbation_op",
+         "perturbation", "external_id", "import_id", "created_by_id", "created_at"],
+        select(StagedCaption.seq + base, image_id, StagedCaption.text, StagedCaption.language, StagedCaption.kind,
+               StagedCaption.source_model, parent_id, StagedCaption.perturbation_op, StagedCaption.perturbation,
+               StagedCaption.external_id, import_id, literal(user.id, Integer), now)
+        .where(StagedCaption.staging_id == staging_id)))
+    if postgres:
+        session.execute(text("SELECT setval(pg_get_serial_sequence('captions', 'id'), "
+                             "(SELECT COALESCE(MAX(id), 1) FROM captions))"))
+    session.execute(insert(collection_captions).from_select(
+        ["collection_id", "caption_id"],
+        select(literal(target.id, Integer), StagedCaption.seq + base).where(StagedCaption.staging_id == staging_id)))
+    annotator_id = lambda column: select(User.id).where(User.name == column).scalar_subquery()  # noqa: E731
+    session.execute(insert(Rating).from_select(
+        ["caption_id", "annotator_id", "overall", "fluency", "relevance", "descriptiveness", "version",
+         "import_id", "created_at", "updated_at"],
+        select(StagedRating.caption_seq + base, annotator_id(StagedRating.annotator), StagedRating.overall,
+               StagedRating.fluency, StagedRating.relevance, StagedRating.descriptiveness, literal(1, Integer),
+               import_id, now, now)
+        .where(StagedRating.staging_id == staging_id)))
+    session.execute(insert(CriticalAnnotation).from_select(
+        ["caption_id", "annotator_id", "critical_objects", "backgrounds", "relationships", "created_at",
+         "updated_at"],
+        select(StagedCritical.caption_seq + base, annotator_id(StagedCritical.annotator),
+               StagedCritical.critical_objects, StagedCritical.backgrounds, StagedCritical.relationships, now, now)
+        .where(StagedCritical.staging_id == staging_id)))
+    # The staging is spent: the caller deletes it after this commit, in batches
+    # (`delete_staging`); marked idle, so that gc deletes it if a crash comes first.
+    session.execute(update(ImportStaging).where(ImportStaging.id == staging_id)
+                    .values(updated_at=literal(utcnow() - 2 * STAGING_IDLE, DateTime(timezone=True))))
+    record.counts = {**plan.counts, "images_new": new_images, "images_existing": plan.image_keys - new_images,
+                     "annotators_created": created}
+    session.flush()
+    return ImportReport(import_id=record.id, collection=target.name, source=source, format=fmt, counts=record.counts)
+
+
+def _delete_staging(session: Session, staging_id: int) -> None:
+    for model in (StagedCritical, StagedRating, StagedCaption, StagedImage):
+        session.execute(delete(model).where(model.staging_id == staging_id))
+    session.execute(delete(ImportStaging).where(ImportStaging.id == staging_id))
+
+
+def delete_staging(transaction: Transaction, staging_id: int, pause_s: float = 0.0) -> None:
+    """Delete a staging, `STAGING_BATCH` x 5 rows per `transaction()`."""
+    for model in (StagedCritical, StagedRating, StagedCaption, StagedImage):
+        while True:
+            with transaction() as session:
+                upto = session.scalar(select(model.seq).where(model.staging_id == staging_id).order_by(model.seq)
+                                      .offset(STAGING_BATCH * 5 - 1).limit(1))
+                query = delete(model).where(model.staging_id == staging_id)
+                session.execute(query if upto is None else query.where(model.seq <= upto))
+            if upto is None:
+                break
+            time.sleep(pause_s)
+    with transaction() as session:
+        session.execute(delete(ImportStaging).where(ImportStaging.id == staging_id))
+
+
+def gc_stagings(session: Session, idle: timedelta = STAGING_IDLE) -> int:
+    """Delete stagings no batch has touched for `idle` (imports that were killed or crashed);
+    how many."""
+    stale = list(session.scalars(select(ImportStaging.id).where(ImportStaging.updated_at < utcnow() - idle)))
+    for staging_id in stale:
+        _delete_staging(session, staging_id)
+    return len(stale)
+
 
 def import_file(session: Session, user: User, path: str | Path, *, collection: str | None = None,
                 fmt: str | None = None, references: str | Path | None = None, image_dir: str | Path | None = None,
                 source_model: str | None = None, allow_reimport: bool = False,
-                progress: Progress | None = None) -> ImportReport:
-    """Import `path` into `collection` (default: the file's stem) in the caller's transaction.
+                progress: Progress | None = None, commit_batches: bool = False) -> ImportReport:
+    """Import `path` into `collection` (default: the file's stem).
 
     Researcher or admin only. Raises `ImportRejected` (nothing written) when any row is bad.
+    Without `commit_batches` the import happens in the caller's transaction. With it, `session`
+    only reads (a read-only transaction: it never takes the write lock) and the import writes
+    in its own short transactions on the same database: staging batches, then publishing.
     """
     require_role(user, *RESEARCH_ROLES)
     path = Path(path)
@@ -181,13 +375,22 @@ def import_file(session: Session, user: User, path: str | Path, *, collection: s
     with open_source(path, fmt, references=Path(references) if references else None,
                      image_dir=Path(image_dir) if image_dir else None, source_model=source_model) as (raw, images):
         return _import(session, user, raw, images, collection=collection or path.stem, source=str(path),
-                       source_name=path.name, source_sha=hashlib.sha256(path.read_bytes()).hexdigest(), fmt=fmt,
-                       allow_reimport=allow_reimport, progress=progress)
+                       source_name=path.name, source_sha=_file_sha256(path), fmt=fmt,
+                       allow_reimport=allow_reimport, progress=progress, commit_batches=commit_batches)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def import_rows(session: Session, user: User, rows: list[dict], *, collection: str, base_dir: str | Path,
                 source_name: str = "rows", progress: Progress | None = None) -> ImportReport:
-    """Import already-parsed row dicts (same fields as a JSONL file), images relative to `base_dir`."""
+    """Import already-parsed row dicts (same fields as a JSONL file), images relative to
+    `base_dir`, in the caller's transaction."""
     require_role(user, *RESEARCH_ROLES)
     raw = [(f"row {i}", r if isinstance(r, dict) else "not an object") for i, r in enumerate(rows, start=1)]
     digest = hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
@@ -197,25 +400,46 @@ def import_rows(session: Session, user: User, rows: list[dict], *, collection: s
 
 def _import(session: Session, user: User, raw: RawRows, images: FileImages | ZipImages, *, collection: str,
             source: str, source_name: str, source_sha: str, fmt: str, allow_reimport: bool,
-            progress: Progress | None) -> ImportReport:
-    """The one import path: check every row, reject all or write all, and record the import."""
+            progress: Progress | None, commit_batches: bool = False) -> ImportReport:
+    """The one import path: check every row, reject all or stage all, then publish."""
     if not raw:
         raise ImportRejected(source, ["no rows"])
     rows, errors = validate_rows(raw, images, session, progress)
     external_parents = resolve_parents(session, rows, errors)
     if errors or not rows:
         raise ImportRejected(source, errors or ["no rows"])
-    target = get_or_create_collection(session, user, collection)
-    if not allow_reimport:
-        previous = session.scalar(select(ImportRecord.id).where(ImportRecord.source_sha256 == source_sha,
-                                                                ImportRecord.collection_id == target.id))
-        if previous is not None:
-            raise ValueError(f"{source}: this exact file was already imported into {collection!r} "
-                             f"(import #{previous}); pass allow_reimport / --allow-reimport to add it again")
-    record = ImportRecord(format=fmt, source_name=source_name[:500], source_sha256=source_sha,
-                          collection_id=target.id, user_id=user.id, counts={})
-    session.add(record)
-    session.flush()
-    record.counts = write_rows(session, user, rows, record, target, external_parents, progress)
-    session.flush()
-    return ImportReport(import_id=record.id, collection=target.name, source=source, format=fmt, counts=record.counts)
+    collection = (collection or "").strip()
+    if not collection or len(collection) > 200:
+        raise ValueError("collection name must be 1-200 characters")
+    existing = session.scalar(select(Collection.id).where(Collection.name == collection))
+    if not allow_reimport and existing is not None and \
+            (previous := _previous_import(session, existing, source_sha)) is not None:
+        raise _reimport_error(source, collection, previous)
+    plan = plan_rows(rows, external_parents)
+    if not commit_batches:
+        transaction: Transaction = lambda: nullcontext(session)  # noqa: E731
+    else:
+        writing = session.get_bind().execution_options(sqlite_begin="IMMEDIATE")
+        transaction = lambda: session_scope(writing)  # noqa: E731
+    pause_s = BATCH_PAUSE_S if commit_batches else 0.0
+    staging_id = None
+    try:
+        staging_id = stage(transaction, user, source_name, plan, progress, pause_s)
+        if progress:
+            progress("publishing", plan.counts["rows"], plan.counts["rows"])
+        with transaction() as writer:
+            report = publish(writer, user, staging_id, plan, collection=collection, source=source,
+                             source_name=source_name, source_sha=source_sha, fmt=fmt, allow_reimport=allow_reimport)
+        published, staging_id = staging_id, None
+        if progress:
+            progress("cleaning", plan.counts["rows"], plan.counts["rows"])
+        delete_staging(transaction, published, pause_s)
+        return report
+    except BaseException:
+        if commit_batches and staging_id is not None:  # not published: its staging goes now, not at gc
+            try:
+                with transaction() as writer:
+                    _delete_staging(writer, staging_id)
+            except Exception:  # the database is gone or busy: gc deletes it later
+                pass
+        raise

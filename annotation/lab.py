@@ -19,7 +19,7 @@ from scoring.language_id import AUTO
 def collection_images(account_id: int | None, collection_name: str) -> dict[str, dict]:
     """The images of a collection by sha256: stored file, display name, candidate captions,
     references, and `language`: the candidates' language when they share one, else "auto"."""
-    with acting(account_id) as (session, user):
+    with acting(account_id, read_only=True) as (session, user):
         rows = captions_table(session, user, captions.get_collection(session, collection_name))
     images: dict[str, dict] = {}
     for row in rows:

@@ -39,19 +39,20 @@ def set_queue_order(session: Session, user: User, collection_name: str, order: s
     return collection
 
 
-def first_by_disagreement(session: Session, user: User, collection: Collection, eligible) -> Caption | None:
-    """The caption `eligible` (a select of (caption id, rating count) in least-rated order)
-    would serve, re-ordered disagreement-first among the least-rated ones."""
+def by_disagreement(session: Session, user: User, collection: Collection,
+                    eligible: list[tuple[int, int, bool]]) -> list[int]:
+    """The caption ids of `eligible` ((caption id, rating count, held by this annotator) in
+    the least-rated order) re-ordered disagreement-first: the one the annotator holds a lease
+    on stays first, then fewest ratings, then the largest disagreement."""
     from annotation.score_store import stored_scores  # score_store imports the importer, which imports tasks
     from annotation.tasks import queue_order
 
-    rows = session.execute(eligible).all()
-    if not rows:
-        return None
-    fewest = {caption_id for caption_id, n in rows if n == rows[0][1]}
+    if not eligible:
+        return []
     # Priorities over all of the collection's rateable captions, so they do not drift as items get rated.
     rateable = list(session.scalars(select(Caption.id).where(in_collection(collection), Caption.kind != "reference")
                                     .order_by(queue_order(user), Caption.id)))
     scores = stored_scores(session, rateable)
-    ordered = disagreement_first(rateable, {m: [v.get(c) for c in rateable] for m, v in scores.items()})
-    return session.get(Caption, next(c for c in ordered if c in fewest))
+    rank = {c: i for i, c in enumerate(disagreement_first(rateable, {m: [v.get(c) for c in rateable]
+                                                                      for m, v in scores.items()}))}
+    return [c for c, _, _ in sorted(eligible, key=lambda row: (not row[2], row[1], rank.get(row[0], len(rank))))]

@@ -67,23 +67,18 @@ class RatingScreen:
         return self.caption_id is not None and self.image_file is not None
 
 
-def _rating_screen(session, user, collection_name: str, caption_id: int | None = None,
-                   message: str = "") -> RatingScreen:
-    if not collection_name:
-        raise ValueError("Choose a collection.")
+def _rating_screen(session, user, collection_name: str, caption_id: int | None, message: str = "") -> RatingScreen:
+    """The screen of caption `caption_id` (None: nothing left to rate)."""
     collection = captions.get_collection(session, collection_name)
     progress = tasks.rating_progress(session, user, collection)
     progress_text = (f"You rated {progress.done_by_user} of {progress.items} items; "
                      f"{progress.items_complete} items have {progress.k} ratings.")
-    caption = captions.get_caption(session, caption_id) if caption_id is not None else \
-        tasks.next_rating_item(session, user, collection)
-    if caption is None:
+    if caption_id is None:
         return RatingScreen(None, "Nothing left to rate in this collection. Thank you!", "", None, {}, progress_text,
                             message)
-    values = {}
-    for rating in tasks.list_ratings(session, user, annotator=user):
-        if rating.caption_id == caption.id:
-            values = {f: getattr(rating, f) for f in tasks.RATING_FIELDS}
+    caption = captions.get_caption(session, caption_id)
+    own = tasks.own_rating(session, user, caption.id)
+    values = {f: getattr(own, f) for f in tasks.RATING_FIELDS} if own is not None else {}
     image_file = _image_file(caption.image)
     if image_file is None:
         message = _joined(message, _missing_image_message(caption.id))
@@ -93,18 +88,28 @@ def _rating_screen(session, user, collection_name: str, caption_id: int | None =
 
 def rating_screen(account_id: int | None, collection_name: str, caption_id: int | None = None,
                   message: str = "") -> RatingScreen:
-    """Caption `caption_id` (going back to an earlier item), or the next one in the queue."""
-    with acting(account_id) as (session, user):
+    """Caption `caption_id` (going back to an earlier item), or the next one in the queue,
+    reserved for this annotator (`tasks.next_rating_item`): only taking the next item writes,
+    in a short transaction of its own; the screen is read without the write lock."""
+    if not collection_name:
+        raise ValueError("Choose a collection.")
+    if caption_id is None:
+        with acting(account_id) as (session, user):
+            caption = tasks.next_rating_item(session, user, captions.get_collection(session, collection_name))
+            caption_id = None if caption is None else caption.id
+    with acting(account_id, read_only=True) as (session, user):
         return _rating_screen(session, user, collection_name, caption_id, message)
 
 
 def rate(account_id: int | None, caption_id: int, overall: float, fluency: float | None = None,
          relevance: float | None = None, descriptiveness: float | None = None) -> dict:
     """Store this annotator's rating (editing an earlier one keeps its history); the stored
-    values as the API reports them. A caption whose image file is missing cannot be rated."""
+    values as the API reports them. A caption whose image file is missing cannot be rated, nor
+    a new one whose k ratings are complete (see `tasks.submit_rating`)."""
     with acting(account_id) as (session, user):
         _require_image(captions.get_caption(session, int(caption_id)), "rated")
-        rating = tasks.submit_rating(session, user, int(caption_id), overall, fluency, relevance, descriptiveness)
+        rating = tasks.submit_rating(session, user, int(caption_id), overall, fluency, relevance, descriptiveness,
+                                     k=tasks.DEFAULT_RATINGS_PER_ITEM)
         return {"rating_id": rating.id, "caption_id": rating.caption_id, "annotator": user.name,
                 "overall": rating.overall, "fluency": rating.fluency, "relevance": rating.relevance,
                 "descriptiveness": rating.descriptiveness, "version": rating.version}
@@ -172,7 +177,7 @@ def transcreation_screen(account_id: int | None, collection_name: str, target_la
                          message: str = "") -> TranscreationScreen:
     if not collection_name:
         raise ValueError("Choose a collection.")
-    with acting(account_id) as (session, user):
+    with acting(account_id, read_only=True) as (session, user):
         task = tasks.next_transcreation_item(session, user, captions.get_collection(session, collection_name),
                                           target_language)
         screen = TranscreationScreen(tasks.TRANSCREATION_INSTRUCTIONS, tasks.TRANSCREATION_EXAMPLES)
@@ -240,7 +245,7 @@ class CriticalScreen:
 def critical_screen(account_id: int | None, collection_name: str, message: str = "") -> CriticalScreen:
     if not collection_name:
         raise ValueError("Choose a collection.")
-    with acting(account_id) as (session, user):
+    with acting(account_id, read_only=True) as (session, user):
         caption = tasks.next_critical_item(session, user, captions.get_collection(session, collection_name))
         if caption is None:
             return CriticalScreen(tasks.CRITICAL_INSTRUCTIONS, message=_joined(message, "Nothing left to mark."))

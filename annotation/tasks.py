@@ -1,7 +1,10 @@
 """Annotators' work: the rating queue and ratings, the transcreation queue, critical objects.
 
 Queues offer each annotator the items that still need work, least-done first, never one they
-did or skipped. Roles are checked here, server-side: an annotator reads and edits only their
+did or skipped. The rating queue reserves the item it offers with a lease (`RatingLease`,
+`LEASE_SECONDS`): a live lease counts towards the item's k like a rating, so a crowd working at
+once never gives an item more than k ratings, and an item whose annotator left without rating
+returns to the queue when the lease expires. Roles are checked here, server-side: an annotator reads and edits only their
 own ratings; researchers and admins read everyone's. Permission problems raise
 PermissionError, bad input ValueError, unknown ids LookupError.
 """
@@ -12,7 +15,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from datetime import timedelta
+
+from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -26,6 +31,7 @@ from db.models import (
     Image,
     QueueSkip,
     Rating,
+    RatingLease,
     RatingRevision,
     Transcreation,
     User,
@@ -34,6 +40,7 @@ from db.models import (
 
 RATING_FIELDS = ("overall", "fluency", "relevance", "descriptiveness")
 DEFAULT_RATINGS_PER_ITEM = 3
+LEASE_SECONDS = 10 * 60  # how long an offered item stays reserved for its annotator
 
 # M-CapEval1k transcreation guidance (PR-MCS appendix C, Figures 10-11), in our own words.
 TRANSCREATION_INSTRUCTIONS = """\
@@ -83,34 +90,89 @@ def queue_order(user: User):
     return (Caption.id * 7919 + user.id * 104729) % 1000003
 
 
-def next_rating_item(session: Session, user: User, collection: Collection,
-                     k: int = DEFAULT_RATINGS_PER_ITEM) -> Caption | None:
-    """The next caption this annotator has neither rated nor skipped, least-rated first (then
-    in the collection's queue order, `annotation.queue_orders`).
+def _lock_caption(session: Session, caption_id: int) -> None:
+    """Serialize decisions about one caption's k: PostgreSQL locks its row until the
+    transaction ends; SQLite's writing transactions already hold the one write lock."""
+    session.execute(select(Caption.id).where(Caption.id == caption_id).with_for_update())
 
-    Items that already have `k` ratings are not offered, so work goes where it is needed
-    until every item has `k`. Reference captions are context, not rated.
+
+def _taken(session: Session, caption_id: int, user: User) -> int:
+    """Ratings of the caption plus other annotators' live leases on it."""
+    ratings = session.scalar(select(func.count(Rating.id)).where(Rating.caption_id == caption_id))
+    leases = session.scalar(select(func.count(RatingLease.id)).where(
+        RatingLease.caption_id == caption_id, RatingLease.annotator_id != user.id,
+        RatingLease.expires_at > utcnow()))
+    return ratings + leases
+
+
+def next_rating_item(session: Session, user: User, collection: Collection,
+                     k: int = DEFAULT_RATINGS_PER_ITEM, lease_seconds: float = LEASE_SECONDS) -> Caption | None:
+    """The next caption this annotator has neither rated nor skipped, least-rated first (then
+    in the collection's queue order, `annotation.queue_orders`), reserved for them with a lease of `lease_seconds` (the one they already hold comes first).
+
+    Items whose ratings plus other annotators' live leases reach `k` are not offered, so work
+    goes where it is needed until every item has exactly `k`. Reference captions are context,
+    not rated. Needs a writing transaction (the lease is written).
     """
     require_role(user, *ALL_ROLES)
     if k < 1:
         raise ValueError("k must be at least 1")
+    now = utcnow()
+    session.execute(delete(RatingLease).where(RatingLease.expires_at <= now))
+    in_coll = select(Caption.id).where(in_collection(collection))
     counts = (select(Rating.caption_id, func.count(Rating.id).label("n"))
-              .where(Rating.caption_id.in_(select(Caption.id).where(in_collection(collection))))
+              .where(Rating.caption_id.in_(in_coll))
               .group_by(Rating.caption_id).subquery())
+    leased = (select(RatingLease.caption_id, func.count(RatingLease.id).label("n"))
+              .where(RatingLease.caption_id.in_(in_coll), RatingLease.annotator_id != user.id,
+                     RatingLease.expires_at > now)
+              .group_by(RatingLease.caption_id).subquery())
+    held = select(RatingLease.caption_id).where(RatingLease.annotator_id == user.id, RatingLease.expires_at > now)
     n_ratings = func.coalesce(counts.c.n, 0)
+    n_taken = n_ratings + func.coalesce(leased.c.n, 0)
     mine = select(Rating.caption_id).where(Rating.annotator_id == user.id)
     skipped = select(QueueSkip.caption_id).where(QueueSkip.annotator_id == user.id, QueueSkip.task == "rating")
     query = (
         select(Caption)
         .outerjoin(counts, counts.c.caption_id == Caption.id)
+        .outerjoin(leased, leased.c.caption_id == Caption.id)
         .where(in_collection(collection), Caption.kind != "reference",
-               Caption.id.not_in(mine), Caption.id.not_in(skipped), n_ratings < k)
-        .order_by(n_ratings, queue_order(user), Caption.id)
+               Caption.id.not_in(mine), Caption.id.not_in(skipped), n_taken < k)
+        .order_by(Caption.id.in_(held).desc(), n_ratings, queue_order(user), Caption.id)
     )
     if collection.queue_order == queue_orders.DISAGREEMENT_FIRST:
-        return queue_orders.first_by_disagreement(session, user, collection,
-                                                  query.with_only_columns(Caption.id, n_ratings))
-    return session.scalar(query.limit(1))
+        rows = session.execute(query.with_only_columns(Caption.id, n_ratings, Caption.id.in_(held))).all()
+        candidates = queue_orders.by_disagreement(session, user, collection, [tuple(r) for r in rows])[:8]
+    else:
+        candidates = session.scalars(query.with_only_columns(Caption.id).limit(8)).all()
+    for caption_id in candidates:
+        _lock_caption(session, caption_id)
+        if _taken(session, caption_id, user) >= k:  # PostgreSQL: another annotator got it meanwhile
+            continue
+        _lease(session, user, caption_id, now + timedelta(seconds=lease_seconds))
+        return session.get(Caption, caption_id)
+    return None
+
+
+def _lease(session: Session, user: User, caption_id: int, expires_at) -> None:
+    """This annotator's one lease in the queue: on `caption_id`, until `expires_at`."""
+    session.execute(delete(RatingLease).where(RatingLease.annotator_id == user.id,
+                                              RatingLease.caption_id != caption_id))
+    lease = session.scalar(select(RatingLease).where(RatingLease.annotator_id == user.id,
+                                                     RatingLease.caption_id == caption_id))
+    if lease is None:
+        session.add(RatingLease(caption_id=caption_id, annotator_id=user.id, expires_at=expires_at))
+    else:
+        lease.expires_at = expires_at
+    session.flush()
+
+
+def release_lease(session: Session, user: User, caption_id: int | None = None) -> None:
+    """Give back this annotator's lease (on `caption_id`, or any)."""
+    query = delete(RatingLease).where(RatingLease.annotator_id == user.id)
+    if caption_id is not None:
+        query = query.where(RatingLease.caption_id == caption_id)
+    session.execute(query)
 
 
 @dataclass(frozen=True)
@@ -138,6 +200,8 @@ def skip_item(session: Session, user: User, caption_id: int, task: str = "rating
     """Do not offer this caption to this annotator again in `task` (per target language)."""
     require_role(user, *ALL_ROLES)
     get_caption(session, caption_id)
+    if task == "rating":
+        release_lease(session, user, caption_id)
     exists = session.scalar(select(QueueSkip.id).where(
         QueueSkip.annotator_id == user.id, QueueSkip.caption_id == caption_id,
         QueueSkip.task == task, QueueSkip.language == language))
@@ -167,29 +231,44 @@ def validate_rating_values(values: dict) -> dict:
     return clean
 
 
-def _own_rating(session: Session, user: User, caption_id: int) -> Rating | None:
+def own_rating(session: Session, user: User, caption_id: int) -> Rating | None:
+    """This annotator's rating of the caption, if any."""
     return session.scalar(select(Rating).where(Rating.caption_id == caption_id, Rating.annotator_id == user.id))
 
 
 def submit_rating(session: Session, user: User, caption_id: int, overall: float, fluency: float | None = None,
-                  relevance: float | None = None, descriptiveness: float | None = None) -> Rating:
-    """Rate a caption (0-1); rating it again edits this annotator's rating, keeping history."""
+                  relevance: float | None = None, descriptiveness: float | None = None,
+                  k: int | None = None) -> Rating:
+    """Rate a caption (0-1); rating it again edits this annotator's rating, keeping history.
+
+    With `k` (the queue's cap), a new rating is refused when the caption's ratings plus other
+    annotators' live leases already reach `k` (this annotator's lease expired and others
+    filled the item). This annotator's lease on the caption ends.
+    """
     require_role(user, *ALL_ROLES)
     values = validate_rating_values(dict(overall=overall, fluency=fluency, relevance=relevance,
                                          descriptiveness=descriptiveness))
     caption = get_caption(session, caption_id)
     if caption.kind == "reference":
         raise ValueError(f"caption {caption_id} is a reference caption; references are not rated")
-    existing = _own_rating(session, user, caption_id)
+    existing = own_rating(session, user, caption_id)
     if existing is not None:
+        release_lease(session, user, caption_id)
         return _apply_edit(session, existing, values)
+    if k is not None:
+        _lock_caption(session, caption_id)
+        if _taken(session, caption_id, user) >= k:
+            release_lease(session, user, caption_id)
+            raise ValueError(f"Caption {caption_id} already has its {k} ratings (your reservation of it expired); "
+                             "nothing was saved. Go on with the next item.")
+    release_lease(session, user, caption_id)
     try:
         with session.begin_nested():
             rating = Rating(caption_id=caption_id, annotator_id=user.id, **values)
             session.add(rating)
     except IntegrityError:
         # The same annotator's other request (another tab) inserted it first: edit that one.
-        return _apply_edit(session, _own_rating(session, user, caption_id), values)
+        return _apply_edit(session, own_rating(session, user, caption_id), values)
     return rating
 
 

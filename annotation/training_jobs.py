@@ -291,7 +291,7 @@ def _researcher(user_id: int | None) -> tuple[int, str, bool]:
     from annotation.accounts import RESEARCH_ROLES, require_role
     from annotation.acting import acting
 
-    with acting(user_id) as (_session, user):
+    with acting(user_id, read_only=True) as (_session, user):
         require_role(user, *RESEARCH_ROLES)
         return user.id, user.name, user.role == "admin"
 
@@ -332,7 +332,7 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
         overrides["data"] = str(_unpack_set(Path(set_file), data_dir() / "sets" / f"upload-{stamp}"))
         about = f"uploaded set {Path(set_file).name}"
     elif collection:
-        with acting(owner_id) as (session, user):
+        with acting(owner_id, read_only=True) as (session, user):
             overrides["data"] = str(export_collection_set(session, user, recipe, collection,
                                                           data_dir() / "sets" / f"{_slug(collection)}-{stamp}"))
         about = f"collection {collection}"

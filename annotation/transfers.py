@@ -27,9 +27,9 @@ def import_upload(account_id: int | None, path: str | None, collection: str | No
     `collection` (default: named after the file); the import report as a dict."""
     if not path:
         raise ValueError("Upload a file to import (CSV, JSONL, or a zip of images with a manifest).")
-    with acting(account_id) as (session, user):
+    with acting(account_id, read_only=True) as (session, user):  # the import commits its own short batches
         report = import_file(session, user, path, collection=(collection or "").strip() or None,
-                             fmt=None if fmt in (None, "auto") else fmt, progress=progress)
+                             fmt=None if fmt in (None, "auto") else fmt, progress=progress, commit_batches=True)
         return report.to_dict()
 
 
@@ -46,7 +46,7 @@ def export_download(account_id: int | None, what: str, fmt: str, collection: str
     one collection, or of all when `collection` is None; the working files are removed."""
     with tempfile.TemporaryDirectory(prefix=".export-", dir=folder) as staging:
         out = Path(staging) / f"{what}{EXPORT_SUFFIXES[fmt]}"
-        with acting(account_id) as (session, user):
+        with acting(account_id, read_only=True) as (session, user):
             chosen = get_collection(session, collection) if collection else None
             summary = export_table(session, user, what, out, fmt, collection=chosen)
         download = _downloadable(out, folder)
@@ -59,7 +59,7 @@ def finetune_download(account_id: int | None, kind: str, fmt: str, collection: s
     all; the working files are removed."""
     with tempfile.TemporaryDirectory(prefix=".finetune-", dir=folder) as staging:
         out = Path(staging) / f"{kind}-set"
-        with acting(account_id) as (session, user):
+        with acting(account_id, read_only=True) as (session, user):
             chosen = get_collection(session, collection) if collection else None
             manifest = build_finetune_set(session, user, kind, out, collection=chosen, fmt=fmt, seed=int(seed))
         return _downloadable(out, folder), manifest

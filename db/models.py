@@ -307,3 +307,102 @@ class LoginFailure(Base):
     account_name: Mapped[str] = mapped_column(String(100), index=True)
     client: Mapped[str | None] = mapped_column(String(100), index=True)
     failed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class RatingLease(Base):
+    """An item of the rating queue reserved for one annotator between `/next_item` and `/rate`:
+    while live it counts towards the item's k, so a crowd never rates an item more than k times;
+    once `expires_at` passes (the annotator left), the item returns to the queue."""
+
+    __tablename__ = "rating_leases"
+    __table_args__ = (UniqueConstraint("caption_id", "annotator_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    caption_id: Mapped[int] = mapped_column(ForeignKey("captions.id", ondelete="CASCADE"), index=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class ImportStaging(Base):
+    """An import being written: its rows go, in committed batches, to the `staged_*` tables,
+    which nothing but the import reads; one short transaction then publishes them into the real
+    tables and deletes them. A killed import leaves only staging rows, which no user sees and
+    `caplens db gc` deletes once `updated_at` (the import's heartbeat) is old."""
+
+    __tablename__ = "import_stagings"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    source_name: Mapped[str] = mapped_column(String(500))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class StagedImage(Base):
+    """An image of a staging import (its file is already in the store, named by hash)."""
+
+    __tablename__ = "staged_images"
+
+    staging_id: Mapped[int] = mapped_column(ForeignKey("import_stagings.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
+    format: Mapped[str] = mapped_column(String(10))
+    width: Mapped[int] = mapped_column(Integer)
+    height: Mapped[int] = mapped_column(Integer)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    original_filename: Mapped[str | None] = mapped_column(String(500))
+    external_id: Mapped[str | None] = mapped_column(String(200))
+
+
+class StagedCaption(Base):
+    """A caption of a staging import; `seq` becomes its id offset at publishing, and
+    `parent_seq` (a caption of the same import) or `parent_caption_id` (one already published)
+    its parent."""
+
+    __tablename__ = "staged_captions"
+
+    staging_id: Mapped[int] = mapped_column(ForeignKey("import_stagings.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    image_sha256: Mapped[str] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text)
+    language: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(16))
+    source_model: Mapped[str | None] = mapped_column(String(200))
+    parent_seq: Mapped[int | None] = mapped_column(Integer)
+    parent_caption_id: Mapped[int | None] = mapped_column(Integer)
+    perturbation_op: Mapped[str | None] = mapped_column(String(40))
+    perturbation: Mapped[dict | None] = mapped_column(JSON)
+    external_id: Mapped[str | None] = mapped_column(String(200))
+
+
+class StagedRating(Base):
+    """A rating of a staging import, of the staged caption `caption_seq`, by account `annotator`."""
+
+    __tablename__ = "staged_ratings"
+
+    staging_id: Mapped[int] = mapped_column(ForeignKey("import_stagings.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    caption_seq: Mapped[int] = mapped_column(Integer)
+    annotator: Mapped[str] = mapped_column(String(100))
+    overall: Mapped[float] = mapped_column(Float)
+    fluency: Mapped[float | None] = mapped_column(Float)
+    relevance: Mapped[float | None] = mapped_column(Float)
+    descriptiveness: Mapped[float | None] = mapped_column(Float)
+
+
+class StagedCritical(Base):
+    """A critical-objects marking of a staging import."""
+
+    __tablename__ = "staged_critical"
+
+    staging_id: Mapped[int] = mapped_column(ForeignKey("import_stagings.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    caption_seq: Mapped[int] = mapped_column(Integer)
+    annotator: Mapped[str] = mapped_column(String(100))
+    critical_objects: Mapped[list] = mapped_column(JSON)
+    backgrounds: Mapped[list] = mapped_column(JSON)
+    relationships: Mapped[list] = mapped_column(JSON)
+
+
+STAGING_TABLES = ("import_stagings", "staged_images", "staged_captions", "staged_ratings", "staged_critical")

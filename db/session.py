@@ -1,38 +1,64 @@
 """Engines, transactions and schema migrations.
 
-SQLite connections run in WAL mode with foreign keys on and a busy timeout, and every
+SQLite connections run in WAL mode with foreign keys on and a busy timeout, and a writing
 transaction starts with `BEGIN IMMEDIATE` so concurrent writers queue on the lock instead
-of failing when a read lock cannot be upgraded. Read-only work can use
-`session_scope(engine, read_only=True)`, which starts a deferred transaction and never blocks.
+of failing when a read lock cannot be upgraded. Reads use `session_scope(engine, read_only=True)`,
+a deferred transaction that never takes the write lock: in WAL mode it reads its snapshot while
+a writer (an import's batch, its publishing step) holds the lock. A writer that waits longer
+than the busy timeout (`$CAPLENS_DB_BUSY_TIMEOUT_MS`, default 15 s) fails, and `is_busy` tells
+that failure apart from others so that a user gets a short "try again" message.
 
 Every function takes the database URL (or engine) from its caller: which database CapLens
 uses is decided in `annotation.database`, so this package imports nothing of the others.
 """
 from __future__ import annotations
 
+import functools
+import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-SQLITE_BUSY_TIMEOUT_MS = 60_000
+SQLITE_BUSY_TIMEOUT_MS = 15_000
+# PostgreSQL: lock not available, serialization failure, deadlock detected.
+_PG_BUSY_CODES = {"55P03", "40001", "40P01"}
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def busy_timeout_ms() -> int:
+    """How long a SQLite writer waits for the write lock before failing as busy."""
+    value = os.environ.get("CAPLENS_DB_BUSY_TIMEOUT_MS", "")
+    return int(value) if value.strip().isdigit() else SQLITE_BUSY_TIMEOUT_MS
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether `exc` (a database error) means only that the database was busy: another
+    transaction held the lock too long. Trying again later succeeds."""
+    if isinstance(exc, DatabaseBusy):
+        return True
+    original = getattr(exc, "orig", exc)
+    if getattr(original, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED") or \
+            "database is locked" in str(original) or "database table is locked" in str(original):
+        return True
+    code = getattr(original, "sqlstate", None) or getattr(original, "pgcode", None)
+    return code in _PG_BUSY_CODES
+
+
+def _configure_sqlite(engine: Engine, timeout_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record):
         # Let SQLAlchemy, not the driver, decide when transactions begin.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
@@ -49,8 +75,9 @@ def create_database_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
-        _configure_sqlite(engine)
+        timeout_ms = busy_timeout_ms()
+        engine = create_engine(url, connect_args={"timeout": timeout_ms / 1000, "check_same_thread": False})
+        _configure_sqlite(engine, timeout_ms)
         return engine
     return create_engine(url, pool_pre_ping=True)
 
@@ -73,17 +100,48 @@ def dispose_engines(close: bool = True) -> None:
         _engines.clear()
 
 
+class DatabaseBusy(Exception):
+    """A writing transaction waited longer than the busy timeout for its turn."""
+
+
+_writer_locks: dict[str, threading.RLock] = {}
+
+
+@contextmanager
+def _writer_turn(engine: Engine) -> Iterator[None]:
+    """SQLite: the writing transactions of this process take turns on a lock of their own
+    before asking SQLite for its write lock. SQLite's busy handler polls with growing sleeps, so
+    many threads of one server contending for it can starve one of them past the busy timeout;
+    waiting on a lock instead, each is woken when the previous one ends. (Another process, such
+    as a CLI import, still meets them at SQLite's lock, where its short batches wait little.)"""
+    if engine.dialect.name != "sqlite":
+        yield
+        return
+    key = engine.url.render_as_string(hide_password=False)
+    with _engines_lock:
+        lock = _writer_locks.setdefault(key, threading.RLock())
+    if not lock.acquire(timeout=busy_timeout_ms() / 1000):
+        raise DatabaseBusy("the database stayed busy past the busy timeout")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 @contextmanager
 def session_scope(engine: Engine, *, read_only: bool = False) -> Iterator[Session]:
-    """One transaction: committed when the block ends, rolled back if it raises."""
+    """One transaction: committed when the block ends, rolled back if it raises. A
+    `read_only` one never takes SQLite's write lock (and must not write)."""
     if read_only and engine.dialect.name == "sqlite":
         engine = engine.execution_options(sqlite_begin="DEFERRED")
-    session = sessionmaker(bind=engine, expire_on_commit=False)()
-    try:
-        with session.begin():
-            yield session
-    finally:
-        session.close()
+    turn = nullcontext() if read_only else _writer_turn(engine)
+    with turn:
+        session = sessionmaker(bind=engine, expire_on_commit=False)()
+        try:
+            with session.begin():
+                yield session
+        finally:
+            session.close()
 
 
 def alembic_config(url: str):
@@ -114,10 +172,12 @@ def current_revision(url: str) -> str | None:
     """The revision the database is at (None for an empty database)."""
     from alembic.runtime.migration import MigrationContext
 
-    with get_engine(url).connect() as connection:
+    reading = get_engine(url).execution_options(sqlite_begin="DEFERRED")  # never waits for a writer
+    with reading.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
 
 
+@functools.cache
 def head_revision() -> str:
     from alembic.script import ScriptDirectory
 

@@ -1,4 +1,8 @@
-"""Kill an importing process with SIGKILL midway: the database holds none of that import."""
+"""Kill an importing process with SIGKILL midway: the database shows none of that import.
+
+The import commits its staging in batches; the kill comes after at least one batch was
+committed, so staging rows exist, yet no table a user reads has any row of the import, and
+`caplens db gc` deletes the abandoned staging and its image files."""
 from __future__ import annotations
 
 import json
@@ -12,17 +16,18 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from annotation.image_store import orphaned_files
-from db.models import Base
+from db.models import STAGING_TABLES, Base
 from db.session import dispose_engines, get_engine, session_scope
 
 REPO = Path(__file__).resolve().parents[2]
 ROWS, IMAGES, KILL_AFTER = 1500, 40, 500
 
 
-def _counts(engine) -> dict:
+def _counts(engine, staging: bool = False) -> dict:
+    """Rows per visible table (or, with `staging`, per staging table)."""
     with session_scope(engine, read_only=True) as s:
         return {name: s.execute(select(func.count()).select_from(table)).scalar()
-                for name, table in Base.metadata.tables.items()}
+                for name, table in Base.metadata.tables.items() if (name in STAGING_TABLES) == staging}
 
 
 def test_killed_import_leaves_nothing(engine, db_url, data_dir, tmp_path, make_png):
@@ -54,16 +59,22 @@ def test_killed_import_leaves_nothing(engine, db_url, data_dir, tmp_path, make_p
     assert proc.returncode == -signal.SIGKILL, seen  # killed, not finished
     dispose_engines()
     engine = get_engine(db_url)
-    assert _counts(engine) == before  # none of the import: no rows in any table
+    assert _counts(engine) == before  # none of the import: no rows in any table a user reads
+    staged = _counts(engine, staging=True)
+    assert staged["import_stagings"] == 1 and staged["staged_captions"] >= KILL_AFTER  # batches were committed
     if engine.dialect.name == "sqlite":
         with engine.connect() as connection:
             assert connection.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
-    # Image files the killed import had put in the store are unreferenced; gc removes them.
-    with session_scope(engine, read_only=True) as s:
-        orphans = len(orphaned_files(s))
-    gc = subprocess.run([sys.executable, "-m", "app.cli", "db", "gc"], capture_output=True, text=True, env=env,
+    # A fresh staging is kept (its import may still be running); an idle one goes, and with it
+    # the image files the killed import had put in the store.
+    gc_command = [sys.executable, "-m", "app.cli", "db", "gc"]
+    gc = subprocess.run(gc_command, capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert gc.returncode == 0 and "deleted 0 unreferenced image files; 0 abandoned" in gc.stdout, gc.stderr
+    gc = subprocess.run(gc_command + ["--staging-idle-minutes", "0"], capture_output=True, text=True, env=env,
                         cwd=REPO, timeout=120)
-    assert gc.returncode == 0 and f"deleted {orphans} " in gc.stdout, gc.stderr
+    orphans = IMAGES
+    assert gc.returncode == 0 and f"deleted {orphans} unreferenced image files; 1 abandoned" in gc.stdout, gc.stdout
+    assert set(_counts(engine, staging=True).values()) == {0}
     with session_scope(engine, read_only=True) as s:
         assert orphaned_files(s) == []
     # The database is healthy: the same import now runs to the end.
