@@ -49,6 +49,7 @@ from annotation.captions import get_or_create_collection, validate_caption_text
 from annotation.image_store import display_name, stored_copy, write_to_store
 from annotation.import_checks import Progress, Row, validate_rows
 from annotation.import_sources import FORMATS, FileImages, RawRows, ZipImages, detect_format, open_source
+from annotation.tasks import marked_phrases
 from db.models import (
     Caption,
     Collection,
@@ -196,7 +197,8 @@ def plan_rows(rows: list[Row], external_parents: dict[str, Caption]) -> StagingP
             counts["ratings"] += 1
         if row.critical:
             # Marking the same caption again replaces the earlier marking of that annotator.
-            critical[(caption_seq, row.annotator or UNNAMED_ANNOTATOR)] = row.critical
+            critical[(caption_seq, row.annotator or UNNAMED_ANNOTATOR)] = marked_phrases(
+                plan.captions[caption_seq - 1]["text"], **row.critical)
             counts["critical_annotations"] += 1
     for caption, parent_id in parents:
         if parent_id in by_external:
@@ -308,10 +310,11 @@ def publish(session: Session, user: User, staging_id: int, plan: StagingPlan, *,
                import_id, now, now)
         .where(StagedRating.staging_id == staging_id)))
     session.execute(insert(CriticalAnnotation).from_select(
-        ["caption_id", "annotator_id", "critical_objects", "backgrounds", "relationships", "created_at",
+        ["caption_id", "annotator_id", "critical_objects", "backgrounds", "relationships", "spans", "created_at",
          "updated_at"],
         select(StagedCritical.caption_seq + base, annotator_id(StagedCritical.annotator),
-               StagedCritical.critical_objects, StagedCritical.backgrounds, StagedCritical.relationships, now, now)
+               StagedCritical.critical_objects, StagedCritical.backgrounds, StagedCritical.relationships,
+               StagedCritical.spans, now, now)
         .where(StagedCritical.staging_id == staging_id)))
     # The staging is spent: the caller deletes it after this commit, in batches
     # (`delete_staging`); marked idle, so that gc deletes it if a crash comes first.

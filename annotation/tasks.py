@@ -520,6 +520,18 @@ def next_critical_item(session: Session, user: User, collection: Collection) -> 
         .order_by(queue_order(user), Caption.id).limit(1))
 
 
+def marked_phrases(text: str, critical_objects: Sequence | str, backgrounds: Sequence | str = (),
+                   relationships: Sequence | str = ()) -> dict:
+    """A marking as stored: the phrases of each group and, under "spans", their character
+    spans in `text` (see `mark_critical`; imports store theirs through this too)."""
+    found = {"critical_objects": _spans_of(text, critical_objects, "critical objects"),
+             "backgrounds": _spans_of(text, backgrounds, "backgrounds"),
+             "relationships": _spans_of(text, relationships, "relationships")}
+    marked = {name: [phrase for phrase, _ in items] for name, items in found.items()}
+    marked["spans"] = {name: [span for _, span in items] for name, items in found.items()}
+    return marked
+
+
 def mark_critical(session: Session, user: User, caption_id: int, critical_objects: Sequence | str,
                   backgrounds: Sequence | str = (), relationships: Sequence | str = ()) -> CriticalAnnotation:
     """Record critical objects, backgrounds and relationships of a caption.
@@ -531,13 +543,9 @@ def mark_critical(session: Session, user: User, caption_id: int, critical_object
     """
     require_role(user, *ALL_ROLES)
     caption = get_caption(session, caption_id)
-    found = {"critical_objects": _spans_of(caption.text, critical_objects, "critical objects"),
-             "backgrounds": _spans_of(caption.text, backgrounds, "backgrounds"),
-             "relationships": _spans_of(caption.text, relationships, "relationships")}
-    if not found["critical_objects"]:
+    marked = marked_phrases(caption.text, critical_objects, backgrounds, relationships)
+    if not marked["critical_objects"]:
         raise ValueError("mark at least one critical object")
-    marked = {name: [phrase for phrase, _ in items] for name, items in found.items()}
-    marked["spans"] = {name: [span for _, span in items] for name, items in found.items()}
     annotation = session.scalar(select(CriticalAnnotation).where(
         CriticalAnnotation.caption_id == caption_id, CriticalAnnotation.annotator_id == user.id))
     if annotation is None:

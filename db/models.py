@@ -403,6 +403,7 @@ class StagedCritical(Base):
     critical_objects: Mapped[list] = mapped_column(JSON)
     backgrounds: Mapped[list] = mapped_column(JSON)
     relationships: Mapped[list] = mapped_column(JSON)
+    spans: Mapped[dict] = mapped_column(JSON)
 
 
 STAGING_TABLES = ("import_stagings", "staged_images", "staged_captions", "staged_ratings", "staged_critical")

@@ -58,7 +58,10 @@ def _check_imported(session, report):
     perturbed = session.scalar(select(Caption).where(Caption.kind == "perturbed"))
     assert perturbed.parent.text == "a blue square" and perturbed.perturbation == {"p": 0.4, "seed": 3,
                                                                                    "op": "repetition"}
-    assert session.scalar(select(CriticalAnnotation)).critical_objects == ["red square", "white table"]
+    marking = session.scalar(select(CriticalAnnotation))
+    assert marking.critical_objects == ["red square", "white table"]
+    # "a red square on a white table": the phrases' character spans are stored with them
+    assert marking.spans == {"critical_objects": [[2, 12], [18, 29]], "backgrounds": [], "relationships": []}
     x1 = session.scalar(select(User).where(User.name == "x1"))
     assert x1.role == "annotator" and x1.password_hash is None
     assert {i.original_filename for i in session.scalars(select(Image))} == {f"img{i}.png" for i in range(4)}

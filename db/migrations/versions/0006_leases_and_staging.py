@@ -52,6 +52,7 @@ def upgrade() -> None:
     sa.Column('critical_objects', sa.JSON(), nullable=False),
     sa.Column('backgrounds', sa.JSON(), nullable=False),
     sa.Column('relationships', sa.JSON(), nullable=False),
+    sa.Column('spans', sa.JSON(), nullable=False),
     sa.ForeignKeyConstraint(['staging_id'], ['import_stagings.id'], name=op.f('fk_staged_critical_staging_id_import_stagings'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('staging_id', 'seq', name=op.f('pk_staged_critical'))
     )
