@@ -30,9 +30,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Sequence
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 
-from annotation.accounts import authenticate
+from annotation.accounts import authenticate, rehashed
 from annotation.acting import Account, NotLoggedIn
 from annotation.database import database_session
 from db.models import AuthSession, LoginFailure, User, utcnow
@@ -113,6 +113,7 @@ def log_in(name: str, password: str, client: str | None) -> Login:
     with database_session(read_only=True) as session:  # the slow password hash holds no write lock
         user = authenticate(session, name, password)
         account = user and Account(user.id, user.name, user.role)
+        new_hash = user and rehashed(user.password_hash, password)
     if account is None:  # the user's mistake: one line for the operator, no traceback
         LOG.warning("login refused: %r from %s: wrong user name or password", account_name,
                     client or "an unknown client")
@@ -125,6 +126,8 @@ def log_in(name: str, password: str, client: str | None) -> Login:
         expires = started + SESSION_LIFETIME
         session.add(AuthSession(token_hash=token_hash(token), user_id=account.id, client=client, created_at=started,
                                 expires_at=expires))
+        if new_hash:  # a hash of older parameters: replaced now that the password is known
+            session.execute(update(User).where(User.id == account.id).values(password_hash=new_hash))
     return Login(token, account, expires)
 
 

@@ -179,3 +179,18 @@ def test_files_are_handed_to_one_live_session_only(people, clock, tmp_path):
     source.write_bytes(b"other pixels")  # a new version of the file is a new copy
     again = hand_out(rex.token, [str(source)], root)[0]
     assert again != theirs and open(again, "rb").read() == b"other pixels" and open(theirs, "rb").read() == b"pixels"
+
+
+def test_a_hash_of_older_parameters_is_replaced_at_login(engine, people, clock):
+    """Accounts made before the hasher's parameters changed keep working, and their hash is
+    rewritten with today's parameters in the login's short writing step."""
+    from argon2 import PasswordHasher
+
+    old = PasswordHasher()  # argon2-cffi's default: 64 MiB, 3 passes, 4 lanes
+    with session_scope(engine) as session:
+        session.scalar(select(User).where(User.name == "amy")).password_hash = old.hash(PASSWORDS["amy"])
+    log_in("amy", PASSWORDS["amy"], "10.0.0.1")
+    with session_scope(engine) as session:
+        stored = session.scalar(select(User).where(User.name == "amy")).password_hash
+    assert stored.startswith("$argon2id$v=19$m=19456,t=2,p=1$")
+    assert log_in("amy", PASSWORDS["amy"], "10.0.0.1").account.name == "amy"
