@@ -364,6 +364,11 @@ def export_table(session: Session, user: User, what: str, out: str | Path, fmt: 
         table = captions_export(session, user, collection)
     else:
         raise ValueError(f"unknown export {what!r}: ratings or captions")
+    root = image_store_dir()
+    # The file's place in the image store, not the server's absolute path (which would tell
+    # every reader of the export where the server keeps its data).
+    table = Table(table.columns, ({**row, "image_file": Path(row["image_file"]).relative_to(root).as_posix()}
+                                  for row in table.rows), table.types)
     read = stored_image_reader()
     rows = write_table(table, out, fmt, image_bytes=(lambda row: read(row["image_sha256"], row["image_format"]))
                        if fmt == "hf" else None)

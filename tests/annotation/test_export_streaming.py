@@ -158,6 +158,9 @@ def test_a_transcreated_formula_is_defused_in_csv_and_nothing_else_changes(engin
             "" if value is None else json.dumps(value, ensure_ascii=False) if isinstance(value, list) else str(value)
             for value in record.values()]
     assert jsonl[1]["caption"] == FORMULA  # JSON is not a spreadsheet format: stored text as it is
+    # The image's place in the store (ab/<sha256>.png), never the server's absolute path.
+    sha = jsonl[0]["image_sha256"]
+    assert [r["image_file"] for r in jsonl] == [f"{sha[:2]}/{sha}.png"] * 2
 
 
 def test_finetune_set_csv_is_escaped_and_reads_back_for_training(engine, accounts, make_png, tmp_path):
