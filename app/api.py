@@ -168,16 +168,16 @@ def next_item_endpoint(collection: str, request: gr.Request) -> dict:
             "progress": screen.progress}
 
 
-def rate_endpoint(caption_id: float, overall: float, fluency: float | None, relevance: float | None,
-                  descriptiveness: float | None, request: gr.Request) -> dict:
+def rate_endpoint(caption_id: float, overall: float, fluency: float | None = None, relevance: float | None = None,
+                  descriptiveness: float | None = None, request: gr.Request | None = None) -> dict:
     """Rate a caption as the logged-in user (X-CapLens-Token header; an annotator account).
 
     Args:
         caption_id: the caption's id, from next_item.
         overall: the overall quality, 0 to 1.
-        fluency: optional, 0 to 1; empty to leave it unset.
-        relevance: optional, 0 to 1; empty to leave it unset.
-        descriptiveness: optional, 0 to 1; empty to leave it unset.
+        fluency: optional, 0 to 1; omit it or give null to leave it unset.
+        relevance: optional, 0 to 1; omit it or give null to leave it unset.
+        descriptiveness: optional, 0 to 1; omit it or give null to leave it unset.
 
     Returns:
         the stored rating.
@@ -190,7 +190,7 @@ def rate_endpoint(caption_id: float, overall: float, fluency: float | None, rele
         raise gr.Error(str(exc)) from None
 
 
-def _endpoint(api_name: str, fn, inputs: list, result_label: str, extra_outputs: tuple = ()) -> None:
+def _endpoint(api_name: str, fn, inputs: list, result_label: str) -> None:
     """A hidden button named `api_name` whose click calls `fn` and answers in a JSON component.
     The function the event holds is `fn` under the endpoint's name, so the MCP tool is called
     `api_name` too, with `fn`'s docstring as its description."""
@@ -200,19 +200,30 @@ def _endpoint(api_name: str, fn, inputs: list, result_label: str, extra_outputs:
 
     call.__name__ = call.__qualname__ = api_name
     result = gr.JSON(label=result_label)
-    gr.Button(api_name).click(call, inputs, [result, *extra_outputs], api_name=api_name)
+    gr.Button(api_name).click(call, inputs, result, api_name=api_name)
+
+
+def _nullable(number: gr.Number) -> gr.Number:
+    """A Number input whose API type is "a number or null": the MCP server checks a tool's
+    arguments against that type, and an optional aspect left unset is null (gr.Number's own
+    preprocessing already passes None through)."""
+    number.api_info_as_input = lambda: {"anyOf": [{"type": "number"}, {"type": "null"}]}
+    return number
 
 
 def build(ctx: engine.AppContext) -> None:
     """Hidden components and the named endpoints bound to them."""
     score_cache = gr.State({})
 
-    def score_api(image_path, captions_text, references_text, lang_code, metric_list, cache):
+    # Every argument after the image defaults to None in the signature (so the image may be left
+    # out); captions_text is still required, and score_endpoint says so when it is missing.
+    def score_api(image_path: str | None = None, captions_text: str | None = None, references_text: str | None = None,
+                  lang_code: str = AUTO, metric_list: str | None = None, cache: dict | None = None):
         """Score captions of one image with every metric of the running profile. Open to everyone.
 
         Args:
-            image_path: the image (a URL or an uploaded file); empty for the text metrics only.
-            captions_text: the candidate captions, one per line.
+            image_path: the image, as an http(s) URL the server may fetch (public hosts only) or a data URI ("data:image/png;base64,..."); omit it to score with the text metrics only.
+            captions_text: required: the candidate captions, one per line.
             references_text: reference captions, one per line (optional; the reference metrics need them).
             lang_code: the captions' language code (en, de, fr, es, ja, ...) or "auto" to detect it.
             metric_list: metric names separated by commas (e.g. "CLIP-S,BLEU-4"); empty for all.
@@ -221,9 +232,9 @@ def build(ctx: engine.AppContext) -> None:
             rows (one per caption, every metric's score), metrics (each one's backbone and status:
             "available" or "unavailable: reason"), computed_now and messages.
         """
-        result = score_endpoint(ctx.profile, image_path, captions_text, references_text, lang_code, metric_list,
-                                cache)
-        return result, cache
+        # `cache` (the session's gr.State) is updated in place, so it is no output: Gradio's MCP
+        # server cannot answer for a tool with a State output ("pop index out of range").
+        return score_endpoint(ctx.profile, image_path, captions_text, references_text, lang_code, metric_list, cache)
 
     # Optional arguments default to None in the signature, which makes them optional MCP arguments.
     def analyze_api(collection: str, metrics: str | None = None, request: gr.Request | None = None) -> dict:
@@ -262,7 +273,7 @@ def build(ctx: engine.AppContext) -> None:
     with gr.Column(visible=False):
         _endpoint("score", score_api, [gr.File(label="image", file_count="single"), gr.Textbox(label="captions"),
                                        gr.Textbox(label="references"), gr.Textbox(label="lang", value=AUTO),
-                                       gr.Textbox(label="metrics"), score_cache], "scores", (score_cache,))
+                                       gr.Textbox(label="metrics"), score_cache], "scores")
         _endpoint("perturb", perturb_endpoint, [gr.Textbox(label="text"), gr.Textbox(label="op", value="all"),
                                                 gr.Number(label="p", value=None),
                                                 gr.Number(label="seed", value=0, precision=0),
@@ -271,7 +282,7 @@ def build(ctx: engine.AppContext) -> None:
         _endpoint("login", login_endpoint, [gr.Textbox(label="name"), gr.Textbox(label="password", type="password")],
                   "login")
         _endpoint("next_item", next_item_endpoint, [gr.Textbox(label="collection")], "item")
-        aspects = [gr.Number(label=name, value=None) for name in ("fluency", "relevance", "descriptiveness")]
+        aspects = [_nullable(gr.Number(label=name, value=None)) for name in ("fluency", "relevance", "descriptiveness")]
         _endpoint("rate", rate_endpoint, [gr.Number(label="caption_id", precision=0), gr.Number(label="overall"),
                                           *aspects], "rating")
         _endpoint("analyze", analyze_api, [gr.Textbox(label="collection"), gr.Textbox(label="metrics")], "report")

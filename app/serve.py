@@ -95,6 +95,19 @@ def launch_kwargs(host: str, port: int | None, share: bool, mcp: bool = False) -
     )
 
 
+def launch(demo, kwargs: dict) -> None:
+    """Queue and launch the app with `kwargs` (from `launch_kwargs`). The /score endpoint's
+    gr.State is a gradio_client session's memory of scored pairs; an MCP tool call runs without
+    it (each call scores afresh, with the same answers), which is all Gradio's start-up warning
+    about MCP tools with a State input says, so that one warning is not shown."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="This MCP server includes a tool that has a gr.State input",
+                                category=UserWarning)
+        demo.queue(default_concurrency_limit=2).launch(**kwargs)
+
+
 def require_mcp() -> None:
     """ValueError (one line from `caplens serve`) when the MCP server cannot start: Gradio would
     only print a warning and serve without it."""
@@ -110,5 +123,5 @@ def run(args: argparse.Namespace) -> int:
         require_mcp()
     demo, ctx = create_app(args.profile, seed_demo=not args.no_demo)
     print(f"CapLens: profile '{ctx.profile}' in use.", flush=True)
-    demo.queue(default_concurrency_limit=2).launch(**launch_kwargs(args.host, args.port, args.share, args.mcp))
+    launch(demo, launch_kwargs(args.host, args.port, args.share, args.mcp))
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import base64
+import warnings
 
 import httpx
 import pytest
@@ -13,19 +15,22 @@ from mcp.client.streamable_http import streamable_http_client
 
 from app.api import ENDPOINTS
 from app.session import TOKEN_HEADER
-from tests.app.conftest import free_port
+from tests.app.conftest import free_port, png_bytes
 
 
 @pytest.fixture(scope="module")
 def mcp_url(server):
     """A second app (the same code as `caplens serve --profile tiny --mcp`) over the data the
     session's server seeded."""
-    from app.serve import create_app, launch_kwargs
+    from app.serve import create_app, launch, launch_kwargs
 
     demo, _ = create_app("tiny", seed_demo=False)
     kwargs = launch_kwargs("127.0.0.1", free_port(), False, mcp=True)
     kwargs.update(prevent_thread_lock=True, quiet=True)
-    demo.queue(default_concurrency_limit=2).launch(**kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        launch(demo, kwargs)
+    assert not [w for w in caught if "gr.State input" in str(w.message)]
     yield demo.local_url.rstrip("/") + "/gradio_api/mcp/"
     demo.close()
 
@@ -68,7 +73,56 @@ def test_the_tools_are_the_api_endpoints_with_typed_documented_arguments(mcp_url
     analyze = tools["analyze"]
     assert "researcher or admin session" in analyze.description
     assert set(analyze.inputSchema["properties"]) == {"collection", "metrics"}
-    assert "captions_text" in tools["score"].inputSchema["properties"]
+    score = tools["score"].inputSchema
+    assert set(score["properties"]) == {"image_path", "captions_text", "references_text", "lang_code", "metric_list"}
+    assert "image_path" not in score.get("required", [])
+    assert "data:image/png;base64" in score["properties"]["image_path"]["description"]
+    rate = tools["rate"].inputSchema
+    assert set(rate["required"]) == {"caption_id", "overall"}
+    assert {"type": "null"} in rate["properties"]["fluency"]["anyOf"]
+
+
+def test_score_without_an_image_gives_the_text_metrics_and_with_one_the_image_metrics(server, mcp_url):
+    from scoring.api import ScoreItem, get_scorer
+
+    captions, refs = ["a red square", "a blue circle"], ["a red square on white"]
+    scorer = get_scorer(server.ctx.profile)
+    direct = scorer.score([ScoreItem(image=None, candidate=c, references=refs, lang="en") for c in captions],
+                          metrics=["BLEU-1"])
+    failed, answer = call(mcp_url, "score", {"captions_text": "\n".join(captions), "references_text": "\n".join(refs),
+                                             "lang_code": "en", "metric_list": "BLEU-1,CLIP-S"})
+    assert not failed, answer
+    assert [row["caption"] for row in answer["rows"]] == captions
+    assert [row["BLEU-1"] for row in answer["rows"]] == [round(v, 4) for v in direct["BLEU-1"].values]
+    assert answer["rows"][0]["BLEU-1"] > answer["rows"][1]["BLEU-1"]
+    assert answer["rows"][0]["CLIP-S"] is None  # no image: the image metric has nothing to score
+
+    image = "data:image/png;base64," + base64.b64encode(png_bytes()).decode()
+    failed, answer = call(mcp_url, "score", {"image_path": image, "captions_text": "a red square",
+                                             "metric_list": "CLIP-S", "lang_code": "en"})
+    assert not failed, answer
+    assert isinstance(answer["rows"][0]["CLIP-S"], float)
+    assert answer["metrics"]["CLIP-S"]["status"].startswith("available")
+
+    failed, answer = call(mcp_url, "score", {"image_path": "/etc/passwd", "captions_text": "a red square"})
+    assert failed and "url" in answer
+    failed, answer = call(mcp_url, "score", {"metric_list": "BLEU-1"})
+    assert failed and "give at least one caption" in answer
+
+
+def test_rate_with_aspects_null_or_left_out(server, mcp_url):
+    failed, answer = call(mcp_url, "login", {"name": server.annotator[0], "password": server.annotator[1]})
+    annotator = {TOKEN_HEADER: answer["token"]}
+    for aspects in ({"fluency": None, "relevance": None, "descriptiveness": None}, {}):
+        failed, item = call(mcp_url, "next_item", {"collection": server.collection}, annotator)
+        assert not failed and item["caption_id"] is not None, item
+        failed, rating = call(mcp_url, "rate", {"caption_id": item["caption_id"], "overall": 0.75, **aspects},
+                              annotator)
+        assert not failed, rating
+        assert rating["overall"] == 0.75 and rating["fluency"] is None and rating["descriptiveness"] is None
+    failed, rating = call(mcp_url, "rate", {"caption_id": item["caption_id"], "overall": 0.5, "fluency": 0.25},
+                          annotator)
+    assert not failed and rating["fluency"] == 0.25, rating
 
 
 def test_calling_perturb_returns_the_library_result_with_its_default_p(mcp_url):
