@@ -119,6 +119,7 @@ def build(ctx: engine.AppContext) -> None:
         elif lab.problem:
             messages.append(f"Could not score: {lab.problem}")
         else:
+            messages.extend(lab.robustness.messages)
             table_frame = caption_robustness_cells(lab.robustness)
             chart_figure = None if lab.robustness.table.empty else robustness_drop_bars(lab.robustness.table,
                                                                                         lab.robustness.ops)
