@@ -249,6 +249,9 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
         "() => document.querySelector('#score-status textarea')?.value.includes('Scored')")
     assert page.get_by_role("tab", name="Score").get_attribute("aria-selected") == "true"
     assert [r[1] for r in table_rows(page, "#score-rows")] == [text]
+    page.wait_for_function("() => document.querySelectorAll('#score-items [role=gridcell]').length > 0")
+    image_cell = table_rows(page, "#score-items")[0][1]  # a stored image: its hash name shortened
+    assert len(image_cell) <= 28 and "…" in image_cell, image_cell
     assert page.dialogs == []
     page.wait_for_timeout(1000)  # let Plotly draw before the screenshot
     page.screenshot(path=str(artifacts / "failure-opened-in-score.png"), full_page=True)
@@ -364,3 +367,18 @@ def test_annotators_may_not_train(page, server):
     page.get_by_role("tab", name="Train").click()
     page.locator("#train-start").click()
     page.wait_for_function(status_js("may not do this"))
+
+
+def test_transcreate_and_critical_objects_load_their_first_item_when_opened(page, server, artifacts):
+    log_in(page, *server.annotator)
+    page.wait_for_function("() => Number(document.querySelector('#rate-caption-id input')?.value) > 0")
+    for tab, prefix in (("Transcreate", "transcreate"), ("Critical objects", "critical")):
+        page.get_by_role("tab", name=tab, exact=True).click()
+        # No "Load next" press: opening the sub-tab shows an item (or says why there is none).
+        page.wait_for_function(
+            f"() => Number(document.querySelector('#{prefix}-caption-id input')?.value) > 0"
+            f" || (document.querySelector('#{prefix}-status textarea')?.value || '').length > 0")
+        caption_id = page.locator(f"#{prefix}-caption-id input").input_value()
+        status = page.locator(f"#{prefix}-status textarea").input_value()
+        assert (caption_id and int(float(caption_id)) > 0) or status, (tab, caption_id, status)
+        page.screenshot(path=str(artifacts / f"annotate-{prefix}-opened.png"), full_page=True)
