@@ -84,6 +84,20 @@ def short_image_name(name: str, limit: int = 28) -> str:
     return f"{core[: keep - keep // 3]}…{core[len(core) - keep // 3:]}{tail}"
 
 
+def column_widths(columns: Sequence[str], wide: Sequence[str] = ("status",)) -> list[str]:
+    """Pixel widths for a Dataframe's columns that fit each header's longest word, so headers
+    such as "Robustness" never break mid-word; score cells ("0.5327 (-12.34%)") fit too, and
+    `wide` columns (free text) get room to wrap."""
+    widths = []
+    for column in columns:
+        if column in wide:
+            widths.append("280px")
+        else:
+            longest = max((len(word) for word in str(column).split()), default=1)
+            widths.append(f"{max(16, longest) * 8 + 28}px")
+    return widths
+
+
 def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availability: Sequence[dict]
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The score table split for reading: the scored pairs (#, image, caption, language,

@@ -120,7 +120,8 @@ def build(ctx: engine.AppContext) -> None:
             messages.append(f"Could not score: {lab.problem}")
         else:
             messages.extend(lab.robustness.messages)
-            table_frame = caption_robustness_cells(lab.robustness)
+            cells = caption_robustness_cells(lab.robustness)
+            table_frame = gr.Dataframe(value=cells, column_widths=render.column_widths(list(cells.columns)))
             chart_figure = None if lab.robustness.table.empty else robustness_drop_bars(lab.robustness.table,
                                                                                         lab.robustness.ops)
         # The session keeps the upload's bytes for a later save, not its decoded pixels (a large

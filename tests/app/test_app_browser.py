@@ -158,6 +158,11 @@ def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts)
         assert highlighted.count() >= 1, f"no highlighted span in slot {slot}"
     table = page.locator("#perturb-table").inner_text()
     assert re.search(r"\([+-]\d+\.\d+%\)", table), table
+    # Headers on one line: "Robustness" no longer breaks into "Robust / ness".
+    heights = page.eval_on_selector_all(
+        "#perturb-table th[role=columnheader]", "ths => ths.map(t => [t.title, t.getBoundingClientRect().height])")
+    assert {"Robustness", "Substitution", "Original"} <= {title for title, _ in heights}, heights
+    assert max(h for _, h in heights) < 1.5 * min(h for _, h in heights), heights
     page.wait_for_timeout(1000)  # let Plotly draw the change chart before the screenshot
     page.screenshot(path=str(artifacts / "perturbation-lab.png"), full_page=True)
 

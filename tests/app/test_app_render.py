@@ -69,3 +69,11 @@ def test_long_image_names_are_shortened_in_the_scored_pairs_table():
                            "truncated by": ""}])
     pairs, _ = score_tables(frame, ["CLIP-S"], [{"metric": "CLIP-S", "status": "available", "backbone": "b"}])
     assert pairs["image"].tolist() == ["3f3f3f3f3f3f….png"] and frame["image"][0] == f"{digest}.png"
+
+
+def test_table7_columns_are_wide_enough_for_their_headers():
+    from app.render import column_widths
+
+    widths = column_widths(["metric", "Original", "Robustness", "Substitution", "status"])
+    assert widths == ["156px", "156px", "156px", "156px", "280px"]
+    assert column_widths(["a_very_long_header_word_here"]) == [f"{28 * 8 + 28}px"]
