@@ -387,3 +387,16 @@ def test_transcreate_and_critical_objects_load_their_first_item_when_opened(page
         status = page.locator(f"#{prefix}-status textarea").input_value()
         assert (caption_id and int(float(caption_id)) > 0) or status, (tab, caption_id, status)
         page.screenshot(path=str(artifacts / f"annotate-{prefix}-opened.png"), full_page=True)
+
+
+def test_lab_example_without_an_image_says_what_is_missing_and_why_cider_is_zero(page, artifacts):
+    page.get_by_role("tab", name="Perturbation lab").click()
+    page.locator("#perturb-examples").get_by_text("PR-MCS Figure 5").click()
+    page.wait_for_function("() => document.querySelectorAll('#perturb-table td').length > 0")
+    page.wait_for_function("() => document.querySelector('#perturb-status textarea')?.value.includes('needs an image')")
+    assert "CLIP-S" in page.locator("#perturb-status textarea").input_value()
+    page.locator("#perturb-table").scroll_into_view_if_needed()
+    rows = {r[0]: r for r in table_rows(page, "#perturb-table") if r}
+    assert rows["CLIP-S"][-1] == "available (needs an image for these rows)", rows["CLIP-S"]
+    assert "not meaningful" in rows["CIDEr"][-1], rows["CIDEr"]
+    page.screenshot(path=str(artifacts / "perturbation-lab-no-image.png"), full_page=True)
