@@ -68,12 +68,43 @@ def format_score(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
+def short_image_name(name: str, limit: int = 28) -> str:
+    """An image's name for a table cell: a stored image's content-hash name (64 hex digits) as
+    its first 12 digits, and any other name over `limit` characters as its start and end
+    around "…", keeping the extension, so a long name cannot widen the table."""
+    name = str(name or "")
+    stem, dot, suffix = name.rpartition(".") if "." in name else (name, "", "")
+    if len(stem) == 64 and all(c in "0123456789abcdef" for c in stem.lower()):
+        return f"{stem[:12]}…{dot}{suffix}"
+    if len(name) <= limit:
+        return name
+    tail = f"{dot}{suffix}" if len(suffix) <= 5 else ""
+    keep = limit - len(tail) - 1
+    core = stem if tail else name
+    return f"{core[: keep - keep // 3]}…{core[len(core) - keep // 3:]}{tail}"
+
+
+def column_widths(columns: Sequence[str], wide: Sequence[str] = ("status",)) -> list[str]:
+    """Pixel widths for a Dataframe's columns that fit each header's longest word, so headers
+    such as "Robustness" never break mid-word; score cells ("0.5327 (-12.34%)") fit too, and
+    `wide` columns (free text) get room to wrap."""
+    widths = []
+    for column in columns:
+        if column in wide:
+            widths.append("280px")
+        else:
+            longest = max((len(word) for word in str(column).split()), default=1)
+            widths.append(f"{max(16, longest) * 8 + 28}px")
+    return widths
+
+
 def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availability: Sequence[dict]
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The score table split for reading: the scored pairs (#, image, caption, language,
     truncation), and one row per metric with its status beside its name, a column per pair
     and the backbone last."""
-    pairs = frame[["#", "image", "caption", "lang", "truncated by"]]
+    pairs = frame[["#", "image", "caption", "lang", "truncated by"]].copy()
+    pairs["image"] = pairs["image"].map(short_image_name)
     status = {row["metric"]: row for row in availability}
     rows = []
     for metric in metric_columns:

@@ -175,27 +175,42 @@ def _image_key(image: DecodedImage | None) -> str:
     return "" if image is None else content_fingerprint(image.data)
 
 
+def batch_document_frequencies(reference_sets) -> DocumentFrequencies | None:
+    """CIDEr-D document frequencies counted over `reference_sets` (each image's references
+    once), labelled "this batch"; None without Java (CIDEr-D then says it is unavailable)."""
+    from scoring.metrics.base import MetricUnavailable
+    from scoring.metrics.coco import reference_document_frequency
+
+    try:
+        return DocumentFrequencies(BATCH, reference_document_frequency([list(refs) for refs in reference_sets]))
+    except MetricUnavailable:
+        return None
+
+
+def document_frequency_note(source: DocumentFrequencies) -> str:
+    """Where CIDEr-D's document frequencies came from and, if so, why its values mean nothing
+    ("not meaningful: ..."), for its status."""
+    from scoring.metrics.coco import document_frequency_problem
+
+    frequencies = source.frequencies
+    problem = document_frequency_problem(frequencies)
+    where = f"document frequencies from {source.label}: {frequencies.reference_sets} reference set(s)"
+    return f"{problem} ({where})" if problem else where
+
+
 def _frequencies(request: ScoreRequest, pairs, cider_names: list[str]) -> tuple[object | None, str, str | None]:
     """CIDEr-D's document frequencies, their cache tag and, if any, why they mean nothing."""
-    from scoring.metrics.base import MetricUnavailable
-    from scoring.metrics.coco import document_frequency_problem, reference_document_frequency
-
     if not cider_names:
         return None, "", None
-    if request.document_frequencies is not None:
-        frequencies = request.document_frequencies.frequencies
-        label = request.document_frequencies.label
-    else:
+    source = request.document_frequencies
+    if source is None:
         sets = list(dict.fromkeys((_image_key(image), tuple(row.references)) for image, row in pairs if row.references))
-        try:
-            frequencies = reference_document_frequency([list(refs) for _, refs in sets])
-        except MetricUnavailable:
+        source = batch_document_frequencies([refs for _, refs in sets])
+        if source is None:
             return None, "", None  # no Java: CIDEr-D says it is unavailable when it runs
-        label = BATCH
+    frequencies, label = source.frequencies, source.label
     tag = f"{label}:{frequencies.reference_sets}:{len(frequencies.counts)}:{hash(frozenset(frequencies.counts.items()))}"
-    problem = document_frequency_problem(frequencies)
-    where = f"document frequencies from {label}: {frequencies.reference_sets} reference set(s)"
-    return frequencies, tag, f"{problem} ({where})" if problem else where
+    return frequencies, tag, document_frequency_note(source)
 
 
 def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> ScoreOutcome:
@@ -247,24 +262,39 @@ def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> S
         table_rows_out.append(row)
     frame = pd.DataFrame(table_rows_out, columns=["#", "image", "caption", "lang", *names, "truncated by"])
     with_refs = any(refs for _, _, refs, _, _ in pairs)
-    availability = _availability(names, meta, [{n: v for n, v in zip(names, (r[n] for n in names))}
-                                               for r in table_rows_out], with_refs)
-    for entry in availability:
-        if entry["metric"] in cider_names and cider_note and entry["status"] == "available":
-            entry["status"] = f"available; {cider_note}"
+    with_image = any(image is not None for image, *_ in pairs)
+    availability = metric_availability(names, meta, [{n: r[n] for n in names} for r in table_rows_out], with_refs,
+                                       with_image, {name: cider_note for name in cider_names if cider_note})
     return ScoreOutcome(frame=frame, metric_columns=names, availability=availability, messages=messages,
                         scored_now=len(unique))
 
 
-def _availability(names, meta: dict, rows: list[dict], with_references: bool) -> list[dict]:
+def metric_availability(names, meta: dict, rows: list[dict], with_references: bool, with_image: bool = True,
+                        notes: dict[str, str] | None = None) -> list[dict]:
     """Per metric: its backbone and "available", "unavailable: <reason>", or what these rows
-    lack for it (references, else an image) when it scored none of them."""
+    lack for it (references, an image, or either) when it scored none of them; `notes` (e.g.
+    CIDEr-D's document-frequency note) are added to an available metric's status. The one
+    status rule of the Score tab, the /score API and the Perturbation lab."""
+    notes = notes or {}
     availability = []
     for name in names:
         info = meta.get(name, {})
         reason = info.get("unavailable")
         status = f"unavailable: {reason}" if reason else "available"
-        if not reason and rows and all(row.get(name) is None for row in rows):
-            status = "available (needs " + ("an image" if with_references else "references") + " for these rows)"
+        if not reason and rows and all(row.get(name) is None or row.get(name) != row.get(name) for row in rows):
+            needs = ("an image" if with_references else "references" if with_image else "an image or references")
+            status = f"available (needs {needs} for these rows)"
+        elif status == "available" and notes.get(name):
+            status = f"available; {notes[name]}"
         availability.append({"metric": name, "backbone": info.get("backbone", ""), "status": status})
     return availability
+
+
+def missing_input_messages(availability: list[dict]) -> list[str]:
+    """One line per kind of input the rows lack, naming the metrics that wait for it."""
+    waiting: dict[str, list[str]] = {}
+    for entry in availability:
+        status = entry["status"]
+        if status.startswith("available (needs "):
+            waiting.setdefault(status[len("available (needs "):-len(" for these rows)")], []).append(entry["metric"])
+    return [f"{', '.join(metrics)}: no value, needs {needs} (none given)." for needs, metrics in waiting.items()]

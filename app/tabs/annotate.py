@@ -141,7 +141,7 @@ def build(user_state: gr.State):
                 save_button = gr.Button("Save and next →", variant="primary", elem_id="rate-save")
             rate_status = gr.Textbox(label="Progress", interactive=False, elem_id="rate-status")
 
-        with gr.Tab("Transcreate", id="transcreate", elem_id="transcreate-panel"):
+        with gr.Tab("Transcreate", id="transcreate", elem_id="transcreate-panel") as tc_tab:
             target = gr.Dropdown([(n, c) for c, n in LANGUAGES.items() if c != "en"], value="de",
                                  label="Target language")
             instructions = gr.Markdown(elem_id="transcreate-instructions")
@@ -161,7 +161,7 @@ def build(user_state: gr.State):
                 tc_submit = gr.Button("Submit", variant="primary", elem_id="transcreate-submit")
             tc_status = gr.Textbox(label="Status", interactive=False, elem_id="transcreate-status")
 
-        with gr.Tab("Critical objects", id="critical"):
+        with gr.Tab("Critical objects", id="critical", elem_id="critical-panel") as cr_tab:
             from_instructions = gr.Markdown()
             with gr.Row():
                 cr_image = gr.Image(label="Image", interactive=False, height=280)
@@ -284,7 +284,9 @@ def build(user_state: gr.State):
                                                                    target_language, source_id), request)
 
     tc_inputs = [collection, target]
-    for trigger, handler, extra in ((tc_next.click, on_tc_next, []), (target.change, on_tc_next, []),
+    # Opening the sub-tab loads its first item, as "Load next" does (no empty screen of zeros).
+    for trigger, handler, extra in ((tc_tab.select, on_tc_next, []), (tc_next.click, on_tc_next, []),
+                                    (target.change, on_tc_next, []),
                                     (tc_submit.click, on_tc_submit, [tc_source_id, tc_text, held_back]),
                                     (tc_skip.click, on_tc_skip, [tc_source_id])):
         trigger(_guarded(handler, 7, 2), tc_inputs + extra, tc_outputs, api_visibility="private")
@@ -310,7 +312,7 @@ def build(user_state: gr.State):
         return show_critical(queue_screens.skip_critical(account_id(request), collection_name, caption_id), request)
 
     cr_inputs = [collection]
-    for trigger, handler, extra in ((cr_next.click, on_cr_next, []),
+    for trigger, handler, extra in ((cr_tab.select, on_cr_next, []), (cr_next.click, on_cr_next, []),
                                     (cr_save.click, on_cr_save, [cr_caption_id, cr_objects, cr_backgrounds,
                                                                  cr_relations]),
                                     (cr_skip.click, on_cr_skip, [cr_caption_id])):

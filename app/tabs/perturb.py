@@ -119,7 +119,9 @@ def build(ctx: engine.AppContext) -> None:
         elif lab.problem:
             messages.append(f"Could not score: {lab.problem}")
         else:
-            table_frame = caption_robustness_cells(lab.robustness)
+            messages.extend(lab.robustness.messages)
+            cells = caption_robustness_cells(lab.robustness)
+            table_frame = gr.Dataframe(value=cells, column_widths=render.column_widths(list(cells.columns)))
             chart_figure = None if lab.robustness.table.empty else robustness_drop_bars(lab.robustness.table,
                                                                                         lab.robustness.ops)
         # The session keeps the upload's bytes for a later save, not its decoded pixels (a large

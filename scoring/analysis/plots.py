@@ -69,16 +69,36 @@ def robustness_drop_bars(robustness: pd.DataFrame, ops: Sequence[str] | None = N
     facet = "metric" if "metric" in long and long["metric"].nunique() > 1 else None
     wrap = 4
     panels = long["metric"].nunique() if facet else 1
+    # A few outliers (UMIC-C off a near-zero original: thousands of %) would flatten every other
+    # bar; the axis stops at the clip and those bars say their value on hover and above them.
+    limit = drop_axis_limit(long["change"])
+    long["shown"] = long["change"].clip(-limit, limit) if limit is not None else long["change"]
+    long["clipped"] = [f"{v:+.0f}% (clipped)" if limit is not None and abs(v) > limit else "" for v in long["change"]]
     figure = px.bar(
-        long, x="op", y="change", color="lang" if "lang" in long else None, barmode="group",
+        long, x="op", y="shown", color="lang" if "lang" in long else None, barmode="group",
         facet_col=facet, facet_col_wrap=wrap if facet else 0, facet_row_spacing=0.08,
-        labels={"change": "change (%)", "op": ""},
-        title="Score change under perturbation (negative = detected)",
+        labels={"shown": "change (%)", "op": ""}, text="clipped",
+        hover_data={"change": ":.2f", "shown": False, "clipped": False},
+        title="Score change under perturbation (negative = detected)"
+              + (f"; axis clipped at ±{limit:.0f}%" if limit is not None else ""),
         height=260 + 220 * -(-panels // wrap),
     )
     figure.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
+    if limit is not None:
+        figure.update_yaxes(range=[-1.1 * limit, 1.1 * limit])
+        figure.update_traces(textposition="inside", insidetextanchor="end", textfont_size=9)
     figure.add_hline(y=0, line_width=1, line_color="black")
     return figure
+
+
+def drop_axis_limit(changes: pd.Series, quantile: float = 0.9, factor: float = 1.5) -> float | None:
+    """Where a % change axis stops: `factor` times the `quantile` of the absolute changes
+    (at least 10 %) when the largest lies beyond it, else None (no clipping needed)."""
+    values = pd.to_numeric(changes, errors="coerce").abs().dropna()
+    if values.empty:
+        return None
+    limit = max(factor * float(values.quantile(quantile)), 10.0)
+    return limit if float(values.max()) > limit else None
 
 
 def correlation_heatmap(correlations: pd.DataFrame, value: str = "kendall_c") -> go.Figure:

@@ -17,6 +17,8 @@ from scoring.language_id import resolve_language
 from scoring.perturb.ops import ALL_OPS, DEFAULT_P, PRMCS_OPS, Perturbation, canonical_op, default_p_text, perturb
 from scoring.perturb.pos import TaggerUnavailableError
 from scoring.perturb.tokenize import normalize_lang
+from scoring.session_scoring import (batch_document_frequencies, document_frequency_note, metric_availability,
+                                     missing_input_messages)
 
 ALL_FIVE = "all five (PR-MCS)"
 
@@ -79,6 +81,7 @@ class CaptionRobustness:
     table: pd.DataFrame
     statuses: dict[str, str]
     ops: list[str] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
 
 
 def caption_robustness(scorer, image, original: str, perturbations: Sequence[Perturbation], references: list[str],
@@ -90,9 +93,11 @@ def caption_robustness(scorer, image, original: str, perturbations: Sequence[Per
     ops = [pert.op for pert in perturbations]
     noops = [False] + [pert.noop for pert in perturbations]
     items = [ScoreItem(image=image, candidate=text, references=list(references), lang=lang) for text in texts]
-    rows, statuses = [], {}
-    for name, result in scorer.score(items, list(metrics)).items():
-        statuses[name] = f"unavailable: {result.unavailable}" if result.unavailable else "available"
+    rows, meta, values = [], {}, {}
+    results = scorer.score(items, list(metrics))
+    for name, result in results.items():
+        meta[name] = {"backbone": result.backbone, "unavailable": result.unavailable}
+        values[name] = result.values[0] if result.values is not None and len(result.values) else None
         if result.unavailable:
             continue
         for op, noop, value in zip([ORIGINAL, *ops], noops, result.values):
@@ -102,7 +107,14 @@ def caption_robustness(scorer, image, original: str, perturbations: Sequence[Per
     long = pd.DataFrame(rows, columns=["item_id", "lang", "metric", "op", "noop", "score"])
     scored = long[long["score"].notna() & (long["op"] == ORIGINAL)]
     table = robustness_table(long, ops) if not scored.empty else pd.DataFrame()
-    return CaptionRobustness(table, statuses, ops)
+    # The Score tab's status rule: what the inputs lack, and CIDEr-D's document frequencies,
+    # which over one image's references give every n-gram an IDF of 0.
+    cider = [n for n in results if scorer.registry.metrics[n].family == "cider"]
+    source = batch_document_frequencies([references]) if cider and references else None
+    notes = {name: document_frequency_note(source) for name in cider} if source is not None else {}
+    availability = metric_availability(list(results), meta, [values], bool(references), image is not None, notes)
+    statuses = {entry["metric"]: entry["status"] for entry in availability}
+    return CaptionRobustness(table, statuses, ops, missing_input_messages(availability))
 
 
 def caption_robustness_cells(result: CaptionRobustness) -> pd.DataFrame:

@@ -58,3 +58,19 @@ def test_figures(scored):
     assert {trace.name for trace in bars.data} == {"en", "de"}
     lines = length_bucket_lines(length_bucket_table(scored, ["CLIP-S"]))
     assert isinstance(lines, go.Figure)
+
+
+def test_drop_chart_clips_outliers_and_says_their_value():
+    from scoring.analysis.plots import drop_axis_limit
+
+    changes = [-5.0, -12.0, 3.0, -20.0, -8.0, 1.0, -15.0, -2.0, -6.0, -10.0, 4012.0]
+    table = pd.DataFrame({"lang": ["en"], "metric": ["M"]}
+                         | {f"op{i}_change": [v] for i, v in enumerate(changes)})
+    limit = drop_axis_limit(pd.Series(changes))
+    assert limit == pytest.approx(1.5 * 20.0)  # 90th percentile of |change| is 20
+    bars = robustness_drop_bars(table, [f"op{i}" for i in range(len(changes))])
+    assert tuple(bars.layout.yaxis.range) == pytest.approx((-33.0, 33.0))
+    assert max(bars.data[0].y) == pytest.approx(30.0)  # the outlier's bar stops at the clip
+    assert "+4012% (clipped)" in list(bars.data[0].text)
+    assert "clipped at ±30%" in bars.layout.title.text
+    assert drop_axis_limit(pd.Series([-5.0, -12.0, 3.0])) is None  # nothing far out: no clipping

@@ -158,6 +158,11 @@ def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts)
         assert highlighted.count() >= 1, f"no highlighted span in slot {slot}"
     table = page.locator("#perturb-table").inner_text()
     assert re.search(r"\([+-]\d+\.\d+%\)", table), table
+    # Headers on one line: "Robustness" no longer breaks into "Robust / ness".
+    heights = page.eval_on_selector_all(
+        "#perturb-table th[role=columnheader]", "ths => ths.map(t => [t.title, t.getBoundingClientRect().height])")
+    assert {"Robustness", "Substitution", "Original"} <= {title for title, _ in heights}, heights
+    assert max(h for _, h in heights) < 1.5 * min(h for _, h in heights), heights
     page.wait_for_timeout(1000)  # let Plotly draw the change chart before the screenshot
     page.screenshot(path=str(artifacts / "perturbation-lab.png"), full_page=True)
 
@@ -249,6 +254,9 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
         "() => document.querySelector('#score-status textarea')?.value.includes('Scored')")
     assert page.get_by_role("tab", name="Score").get_attribute("aria-selected") == "true"
     assert [r[1] for r in table_rows(page, "#score-rows")] == [text]
+    page.wait_for_function("() => document.querySelectorAll('#score-items [role=gridcell]').length > 0")
+    image_cell = table_rows(page, "#score-items")[0][1]  # a stored image: its hash name shortened
+    assert len(image_cell) <= 28 and "…" in image_cell, image_cell
     assert page.dialogs == []
     page.wait_for_timeout(1000)  # let Plotly draw before the screenshot
     page.screenshot(path=str(artifacts / "failure-opened-in-score.png"), full_page=True)
@@ -364,3 +372,31 @@ def test_annotators_may_not_train(page, server):
     page.get_by_role("tab", name="Train").click()
     page.locator("#train-start").click()
     page.wait_for_function(status_js("may not do this"))
+
+
+def test_transcreate_and_critical_objects_load_their_first_item_when_opened(page, server, artifacts):
+    log_in(page, *server.annotator)
+    page.wait_for_function("() => Number(document.querySelector('#rate-caption-id input')?.value) > 0")
+    for tab, prefix in (("Transcreate", "transcreate"), ("Critical objects", "critical")):
+        page.get_by_role("tab", name=tab, exact=True).click()
+        # No "Load next" press: opening the sub-tab shows an item (or says why there is none).
+        page.wait_for_function(
+            f"() => Number(document.querySelector('#{prefix}-caption-id input')?.value) > 0"
+            f" || (document.querySelector('#{prefix}-status textarea')?.value || '').length > 0")
+        caption_id = page.locator(f"#{prefix}-caption-id input").input_value()
+        status = page.locator(f"#{prefix}-status textarea").input_value()
+        assert (caption_id and int(float(caption_id)) > 0) or status, (tab, caption_id, status)
+        page.screenshot(path=str(artifacts / f"annotate-{prefix}-opened.png"), full_page=True)
+
+
+def test_lab_example_without_an_image_says_what_is_missing_and_why_cider_is_zero(page, artifacts):
+    page.get_by_role("tab", name="Perturbation lab").click()
+    page.locator("#perturb-examples").get_by_text("PR-MCS Figure 5").click()
+    page.wait_for_function("() => document.querySelectorAll('#perturb-table td').length > 0")
+    page.wait_for_function("() => document.querySelector('#perturb-status textarea')?.value.includes('needs an image')")
+    assert "CLIP-S" in page.locator("#perturb-status textarea").input_value()
+    page.locator("#perturb-table").scroll_into_view_if_needed()
+    rows = {r[0]: r for r in table_rows(page, "#perturb-table") if r}
+    assert rows["CLIP-S"][-1] == "available (needs an image for these rows)", rows["CLIP-S"]
+    assert "not meaningful" in rows["CIDEr"][-1], rows["CIDEr"]
+    page.screenshot(path=str(artifacts / "perturbation-lab-no-image.png"), full_page=True)

@@ -52,3 +52,28 @@ def test_score_table_puts_the_status_beside_the_metric_and_the_chart_names_serie
     names = [trace.name for trace in scores_bar_chart(frame, ["CLIP-S"], "t").data]
     assert names == ["#1 a dog runs across a very long s…", "&lt;b&gt;two&lt;/b&gt; cats (a.png)",
                      "&lt;b&gt;two&lt;/b&gt; cats (b.png)", "#4 a dog runs across a very long s…"]
+
+
+def test_long_image_names_are_shortened_in_the_scored_pairs_table():
+    import pandas as pd
+
+    from app.render import score_tables, short_image_name
+
+    digest = "3f" * 32
+    assert short_image_name(f"{digest}.png") == "3f3f3f3f3f3f….png"
+    assert short_image_name("cat.png") == "cat.png"
+    long = "a_very_long_original_file_name_from_a_camera_2026_11_24.jpeg"
+    short = short_image_name(long)
+    assert len(short) == 28 and short.startswith("a_very_long_ori") and short.endswith("_24.jpeg") and "…" in short
+    frame = pd.DataFrame([{"#": 1, "image": f"{digest}.png", "caption": "a dog", "lang": "en", "CLIP-S": 0.5,
+                           "truncated by": ""}])
+    pairs, _ = score_tables(frame, ["CLIP-S"], [{"metric": "CLIP-S", "status": "available", "backbone": "b"}])
+    assert pairs["image"].tolist() == ["3f3f3f3f3f3f….png"] and frame["image"][0] == f"{digest}.png"
+
+
+def test_table7_columns_are_wide_enough_for_their_headers():
+    from app.render import column_widths
+
+    widths = column_widths(["metric", "Original", "Robustness", "Substitution", "status"])
+    assert widths == ["156px", "156px", "156px", "156px", "280px"]
+    assert column_widths(["a_very_long_header_word_here"]) == [f"{28 * 8 + 28}px"]

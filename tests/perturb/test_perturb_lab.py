@@ -24,15 +24,40 @@ def test_changes_follow_from_the_perturbed_words():
     repeated = len(perturbations[0].text.split())
     assert repeated > 7 and row["repetition_change"] == pytest.approx(100 * (7 / repeated - 1))
     assert row["removal_change"] < 0
-    assert result.statuses == {"BLEU-1": "available", "CLIP-S": "available"}
+    # CLIP-S needs an image these inputs lack: the /score API's status, and a message saying so.
+    assert result.statuses == {"BLEU-1": "available", "CLIP-S": "available (needs an image for these rows)"}
+    assert result.messages == ["CLIP-S: no value, needs an image (none given)."]
 
     cells = caption_robustness_cells(result).set_index("metric")
     assert list(cells.columns) == ["Original", "Repetition", "Removal", "Masking", "Jumble", "Substitution",
                                    "Average", "Robustness", "status"]
     assert cells.loc["BLEU-1", "Original"] == "1.0000"
     assert cells.loc["BLEU-1", "Jumble"] == "1.0000 (+0.00%)"
-    # CLIP-S needs an image these inputs lack: a row of dashes, still "available"
-    assert (cells.loc["CLIP-S"].drop("status") == "-").all() and cells.loc["CLIP-S", "status"] == "available"
+    assert (cells.loc["CLIP-S"].drop("status") == "-").all()
+    assert cells.loc["CLIP-S", "status"] == "available (needs an image for these rows)"
+
+
+def test_no_image_and_no_references_say_what_is_needed():
+    perturbations = perturb_caption(TEXT, "jumble", None, 0, "en", None)
+    result = caption_robustness(get_scorer("tiny"), None, TEXT, perturbations, [], "en", ["BLEU-1", "CLIP-S"])
+    assert result.statuses == {"BLEU-1": "available (needs an image or references for these rows)",
+                               "CLIP-S": "available (needs an image or references for these rows)"}
+    assert result.messages == ["CLIP-S, BLEU-1: no value, needs an image or references (none given)."]
+
+
+def test_cider_from_one_images_references_is_not_meaningful_as_in_the_score_tab():
+    from scoring.metrics.base import MetricUnavailable
+    from scoring.metrics.coco import ptb_tokenize
+
+    try:
+        ptb_tokenize(["a test"])
+    except MetricUnavailable as exc:
+        pytest.skip(str(exc))
+    perturbations = perturb_caption(TEXT, "jumble", None, 0, "en", None)
+    result = caption_robustness(get_scorer("tiny"), None, TEXT, perturbations, [TEXT], "en", ["CIDEr"])
+    assert result.statuses["CIDEr"].startswith(
+        "available; not meaningful: document frequencies from the references of one image")
+    assert "this batch: 1 reference set(s)" in result.statuses["CIDEr"]
 
 
 def test_one_operation_has_no_average_and_unavailable_metrics_say_why():
