@@ -157,6 +157,21 @@ def _score_item(row: dict):
                      lang=row["language"], image_id=row["image_sha256"])
 
 
+def _document_frequency(captions: list[dict]):
+    """CIDEr-D document frequencies of the references of `captions`' images, each image once;
+    None where they cannot be computed (no references, or no Java: CIDEr then says why)."""
+    from scoring.metrics.base import MetricUnavailable
+    from scoring.metrics.coco import reference_document_frequency
+
+    sets = {(row["image_sha256"], tuple(row["references"])) for row in captions if row["references"]}
+    if not sets:
+        return None
+    try:
+        return reference_document_frequency([list(refs) for _, refs in sorted(sets)])
+    except MetricUnavailable:
+        return None
+
+
 def _cached_or_scored(session, scorer, captions: list[dict], metrics: Sequence[str],
                       progress: Progress | None = None) -> tuple[dict[str, dict[int, float | None]], dict[str, str]]:
     """Values of `metrics` for `captions` by caption id: read from MetricScore for the scorer's
@@ -169,6 +184,10 @@ def _cached_or_scored(session, scorer, captions: list[dict], metrics: Sequence[s
     missing = [row for row in captions if any(row["caption_id"] not in values[name] for name in names)]
     cached = len(captions) - len(missing)
     unavailable: dict[str, str] = {}
+    # CIDEr-D's document frequencies from every image of the request, not from each batch of
+    # SCORE_BATCH captions: otherwise a caption's value would depend on its batch.
+    corpus = _document_frequency(captions) if missing and any(n.startswith("CIDEr") for n in names) else None
+    extra = {} if corpus is None else {"cider_document_frequency": corpus}
     report = _progress_reporter(progress, len(captions), cached)
     for start in range(0, len(missing), SCORE_BATCH):
         chunk = missing[start:start + SCORE_BATCH]
@@ -176,7 +195,7 @@ def _cached_or_scored(session, scorer, captions: list[dict], metrics: Sequence[s
                 and any(row["caption_id"] not in values[name] for row in chunk)]
         if report is not None:
             report(start, len(chunk))
-        for name, result in scorer.score([_score_item(row) for row in chunk], todo).items():
+        for name, result in scorer.score([_score_item(row) for row in chunk], todo, **extra).items():
             if result.unavailable:
                 unavailable[name] = result.unavailable
                 continue

@@ -152,3 +152,29 @@ def test_by_default_cli_and_tab_agree_on_the_intervals_too(collection, tmp_path,
     columns = ["n", "kendall_c", "kendall_c_low", "kendall_c_high", "spearman_low", "pearson_high"]
     pd.testing.assert_frame_equal(cli.set_index(["lang", "metric"])[columns].astype(float),
                                   tab.set_index(["lang", "metric"])[columns].astype(float), rtol=1e-9)
+
+
+@pytest.mark.java
+def test_cider_of_a_caption_does_not_depend_on_its_scoring_batch(collection, monkeypatch):
+    """CIDEr-D's document frequencies come from every image of the collection, not from the
+    batch of captions scored together: batches of 2 (each holding one image's captions, where
+    frequencies from one image make every value 0) give the values of one batch of all."""
+    from sqlalchemy import delete
+
+    from annotation import score_store
+    from db.models import MetricScore
+
+    filters = CorrelationFilters(n_boot=0)
+
+    def cider() -> dict:
+        rows = analyse_collection(collection, "c", Scorer("tiny"), ["CIDEr"], filters).rows
+        return dict(zip(rows["candidate"], rows["CIDEr"]))
+
+    monkeypatch.setattr(score_store, "SCORE_BATCH", 2)
+    small = cider()
+    with database_session() as session:
+        session.execute(delete(MetricScore))
+    monkeypatch.setattr(score_store, "SCORE_BATCH", 128)
+    whole = cider()
+    assert small == pytest.approx(whole)
+    assert whole["a brown dog runs on grass"] > 1.0  # shares "brown dog runs" with its image's reference
