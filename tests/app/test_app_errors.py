@@ -15,17 +15,19 @@ from annotation.errors import public_text, user_message
 SQL = "SELECT captions.id, captions.text FROM captions WHERE captions.collection_id = ?"
 
 
-def database_locked() -> OperationalError:
-    return OperationalError(SQL, (7,), Exception("database is locked"))
+def database_failure() -> OperationalError:
+    """A database error the user cannot act on (a busy database has its own retry message,
+    tests/db/test_lock_free_reads.py)."""
+    return OperationalError(SQL, (7,), Exception("disk I/O error"))
 
 
 def test_an_unexpected_error_becomes_an_id_and_the_log_has_the_details(caplog):
     with caplog.at_level(logging.ERROR, logger="annotation.errors"):
-        shown = user_message(database_locked())
+        shown = user_message(database_failure())
     match = re.fullmatch(r"Something went wrong \(error id ([0-9a-f]{8})\); the server log has the details\.", shown)
     assert match, shown
     [record] = caplog.records
-    assert match.group(1) in record.getMessage() and "database is locked" in record.getMessage()
+    assert match.group(1) in record.getMessage() and "disk I/O error" in record.getMessage()
     assert record.exc_info and SQL in caplog.text  # the traceback with the statement, for the operator
 
 
@@ -38,7 +40,7 @@ def test_expected_errors_keep_their_words_without_server_paths(monkeypatch, tmp_
             == "cannot write $CAPLENS_DATA_DIR/runs/x.toml")
     assert public_text("see https://huggingface.co/openai/clip and/or 0/1") == "see https://huggingface.co/openai/clip and/or 0/1"
     # A database error is never "expected", whatever it inherits: its text carries SQL.
-    assert "SELECT" not in user_message(database_locked())
+    assert "SELECT" not in user_message(database_failure())
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +51,10 @@ def client(server):
 def test_a_handler_hit_by_a_database_error_answers_with_an_id_and_no_sql(server, monkeypatch, caplog):
     import app.api
 
-    def locked(*args, **kwargs):
-        raise database_locked()
+    def failing(*args, **kwargs):
+        raise database_failure()
 
-    monkeypatch.setattr(app.api, "rating_screen", locked)
+    monkeypatch.setattr(app.api, "rating_screen", failing)
     client = Client(server.url, verbose=False)
     with caplog.at_level(logging.ERROR, logger="annotation.errors"):
         with pytest.raises(Exception) as raised:
@@ -62,7 +64,7 @@ def test_a_handler_hit_by_a_database_error_answers_with_an_id_and_no_sql(server,
     assert match, shown
     assert "SELECT" not in shown and "captions" not in shown and "/" not in shown
     logged = [r for r in caplog.records if match.group(1) in r.getMessage()]
-    assert logged and "database is locked" in logged[0].getMessage() and SQL in caplog.text
+    assert logged and "disk I/O error" in logged[0].getMessage() and SQL in caplog.text
 
 
 def test_a_wrong_password_is_a_message_not_a_traceback(client, server, capfd):
