@@ -114,11 +114,7 @@ def test_an_example_scores_in_one_click_and_edits_rescore_live(page, artifacts):
     page.wait_for_timeout(800)
     page.screenshot(path=str(artifacts / "score-example.png"), full_page=True)
     # Edit one candidate in the table: no button press, scored once the edits stop.
-    cell = page.locator("#score-rows [data-testid=cell-1-1]")
-    cell.dblclick()
-    page.keyboard.press("Control+a")
-    page.keyboard.type("a small green square")
-    page.keyboard.press("Enter")
+    edit_cell(page, "#score-rows [data-testid=cell-1-1]", "a small green square")
     status = wait_for_status(page, "1 computed now")
     assert "Scored 6 image–caption pair(s): 1 computed now, 5 unchanged ones reused." in status
     assert "a small green square" in [r[2] for r in table_rows(page, "#score-items")]
@@ -199,10 +195,7 @@ def test_script_in_a_caption_is_shown_as_text_and_never_runs(page, server, image
     page.locator("#score-images input[type=file]").set_input_files(str(image_file))
     page.wait_for_selector("#score-images td.filename[aria-label='red.png']")
     page.locator("#score-live input").uncheck()
-    cell = page.locator("#score-rows [data-testid=cell-0-1]")
-    cell.dblclick()
-    page.keyboard.type(xss)
-    page.keyboard.press("Enter")
+    edit_cell(page, "#score-rows [data-testid=cell-0-1]", xss)
     page.locator("#score-button").click()
     page.wait_for_function(
         "() => document.querySelector('#score-status textarea')?.value.includes('Scored')")
@@ -216,6 +209,16 @@ def test_script_in_a_caption_is_shown_as_text_and_never_runs(page, server, image
     page.screenshot(path=str(artifacts / "xss-as-text.png"), full_page=True)
     assert page.locator("img[src='x']").count() == 0
     assert page.dialogs == []
+
+
+def edit_cell(page, cell: str, text: str) -> None:
+    """Type `text` into a table cell, replacing its value: waits for the cell's editor to have
+    the focus first (keys typed before that were lost, e.g. the '<' of '<img ...')."""
+    page.locator(cell).dblclick()
+    page.wait_for_function("() => ['INPUT', 'TEXTAREA'].includes(document.activeElement?.tagName)")
+    page.keyboard.press("Control+a")
+    page.keyboard.type(text)
+    page.keyboard.press("Enter")
 
 
 def log_in(page, name: str, password: str) -> None:
