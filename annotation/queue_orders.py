@@ -11,12 +11,12 @@
 """
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from annotation.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import get_collection, in_collection
-from db.models import Caption, Collection, User
+from db.models import Caption, Collection, MetricScore, User
 from scoring.queue_priority import disagreement_first
 
 LEAST_RATED = "least-rated"
@@ -52,7 +52,28 @@ def by_disagreement(session: Session, user: User, collection: Collection,
     # Priorities over all of the collection's rateable captions, so they do not drift as items get rated.
     rateable = list(session.scalars(select(Caption.id).where(in_collection(collection), Caption.kind != "reference")
                                     .order_by(queue_order(user), Caption.id)))
-    scores = stored_scores(session, rateable)
+    scores = _stored_scores_once(session, collection, rateable, stored_scores)
     rank = {c: i for i, c in enumerate(disagreement_first(rateable, {m: [v.get(c) for c in rateable]
                                                                       for m, v in scores.items()}))}
     return [c for c, _, _ in sorted(eligible, key=lambda row: (not row[2], row[1], rank.get(row[0], len(rank))))]
+
+
+# A collection's stored scores as the queue last read them, under a stamp of the store; each
+# next_item call of the disagreement-first order (inside its writing transaction) would
+# otherwise read every score of the collection again.
+_scores_read: dict[tuple, dict] = {}
+
+
+def _stored_scores_once(session: Session, collection: Collection, rateable: list[int], read) -> dict:
+    """`read(session, rateable)`, reused while the collection's captions and their stored
+    scores are unchanged (same captions, same count, newest row and newest computation)."""
+    in_coll = select(Caption.id).where(in_collection(collection))
+    stamp = tuple(session.execute(select(func.count(MetricScore.id), func.max(MetricScore.id),
+                                         func.max(MetricScore.computed_at))
+                                  .where(MetricScore.caption_id.in_(in_coll))).one())
+    key = (str(session.get_bind().url), collection.id, hash(tuple(sorted(rateable))), stamp)
+    if key not in _scores_read:
+        if len(_scores_read) >= 8:
+            _scores_read.pop(next(iter(_scores_read)))
+        _scores_read[key] = read(session, rateable)
+    return _scores_read[key]

@@ -57,6 +57,21 @@ def test_disagreement_first_serves_the_most_disagreed_caption_first(engine, acco
         assert next_rating_item(session, accounts["cal"], get_collection(session, "scored")).id == scored["t1"]
 
 
+def test_newly_stored_scores_change_the_order(engine, accounts, scored):
+    """The queue reuses the scores it read while the store is unchanged, and reads them again
+    once metrics are stored: here three more (U, V, W) that rank t2 lowest where X, Y and Z put
+    it at 2/3, which makes t2's spread the largest (1/3, against 0.299 for t0 and t1)."""
+    with session_scope(engine) as session:
+        set_queue_order(session, accounts["rita"], "scored", "disagreement-first")
+    with session_scope(engine) as session:
+        assert next_rating_item(session, accounts["ann"], get_collection(session, "scored")).id == scored["t0"]
+    with session_scope(engine) as session:
+        for metric in ("U", "V", "W"):
+            cache_metric_scores(session, metric, "v1", {scored["t0"]: 0.5, scored["t1"]: 0.6, scored["t2"]: -9.0,
+                                                        scored["t3"]: 0.7})
+        assert next_rating_item(session, accounts["bea"], get_collection(session, "scored")).id == scored["t2"]
+
+
 def test_the_default_order_ignores_scores_and_only_researchers_change_it(engine, accounts, scored):
     with session_scope(engine) as session:
         assert get_collection(session, "scored").queue_order == "least-rated"
