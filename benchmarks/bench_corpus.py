@@ -8,7 +8,7 @@ and references), then scores it, each time into a fresh output folder, with:
   ray x1     - the Ray engine with one actor;  ray x2 - with two actors (CPU runs only).
 Each run is a fresh Python process, as `caplens score-corpus` is for a user: it imports,
 plans, loads the models, scores and writes the output, and its wall time from process start
-to exit is what is compared. One torch thread per worker, so one Ray actor and the single
+to exit is what is compared. One thread per worker (`Scorer(threads=1)`: every stage in turn), so one Ray actor and the single
 process do the same work. The Ray runs join a local cluster started once beforehand with
 `ray start --head` (as a user with a cluster does; its start-up is printed separately), so
 neither engine's figure includes starting a cluster. Then prints the Ray overhead against the
@@ -57,12 +57,9 @@ from pathlib import Path
 from scoring.corpus import open_manifest, score_corpus
 spec = json.loads(sys.argv[1])
 if spec["engine"] == "scorer":
-    import torch
     from scoring.api import ScoreItem, Scorer
     from scoring.corpus import read_manifest
-    if spec["threads"]:
-        torch.set_num_threads(spec["threads"])
-    scorer = Scorer(spec["profile"], spec["device"])
+    scorer = Scorer(spec["profile"], spec["device"], threads=spec["threads"])
     rows = list(read_manifest(open_manifest(Path(spec["manifest"]))))
     for start in range(0, len(rows), spec["batch_rows"]):
         chunk = rows[start:start + spec["batch_rows"]]

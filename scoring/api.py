@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+import torch
 
 from scoring import stages
 from scoring.backbones import BackboneUnavailable, fetch, load_backbone, select_placement
@@ -72,9 +73,18 @@ class MetricResult:
 class Scorer:
     """Metrics of one registry profile with shared, lazily loaded backbones and caches."""
 
-    def __init__(self, profile: str | Path | None = None, device: str | None = None, preprocess: str | None = None):
+    def __init__(self, profile: str | Path | None = None, device: str | None = None, preprocess: str | None = None,
+                 threads: int | None = None):
         """``preprocess``: "fast" (on the device) or "reference" (each checkpoint's own image
-        processor); default fast on CUDA, reference elsewhere (docs/scoring.md)."""
+        processor); default fast on CUDA, reference elsewhere (docs/scoring.md). ``threads``:
+        the CPU threads scoring may keep busy (torch's and the pipeline's; default: torch's
+        choice, with text and image passes overlapping). One runs every stage in turn, so a
+        worker given one CPU, such as a Ray actor, uses one and no more."""
+        if threads is not None:
+            if threads < 1:
+                raise ValueError("threads must be at least 1")
+            torch.set_num_threads(threads)
+        self.overlap = threads is None or threads > 1
         self._profile_request = profile
         self._overrides_stamp = overrides_stamp()
         self.registry: Registry = load_registry(profile)
@@ -87,7 +97,7 @@ class Scorer:
 
             ensure_bench_checkpoints()
         self.placement = select_placement(device)
-        self.images = ImagePipeline(self.placement.device, preprocess)
+        self.images = ImagePipeline(self.placement.device, preprocess, threads=threads)
         self._text_worker = ThreadPoolExecutor(1, thread_name_prefix="caplens-text")
         self._metrics = {name: build_metric(spec) for name, spec in self.registry.metrics.items()}
         self._backbones: dict[str, object] = {}
@@ -275,7 +285,7 @@ class Scorer:
         towers = [t for t in towers if missing[id(t)]]
         # Text towers run on a second thread while the image pass runs: tokenising and
         # launching one overlaps decoding and launching the other.
-        texts_done = self._text_worker.submit(encode_texts) if towers and not stages.is_serial() else None
+        texts_done = self._text_worker.submit(encode_texts) if towers and self.overlap and not stages.is_serial() else None
         if texts_done is None:
             encode_texts()
         if towers:

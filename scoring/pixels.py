@@ -261,15 +261,20 @@ class ImageTower(Protocol):
 class ImagePipeline:
     """Decoding and preprocessing for one device, shared by every backbone on it."""
 
-    def __init__(self, device: torch.device | str = "cpu", mode: str | None = None, cache_bytes: int | None = None):
+    def __init__(self, device: torch.device | str = "cpu", mode: str | None = None, cache_bytes: int | None = None,
+                 threads: int | None = None):
+        """``threads``: the CPU threads this pipeline may keep busy (default: every core). With
+        one, nothing runs beside the caller: a worker given one CPU (a Ray actor) uses one."""
         self.device = torch.device(device)
+        self.overlap = threads is None or threads > 1
         self.mode = mode or default_mode(self.device)
         if self.mode not in MODES:
             raise ValueError(f"unknown preprocessing mode {self.mode!r}; expected one of {', '.join(MODES)}")
         if cache_bytes is None:
             cache_bytes = (2 << 30) if self.device.type == "cuda" else (256 << 20)
         self.decoded = LRUCache(cache_bytes, weigh=tensor_bytes)
-        self._workers = ThreadPoolExecutor(DECODE_WORKERS, thread_name_prefix="caplens-decode")
+        self._workers = ThreadPoolExecutor(min(DECODE_WORKERS, threads or DECODE_WORKERS),
+                                           thread_name_prefix="caplens-decode")
         self._side_stream = None
 
     # -- reading -------------------------------------------------------------------------
@@ -349,7 +354,7 @@ class ImagePipeline:
     def ahead(self, batches: Sequence, prepare: Callable) -> Iterator[tuple[object, object]]:
         """(batch, prepare(batch)) in order, preparing the next batch on a worker thread
         (and, on CUDA, a side stream) while the caller works on the current one."""
-        if stages.is_serial() or len(batches) < 2:
+        if stages.is_serial() or not self.overlap or len(batches) < 2:
             for batch in batches:
                 yield batch, prepare(batch)
             return

@@ -26,6 +26,27 @@ class _RayShardScorer(ShardScorer):
         super().__init__(**arguments, cider_document_frequency=frequencies)
 
 
+def _send_local_token(address: str | None) -> None:
+    """Send this machine's Ray token to a cluster named by its address.
+
+    Since Ray 2.60, `ray start --head` turns token authentication on and saves the token in
+    ~/.ray/auth_token, but `ray.init` sends it only to a cluster it finds itself (`auto`), so
+    joining `HOST:PORT` failed with "Authentication token is missing or incorrect" after 20 s
+    of retries. A cluster without authentication ignores the token; an explicit
+    RAY_AUTH_MODE is left as the user set it.
+    """
+    if not address or address == "auto":
+        return
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # a Ray without token authentication
+        return
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
 def _wants_gpu(device: str | None) -> bool:
     return bool(device) and device.startswith("cuda")
 
@@ -44,8 +65,12 @@ def ray_results(plan: CorpusPlan, *, address: str | None = None, actors: int | N
         return
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, include_dashboard=False, logging_level="WARNING", log_to_driver=False,
-                 configure_logging=True)
+        _send_local_token(address)
+        try:
+            ray.init(address=address, include_dashboard=False, logging_level="WARNING", log_to_driver=False,
+                     configure_logging=True)
+        except (ConnectionError, RuntimeError) as exc:
+            raise ValueError(f"cannot join the Ray cluster at {address}: {str(exc).splitlines()[0][:300]}") from exc
     try:
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False  # the corpus bar counts rows

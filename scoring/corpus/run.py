@@ -301,11 +301,7 @@ class ShardScorer:
                  cider_document_frequency=None, threads: int | None = None):
         from scoring.api import Scorer
 
-        if threads:
-            import torch
-
-            torch.set_num_threads(threads)
-        self.scorer = Scorer(profile, device)
+        self.scorer = Scorer(profile, device, threads=threads)
         self.metrics = metrics
         self.cider_document_frequency = cider_document_frequency
 

@@ -1,6 +1,8 @@
 """The Scorer API surface the app relies on (docs/scoring.md)."""
 from __future__ import annotations
 
+import pytest
+
 from scoring.api import MetricResult, ScoreItem, get_scorer
 
 
@@ -97,3 +99,39 @@ def test_concurrent_score_calls_agree_with_sequential_ones(tiny_dir, images):
         expected = reference.score(batch, metrics)
         for name in metrics:
             assert results[k][name].values == expected[name].values
+
+
+def test_one_thread_scores_every_stage_on_the_calling_thread(tiny_dir, monkeypatch):
+    """A worker given one CPU (a Ray actor) must use one: with threads=1 neither the text pass
+    nor the next image batch runs beside the caller, and the values stay those of the
+    overlapping pipeline."""
+    import threading
+
+    import torch
+
+    from scoring.api import Scorer
+    from scoring.pixels import ImagePipeline
+    from tests.scoring.conftest import random_image
+
+    items = [ScoreItem(random_image(100 + i), f"a picture number {i}", [f"picture {i}"]) for i in range(40)]
+    seen: list[str] = []
+    original = ImagePipeline._prepare_on_side_stream
+
+    def recording(self, prepare, batch):
+        seen.append(threading.current_thread().name)
+        return original(self, prepare, batch)
+
+    monkeypatch.setattr(ImagePipeline, "_prepare_on_side_stream", recording)
+    before = torch.get_num_threads()
+    try:
+        overlapping = Scorer("tiny", device="cpu").score(items, ["CLIP-S", "RefCLIP-S", "MCS"])
+        assert seen and all(name.startswith("caplens-prepare") for name in seen)  # 40 images: 2 batches
+        seen.clear()
+        serial = Scorer("tiny", device="cpu", threads=1)
+        results = serial.score(items, ["CLIP-S", "RefCLIP-S", "MCS"])
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [] and not serial._text_worker._threads and serial.images._workers._max_workers == 1
+    for name, result in results.items():
+        assert result.values == pytest.approx(overlapping[name].values, abs=1e-5), name

@@ -87,6 +87,32 @@ def test_ray_with_two_actors_equals_single_process(single_process, world_corpus,
 
 
 @pytest.mark.slow
+def test_ray_joins_a_started_cluster_by_its_address(single_process, world_corpus, tmp_path):
+    """`ray start --head` turns Ray's token authentication on; a run given the cluster's
+    HOST:PORT must still join it (Ray sends its token only to clusters it finds itself)."""
+    pytest.importorskip("ray.data", reason="the ray engine needs Ray (pip install 'caplens[ray]')")
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS")}
+    subprocess.run([ray_cli, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
+                    "--disable-usage-stats"], check=True, capture_output=True, env=env, timeout=120)
+    mode = os.environ.pop("RAY_AUTH_MODE", None)
+    try:
+        out = tmp_path / "joined"
+        report = _score(world_corpus / "manifest.jsonl", out, engine="ray", ray_address=f"127.0.0.1:{port}")
+    finally:
+        subprocess.run([ray_cli, "stop", "--force"], capture_output=True, env=env, timeout=120)
+        if mode is not None:
+            os.environ["RAY_AUTH_MODE"] = mode
+    assert report.scored_rows == 200
+    assert _files(out) == _files(single_process[0])
+
+
+@pytest.mark.slow
 def test_killed_run_resumes_to_identical_output(single_process, world_corpus, tmp_path):
     reference, _ = single_process
     out = tmp_path / "killed"
