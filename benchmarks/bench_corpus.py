@@ -87,13 +87,29 @@ def time_cold(engine: str, manifest: Path, out: Path, **spec) -> float:
     return time.perf_counter() - started
 
 
+SETTLE = """
+import sys, ray
+from scoring.corpus.ray_engine import _send_local_token
+_send_local_token(sys.argv[1])
+ray.init(address=sys.argv[1], log_to_driver=False, logging_level="ERROR")
+ray.get([ray.remote(lambda: None).remote() for _ in range(4)])
+"""
+
+
 def start_ray_head(cpus: int) -> str:
-    """A local Ray cluster for the runs to join (`ray start --head`); returns its address."""
+    """A local Ray cluster for the runs to join (`ray start --head`), settled: it has booted
+    its idle workers and run a task, as a running cluster a user joins has. Without this the
+    first timed run shared the cores with the workers still starting (1 actor measured 65 s,
+    then 73 s right after a fresh start). Returns its address."""
     port = 6390
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
     subprocess.run(["ray", "start", "--head", f"--port={port}", f"--num-cpus={cpus}", "--include-dashboard=false",
-                    "--disable-usage-stats"], check=True, capture_output=True,
-                   env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"})
-    return f"127.0.0.1:{port}"
+                    "--disable-usage-stats"], check=True, capture_output=True, env=env)
+    address = f"127.0.0.1:{port}"
+    subprocess.run([sys.executable, "-c", SETTLE, address], check=True, capture_output=True, env=env,
+                   cwd=Path(__file__).resolve().parents[1])
+    time.sleep(5)
+    return address
 
 
 def stop_ray_head() -> None:
