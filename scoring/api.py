@@ -84,7 +84,6 @@ class Scorer:
             if threads < 1:
                 raise ValueError("threads must be at least 1")
             torch.set_num_threads(threads)
-        self.overlap = threads is None or threads > 1
         self._profile_request = profile
         self._overrides_stamp = overrides_stamp()
         self.registry: Registry = load_registry(profile)
@@ -285,7 +284,7 @@ class Scorer:
         towers = [t for t in towers if missing[id(t)]]
         # Text towers run on a second thread while the image pass runs: tokenising and
         # launching one overlaps decoding and launching the other.
-        texts_done = self._text_worker.submit(encode_texts) if towers and self.overlap and not stages.is_serial() else None
+        texts_done = self._text_worker.submit(encode_texts) if towers and self.images.overlap and not stages.is_serial() else None
         if texts_done is None:
             encode_texts()
         if towers:
