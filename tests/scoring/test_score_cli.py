@@ -94,27 +94,27 @@ def test_bad_inputs_give_one_error_line_and_exit_2(inputs, capsys, problem, mess
     assert len(err.strip().splitlines()) == 1 and message in err
 
 
-def test_long_runs_show_a_progress_bar(tmp_path, tiny_dir, make_image, capsys):
+def _image_folder(tmp_path, make_image, count: int, first_seed: int, caption: str, name: str):
+    """`count` small images in tmp_path/many and their candidates file tmp_path/NAME."""
     folder = tmp_path / "many"
     folder.mkdir()
     candidates = {}
-    for i in range(40):
-        make_image(100 + i, size=(32, 32)).save(folder / f"im{i}.png")
-        candidates[f"im{i}"] = f"caption number {i}"
-    (tmp_path / "many.json").write_text(json.dumps(candidates))
+    for i in range(count):
+        make_image(first_seed + i, size=(32, 32)).save(folder / f"im{i}.png")
+        candidates[f"im{i}"] = f"{caption} {i}"
+    (tmp_path / name).write_text(json.dumps(candidates))
+    return folder
+
+
+def test_long_runs_show_a_progress_bar(tmp_path, tiny_dir, make_image, capsys):
+    folder = _image_folder(tmp_path, make_image, 40, 100, "caption number", "many.json")
     code, out, err = _run(capsys, tmp_path / "many.json", folder, "--profile", "tiny", "--metrics", "CLIP-S,PAC-S")
     assert code == 0 and len(out.strip().splitlines()) == 2
     assert "loading models" in err and "80/80" in err and "\r" in err  # tqdm's bar on stderr: 40 captions x 2 metrics
 
 
 def test_batch_size_gives_the_same_scores_and_a_bar_per_batch(tmp_path, tiny_dir, make_image, capsys):
-    folder = tmp_path / "many"
-    folder.mkdir()
-    candidates = {}
-    for i in range(7):
-        make_image(200 + i, size=(32, 32)).save(folder / f"im{i}.png")
-        candidates[f"im{i}"] = f"a picture number {i}"
-    (tmp_path / "c.json").write_text(json.dumps(candidates))
+    folder = _image_folder(tmp_path, make_image, 7, 200, "a picture number", "c.json")
     outputs = {}
     for size in (2, 100):
         code, out, err = _run(capsys, tmp_path / "c.json", folder, "--profile", "tiny", "--metrics", "CLIP-S,MCS",
