@@ -9,6 +9,7 @@ writes them (`scoring.corpus.run.ResultWriter`).
 from __future__ import annotations
 
 import logging
+import socket
 from typing import Iterator
 
 import pandas as pd
@@ -47,6 +48,21 @@ def _send_local_token(address: str | None) -> None:
     maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
+def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
+    """Fail in seconds when nothing listens at a HOST:PORT address: `ray.init` would retry
+    for minutes before saying so."""
+    if not address or address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"cannot join the Ray cluster at {address}: expected HOST:PORT, 'auto' or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ValueError(f"cannot join the Ray cluster at {address}: nothing answers there ({exc.strerror or exc}); "
+                         "is `ray start --head` running on that machine?") from exc
+
+
 def _wants_gpu(device: str | None) -> bool:
     return bool(device) and device.startswith("cuda")
 
@@ -65,6 +81,7 @@ def ray_results(plan: CorpusPlan, *, address: str | None = None, actors: int | N
         return
     started_here = not ray.is_initialized()
     if started_here:
+        _check_reachable(address)
         _send_local_token(address)
         try:
             ray.init(address=address, include_dashboard=False, logging_level="WARNING", log_to_driver=False,

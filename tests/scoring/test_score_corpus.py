@@ -112,6 +112,21 @@ def test_ray_joins_a_started_cluster_by_its_address(single_process, world_corpus
     assert _files(out) == _files(single_process[0])
 
 
+def test_ray_address_where_nothing_listens_fails_in_seconds(world_corpus, tmp_path):
+    pytest.importorskip("ray.data", reason="the ray engine needs Ray (pip install 'caplens[ray]')")
+    import socket
+
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=rf"cannot join the Ray cluster at 127.0.0.1:{port}: nothing answers there"):
+        _score(world_corpus / "manifest.jsonl", tmp_path / "out", engine="ray", ray_address=f"127.0.0.1:{port}")
+    assert time.monotonic() - started < 30
+    with pytest.raises(ValueError, match="expected HOST:PORT"):
+        _score(world_corpus / "manifest.jsonl", tmp_path / "out", engine="ray", ray_address="head-node")
+
+
 @pytest.mark.slow
 def test_killed_run_resumes_to_identical_output(single_process, world_corpus, tmp_path):
     reference, _ = single_process
