@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 from scoring.csv_safe import write_csv
@@ -114,6 +116,47 @@ SPECS_SHUFFLE = 0.9  # SPECS: negative detail units are token-shuffled with this
 UMIC_NEGATIVES = 4
 
 
+class _Without(Sequence):
+    """`items` without the positions in `excluded` (sorted), indexed like the filtered list
+    but without building it: what `random.choice` needs (len and indexing)."""
+
+    def __init__(self, items: list[str], excluded: list[int]):
+        self.items, self.excluded = items, excluded
+
+    def __len__(self) -> int:
+        return len(self.items) - len(self.excluded)
+
+    def __getitem__(self, k: int) -> str:
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        for position in self.excluded:  # each excluded position at or before k shifts it one on
+            if position > k:
+                break
+            k += 1
+        return self.items[k]
+
+
+class UnitPool:
+    """The detail units of every scene's captions in one language, where SPECS negatives come
+    from. `foreign` leaves out the scene's own units and any unit equal to one of the caption's
+    (true there): in time proportional to what it leaves out, so that writing the sets stays
+    linear in the number of scenes instead of rescanning the whole pool for every caption."""
+
+    def __init__(self, entries: list[tuple[str, str]]):
+        self.units = [unit for _, unit in entries]
+        self._by_scene: dict[str, list[int]] = defaultdict(list)
+        self._by_unit: dict[str, list[int]] = defaultdict(list)
+        for position, (scene_id, unit) in enumerate(entries):
+            self._by_scene[scene_id].append(position)
+            self._by_unit[unit].append(position)
+
+    def foreign(self, scene_id: str, units: Sequence[str]) -> Sequence[str]:
+        excluded = set(self._by_scene.get(scene_id, ()))
+        for unit in set(units):
+            excluded.update(self._by_unit.get(unit, ()))
+        return _Without(self.units, sorted(excluded))
+
+
 def _shuffled_unit(unit: str, lang: str, rng: random.Random) -> tuple[str, bool]:
     """A detail unit from another caption, token-shuffled with probability 0.9 (SPECS §3)."""
     from scoring.perturb.tokenize import detokenize, tokenize
@@ -145,8 +188,8 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
     teacher, prmcs, specs, umic, pacs = [], [], [], [], []
     all_caps = {scene.scene_id: scene_captions(scene, tuple(langs)) for scene in scenes}
     ids = list(all_caps)
-    unit_pool = {lang: [(sid, u) for sid, caps in all_caps.items() for st in caps.values() for u in st[lang].units[1:]]
-                 for lang in langs}  # SPECS negatives: detail units of other scenes' captions
+    unit_pool = {lang: UnitPool([(sid, u) for sid, caps in all_caps.items() for st in caps.values()
+                                 for u in st[lang].units[1:]]) for lang in langs}
     for k, scene in enumerate(scenes):
         image, caps = paths[scene.scene_id], all_caps[scene.scene_id]
         other_caps = all_caps[ids[(k + 1) % len(ids)]] if len(ids) > 1 else None
@@ -164,8 +207,8 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
                                       "operation": op, "p": p.p, "seed": p.seed,
                                       "critical_objects": list(cap.critical_objects)})
                 # A unit that also occurs in this caption may be true here: not a negative.
-                foreign = [u for sid, u in unit_pool[lang] if sid != scene.scene_id and u not in cap.units]
-                if style == "long" and foreign:
+                foreign = unit_pool[lang].foreign(scene.scene_id, cap.units) if style == "long" else ()
+                if foreign:
                     for j in range(1, len(cap.units)):
                         base = "".join(cap.units[:j])
                         negative, shuffled = _shuffled_unit(rng.choice(foreign), lang, rng)

@@ -43,3 +43,25 @@ def test_write_all_formats(tmp_path):
     meta = json.loads((tmp_path / "retrieval" / "meta" / "world.json").read_text(encoding="utf-8"))
     assert meta["languages"] == ["en", "de", "fr", "es", "ja"]
     assert all(set(e["captions"]) == set(meta["languages"]) for e in meta["images"])
+
+
+def test_unit_pool_leaves_out_the_scene_and_its_units_as_the_filtered_list_would():
+    """SPECS negatives are drawn from the pool without rebuilding it per caption; the draws
+    must be the ones a plain filtered list gives (same length, same item at every index)."""
+    import random
+
+    from scoring.world.sets import UnitPool
+
+    rng = random.Random(7)
+    words = [f" unit {k}." for k in range(12)]  # few distinct units: many repeats across scenes
+    entries = [(f"s{rng.randrange(30)}", rng.choice(words)) for _ in range(400)]
+    pool = UnitPool(entries)
+    for scene_id, units in [("s3", [words[0], words[5]]), ("s11", []), ("nobody", words[:11]), ("s0", words)]:
+        expected = [u for sid, u in entries if sid != scene_id and u not in units]
+        foreign = pool.foreign(scene_id, units)
+        assert len(foreign) == len(expected)
+        assert [foreign[k] for k in range(len(foreign))] == expected
+        draws = random.Random(1), random.Random(1)
+        if expected:
+            assert [draws[0].choice(foreign) for _ in range(50)] == [draws[1].choice(expected) for _ in range(50)]
+    assert len(pool.foreign("s0", words)) == 0  # every unit excluded: no negative to draw
