@@ -241,12 +241,6 @@ class TextEncoderRecipe(Recipe):
     def save(self, state, out):
         save_st_encoder(state.encoder, out)
 
-    @torch.no_grad()
-    def frozen_images(self, state, rows, device) -> torch.Tensor:
-        """The frozen CLIP image embeddings of a batch (recomputed per batch: a cache filled in
-        batches of another composition would differ in the last bits after a resume)."""
-        pixels = state.pixels([r["image"] for r in rows], [image_key(r) for r in rows], device)
-        return clip_image_features(state.clip, pixels).float()
 
 
 class McsTeacherRecipe(TextEncoderRecipe):
@@ -310,6 +304,23 @@ class McsTeacherRecipe(TextEncoderRecipe):
 
 class PrMcsRecipe(TextEncoderRecipe):
     """PR-MCS: only the multilingual text encoder trains; the CLIP vision tower is frozen."""
+
+    @torch.no_grad()
+    def prepare(self, state, rows, device):
+        """The frozen CLIP embedding of every image, once, in sorted-key chunks: the same values
+        in a resumed run (a cache filled batch by batch would differ in the last bits), and no
+        vision pass per step, which was most of a step on the CPU."""
+        images = {image_key(r): r["image"] for r in rows}
+        keys = sorted(images)
+        state.image_embeddings = {}
+        for i in range(0, len(keys), 64):
+            chunk = keys[i:i + 64]
+            pixels = state.pixels([images[k] for k in chunk], chunk, device)
+            state.image_embeddings.update(zip(chunk, clip_image_features(state.clip, pixels).float()))
+            state.pixels.cache.clear()  # the pixels are not needed again
+
+    def frozen_images(self, state, rows, device) -> torch.Tensor:
+        return torch.stack([state.image_embeddings[image_key(r)] for r in rows]).to(device)
 
     def batch_loss(self, state, rows, rng, device):
         image = self.frozen_images(state, rows, device)

@@ -49,6 +49,24 @@ def test_interrupted_run_resumes_to_identical_weights(tmp_path):
     assert record["config"]["recipe"] == "pr-mcs" and len(record["data"]["hash"]) == 64
 
 
+def test_prmcs_embeds_each_image_once_not_per_step(tmp_path, monkeypatch):
+    """The vision tower is frozen: PR-MCS embeds every distinct image once before training,
+    so six steps of batch 8 and two evaluations cost one vision pass per image."""
+    from scoring.training import recipes
+
+    embedded = []
+    real = recipes.clip_image_features
+
+    def counting(backbone, pixels):
+        embedded.append(len(pixels))
+        return real(backbone, pixels)
+
+    monkeypatch.setattr(recipes, "clip_image_features", counting)
+    train(_config("pr-mcs-tiny", tmp_path / "once"))
+    rows, _, _ = world_set("prmcs", {"scenes": 12, "size": 32, "languages": ["en", "de"]})
+    assert sum(embedded) == len({image_key(r) for r in rows}) == 12
+
+
 def test_a_few_steps_lower_the_teacher_loss(tmp_path):
     result = train(_config("mcs-teacher-tiny", tmp_path / "mcs", max_steps=8))
     assert result.after["mse"] < result.before["mse"] - 0.05
