@@ -15,10 +15,12 @@ ratings) on the CPU.  world-itm and world-umic are their jobs below (the same pr
 overrides, by the same trainer, without the time limit) on the CPU with 2 threads (951 s and
 584 s), over a 6,000-scene English set, `write_finetune_sets(SETS, split_scenes("train",
 6000), ("en",))`: on the 700-scene set the ITM base reached 64.5 % held-out pairwise
-accuracy on UMIC's negatives, on 6,000 scenes 79.2 %.  world-specs is its job on the same
-6,000-scene set (50,280 triplets), on the CPU with 2 threads, stopped by an 18-minute limit
-at step 1,059 (1,082 s).  Each folder's
-training.json holds its exact config.
+accuracy on UMIC's negatives, on 6,000 scenes 79.2 %.  world-specs is a chain of four runs
+of the specs preset on the CPU (2,945 steps, 4,862 s; each run's base is the one before):
+its job on the same 6,000-scene set (50,280 triplets) stopped by an 18-minute limit at step
+1,059; then 586 steps at 5e-5 and 600 at 3e-5 on that set; then 700 at 3e-5 (1 thread) on
+12,000 further scenes (`generate_scenes(6000, 6000)` and `generate_scenes(12000, 6000)`, 99,287
+triplets).  Each folder's training.json holds its last run's exact config.
 """
 from __future__ import annotations
 
