@@ -308,8 +308,9 @@ class PrMcsRecipe(TextEncoderRecipe):
     @torch.no_grad()
     def prepare(self, state, rows, device):
         """The frozen CLIP embedding of every image, once, in sorted-key chunks: the same values
-        in a resumed run (a cache filled batch by batch would differ in the last bits), and no
-        vision pass per step, which was most of a step on the CPU."""
+        in a resumed run (a cache filled batch by batch would differ in the last bits). Only
+        the embeddings are kept, not every image's pixels (393 MB for 2,000 images at 128 px);
+        the vision pass per batch it replaces was small (0.07 s of a 2 s CPU step)."""
         images = {image_key(r): r["image"] for r in rows}
         keys = sorted(images)
         state.image_embeddings = {}
