@@ -242,7 +242,6 @@ class TextEncoderRecipe(Recipe):
         save_st_encoder(state.encoder, out)
 
 
-
 class McsTeacherRecipe(TextEncoderRecipe):
     """MCS teacher learning: the student's embedding of a caption in any language regresses
     onto the CLIP text embedding of its English source (MSE)."""
