@@ -127,23 +127,34 @@ def _load_json(path: Path, what: str):
         raise ValueError(f"{what} {path.name} is not valid JSON ({exc})") from None
 
 
+def coco_captions(path: Path, data) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """A COCO captions file's image file names and reference captions, both keyed by the image
+    id as text (so that 42 in a results list and "42" in a JSON object name the same image)."""
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list) or not isinstance(data.get("annotations"), list):
+        raise ValueError(f"{path.name}: expected a COCO captions file with images and annotations")
+    try:
+        files = {str(image["id"]): str(image["file_name"]) for image in data["images"]}
+        references: dict[str, list[str]] = {}
+        for annotation in data["annotations"]:
+            references.setdefault(str(annotation["image_id"]), []).append(str(annotation["caption"]))
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{path.name}: a COCO image needs id and file_name, an annotation image_id and caption "
+                         f"(missing {exc})") from None
+    return files, references
+
+
 def _coco_records(manifest: Manifest) -> Iterator[dict]:
-    annotations = _load_json(manifest.coco_annotations, "COCO annotations")
+    files, references = coco_captions(manifest.coco_annotations, _load_json(manifest.coco_annotations, "COCO annotations"))
     results = _load_json(manifest.path, "COCO results")
-    if not isinstance(annotations, dict) or "images" not in annotations or "annotations" not in annotations:
-        raise ValueError(f"{manifest.coco_annotations.name}: expected a COCO captions file with images and annotations")
     if not isinstance(results, list):
         raise ValueError(f'{manifest.path.name}: expected a COCO results list [{{"image_id": ..., "caption": ...}}]')
-    files = {image["id"]: image["file_name"] for image in annotations["images"]}
-    references: dict = {}
-    for annotation in annotations["annotations"]:
-        references.setdefault(annotation["image_id"], []).append(annotation["caption"])
     for result in results:
         image_id = result.get("image_id") if isinstance(result, dict) else None
+        key = None if image_id is None else str(image_id)
         yield {
-            "id": image_id, "model": manifest.path.stem, "image": files.get(image_id),
+            "id": image_id, "model": manifest.path.stem, "image": files.get(key),
             "candidate": result.get("caption") if isinstance(result, dict) else None,
-            "references": references.get(image_id, []),
+            "references": references.get(key, []),
         }
 
 
@@ -250,10 +261,8 @@ def _json_rows(paths: list[Path], lang: str) -> list[CorpusRow]:
         if isinstance(data, list):
             kind, value = "candidates", _coco_results(path, data)
         elif isinstance(data, dict) and "annotations" in data and "images" in data:
-            kind, value = "references", {}
-            for annotation in data["annotations"]:
-                value.setdefault(str(annotation.get("image_id")), []).append(str(annotation.get("caption", "")))
-            files = {str(image["id"]): image["file_name"] for image in data["images"]}
+            kind = "references"
+            files, value = coco_captions(path, data)
             names["coco"] = path.name
         elif isinstance(data, dict) and data and all(isinstance(v, str) for v in data.values()):
             kind, value = "candidates", {str(k): v for k, v in data.items()}

@@ -233,6 +233,27 @@ def test_csv_parquet_and_coco_manifests_read_the_same_rows(world_corpus, tmp_pat
         open_manifest(tmp_path / "good.json")
 
 
+
+def test_one_coco_captions_reader_for_corpus_manifests_and_score_rows(tmp_path):
+    from scoring.corpus.manifest import read_score_rows
+
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps([{"image_id": 7, "caption": "a red cube"}]))
+    good = tmp_path / "captions.json"
+    good.write_text(json.dumps({"images": [{"id": 7, "file_name": "seven.png"}],
+                                "annotations": [{"image_id": 7, "caption": "a cube"}, {"image_id": 7, "caption": "red"}]}))
+    row = read_score_rows([results, good])[0]
+    corpus_row = next(iter(read_manifest(open_manifest(results, coco_annotations=good, image_root=tmp_path))))
+    assert (row.image, row.references) == ("seven.png", ["a cube", "red"])
+    assert (Path(corpus_row.image).name, corpus_row.references) == ("seven.png", ["a cube", "red"])
+    bad = tmp_path / "bad_captions.json"
+    bad.write_text(json.dumps({"images": [{"id": 7}], "annotations": []}))  # no file_name
+    for read in (lambda: read_score_rows([results, bad]),
+                 lambda: list(read_manifest(open_manifest(results, coco_annotations=bad, image_root=tmp_path)))):
+        with pytest.raises(ValueError, match="bad_captions.json: a COCO image needs id and file_name"):
+            read()
+
+
 def test_a_metric_added_later_is_written_alone_and_unavailable_ones_do_not_keep_rows_pending(
         world_corpus, tmp_path, monkeypatch):
     monkeypatch.setenv("CAPLENS_REGISTRY_PACS_PATH", str(tmp_path / "no-pacs-here"))
