@@ -54,6 +54,8 @@ def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
     if not address or address == "auto" or "://" in address:
         return
     host, _, port = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):  # an IPv6 address, [::1]:6379
+        host = host[1:-1]
     if not host or not port.isdigit():
         raise ValueError(f"cannot join the Ray cluster at {address}: expected HOST:PORT, 'auto' or ray://HOST:PORT")
     try:

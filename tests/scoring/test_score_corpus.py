@@ -127,6 +127,25 @@ def test_ray_address_where_nothing_listens_fails_in_seconds(world_corpus, tmp_pa
         _score(world_corpus / "manifest.jsonl", tmp_path / "out", engine="ray", ray_address="head-node")
 
 
+
+def test_ray_address_check_takes_bracketed_ipv6():
+    import socket
+
+    from scoring.corpus.ray_engine import _check_reachable
+
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    try:
+        listener = socket.create_server(("::1", 0), family=socket.AF_INET6)
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+    with listener:
+        port = listener.getsockname()[1]
+        _check_reachable(f"[::1]:{port}")  # answers: no error
+    with pytest.raises(ValueError, match=rf"at \[::1\]:{port}: nothing answers there"):
+        _check_reachable(f"[::1]:{port}")
+
+
 @pytest.mark.slow
 def test_killed_run_resumes_to_identical_output(single_process, world_corpus, tmp_path):
     reference, _ = single_process
