@@ -79,7 +79,11 @@ def training_times() -> dict[str, dict]:
         path = folder / name / "training.json"
         if path.is_file():
             record = json.loads(path.read_text(encoding="utf-8"))
-            out[metric] = {"wall_s": record.get("wall_s"), "device": record.get("device"), "steps": len(record.get("losses", []))}
+            runs = record.get("lineage", []) + [{"wall_s": record.get("wall_s"), "device": record.get("device"),
+                                                 "steps": len(record.get("losses", []))}]
+            out[metric] = {"wall_s": round(sum(r["wall_s"] or 0 for r in runs), 1),
+                           "device": ", ".join(dict.fromkeys(r["device"] for r in runs)),
+                           "steps": sum(r["steps"] for r in runs), "runs": len(runs)}
     return out
 
 
@@ -164,7 +168,8 @@ def report(r: dict) -> str:
         lines.append(f"| {m} | " + " | ".join(f"{_tau(corr, m, lang, against='tau_c_human'):.3f}" for lang in LANGS) + " |")
     lines += ["", "Training wall time (from each checkpoint's training.json):", ""]
     for metric, t in r["training"].items():
-        lines.append(f"- {metric}: {t['wall_s']} s on {t['device']} ({t['steps']} steps)")
+        chained = f", {t['runs']} runs each continuing the last" if t.get("runs", 1) > 1 else ""
+        lines.append(f"- {metric}: {t['wall_s']} s on {t['device']} ({t['steps']} steps{chained})")
     lines.append(f"\nThis benchmark: {r['bench_wall_s']} s ({r['umic_groups']} UMIC groups, {r['specs_triplets']} SPECS triplets).")
     return "\n".join(lines) + "\n"
 

@@ -121,6 +121,24 @@ def _git_commit() -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
+def lineage(base: str | None) -> list[dict]:
+    """The CapLens runs a checkpoint continues, oldest first: what `base` was trained with and
+    for how long (read from its training.json, or followed through its own `base` for records
+    written before the lineage was kept). Empty for a model CapLens did not train."""
+    if not base or not (Path(base) / RESULT_FILE).is_file():
+        return []
+    record = json.loads((Path(base) / RESULT_FILE).read_text(encoding="utf-8"))
+    config = record.get("config", {})
+    earlier = record["lineage"] if "lineage" in record else lineage(config.get("base"))
+    return earlier + [{
+        "folder": str(base), "recipe": record.get("recipe"), "base": config.get("base"),
+        "data": {k: record.get("data", {}).get(k) for k in ("source", "hash", "rows")},
+        "lr": config.get("optimizer", {}).get("lr"), "steps": len(record.get("losses", [])),
+        "wall_s": record.get("wall_s"), "device": record.get("device"), "git_commit": record.get("git_commit"),
+        "finished_at": record.get("finished_at"),
+    }]
+
+
 def _clock(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else f"{seconds // 60}:{seconds % 60:02d}"
@@ -295,7 +313,7 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
         "git_commit": _git_commit(), "device": device.type if device.type == "cpu" else torch.cuda.get_device_name(device),
         "precision": str(autocast_dtype).removeprefix("torch.") if autocast_dtype else "fp32",
         "torch": torch.__version__, "steps": total, "stopped_early_at": stopped_early, "wall_s": round(wall, 1), "before": before, "after": after,
-        "losses": losses, "warnings": warnings,
+        "losses": losses, "warnings": warnings, "lineage": lineage(config.base),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     (out / RESULT_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")

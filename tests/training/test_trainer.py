@@ -133,3 +133,23 @@ def test_a_separate_heldout_set_is_evaluated_and_all_of_data_trains(tmp_path):
     assert record["data"]["train_rows"] == len({r["caption_id"] for r in rows})  # one row per rated caption
     with pytest.raises(ValueError, match="both in `data` and in `heldout`"):
         train(_config("caplens-r-tiny", tmp_path / "again", heldout={"world": spec | {"split": "train"}}))
+
+
+def test_a_continued_run_records_the_runs_it_continues(tmp_path):
+    """A checkpoint trained from another CapLens checkpoint says how it got there: each earlier
+    run's steps, wall time and data, oldest first, so its total training cost is on record."""
+    from scoring.training.trainer import lineage
+
+    first = train(_config("mcs-teacher-tiny", tmp_path / "a", max_steps=2))
+    second = train(_config("mcs-teacher-tiny", tmp_path / "b", max_steps=3, base=str(first.out_dir)))
+    third = train(_config("mcs-teacher-tiny", tmp_path / "c", max_steps=1, base=str(second.out_dir)))
+    record = json.loads((third.out_dir / "training.json").read_text())
+    assert [(r["folder"], r["steps"]) for r in record["lineage"]] == [(str(first.out_dir), 2), (str(second.out_dir), 3)]
+    assert record["lineage"][1]["base"] == str(first.out_dir)
+    assert record["lineage"][0]["wall_s"] == json.loads((first.out_dir / "training.json").read_text())["wall_s"]
+    # A record written before lineage was kept is followed through its own `base`.
+    older = json.loads((second.out_dir / "training.json").read_text())
+    del older["lineage"]
+    (second.out_dir / "training.json").write_text(json.dumps(older))
+    assert [r["steps"] for r in lineage(str(third.out_dir))] == [2, 3, 1]
+    assert lineage("world:clip") == [] and lineage(None) == []
