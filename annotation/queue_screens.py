@@ -101,6 +101,19 @@ def rating_screen(account_id: int | None, collection_name: str, caption_id: int 
         return _rating_screen(session, user, collection_name, caption_id, message)
 
 
+def earlier_rating_screen(account_id: int | None, collection_name: str, caption_id: int | None) -> RatingScreen:
+    """Back: the caption this annotator rated before the shown one, with their rating to edit
+    (`tasks.earlier_rated_caption`; taken from the stored ratings, so a reload keeps the way back)."""
+    if not collection_name:
+        raise ValueError("Choose a collection.")
+    with acting(account_id, read_only=True) as (session, user):
+        collection = captions.get_collection(session, collection_name)
+        earlier = tasks.earlier_rated_caption(session, user, collection, None if caption_id is None else int(caption_id))
+        if earlier is None:
+            raise ValueError("Nothing to go back to: you have not rated an earlier item of this collection.")
+        return _rating_screen(session, user, collection_name, earlier, "Showing your earlier item; saving edits your rating.")
+
+
 def rate(account_id: int | None, caption_id: int, overall: float, fluency: float | None = None,
          relevance: float | None = None, descriptiveness: float | None = None) -> dict:
     """Store this annotator's rating (editing an earlier one keeps its history); the stored

@@ -236,6 +236,19 @@ def own_rating(session: Session, user: User, caption_id: int) -> Rating | None:
     return session.scalar(select(Rating).where(Rating.caption_id == caption_id, Rating.annotator_id == user.id))
 
 
+def earlier_rated_caption(session: Session, user: User, collection: Collection, caption_id: int | None) -> int | None:
+    """The caption this annotator rated in `collection` just before `caption_id` (in the order of
+    their first ratings), or their latest one when `caption_id` is not rated yet: what Back shows.
+    Read from the ratings, so it survives a page reload. None when there is nothing earlier."""
+    rated = list(session.scalars(select(Rating.caption_id)
+                                 .where(Rating.annotator_id == user.id, Rating.caption_id.in_(
+                                     select(Caption.id).where(in_collection(collection))))
+                                 .order_by(Rating.id)))
+    if caption_id in rated:
+        rated = rated[:rated.index(caption_id)]
+    return rated[-1] if rated else None
+
+
 def submit_rating(session: Session, user: User, caption_id: int, overall: float, fluency: float | None = None,
                   relevance: float | None = None, descriptiveness: float | None = None,
                   k: int | None = None) -> Rating:

@@ -98,7 +98,6 @@ def _guarded(fn, before: int, after: int = 0):
 def build(user_state: gr.State):
     """The Annotate tab. `user_state` is whom the page shows as logged in, which the other tabs
     follow. Returns `restore(demo)`, which shows on page load the login the page still has."""
-    history = gr.State([])  # caption ids shown in the rating queue this session, for Back
     login_notice("annotate", PURPOSE, ALL_ROLES, user_state)
     touched = gr.State([])  # aspects the annotator set on the shown caption (others are stored as not rated)
     held_back = gr.State("")  # a transcreation held back by the language check: Submit again saves it
@@ -205,56 +204,47 @@ def build(user_state: gr.State):
 
     # ----- rating queue --------------------------------------------------------------
     rating_outputs = [rate_image, rate_caption, rate_caption_id, overall, fluency, relevance, descriptiveness,
-                      rate_status, history, save_button, rate_language, rate_references, use_aspects, aspect_box,
+                      rate_status, save_button, rate_language, rate_references, use_aspects, aspect_box,
                       touched]
 
-    def show(screen: queue_screens.RatingScreen, visited: list, request: gr.Request):
+    def show(screen: queue_screens.RatingScreen, request: gr.Request):
         values = screen.values
-        if screen.caption_id is not None and (not visited or visited[-1] != screen.caption_id):
-            visited = visited + [screen.caption_id]
         aspects = [values.get(name) for name in ASPECTS]
         return (private_copies(request, [screen.image_file])[0], screen.text, screen.caption_id,
                 values.get("overall") if values.get("overall") is not None else 0.5,
                 *[0.5 if value is None else value for value in aspects],
-                (screen.message + " " if screen.message else "") + screen.progress, visited,
+                (screen.message + " " if screen.message else "") + screen.progress,
                 gr.Button(interactive=screen.can_rate), screen.language_name,
                 gr.Textbox(value="\n".join(screen.references), visible=bool(screen.references)),
                 screen.aspects_rated, gr.Column(visible=screen.aspects_rated),
                 [name for name, value in zip(ASPECTS, aspects) if value is not None])
 
-    def on_next(collection_name, visited, request: gr.Request):
-        return show(queue_screens.rating_screen(account_id(request), collection_name), visited, request)
+    def on_next(collection_name, request: gr.Request):
+        return show(queue_screens.rating_screen(account_id(request), collection_name), request)
 
-    def on_save(collection_name, caption_id, overall_value, use, flu, rel, desc, set_aspects, visited,
+    def on_save(collection_name, caption_id, overall_value, use, flu, rel, desc, set_aspects,
                 request: gr.Request):
         return show(queue_screens.rate_and_next(account_id(request), collection_name, caption_id,
                                                 float(overall_value),
                                                 *[_optional(value, name, use, set_aspects)
                                                   for name, value in zip(ASPECTS, (flu, rel, desc))]),
-                    visited, request)
+                    request)
 
-    def on_skip(collection_name, caption_id, visited, request: gr.Request):
-        screen = queue_screens.skip_rating(account_id(request), collection_name, caption_id)
-        return show(screen, visited[:-1] if visited and visited[-1] == caption_id else visited, request)
+    def on_skip(collection_name, caption_id, request: gr.Request):
+        return show(queue_screens.skip_rating(account_id(request), collection_name, caption_id), request)
 
-    def on_back(collection_name, caption_id, visited, request: gr.Request):
-        earlier = [c for c in visited if c != caption_id]
-        if not earlier:
-            raise ValueError("Nothing to go back to in this session.")
-        screen = queue_screens.rating_screen(account_id(request), collection_name, earlier[-1],
-                                             "Showing your earlier item; saving edits your rating.")
-        return show(screen, earlier, request)
+    def on_back(collection_name, caption_id, request: gr.Request):
+        return show(queue_screens.earlier_rating_screen(account_id(request), collection_name, caption_id), request)
 
     rating_inputs = {
-        on_next: [collection, history],
-        on_save: [collection, rate_caption_id, overall, use_aspects, fluency, relevance, descriptiveness, touched,
-                  history],
-        on_skip: [collection, rate_caption_id, history],
-        on_back: [collection, rate_caption_id, history],
+        on_next: [collection],
+        on_save: [collection, rate_caption_id, overall, use_aspects, fluency, relevance, descriptiveness, touched],
+        on_skip: [collection, rate_caption_id],
+        on_back: [collection, rate_caption_id],
     }
     for trigger, handler in ((collection.change, on_next), (save_button.click, on_save), (skip_button.click, on_skip),
                              (back_button.click, on_back)):
-        trigger(_guarded(handler, 7, 7), rating_inputs[handler], rating_outputs, api_visibility="private")
+        trigger(_guarded(handler, 7, 6), rating_inputs[handler], rating_outputs, api_visibility="private")
 
     use_aspects.input(lambda use: gr.Column(visible=use), use_aspects, aspect_box, api_visibility="private")
     for name, slider in zip(ASPECTS, (fluency, relevance, descriptiveness)):

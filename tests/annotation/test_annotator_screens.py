@@ -104,3 +104,30 @@ def test_transcreate_and_critical_refuse_a_caption_whose_image_is_missing(engine
         assert session.scalar(select(func.count()).select_from(Transcreation)) == 0
         assert session.scalar(select(func.count()).select_from(CriticalAnnotation)) == 0
     assert queue_screens.skip_transcreation(ann, "c", "de", caption_id).caption_id is None  # Skip moves on
+
+
+def test_back_steps_through_the_annotators_own_ratings_and_needs_no_session_memory(engine, accounts, make_png):
+    """Back is read from the stored ratings: a fresh screen (as after a page reload) still goes
+    back, one earlier item at a time, and never to another annotator's ratings."""
+    with session_scope(engine) as session:
+        collection = get_or_create_collection(session, accounts["rita"], "three")
+        ids = [add_caption(session, accounts["rita"], add_image(session, make_png(color=(40 * n, 0, 0)), f"{n}.png"),
+                           f"caption number {n}", collection=collection).id for n in range(3)]
+    ann, bea = accounts["ann"].id, accounts["bea"].id
+    with pytest.raises(ValueError, match="Nothing to go back to"):
+        queue_screens.earlier_rating_screen(ann, "three", None)
+    first = queue_screens.rating_screen(ann, "three")
+    second = queue_screens.rate_and_next(ann, "three", first.caption_id, 0.3)
+    third = queue_screens.rate_and_next(ann, "three", second.caption_id, 0.6)
+    queue_screens.rate(bea, third.caption_id, 0.9)  # someone else's rating is not ann's way back
+    assert sorted([first.caption_id, second.caption_id, third.caption_id]) == sorted(ids)
+    back = queue_screens.earlier_rating_screen(ann, "three", third.caption_id)  # third not rated by ann yet
+    assert (back.caption_id, back.values["overall"]) == (second.caption_id, 0.6)
+    assert back.message.startswith("Showing your earlier item")
+    further = queue_screens.earlier_rating_screen(ann, "three", back.caption_id)
+    assert (further.caption_id, further.values["overall"]) == (first.caption_id, 0.3)
+    with pytest.raises(ValueError, match="Nothing to go back to"):
+        queue_screens.earlier_rating_screen(ann, "three", further.caption_id)
+    # Editing an earlier rating keeps the order: back from the first-rated item is still nothing.
+    queue_screens.rate(ann, first.caption_id, 0.4)
+    assert queue_screens.earlier_rating_screen(ann, "three", second.caption_id).caption_id == first.caption_id

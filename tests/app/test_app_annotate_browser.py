@@ -109,6 +109,14 @@ def test_keyboard_rating_stores_no_aspects_and_the_view_shows_language_and_refer
     page.wait_for_function(value_is("rate-status", "Saved rating"))
     assert stored_rating(server, seeded["zz-annotate"]) == (pytest.approx(0.7), pytest.approx(0.9), None, None)
 
+    # A page reload forgets nothing Back needs: it comes from the stored ratings.
+    page.reload()
+    page.wait_for_selector("#score-button")
+    open_rate(page, server, "zz-annotate", "Nothing left to rate")
+    page.locator("#rate-back").click()
+    page.wait_for_function(value_is("rate-status", "Showing your earlier item"))
+    assert page.locator("#rate-caption textarea").input_value() == CAPTION
+
 
 def test_the_rate_view_fits_a_390_px_phone(browser, server, seeded, artifacts):  # noqa: F811
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
