@@ -1,16 +1,21 @@
 """Caption languages the app offers, and automatic detection for the "auto" choice.
 
-Detection is langid.py (offline). A caption written in a script the LANGUAGES use (Latin,
-Cyrillic, Chinese characters, kana, Hangul, Arabic) is guessed among LANGUAGES only, so a
-short caption is never taken for a language no metric here handles. A caption in any other
-script (Hebrew, Greek, Thai, Devanagari, ...) is guessed among all of langid's languages, so
-Hebrew is `he` and not whatever LANGUAGES member its letters resemble least badly. Text with
-no letters at all (emoji, digits, punctuation) has no language to detect: it is UNKNOWN.
+Detection is Lingua (`lingua-language-detector`, offline, its models inside the wheel), which
+is built for short text: on the synthetic world's captions in five languages (1,310 captions,
+`benchmarks/bench_language_id.py`) it errs on 8 with "en" as the default and on 2 with the
+caption's own language, where langid.py erred on 52 (and the langid-based detector CapLens had
+before, with its prior, on 44 and 30). Its models take about 200 MB once loaded. A caption written
+in a script the LANGUAGES use (Latin, Cyrillic, Chinese characters, kana, Hangul, Arabic) is
+guessed among LANGUAGES only, so a short caption is never taken for a language no metric here
+handles. A caption in any other script (Hebrew, Greek, Thai, Devanagari, ...) is guessed among
+all of Lingua's 75 languages, so Hebrew is `he` and not whatever LANGUAGES member its letters
+resemble least badly. Text with no letters at all (emoji, digits, punctuation) has no language
+to detect: it is UNKNOWN.
 
-langid is unsure on a few words ("a large blue circle" scores Spanish above English), so the
-guess keeps a prior toward `default` (the annotator's or the app's language): the default is
-taken unless another of LANGUAGES is more than DEFAULT_PRIOR times as likely. On the synthetic
-world's captions in five languages (1,212 captions) this takes langid's errors from 66 to 55.
+A few words can leave two languages close ("un círculo verde grande" reads as Portuguese about
+as much as Spanish), so the guess keeps a prior toward `default` (the annotator's or the app's
+language): the default is taken unless another of LANGUAGES is more than DEFAULT_PRIOR times as
+likely.
 """
 from __future__ import annotations
 
@@ -37,14 +42,22 @@ UNKNOWN = "und"  # BCP 47 "undetermined": no letters to tell the language from
 
 # Unicode name prefixes of the scripts LANGUAGES are written in.
 _COVERED_SCRIPTS = ("LATIN", "CYRILLIC", "CJK", "HIRAGANA", "KATAKANA", "HANGUL", "ARABIC")
-DEFAULT_PRIOR = 20.0  # how much likelier than `default` another language must be to win
+DEFAULT_PRIOR = 1.5  # how much likelier than `default` another language must be to win (benchmarks/bench_language_id.py)
 
 
-@lru_cache(maxsize=1)
-def _identifier():
-    from langid.langid import LanguageIdentifier, model
+@lru_cache(maxsize=2)
+def _detector(covered_only: bool):
+    """Lingua among LANGUAGES, or among all its languages (built once, models loaded lazily)."""
+    from lingua import IsoCode639_1, Language, LanguageDetectorBuilder
 
-    return LanguageIdentifier.from_modelstring(model, norm_probs=True)
+    if not covered_only:
+        return LanguageDetectorBuilder.from_all_languages().build()
+    languages = [Language.from_iso_code_639_1(getattr(IsoCode639_1, code.upper())) for code in LANGUAGES]
+    return LanguageDetectorBuilder.from_languages(*languages).build()
+
+
+def _code(language) -> str:
+    return language.iso_code_639_1.name.lower()
 
 
 def _in_covered_script(letter: str) -> bool:
@@ -65,12 +78,14 @@ def detect_language(text: str, default: str = "en") -> str:
         return UNKNOWN
     if len(words.strip()) < 3:
         return default
-    ranked = _identifier().rank(words)
     if 2 * sum(map(_in_covered_script, letters)) < len(letters):
-        return ranked[0][0]
-    best, best_p = next((code, p) for code, p in ranked if code in LANGUAGES)
-    default_p = dict(ranked).get(default, 0.0)
-    return default if default in LANGUAGES and best_p <= DEFAULT_PRIOR * default_p else best
+        found = _detector(False).detect_language_of(words)
+        return _code(found) if found is not None else UNKNOWN
+    likelihood = {_code(c.language): c.value for c in _detector(True).compute_language_confidence_values(words)}
+    best = max(likelihood, key=likelihood.get)
+    if default in LANGUAGES and likelihood[best] <= DEFAULT_PRIOR * likelihood.get(default, 0.0):
+        return default
+    return best
 
 
 def resolve_language(choice: str | None, text: str) -> str:
