@@ -174,8 +174,8 @@ class TranscreationScreen:
 
 def language_warning(text: str, target_language: str) -> str:
     """A warning when `text` reads as another language than `target_language`
-    (`scoring.language_id`, offline; text under three words is too short to tell and passes, as does text without
-    letters), else ""."""
+    (`scoring.language_id`, offline; text under three words is too short to tell and passes,
+    as does text without letters), else ""."""
     if len(tasks.caption_words(text or "")) < 3:
         return ""
     found = detect_language(text, default=target_language)
