@@ -16,7 +16,8 @@ class AppContext:
     """What every tab needs to know about the running app."""
 
     profile: str
-    banner: str
+    banner: str  # Markdown, for the top of the page
+    console: str  # the same words as plain text, for the operator's console
 
 
 def get_scorer(profile: str):
@@ -58,14 +59,15 @@ def metric_names(profile: str) -> list[str]:
     return list(get_scorer(profile).metric_names())
 
 
-def choose_profile(requested: str | None) -> tuple[str, str]:
-    """The profile to serve (`scoring.profile_choice`) and a banner line saying which and why,
-    in the words `caplens score` uses too."""
+def choose_profile(requested: str | None) -> AppContext:
+    """The profile to serve (`scoring.profile_choice`) with the banner and the console line that
+    say which and why, in the words `caplens score` uses too."""
     from scoring.profile_choice import choice_message, choose_profile as choose
 
     choice = choose(requested, score_items)
     headline, detail = choice_message(choice)
-    return choice.profile, f"**{_plain(headline)}**: {_plain(detail, 600)}"
+    return AppContext(profile=choice.profile, banner=f"**{_plain(headline)}**: {_plain(detail, 600)}",
+                      console=f"{headline}: {detail}")
 
 
 def _plain(text: str, limit: int = 200) -> str:

@@ -33,8 +33,7 @@ def create_app(profile: str | None = None, seed_demo: bool = True):
     from app.ui import build_app
 
     first = _prepare(seed_demo)
-    chosen, banner = engine.choose_profile(profile)
-    ctx = engine.AppContext(profile=chosen, banner=banner)
+    ctx = engine.choose_profile(profile)
     demo = build_app(ctx)
     if first.seed_demo:
         _seed_demo_in_background()
@@ -122,6 +121,6 @@ def run(args: argparse.Namespace) -> int:
     if args.mcp:
         require_mcp()
     demo, ctx = create_app(args.profile, seed_demo=not args.no_demo)
-    print(f"CapLens: profile '{ctx.profile}' in use.", flush=True)
+    print(f"CapLens: {ctx.console}", flush=True)
     launch(demo, launch_kwargs(args.host, args.port, args.share, args.mcp))
     return 0

@@ -40,7 +40,7 @@ def test_serve_creates_the_database_and_names_the_profile(tmp_path):
         output = log.read_text()
         assert page is not None, output
         assert "CapLens" in page
-        assert "profile 'tiny' in use" in output
+        assert "CapLens: profile tiny: chosen explicitly" in output
         assert (tmp_path / "data" / "caplens.db").is_file()
     finally:
         proc.terminate()
@@ -52,11 +52,14 @@ def test_profile_choice_says_why_hub_is_not_used(monkeypatch):
 
     monkeypatch.delenv("CAPLENS_PROFILE", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    profile, banner = choose_profile(None)
-    assert profile in ("hub", "world")
-    assert "could not be loaded" in banner  # offline: the hub checkpoints are not reachable
-    assert "no network connection and no cached copy" in banner and "CAPLENS\\_PROFILE" in banner
-    assert choose_profile("tiny") == ("tiny", "**profile tiny**: chosen explicitly")
+    ctx = choose_profile(None)
+    assert ctx.profile in ("hub", "world")
+    assert "could not be loaded" in ctx.banner  # offline: the hub checkpoints are not reachable
+    assert "no network connection and no cached copy" in ctx.banner and "CAPLENS\\_PROFILE" in ctx.banner
+    assert "CAPLENS_PROFILE" in ctx.console and "\\" not in ctx.console  # the console gets plain text
+    tiny = choose_profile("tiny")
+    assert (tiny.profile, tiny.banner, tiny.console) == ("tiny", "**profile tiny**: chosen explicitly",
+                                                         "profile tiny: chosen explicitly")
 
 
 def test_serve_help_lists_gradio_style_options():

@@ -189,5 +189,7 @@ def test_without_a_profile_it_falls_back_to_world_with_the_serve_message(inputs,
     assert "caplens score: offline: using the world models: the hub checkpoints could not be loaded" in err
     assert "--profile NAME or the CAPLENS_PROFILE environment variable" in err
     assert "ConnectError" not in err and "LocalEntryNotFound" not in err
-    profile, banner = serve_choice(None)
-    assert profile == "world" and banner.startswith("**offline: using the world models**")
+    served = serve_choice(None)
+    assert served.profile == "world" and served.banner.startswith("**offline: using the world models**")
+    # `caplens serve` prints the very words `caplens score` printed
+    assert f"caplens score: {served.console}" in err
