@@ -109,14 +109,16 @@ def run_score(args: argparse.Namespace) -> int:
             raise ValueError(f"{', '.join(needing)} need references: pass --references REFS_JSON")
     else:
         names = [n for n in scorer.metric_names() if has_references or not scorer.info(n).needs_references]
-    results = score_in_batches(scorer, items, names, args.batch_size, show_progress=not args.quiet)
+    frequencies, notes = _cider_document_frequencies(scorer, rows, names)
+    results = score_in_batches(scorer, items, names, args.batch_size, show_progress=not args.quiet,
+                               cider_document_frequency=frequencies)
     for name, result in results.items():
         if result.unavailable:
             print(f"{name}: unavailable: {result.unavailable}")
         elif result.aggregate is None:
             print(f"{name}: n/a (no item has what it needs)")
         else:
-            print(f"{name}: {result.aggregate:.4f}")
+            print(f"{name}: {result.aggregate:.4f}" + (f" ({notes[name]})" if name in notes else ""))
     if args.out:
         per_item = {
             image_id: {name: result.values[i] for name, result in results.items()} for i, image_id in enumerate(ids)
@@ -126,6 +128,7 @@ def run_score(args: argparse.Namespace) -> int:
             "metrics": {
                 name: {
                     "aggregate": r.aggregate, "unavailable": r.unavailable, "backbone": r.backbone,
+                    "note": notes.get(name),
                     "truncated": [ids[i] for i, t in enumerate(r.truncated) if t],
                 }
                 for name, r in results.items()
@@ -137,10 +140,26 @@ def run_score(args: argparse.Namespace) -> int:
     return 0
 
 
-def score_in_batches(scorer, items: list, names: list[str], batch_size: int, show_progress: bool = True) -> dict:
+def _cider_document_frequencies(scorer, rows, names: list[str]):
+    """CIDEr-D's document frequencies over the run's images (each image's references once) and
+    the note the app's Score tab shows beside it ("not meaningful: ..." for one image), per CIDEr
+    metric asked for; (None, {}) without one, or without Java (CIDEr-D then says why)."""
+    from scoring.session_scoring import batch_document_frequencies, document_frequency_note
+
+    cider = [n for n in names if scorer.registry.metrics[n].family == "cider"]
+    sets = list(dict.fromkeys((row.image, tuple(row.references)) for row in rows if row.references))
+    source = batch_document_frequencies([refs for _, refs in sets]) if cider and sets else None
+    if source is None:
+        return None, {}
+    return source.frequencies, {name: document_frequency_note(source) for name in cider}
+
+
+def score_in_batches(scorer, items: list, names: list[str], batch_size: int, show_progress: bool = True,
+                     cider_document_frequency=None) -> dict:
     """Model metrics in batches of `batch_size` captions, the toolkit's n-gram metrics in one
-    call over all items (their corpus values and CIDEr-D's IDF need every item at once), with
-    one tqdm bar on stderr counting scores (captions × metrics), the model loading included."""
+    call over all items (their corpus values and CIDEr-D's IDF need every item at once; or the
+    IDF from `cider_document_frequency`), with one tqdm bar on stderr counting scores
+    (captions × metrics), the model loading included."""
     from tqdm import tqdm
 
     from scoring.api import MetricResult
@@ -168,7 +187,7 @@ def score_in_batches(scorer, items: list, names: list[str], batch_size: int, sho
                 bar.n = start + round(fraction * len(chunk) * len(chosen))
                 bar.refresh()
 
-            out = scorer.score(chunk, chosen, progress=progress)
+            out = scorer.score(chunk, chosen, progress=progress, cider_document_frequency=cider_document_frequency)
             done = start + len(chunk) * len(chosen)
             return out
 

@@ -61,6 +61,32 @@ def test_ngram_names_and_unavailable_lines(inputs, capsys, java):
     assert names == ["BLEU-1", "BLEU-4", "ROUGE-L", "CIDEr", "SPICE"]
 
 
+@pytest.mark.java
+def test_cider_says_where_its_document_frequencies_come_from_and_when_they_mean_nothing(inputs, capsys, java):
+    """As in the app's Score tab: three images give CIDEr-D real IDFs and the line says from
+    what; one image alone makes every IDF 0, and the line says the 0 means nothing."""
+    from scoring.api import ScoreItem, get_scorer
+
+    root, images = inputs
+    code, out, err = _run(capsys, root / "cands.json", images, "--profile", "tiny", "--references", root / "refs.json",
+                          "--metrics", "cider", "--out", root / "three.json")
+    assert code == 0, err
+    assert out.strip().endswith("(document frequencies from this batch: 3 reference set(s))")
+    three = json.loads((root / "three.json").read_text())["metrics"]["CIDEr"]
+    # The IDF counted once here is the one CIDEr-D counts from the same items itself.
+    cands, refs = json.loads((root / "cands.json").read_text()), json.loads((root / "refs.json").read_text())
+    alone = get_scorer("tiny").score([ScoreItem(image=None, candidate=cands[k], references=refs[k]) for k in cands],
+                                     ["CIDEr"])["CIDEr"]
+    assert three["aggregate"] == pytest.approx(alone.aggregate) and three["aggregate"] > 0
+    (root / "one.json").write_text(json.dumps({"cat1": "a cat on a mat"}))
+    (root / "one_refs.json").write_text(json.dumps({"cat1": ["a cat sitting on a mat"]}))
+    code, out, err = _run(capsys, root / "one.json", images, "--profile", "tiny", "--references", root / "one_refs.json",
+                          "--metrics", "cider", "--out", root / "one_out.json")
+    assert code == 0, err
+    assert out.startswith("CIDEr: 0.0000 (not meaningful: document frequencies from the references of one image")
+    assert json.loads((root / "one_out.json").read_text())["metrics"]["CIDEr"]["note"].startswith("not meaningful")
+
+
 @pytest.mark.parametrize("problem,message", [
     ("missing-image", "no image for id 'ghost'"),
     ("bad-json", "not valid JSON"),
