@@ -73,6 +73,8 @@ class User(Base):
     # NULL: the account cannot log in (e.g. annotators created by importing their ratings).
     password_hash: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # Set by an admin: the account can neither log in nor act until re-enabled.
+    disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     def __repr__(self) -> str:
         return f"User({self.name!r}, role={self.role!r})"
@@ -197,6 +199,8 @@ class Rating(Base):
     descriptiveness: Mapped[float | None] = mapped_column(Float)
     version: Mapped[int] = mapped_column(Integer, default=1)
     import_id: Mapped[int | None] = mapped_column(ForeignKey("imports.id", ondelete="SET NULL"))
+    # Seconds from the queue offering the item to the first save (NULL: not rated from the queue).
+    seconds: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
@@ -322,6 +326,43 @@ class RatingLease(Base):
     annotator_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+INVITE_KINDS = ("invite", "reset")
+
+
+class Invite(Base):
+    """A one-time link an admin hands out: `invite` makes a new account with `role`, `reset`
+    sets a new password for `user_id`. The link holds a random token; the database keeps only
+    its SHA-256. Valid once, until `expires_at`."""
+
+    __tablename__ = "invites"
+    __table_args__ = (CheckConstraint(_in("kind", INVITE_KINDS), name="kind"),
+                      CheckConstraint(_in("role", ROLES), name="role"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    kind: Mapped[str] = mapped_column(String(10))
+    role: Mapped[str] = mapped_column(String(20))
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class AuditEvent(Base):
+    """One admin action (account created, invited, disabled, role changed, ...), kept for the
+    audit log. Names are copied, so the log outlives deleted accounts."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(100))
+    action: Mapped[str] = mapped_column(String(40))
+    target: Mapped[str | None] = mapped_column(String(100))
+    detail: Mapped[dict] = mapped_column(JSON, default=dict)
 
 
 class ImportStaging(Base):
