@@ -3,8 +3,8 @@ that account in one transaction.
 
 A front end resolves its session token to the account on every request
 (`annotation.auth_sessions`, which also logs in and out) and passes the account's id here;
-every action re-reads the account from the database (`acting`), so a deleted account or a
-changed role takes effect at once. Role checks stay in the library functions each action calls.
+every action re-reads the account from the database (`acting`), so a deleted or disabled
+account or a changed role takes effect at once. Role checks stay in the library functions each action calls.
 """
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ def acting(account_id: int | None, read_only: bool = False) -> Iterator[tuple]:
         user = session.get(User, account_id)
         if user is None:
             raise NotLoggedIn("This account no longer exists; log in again.")
+        if user.disabled_at is not None:
+            raise NotLoggedIn("This account is disabled; ask your admin.")
         yield session, user
 
 
