@@ -6,16 +6,18 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import func, select
 
 from annotation.accounts import create_user
-from annotation.captions import add_caption, get_collection, get_or_create_collection
+from annotation.captions import add_caption, get_collection, get_or_create_collection, in_collection
 from annotation.image_store import add_image
 from annotation.queue_screens import rate, rating_screen
+from annotation import tasks
 from annotation.tasks import next_rating_item, submit_rating
-from db.models import Rating, RatingLease, User
+from db.models import Caption, Rating, RatingLease, User, utcnow
 from db.session import session_scope
 
 ANNOTATORS, ITEMS, K = 16, 100, 3
@@ -86,3 +88,69 @@ def test_an_abandoned_lease_returns_its_item_after_expiry(engine, accounts, make
     with session_scope(engine, read_only=True) as s:
         assert s.scalars(select(Rating.annotator_id).where(Rating.caption_id == item.id)).all() == [bea.id]
         assert s.scalar(select(func.count(RatingLease.id))) == 0
+
+
+# The cap k is guarded twice: the queue's SQL leaves out items whose ratings plus other
+# annotators' live leases reach k, and `next_rating_item` counts again under the caption's lock
+# (on PostgreSQL another annotator may have taken it between the two). On SQLite both counts
+# agree, so an off-by-one in either guard is hidden by the other unless a test makes only one
+# of them decide: the two tests below do, one guard each.
+
+def _lease_rows(session, caption_ids, annotator_ids, seconds=600) -> None:
+    """Live leases written as another annotator's `/next_item` would leave them."""
+    expires = utcnow() + timedelta(seconds=seconds)
+    for caption_id in caption_ids:
+        for annotator_id in annotator_ids:
+            session.add(RatingLease(caption_id=caption_id, annotator_id=annotator_id, expires_at=expires))
+    session.flush()
+
+
+def test_the_queue_query_alone_leaves_out_items_that_reached_k(engine, accounts, make_png):
+    """Only the SQL guard decides here: 20 items each hold k = 2 live leases of other
+    annotators (and no rating, so least-rated first puts them ahead), one item has 1 rating
+    (k - 1 taken). A correct query offers that item at once. A query that let the full items
+    through would hand its first 8 candidates, all full, to the re-check, which turns every one
+    down, and the free item would never be reached."""
+    _collection(engine, accounts, make_png, "cap", 21)
+    with session_scope(engine) as s:
+        col = get_collection(s, "cap")
+        ids = sorted(s.scalars(select(Caption.id).where(in_collection(col))).all())
+        free, full = ids[0], ids[1:]
+        submit_rating(s, s.get(User, accounts["rita"].id), free, 0.5)
+        _lease_rows(s, full, [accounts["bea"].id, accounts["cal"].id])
+    with session_scope(engine) as s:
+        offered = next_rating_item(s, s.get(User, accounts["ann"].id), get_collection(s, "cap"), k=2)
+        assert offered is not None and offered.id == free
+        # with k = 2 the free item is now full too (1 rating + ann's lease): nothing for root
+        assert next_rating_item(s, s.get(User, accounts["root"].id), get_collection(s, "cap"), k=2) is None
+
+
+def test_the_recount_under_the_lock_alone_refuses_an_item_taken_meanwhile(engine, accounts, make_png, monkeypatch):
+    """Only the re-check decides here: the one item has k - 1 = 1 rating when the query runs, so
+    the query offers it; between the query and the lock another annotator (cal) takes its last
+    place, as can happen on PostgreSQL. The re-check must see k taken and offer nothing; with
+    the race taking nothing, k - 1 taken is not full and the item is offered."""
+    _collection(engine, accounts, make_png, "race", 1)
+    with session_scope(engine) as s:
+        caption_id = s.scalar(select(Caption.id).where(in_collection(get_collection(s, "race"))))
+        submit_rating(s, s.get(User, accounts["bea"].id), caption_id, 0.5)
+    lock = tasks._lock_caption
+    raced = []
+
+    def another_annotator_gets_there_first(session, locked_id):
+        if locked_id == caption_id and not raced:
+            _lease_rows(session, [caption_id], [accounts["cal"].id])
+            raced.append(locked_id)
+        lock(session, locked_id)
+
+    with session_scope(engine) as s:
+        offered = next_rating_item(s, s.get(User, accounts["ann"].id), get_collection(s, "race"), k=3)
+        assert offered is not None and offered.id == caption_id  # 1 rating < k = 3, no race needed
+        s.rollback()
+    monkeypatch.setattr(tasks, "_lock_caption", another_annotator_gets_there_first)
+    with session_scope(engine) as s:  # k = 2: 1 rating + cal's lease taken meanwhile = k
+        assert next_rating_item(s, s.get(User, accounts["ann"].id), get_collection(s, "race"), k=2) is None
+        assert raced == [caption_id]  # the query did offer it: the re-check refused it
+    with session_scope(engine) as s:  # k = 3: 1 rating + cal's lease = 2 = k - 1, still open
+        offered = next_rating_item(s, s.get(User, accounts["ann"].id), get_collection(s, "race"), k=3)
+        assert offered is not None and offered.id == caption_id
