@@ -49,10 +49,27 @@ def validate_caption_text(text: str) -> str:
     return text.strip()
 
 
+# ISO 639-1, the two-letter language codes (a caption's language is one, optionally with a
+# region or script subtag: pt-BR, zh-Hant), and "und" for text in no language (BCP 47).
+ISO_639_1 = frozenset("""
+aa ab ae af ak am an ar as av ay az ba be bg bi bm bn bo br bs ca ce ch co cr cs cu cv cy da de dv dz ee el
+en eo es et eu fa ff fi fj fo fr fy ga gd gl gn gu gv ha he hi ho hr ht hu hy hz ia id ie ig ii ik io is it
+iu ja jv ka kg ki kj kk kl km kn ko kr ks ku kv kw ky la lb lg li ln lo lt lu lv mg mh mi mk ml mn mr ms mt
+my na nb nd ne ng nl nn no nr nv ny oc oj om or os pa pi pl ps pt qu rm rn ro ru rw sa sc sd se sg si sk sl
+sm sn so sq sr ss st su sv sw ta te tg th ti tk tl tn to tr ts tt tw ty ug uk ur uz ve vi vo wa wo xh yi yo
+za zh zu und""".split())
+
+
 def validate_language(language: str) -> str:
+    """A caption's language code: ISO 639-1 (or "und"), optionally with subtags (pt-BR).
+    ValueError for anything else, so a typo such as "xx" never becomes a language."""
     language = (language or "").strip()
     if not language or len(language) > 16 or not all(ch.isalnum() or ch in "-_" for ch in language):
         raise ValueError(f"invalid language code {language!r} (use e.g. en, de, ja, pt-BR)")
+    primary, *subtags = language.replace("_", "-").split("-")
+    if primary.lower() not in ISO_639_1 or any(not 2 <= len(tag) <= 8 for tag in subtags):
+        raise ValueError(f"unknown language code {language!r}: use an ISO 639-1 code such as en, de, ja, "
+                         "or one with a region, such as pt-BR")
     return language
 
 

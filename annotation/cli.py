@@ -12,8 +12,8 @@ import json
 import os
 import sys
 
-EXPORT_KINDS = ("ratings", "captions", "finetune-prmcs", "finetune-specs", "finetune-umic", "finetune-pacs",
-                "finetune-human")
+EXPORT_KINDS = ("ratings", "captions", "critical", "finetune-prmcs", "finetune-specs", "finetune-umic",
+                "finetune-pacs", "finetune-human")
 
 
 def _subcommands(subparsers, name: str) -> argparse._SubParsersAction:

@@ -2,7 +2,8 @@
 
 `ratings_export` joins every rating with its caption, image, annotator, collection(s) and
 cached metric scores (one column per metric and checkpoint fingerprint, `score:<metric>@<fp>`).
-`captions_export` gives one row per caption with its mean human score. Export is a
+`captions_export` gives one row per caption with its mean human score, `critical_export` one row
+per critical-objects marking with its phrases and their character spans. Export is a
 researcher or admin action.
 
 Exports stream: the database is read `READ_CHUNK` rows at a time (with that chunk's
@@ -29,7 +30,7 @@ from annotation.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import in_collection
 from annotation.database import image_store_dir
 from annotation.image_store import image_path, read_stored_bytes, stored_path
-from db.models import Caption, Collection, Image, MetricScore, Rating, User, collection_captions
+from db.models import Caption, Collection, CriticalAnnotation, Image, MetricScore, Rating, User, collection_captions
 from scoring.cache import LRUCache
 from scoring.csv_safe import write_csv
 
@@ -54,6 +55,12 @@ RATING_COLUMNS = {
     "descriptiveness": "float", "rating_version": "int", "rated_at": "str", "updated_at": "str",
     **CAPTION_COLUMNS, "references": "strs", "collections": "strs",
 }
+CRITICAL_COLUMNS = {
+    "critical_id": "int", "annotator": "str", "critical_objects": "strs", "backgrounds": "strs",
+    "relationships": "strs", "spans": "str", "marked_at": "str", "updated_at": "str",
+    **CAPTION_COLUMNS, "references": "strs", "collections": "strs",
+}
+EXPORT_WHAT = ("ratings", "captions", "critical")
 CAPTION_TABLE_COLUMNS = {**CAPTION_COLUMNS, "human_score": "float", "n_ratings": "int", "references": "strs",
                          "collections": "strs"}
 
@@ -212,6 +219,33 @@ def captions_export(session: Session, user: User, collection: Collection | None 
                  {**CAPTION_TABLE_COLUMNS, **dict.fromkeys(score_columns, "float")})
 
 
+def critical_export(session: Session, user: User, collection: Collection | None = None) -> Table:
+    """One row per critical-objects marking: its annotator, the phrases of each group, their
+    character spans in the caption (JSON text, {"critical_objects": [[start, end], ...], ...}),
+    joined with the caption, image and references like the ratings (streamed)."""
+    require_role(user, *RESEARCH_ROLES)
+    parent = aliased(Caption)
+    query = (select(CriticalAnnotation.id.label("critical_id"), User.name.label("annotator"),
+                    CriticalAnnotation.critical_objects, CriticalAnnotation.backgrounds,
+                    CriticalAnnotation.relationships, CriticalAnnotation.spans, CriticalAnnotation.created_at,
+                    CriticalAnnotation.updated_at, *_caption_select(parent))
+             .join(Caption, Caption.id == CriticalAnnotation.caption_id).join(Image, Image.id == Caption.image_id)
+             .join(User, User.id == CriticalAnnotation.annotator_id).outerjoin(parent, parent.id == Caption.parent_id)
+             .order_by(CriticalAnnotation.id))
+    if collection is not None:
+        query = query.where(in_collection(collection))
+
+    def fields(row, image_root: Path) -> dict:
+        return {"critical_id": row.critical_id, "annotator": row.annotator,
+                "critical_objects": list(row.critical_objects or []), "backgrounds": list(row.backgrounds or []),
+                "relationships": list(row.relationships or []),
+                "spans": json.dumps(row.spans or {}, ensure_ascii=False, sort_keys=True),
+                "marked_at": _iso(row.created_at), "updated_at": _iso(row.updated_at),
+                **_caption_fields(row, image_root)}
+
+    return Table(list(CRITICAL_COLUMNS), _joined_rows(session, query, [], fields), dict(CRITICAL_COLUMNS))
+
+
 def ratings_table(session: Session, user: User, collection: Collection | None = None) -> list[dict]:
     """The rows of :func:`ratings_export` as a list."""
     return list(ratings_export(session, user, collection).rows)
@@ -357,13 +391,16 @@ def stored_image_reader() -> Callable[[str, str], bytes]:
 
 def export_table(session: Session, user: User, what: str, out: str | Path, fmt: str,
                  collection: Collection | None = None) -> dict:
-    """Export `ratings` or `captions` to `out`, streamed; returns a small summary."""
+    """Export `ratings`, `captions` or `critical` (critical-objects markings) to `out`,
+    streamed; returns a small summary."""
     if what == "ratings":
         table = ratings_export(session, user, collection)
     elif what == "captions":
         table = captions_export(session, user, collection)
+    elif what == "critical":
+        table = critical_export(session, user, collection)
     else:
-        raise ValueError(f"unknown export {what!r}: ratings or captions")
+        raise ValueError(f"unknown export {what!r}: {', '.join(EXPORT_WHAT)}")
     root = image_store_dir()
     # The file's place in the image store, not the server's absolute path (which would tell
     # every reader of the export where the server keeps its data).

@@ -102,15 +102,19 @@ def rating_screen(account_id: int | None, collection_name: str, caption_id: int 
 
 
 def earlier_rating_screen(account_id: int | None, collection_name: str, caption_id: int | None) -> RatingScreen:
-    """Back: the caption this annotator rated before the shown one, with their rating to edit
-    (`tasks.earlier_rated_caption`; taken from the stored ratings, so a reload keeps the way back)."""
+    """Back: the caption this annotator rated or skipped before the shown one, with their rating
+    to edit (`tasks.earlier_queue_item`; taken from the stored ratings and skips, so a reload
+    keeps the way back, and Back after Skip shows the skipped item)."""
     if not collection_name:
         raise ValueError("Choose a collection.")
     with acting(account_id, read_only=True) as (session, user):
         collection = captions.get_collection(session, collection_name)
-        earlier = tasks.earlier_rated_caption(session, user, collection, None if caption_id is None else int(caption_id))
+        earlier = tasks.earlier_queue_item(session, user, collection, None if caption_id is None else int(caption_id))
         if earlier is None:
-            raise ValueError("Nothing to go back to: you have not rated an earlier item of this collection.")
+            raise ValueError("Nothing to go back to: you have not rated or skipped an earlier item of this collection.")
+        if tasks.own_rating(session, user, earlier) is None:
+            return _rating_screen(session, user, collection_name, earlier,
+                                  "Showing the item you skipped; saving rates it.")
         return _rating_screen(session, user, collection_name, earlier, "Showing your earlier item; saving edits your rating.")
 
 
@@ -128,12 +132,28 @@ def rate(account_id: int | None, caption_id: int, overall: float, fluency: float
                 "descriptiveness": rating.descriptiveness, "version": rating.version}
 
 
-def rate_and_next(account_id: int | None, collection_name: str, caption_id: int | None, overall: float,
-                  fluency: float | None = None, relevance: float | None = None,
-                  descriptiveness: float | None = None) -> RatingScreen:
-    """Save the rating of `caption_id`, then the next caption of the queue."""
+UNSET = "unset"  # a rating field the annotator has neither set nor explicitly skipped
+
+
+def require_decided(values: dict) -> None:
+    """Refuse a rating with a field still UNSET: an untouched slider is never saved as a value
+    (nor silently as "not rated"). The overall score must be set; an aspect may be set or
+    explicitly skipped (None, stored as not rated)."""
+    if values.get("overall") is None or values.get("overall") == UNSET:
+        raise ValueError("Set the overall score first (keys 0-9 and m, or the slider); nothing was saved.")
+    unset = [name for name, value in values.items() if value == UNSET]
+    if unset:
+        raise ValueError(f"Set or skip {', '.join(unset)} first; nothing was saved.")
+
+
+def rate_and_next(account_id: int | None, collection_name: str, caption_id: int | None, overall: float | str | None,
+                  fluency: float | str | None = None, relevance: float | str | None = None,
+                  descriptiveness: float | str | None = None) -> RatingScreen:
+    """Save the rating of `caption_id`, then the next caption of the queue. A field passed as
+    UNSET (its slider untouched and not skipped) refuses the save (`require_decided`)."""
     if caption_id is None:
         raise ValueError("No caption loaded: choose a collection.")
+    require_decided(dict(overall=overall, fluency=fluency, relevance=relevance, descriptiveness=descriptiveness))
     rate(account_id, caption_id, overall, fluency, relevance, descriptiveness)
     return rating_screen(account_id, collection_name, message=f"Saved rating of caption {int(caption_id)}.")
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from datetime import timedelta
+from datetime import timedelta, timezone
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
@@ -249,11 +249,43 @@ def earlier_rated_caption(session: Session, user: User, collection: Collection, 
     return rated[-1] if rated else None
 
 
+def earlier_queue_item(session: Session, user: User, collection: Collection, caption_id: int | None) -> int | None:
+    """What Back shows in the rating queue: the caption this annotator rated or skipped in
+    `collection` just before `caption_id` (in the order they first did so), or the latest one
+    when `caption_id` is neither rated nor skipped. Unlike `earlier_rated_caption`, a skipped
+    item is on the way back, so Back right after Skip returns to it. None when there is none."""
+    in_coll = select(Caption.id).where(in_collection(collection))
+    done = [*session.execute(select(Rating.created_at, Rating.caption_id)
+                             .where(Rating.annotator_id == user.id, Rating.caption_id.in_(in_coll))),
+            *session.execute(select(QueueSkip.created_at, QueueSkip.caption_id)
+                             .where(QueueSkip.annotator_id == user.id, QueueSkip.task == "rating",
+                                    QueueSkip.caption_id.in_(in_coll)))]
+    order: list[int] = []
+    for _at, done_id in sorted(done, key=lambda row: row[0]):
+        if done_id not in order:
+            order.append(done_id)
+    if caption_id in order:
+        order = order[:order.index(caption_id)]
+    return order[-1] if order else None
+
+
+def _seconds_on(session: Session, user: User, caption_id: int) -> float | None:
+    """Seconds since the queue offered this caption to this annotator (their lease), or None."""
+    offered = session.scalar(select(RatingLease.created_at).where(RatingLease.annotator_id == user.id,
+                                                                  RatingLease.caption_id == caption_id))
+    if offered is None:
+        return None
+    if offered.tzinfo is None:  # SQLite hands back naive datetimes; CapLens writes UTC
+        offered = offered.replace(tzinfo=timezone.utc)
+    return max(0.0, (utcnow() - offered).total_seconds())
+
+
 def submit_rating(session: Session, user: User, caption_id: int, overall: float, fluency: float | None = None,
                   relevance: float | None = None, descriptiveness: float | None = None,
                   k: int | None = None) -> Rating:
     """Rate a caption (0-1); rating it again edits this annotator's rating, keeping history.
 
+    A new rating records the seconds since the queue offered the caption (`Rating.seconds`).
     With `k` (the queue's cap), a new rating is refused when the caption's ratings plus other
     annotators' live leases already reach `k` (this annotator's lease expired and others
     filled the item). This annotator's lease on the caption ends.
@@ -274,10 +306,11 @@ def submit_rating(session: Session, user: User, caption_id: int, overall: float,
             release_lease(session, user, caption_id)
             raise ValueError(f"Caption {caption_id} already has its {k} ratings (your reservation of it expired); "
                              "nothing was saved. Go on with the next item.")
+    seconds = _seconds_on(session, user, caption_id)
     release_lease(session, user, caption_id)
     try:
         with session.begin_nested():
-            rating = Rating(caption_id=caption_id, annotator_id=user.id, **values)
+            rating = Rating(caption_id=caption_id, annotator_id=user.id, seconds=seconds, **values)
             session.add(rating)
     except IntegrityError:
         # The same annotator's other request (another tab) inserted it first: edit that one.

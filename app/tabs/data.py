@@ -19,7 +19,7 @@ from app.login_notice import login_notice
 from app.session import account_id, follow_collections, private_copies
 
 IMPORT_FORMATS = ["auto", "csv", "jsonl", "zip"]
-EXPORT_WHAT = ["ratings", "captions"]
+EXPORT_WHAT = ["ratings", "captions", "critical"]
 EXPORT_FORMATS = ["csv", "jsonl", "parquet", "hf"]
 FINETUNE_KINDS = {
     "PR-MCS triplets (image, original, perturbed, language, operation)": "prmcs",
