@@ -76,3 +76,62 @@ def test_bad_embeddings_are_clear_errors():
         umic_negatives("beach", "a dog", CAPTIONS, embeddings=EMBEDDINGS)
     with pytest.raises(ValueError, match="other captioned image"):
         random_caption_negative("beach", {"beach": ["a dog"]})
+
+
+# UMIC §3.2 (SPEC.md, "UMIC negatives"): keyword substitution replaces 30 % of the nouns, verbs
+# and adjectives with same-POS words of the training captions; repetition & removal samples
+# 30 % of the words and repeats or removes each sampled word with probability 50 %. The
+# expected counts below are worked out by hand from those numbers, not read from the code.
+
+# 10 keywords: tall old man rides brown horse green field white fences (positions 1-4, 6, 7,
+# 10, 11, 13, 14); the rest (a, a, near, a, with) are not nouns, verbs or adjectives.
+TEN_KEYWORDS = "a tall old man rides a brown horse near a green field with white fences"
+TEN_KEYWORD_POSITIONS = {1, 2, 3, 4, 6, 7, 10, 11, 13, 14}
+# Same tags word for word, so every keyword of TEN_KEYWORDS has a same-POS alternative.
+OTHER_IMAGE = "a short young woman walks a black dog past a red house with blue doors"
+
+
+def _replaced_positions(before: str, after: str) -> set[int]:
+    old, new = before.split(), after.split()
+    assert len(old) == len(new)  # keywords are replaced one word for one word
+    return {i for i, (a, b) in enumerate(zip(old, new)) if a != b}
+
+
+def test_umic_keyword_substitution_replaces_30_percent_of_the_keywords():
+    captions = {"horse": [TEN_KEYWORDS], "woman": [OTHER_IMAGE]}
+    for seed in range(25):
+        negative = umic_negatives("horse", TEN_KEYWORDS, captions, seed=seed)[0]
+        assert negative.kind == "keyword-substitution"
+        replaced = _replaced_positions(TEN_KEYWORDS, negative.text)
+        assert len(replaced) == 3, (seed, negative.text)  # 30 % of 10 keywords
+        assert replaced <= TEN_KEYWORD_POSITIONS  # only nouns, verbs and adjectives move
+    # 7 keywords (old man rides brown horse green field): 30 % of 7 = 2.1, so 2 words.
+    seven = "an old man rides a brown horse in a green field"
+    for seed in range(10):
+        negative = umic_negatives("horse", seven, {"horse": [seven], "woman": [OTHER_IMAGE]}, seed=seed)[0]
+        assert len(_replaced_positions(seven, negative.text)) == 2, (seed, negative.text)
+
+
+def test_umic_repeat_remove_samples_30_percent_and_splits_them_50_50():
+    """200 seeds x 20 distinct words = 4,000 word draws. In the output a word that appears
+    twice was repeated, one that is gone was removed. Binomial standard errors: 0.007 for the
+    sampled share (p = 0.3) and 0.014 for the repeat share of about 1,200 sampled words, so
+    the bounds below sit about 3-4 standard errors out and a split of 40/60 (or a sampling
+    rate of 0.25 or 0.35) falls outside them."""
+    words = ("one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+             "fifteen sixteen seventeen eighteen nineteen twenty").split()
+    caption = " ".join(words)
+    captions = {"numbers": [caption], "other": ["a cat on a mat"]}
+    repeated = removed = 0
+    for seed in range(200):
+        negative = umic_negatives("numbers", caption, captions, seed=seed)[2]
+        assert negative.kind == "repeat-remove"
+        out = negative.text.split()
+        assert set(out) <= set(words)
+        counts = [out.count(word) for word in words]
+        assert set(counts) <= {0, 1, 2}
+        repeated += counts.count(2)
+        removed += counts.count(0)
+    sampled = repeated + removed
+    assert 0.27 <= sampled / (200 * len(words)) <= 0.33
+    assert 0.45 <= repeated / sampled <= 0.55
