@@ -28,6 +28,8 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .benchmark_names import LONGCAP_ARENA_ASPECTS, LONGCAP_ARENA_SPLITS
+
 RATING_COLUMNS = ["collection", "lang", "image_id", "image_path", "item_id", "candidate", "references", "human", "rater"]
 
 
@@ -588,11 +590,240 @@ def coco_sm_text_to_image(captions: pd.DataFrame, lang: str) -> np.ndarray:
     return part["image_index"].to_numpy()
 
 
+# --- Polos / DENEB / VELA layout: Polaris, Nebula, Composite (DA), LongCap-Arena -------------
+#
+# The Keio SMI lab publishes its sets as CSV files with one judged caption per row:
+# `mt` (the candidate; `cand` on the hub), `refs` (a Python list literal), `score` (the human
+# score, already aggregated per caption) and `imgid` (an image file name under `images/`),
+# read by `validate/dataset.py` of github.com/keio-smilab24/Polos and Ka2ukiMatsuda/DENEB.
+# The Hugging Face copies are Parquet shards (`data/<split>-*.parquet`) with the image bytes
+# inside. Every row is one item of the correlation: nothing is averaged.
+
+POLOS_CSV_COLUMNS = ("mt|cand", "refs", "score", "imgid|image|image_path|file_name")
+
+
+def _first_field(record: Mapping, names: str):
+    """The value of the first of `names` ('a|b|c') present and non-empty in `record`."""
+    for name in names.split("|"):
+        value = record.get(name)
+        if value is not None and not (isinstance(value, str) and not value.strip()):
+            return value
+    return None
+
+
+def _literal_list(value, where: str) -> list[str]:
+    """A `refs` cell: a list, or the Python / JSON list literal the CSV files hold."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_normalise_space(v) for v in value]
+    import ast
+
+    try:
+        parsed = ast.literal_eval(str(value))
+    except (ValueError, SyntaxError):
+        raise ValueError(f"{where}: refs is not a list literal: {str(value)[:60]!r}") from None
+    if not isinstance(parsed, (list, tuple)) or not all(isinstance(r, str) for r in parsed):
+        raise ValueError(f"{where}: refs is not a list of strings: {str(value)[:60]!r}")
+    return [_normalise_space(r) for r in parsed]
+
+
+def _polos_row(record: Mapping, where: str, collection: str, image_folder: str) -> dict:
+    candidate = _first_field(record, "mt|cand")
+    refs = _first_field(record, "refs")
+    score = _first_field(record, "score|human_score")
+    image = _first_field(record, "imgid|image|image_path|file_name")
+    missing = [name for name, value in (("mt", candidate), ("refs", refs), ("score", score), ("imgid", image))
+               if value is None]
+    if missing:
+        raise ValueError(f"{where}: no {', '.join(missing)}")
+    try:
+        human = float(score)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: score {score!r} is not a number") from None
+    if np.isnan(human):
+        raise ValueError(f"{where}: score is NaN")
+    candidate = _normalise_space(candidate)
+    image_id = str(image)
+    return dict(
+        collection=collection, lang="en", image_id=image_id,
+        image_path=f"{image_folder}/{image_id}" if image_folder else image_id,
+        item_id=make_item_id(image_id, candidate), candidate=candidate,
+        references=_literal_list(refs, where), human=human, rater=0,
+    )
+
+
+def load_polos_csv(path, collection: str, *, image_folder: str = "images") -> pd.DataFrame:
+    """One CSV of the Polos / DENEB / VELA layout (`mt`, `refs`, `score`, `imgid`; `cand` and
+    `image` also accepted). `image_path` is `image_folder/imgid`, relative to the CSV's folder.
+    A malformed row is refused with the file name and line number."""
+    path = _path(path, f"{collection} CSV")
+    rows = []
+    with open(path, encoding=_text_encoding(path), newline="") as handle:
+        reader = csv.DictReader(handle)
+        columns = set(reader.fieldnames or ())
+        absent = [names.split("|")[0] for names in POLOS_CSV_COLUMNS
+                  if not columns & set(names.split("|")) and not (names == "score" and "human_score" in columns)]
+        if absent:
+            raise ValueError(f"{path.name}:1: missing column(s) {', '.join(absent)}; expected the Polos layout "
+                             "mt, refs, score, imgid")
+        for record in reader:
+            rows.append(_polos_row(record, f"{path.name}:{reader.line_num}", collection, image_folder))
+    if not rows:
+        raise ValueError(f"{path.name}: no rows")
+    return _ratings_frame(rows)
+
+
+def load_polos_parquet(paths, collection: str, *, caption_field: str = "mt|cand",
+                       image_field: str = "img|image") -> pd.DataFrame:
+    """Hugging Face Parquet shards of the same sets: `refs`, the candidate (`cand` or `mt`),
+    the human score (`human_score` or `score`) and the image as {bytes, path}, kept in an
+    `image` column (bytes) with `image_id` from `file_name`/`imgid` or the image's own path."""
+    import pyarrow.parquet as pq
+
+    files = [_path(p, f"{collection} Parquet file") for p in paths]
+    rows = []
+    for file in files:
+        table = pq.read_table(file)
+        for number, record in enumerate(table.to_pylist(), 1):
+            where = f"{file.name}: row {number}"
+            picture = _first_field(record, image_field)
+            name = _first_field(record, "file_name|imgid")
+            if name is None and isinstance(picture, dict):
+                name = picture.get("path")
+            if name is None:
+                name = f"{file.stem}-{number}.jpg"
+            row = _polos_row({"mt": _first_field(record, caption_field), "refs": record.get("refs"),
+                              "score": _first_field(record, "human_score|score"), "imgid": Path(str(name)).name},
+                             where, collection, "")
+            data = picture.get("bytes") if isinstance(picture, dict) else picture
+            if not isinstance(data, (bytes, bytearray)):
+                raise ValueError(f"{where}: no image bytes")
+            row["image"] = bytes(data)
+            row["image_path"] = ""
+            rows.append(row)
+    if not rows:
+        raise ValueError(f"{collection}: the Parquet files hold no rows")
+    return _ratings_frame(rows, extra=("image",))
+
+
+def _split_file(path, collection: str, csv_names: Sequence[str], parquet_glob: str) -> tuple[str, list[Path]]:
+    """('csv', [file]) or ('parquet', shards) for a file, or a folder holding one of `csv_names`
+    (directly or in a sub-folder named after the set) or hub shards `data/<split>-*.parquet`."""
+    path = _path(path, f"{collection} path")
+    if path.is_file():
+        return ("parquet" if path.suffix.lower() in (".parquet", ".pq") else "csv"), [path]
+    for folder in (path, path / collection.lower(), path / "test"):
+        for name in csv_names:
+            if (folder / name).is_file():
+                return "csv", [folder / name]
+    shards = sorted((path / "data").glob(parquet_glob)) + sorted(path.glob(parquet_glob))
+    if shards:
+        return "parquet", shards
+    raise FileNotFoundError(f"{collection}: none of {', '.join(csv_names)} or data/{parquet_glob} in {path}")
+
+
+def load_polaris(path, split: str = "test") -> pd.DataFrame:
+    """Polaris (Wada et al., CVPR 2024): `polaris_<split>.csv` (+ `images/`) as in the Polos
+    repository's data_en/polaris, or the hub's `data/<split>-*.parquet` (yuwd/Polaris)."""
+    csv_split = {"validation": "val"}.get(split, split)
+    kind, files = _split_file(path, "Polaris", [f"polaris_{csv_split}.csv"], f"{split}-*.parquet")
+    if kind == "csv":
+        return load_polos_csv(files[0], "Polaris")
+    return load_polos_parquet(files, "Polaris", caption_field="cand|mt", image_field="img|image")
+
+
+def spica_corrections(path) -> dict[tuple[str, str], float]:
+    """Corrected Nebula labels from Spica (hiranohachiman/Spica: `spica_{train,val,test}.csv`,
+    columns `imgid`, `mt`, `score`): {(image stem, caption): mean score of its rows}. CaptionEvalKit
+    replaces Nebula's test scores with these (its note cites arXiv:2512.21582)."""
+    path = _path(path, "Spica corrections")
+    files = [path] if path.is_file() else sorted(path.glob("spica_*.csv"))
+    if not files:
+        raise FileNotFoundError(f"no spica_*.csv in {path}")
+    totals: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for file in files:
+        with open(file, encoding=_text_encoding(file), newline="") as handle:
+            reader = csv.DictReader(handle)
+            absent = [c for c in ("imgid", "mt", "score") if c not in (reader.fieldnames or ())]
+            if absent:
+                raise ValueError(f"{file.name}:1: missing column(s) {', '.join(absent)}")
+            for record in reader:
+                try:
+                    score = float(record["score"])
+                except (TypeError, ValueError):
+                    raise ValueError(f"{file.name}:{reader.line_num}: score {record['score']!r} is not a number") from None
+                totals[(Path(record["imgid"]).stem, _normalise_space(record["mt"]))].append(score)
+    return {key: float(np.mean(values)) for key, values in totals.items()}
+
+
+def load_nebula(path, split: str = "test", *, corrections=None) -> pd.DataFrame:
+    """Nebula (Matsuda et al., ACCV 2024): `nebula_<split>.csv` (+ `images/`) as DENEB's
+    validate code reads it from data_en/nebula, or the hub's `data/<split>-*.parquet`
+    (Ka2ukiMatsuda/Nebula: file_name, image, refs, mt, human_score).
+
+    `corrections` (a Spica CSV or folder, see `spica_corrections`) replaces the score of every
+    caption found there, matched on (image stem, caption); `score_original` keeps the
+    published one and `corrected` says which rows changed."""
+    csv_split = {"valid": "val", "validation": "val"}.get(split, split)
+    hub_split = {"val": "valid", "validation": "valid"}.get(split, split)
+    kind, files = _split_file(path, "Nebula", [f"nebula_{csv_split}.csv"], f"{hub_split}-*.parquet")
+    if kind == "csv":
+        table = load_polos_csv(files[0], "Nebula")
+    else:
+        table = load_polos_parquet(files, "Nebula", caption_field="mt|cand", image_field="image|img")
+    table["score_original"] = table["human"]
+    table["corrected"] = False
+    if corrections is not None:
+        lookup = spica_corrections(corrections)
+        keys = [(Path(i).stem, c) for i, c in zip(table["image_id"], table["candidate"])]
+        fixed = [lookup.get(key) for key in keys]
+        table["corrected"] = [value is not None for value in fixed]
+        table["human"] = [h if value is None else value for h, value in zip(table["human"], fixed)]
+    return table
+
+
+def load_longcap_arena(path, split: str = "testa", aspect: str = "desc") -> pd.DataFrame:
+    """LongCap-Arena (Matsuda et al. 2025, the VELA paper): one aspect of one test split.
+
+    `testa` is the hub split `dci_val.<aspect>`, `testb` is `dci_test.<aspect>`
+    (Ka2ukiMatsuda/LongCap-Arena: file_name, image, refs, cand, score); as local CSV the
+    files are `<aspect>_dci_val.csv` / `<aspect>_dci_test.csv` in the Polos layout, images
+    under `images/`. Aspects: desc (descriptiveness), rel (relevance), flu (fluency)."""
+    if split not in LONGCAP_ARENA_SPLITS:
+        raise ValueError(f"LongCap-Arena split must be one of {', '.join(LONGCAP_ARENA_SPLITS)}, got {split!r}")
+    if aspect not in LONGCAP_ARENA_ASPECTS:
+        raise ValueError(f"LongCap-Arena aspect must be one of {', '.join(LONGCAP_ARENA_ASPECTS)}, got {aspect!r}")
+    hub_split = f"{LONGCAP_ARENA_SPLITS[split]}.{aspect}"
+    kind, files = _split_file(path, "LongCap-Arena", [f"{aspect}_{LONGCAP_ARENA_SPLITS[split]}.csv"],
+                              f"{hub_split}-*.parquet")
+    if kind == "csv":
+        table = load_polos_csv(files[0], "LongCap-Arena")
+    else:
+        table = load_polos_parquet(files, "LongCap-Arena", caption_field="cand|mt", image_field="image|img")
+    table["aspect"] = LONGCAP_ARENA_ASPECTS[aspect]
+    table["subset"] = split
+    return table
+
+
+def load_composite_da(path) -> pd.DataFrame:
+    """Composite as the Polos and DENEB validate code read it: `en_test_composite_da.csv`
+    (mt, refs, score, imgid; images under `images/`), which, unlike the AMT files, carries
+    the references."""
+    kind, files = _split_file(path, "Composite", ["en_test_composite_da2.csv", "en_test_composite_da.csv"],
+                              "test-*.parquet")
+    if kind != "csv":
+        raise ValueError("Composite: give en_test_composite_da.csv (the Polos layout) or the AMT files")
+    return load_polos_csv(files[0], "Composite")
+
+
 LOADERS = {
     "flickr8k-expert": lambda path: (load_flickr8k_json if Path(path).is_file() else load_flickr8k_raw)(path, "expert"),
     "flickr8k-cf": lambda path: (load_flickr8k_json if Path(path).is_file() else load_flickr8k_raw)(path, "cf"),
     "composite": load_composite,
     "capeval1k": load_capeval1k,
     "m-capeval1k": load_m_capeval1k,
+    "polaris": load_polaris,
+    "nebula": load_nebula,
+    **{f"longcap-arena-{split}-{aspect}": (lambda path, s=split, a=aspect: load_longcap_arena(path, s, a))
+       for split in LONGCAP_ARENA_SPLITS for aspect in LONGCAP_ARENA_ASPECTS},
 }
 """Rating-set loaders by CLI name (a file or a directory path each)."""
