@@ -12,6 +12,7 @@ import json
 from contextlib import contextmanager
 from pathlib import Path
 
+from scoring.analysis import reproduce_cli
 from scoring.csv_safe import frame_to_csv
 
 DATASET_NAMES = ("flickr8k-expert", "flickr8k-cf", "composite", "capeval1k", "m-capeval1k")
@@ -24,6 +25,7 @@ def register(subparsers, parents) -> None:
         description="Analyse metric scores against human judgments and perturbations.",
     )
     commands = analyze.add_subparsers(dest="analysis", metavar="ANALYSIS", required=True)
+    reproduce_cli.register(commands, parents)  # `reproduce` and `fetch` (scoring/analysis/reproduce_cli.py)
 
     def command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
         parser = commands.add_parser(name, parents=parents, help=help_text, description=help_text)
