@@ -3,7 +3,8 @@
 Users download the files themselves; every loader takes local paths and fetches nothing.
 Each returns a tidy pandas DataFrame:
 
-Rating sets (Flickr8k-Expert, Flickr8k-CF, Composite, CapEval1k, M-CapEval1k), one row per
+Rating sets (Flickr8k-Expert, Flickr8k-CF, Composite, CapEval1k, M-CapEval1k, Polaris, Nebula,
+LongCap-Arena), one row per
 (caption, rating): `collection`, `lang`, `image_id`, `image_path`, `item_id` (stable id of
 the image-caption pair; several ratings of one caption share it), `candidate`,
 `references` (list of str), `human`, `rater`, plus set-specific columns.

@@ -190,3 +190,15 @@ def test_fetch_offline_says_why(tmp_path):
     assert done.returncode == 2
     assert "cannot download polaris from the Hugging Face hub (yuwd/Polaris)" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_all_finds_each_benchmark_under_a_folder(tmp_path):
+    from scoring.analysis.reproduce import find_benchmarks
+
+    (tmp_path / "data_en" / "polaris").mkdir(parents=True)
+    (tmp_path / "data_en" / "polaris" / "polaris_test.csv").write_text("mt,refs,score,imgid\n")
+    (tmp_path / "foil").mkdir()
+    (tmp_path / "foil" / "foilv1.0_test_2017.json").write_text("{}")
+    found = find_benchmarks(tmp_path)
+    assert found == {"foil": tmp_path / "foil" / "foilv1.0_test_2017.json",
+                     "polaris": tmp_path / "data_en" / "polaris" / "polaris_test.csv"}
