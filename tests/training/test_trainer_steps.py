@@ -1,0 +1,148 @@
+"""The trainer's arithmetic, step by step, on a one-weight fake recipe whose every number can be
+worked out by hand: the learning rate of each optimizer step (warm-up, cosine, constant),
+gradient-accumulation scaling, and which rows each micro-batch gets (a new shuffle each epoch,
+every row once per epoch).
+
+The fake model is one weight w (starting at 0) and the loss of a micro-batch is w times the
+mean of its rows' x, all x = 1: the gradient of every micro-batch is exactly 1. With SGD (no
+momentum, no weight decay, no clipping) an optimizer step t moves w by exactly -lr_t, where
+lr_t = lr x schedule factor of step t, and the loss the trainer records for step t is w_t (the
+mean of the micro-batch losses, each divided by grad_accum before they are summed)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from scoring.training import train
+from scoring.training.config import TrainConfig
+from scoring.training.recipes import RECIPES, Recipe
+
+LR = 0.1
+ROWS = 8
+
+
+@dataclass(frozen=True)
+class OneWeight(Recipe):
+    """Rows {"image", "id", "x"}; `state.seen` records (w, row ids) of every micro-batch."""
+
+    def load_rows(self, config):
+        side = config.data["fake"]
+        count = ROWS if side == "train" else 2
+        rows = [{"image": f"{side}-{i}", "id": f"{side}-{i}", "x": 1.0} for i in range(count)]
+        return rows, "0" * 64, {"source": "fake"}
+
+    def setup(self, config, device, scratch):
+        weight = torch.nn.Linear(1, 1, bias=False)
+        torch.nn.init.zeros_(weight.weight)
+        return SimpleNamespace(trainable=weight, seen=[])
+
+    def batch_loss(self, state, rows, rng, device):
+        w = state.trainable.weight[0, 0]
+        state.seen.append((w.item(), [r["id"] for r in rows]))
+        return w * torch.tensor([r["x"] for r in rows]).mean(), {}
+
+    def evaluate(self, state, rows, device):
+        return {"w": state.trainable.weight.item()}
+
+    def save(self, state, out: Path) -> None:
+        (out / "w.txt").write_text(str(state.trainable.weight.item()))
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    """run(**config) -> (TrainResult, state.seen), trained with the fake recipe."""
+    states = []
+    recipe = OneWeight("one-weight", "none", "none", "none", "one weight, loss w * mean(x)")
+    real_setup = recipe.setup
+
+    def keeping_state(config, device, scratch):
+        state = real_setup(config, device, scratch)
+        states.append(state)
+        return state
+
+    object.__setattr__(recipe, "setup", keeping_state)
+    monkeypatch.setitem(RECIPES, "one-weight", recipe)
+
+    def _run(**overrides):
+        values = dict(recipe="one-weight", data={"fake": "train"}, heldout={"fake": "heldout"},
+                      out=str(tmp_path / f"run{len(states)}"), device="cpu", grad_clip=0.0,
+                      optimizer={"name": "sgd", "lr": LR}, checkpoint_every=1000)
+        values.update(overrides)
+        result = train(TrainConfig(**values))
+        return result, states[-1].seen
+
+    return _run
+
+
+def _step_weights(seen, grad_accum):
+    """w at the first micro-batch of each optimizer step."""
+    return [w for w, _ in seen[::grad_accum]]
+
+
+def _moves(weights, final):
+    ws = weights + [final]
+    return [a - b for a, b in zip(ws, ws[1:])]
+
+
+def test_warm_up_then_cosine_learning_rate_per_step(run):
+    """8 rows, batch 2: 4 micro-batches an epoch; grad_accum 2: 2 steps an epoch; 3 epochs: 6
+    steps. Warm-up 2 steps: factors 1/2, 2/2. Cosine over the other 4 steps, progress 0, 1/4,
+    2/4, 3/4: (1 + cos(pi * progress)) / 2 = 1, 0.853553, 0.5, 0.146447."""
+    result, seen = run(batch_size=2, grad_accum=2, epochs=3, schedule={"name": "cosine", "warmup": 2})
+    expected = [0.5, 1.0, 1.0, 0.8535533906, 0.5, 0.1464466094]
+    assert len(seen) == 12 and len(result.losses) == 6
+    moves = _moves(_step_weights(seen, 2), result.after["w"])
+    assert moves == pytest.approx([LR * f for f in expected], abs=1e-6)
+
+
+def test_constant_schedule_with_a_warm_up_given_as_a_share_of_the_steps(run):
+    """Warm-up 0.3 of 6 steps = 1.8, rounded to 2 steps (1/2, 2/2), then the constant factor 1."""
+    result, seen = run(batch_size=2, grad_accum=2, epochs=3, schedule={"name": "constant", "warmup": 0.3})
+    moves = _moves(_step_weights(seen, 2), result.after["w"])
+    assert moves == pytest.approx([LR * f for f in [0.5, 1, 1, 1, 1, 1]], abs=1e-6)
+
+
+def test_gradient_accumulation_averages_the_micro_batches(run):
+    """grad_accum 4 with batch 2 is one step of 8 rows: the step's gradient is the mean of the 4
+    micro-batch gradients (1), not their sum (4), so the same schedule moves w by the same
+    amounts as grad_accum 1 with batch 8; and the recorded loss of a step is w_t (the mean of 4
+    losses w_t), not 4 w_t."""
+    accumulated, seen = run(batch_size=2, grad_accum=4, epochs=4, schedule={"name": "constant", "warmup": 0})
+    assert len(seen) == 16 and len(accumulated.losses) == 4
+    weights = _step_weights(seen, 4)
+    assert _moves(weights, accumulated.after["w"]) == pytest.approx([LR] * 4, abs=1e-6)
+    assert [w for w, _ in seen[:4]] == [0.0] * 4  # no step between the micro-batches of a step
+    assert accumulated.losses == [(t + 1, pytest.approx(w, abs=1e-6)) for t, w in enumerate(weights)]
+    assert weights == pytest.approx([0.0, -0.1, -0.2, -0.3], abs=1e-6)
+    assert accumulated.after["w"] == pytest.approx(-0.4, abs=1e-6)
+
+
+def test_each_epoch_is_a_new_shuffle_of_every_row_once(run):
+    result, seen = run(batch_size=2, grad_accum=1, epochs=4, schedule={"name": "constant", "warmup": 0})
+    assert len(seen) == 16 and all(len(ids) == 2 for _, ids in seen)
+    epochs = [[i for _, ids in seen[e * 4:(e + 1) * 4] for i in ids] for e in range(4)]
+    in_order = [f"train-{i}" for i in range(ROWS)]
+    for order in epochs:
+        assert sorted(order) == sorted(in_order)  # every row exactly once an epoch
+    assert len({tuple(order) for order in epochs}) == 4  # each epoch shuffled anew
+    assert any(order != in_order for order in epochs)
+    # the order is a function of the seed: the same seed gives it again, another seed another one
+    _, again = run(batch_size=2, grad_accum=1, epochs=4, schedule={"name": "constant", "warmup": 0})
+    _, other = run(batch_size=2, grad_accum=1, epochs=4, seed=1, schedule={"name": "constant", "warmup": 0})
+    assert [ids for _, ids in again] == [ids for _, ids in seen]
+    assert [ids for _, ids in other] != [ids for _, ids in seen]
+
+
+def test_the_number_of_steps_counts_optimizer_steps_not_micro_batches(run):
+    """8 rows, batch 3: ceil(8 / 3) = 3 micro-batches an epoch (3, 3, 2 rows); grad_accum 2:
+    ceil(3 / 2) = 2 steps an epoch; 2 epochs: 4 steps of 2 micro-batches, each step moving w by
+    lr."""
+    result, seen = run(batch_size=3, grad_accum=2, epochs=2, schedule={"name": "constant", "warmup": 0})
+    assert len(result.losses) == 4 and len(seen) == 8
+    assert [len(ids) for _, ids in seen[:3]] == [3, 3, 2]
+    assert math.isclose(result.after["w"], -0.4, abs_tol=1e-6)
