@@ -160,18 +160,26 @@ def _pacs_rows(session: Session, collection: Collection | None, rng: random.Rand
                   "generated_images": "not stored in the database; add them as extra pairs"}
 
 
+ASPECTS = ("fluency", "relevance", "descriptiveness")  # rated besides `overall`; each the mean of who rated it
+
+
 def _human_rows(session: Session, collection: Collection | None, rng: random.Random,
                 options: dict) -> tuple[list[dict], dict]:
     query = (select(Caption, Image).join(Image, Image.id == Caption.image_id)
              .where(Caption.kind != "reference", Caption.id.in_(select(Rating.caption_id))).order_by(Caption.id))
     results = list(session.execute(_scoped(query, collection)))
     ratings: dict[int, list[tuple[str, float]]] = defaultdict(list)
+    aspects: dict[int, dict[str, list[float]]] = defaultdict(lambda: {a: [] for a in ASPECTS})
     ids = [caption.id for caption, _image in results]
     for start in range(0, len(ids), 500):
-        for caption_id, name, overall in session.execute(
-                select(Rating.caption_id, User.name, Rating.overall).join(User, User.id == Rating.annotator_id)
+        for caption_id, name, overall, *values in session.execute(
+                select(Rating.caption_id, User.name, Rating.overall, *(getattr(Rating, a) for a in ASPECTS))
+                .join(User, User.id == Rating.annotator_id)
                 .where(Rating.caption_id.in_(ids[start:start + 500])).order_by(Rating.id)):
             ratings[caption_id].append((name, overall))
+            for aspect, value in zip(ASPECTS, values):
+                if value is not None:
+                    aspects[caption_id][aspect].append(value)
     references: dict[tuple[int, str], list[str]] = defaultdict(list)
     for image_id, language, text in session.execute(
             select(Caption.image_id, Caption.language, Caption.text).where(Caption.kind == "reference")
@@ -183,6 +191,7 @@ def _human_rows(session: Session, collection: Collection | None, rng: random.Ran
         rows.append({"image": image, "candidate": caption.text, "language": caption.language, "kind": caption.kind,
                      "references": references.get((image.id, caption.language), []),
                      "human_score": sum(s for _n, s in scores) / len(scores), "n_ratings": len(scores),
+                     **{a: (sum(v) / len(v) if (v := aspects[caption.id][a]) else None) for a in ASPECTS},
                      "ratings": {name: score for name, score in scores},
                      "caption_id": caption.id, "parent_caption_id": caption.parent_id, "import_id": caption.import_id})
     return rows, {"ratings": sum(r["n_ratings"] for r in rows)}

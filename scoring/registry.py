@@ -33,6 +33,7 @@ METRIC_FAMILIES = (
 # that behaviour never depends on a metric's display name. The first variant is the default.
 METRIC_VARIANTS = {
     "clip-s": ("clip", "pacs"), "refclip-s": ("clip", "pacs"), "mcs": ("mcs", "pr-mcs"), "itm": ("umic-c", "umic"),
+    "caplens-r": ("frozen", "cross"),
 }
 # Fields holding local paths: resolved relative to the TOML file that set them.
 PATH_FIELDS = ("path", "tokenizer", "head_file")

@@ -134,6 +134,12 @@ class CaplensR:
         if not rows:
             return nothing_scored(context)
         head = context.backbone(self.spec.backbone)
+        if self.spec.variant == "cross":  # an end-to-end cross-encoder: its pair head is the rating
+            items = [context.items[i] for i in rows]
+            values, flags = head.match_probability([it.image for it in items], [it.candidate for it in items],
+                                                   [context.image_keys[i] for i in rows], head="pair")
+            values, truncated = scatter(len(context.items), rows, values, list(flags))
+            return MetricOutput(values, truncated)
         text_name = self.spec.extra.get("text_backbone") or head.about.get("text_backbone")
         vision_name = self.spec.vision_backbone or head.about.get("vision_backbone")
         if not text_name or not vision_name:

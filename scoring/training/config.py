@@ -49,6 +49,8 @@ class TrainConfig:
     grad_clip: float = 1.0
     threads: int | None = None
     time_limit_s: float | None = None  # stop early (evaluate and save) once training has run this long
+    eval_every: int | None = None  # optimizer steps between evaluations on the held-out (validation) rows
+    select_by: str | None = None  # with eval_every: keep the weights of the evaluation best on this measure
 
     def __post_init__(self):
         if self.device not in DEVICES:
@@ -57,6 +59,10 @@ class TrainConfig:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
         if self.batch_size < 1 or self.grad_accum < 1 or self.epochs < 1:
             raise ValueError("batch_size, grad_accum and epochs must be at least 1")
+        if self.eval_every is not None and self.eval_every < 1:
+            raise ValueError("eval_every must be at least 1")
+        if self.select_by is not None and self.eval_every is None:
+            raise ValueError("select_by needs eval_every: the weights are chosen among periodic evaluations")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError("max_steps must be at least 1")
         if not 0.0 < self.heldout_fraction < 1.0:

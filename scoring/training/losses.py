@@ -104,3 +104,28 @@ def itm_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tenso
 def regression_mse(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """CapLens-R: squared error to the mean human rating of a caption."""
     return F.mse_loss(predicted, target)
+
+
+def masked_regression(predicted: torch.Tensor, target: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """CapLens-R with rating aspects: squared error per (caption, aspect), averaged with aspect
+    `weights` (A,) over the cells whose target is known; NaN targets (an aspect nobody rated)
+    count for nothing.  `predicted` and `target` are (N, A)."""
+    known = ~torch.isnan(target)
+    cell_weight = weights.to(predicted.dtype)[None, :].expand_as(predicted) * known
+    error = (predicted - torch.nan_to_num(target)) ** 2
+    return (error * cell_weight).sum() / cell_weight.sum().clamp(min=1e-12)
+
+
+def pairwise_ranking(predicted: torch.Tensor, target: torch.Tensor, groups: torch.Tensor,
+                     min_gap: float = 0.05, temperature: float = 0.1) -> torch.Tensor:
+    """RankNet-style logistic loss on the pairs (i, j) of one group (one image) whose mean
+    ratings differ by more than `min_gap`: softplus(-(p_i - p_j) / temperature) for the better
+    caption i.  Kendall's tau counts orders, not distances, so the order within an image is
+    trained directly; 0 when no pair qualifies."""
+    better = (target[:, None] - target[None, :]) > min_gap
+    same = groups[:, None] == groups[None, :]
+    pairs = better & same
+    if not bool(pairs.any()):
+        return predicted.sum() * 0.0
+    margin = (predicted[:, None] - predicted[None, :])[pairs]
+    return F.softplus(-margin / temperature).mean()

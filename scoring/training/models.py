@@ -20,8 +20,9 @@ from scoring.registry import BackboneSpec, tiny_dir
 
 def detect_kind(folder: Path) -> str:
     """The backbone kind of a checkpoint folder, from its files."""
-    if (folder / "caplens_r.json").is_file():
-        return "caplens-r"
+    about = folder / "caplens_r.json"
+    if about.is_file() and json.loads(about.read_text(encoding="utf-8")).get("mode", "frozen") == "frozen":
+        return "caplens-r"  # a cross-mode CapLens-R is a BLIP ITM folder with a note beside it
     if (folder / "modules.json").is_file():
         return "st-text"
     config = folder / "config.json"
@@ -102,9 +103,14 @@ def st_text_features(encoder, texts: list[str], device: torch.device) -> torch.T
     return encoder.project(texts)[0]
 
 
-def itm_cls(backbone, pixels: torch.Tensor, texts: list[str], device: torch.device) -> torch.Tensor:
-    """[CLS] state of the ITM text encoder cross-attending to the image (BLIP ITM)."""
+def itm_cls(backbone, pixels: torch.Tensor, texts: list[str], device: torch.device,
+            image_index: torch.Tensor | None = None) -> torch.Tensor:
+    """[CLS] state of the ITM text encoder cross-attending to the image (BLIP ITM).  With
+    `image_index`, `pixels` holds each distinct image once and text k reads image
+    image_index[k] (one vision pass per image, however many captions it has)."""
     states = backbone.model.vision_model(pixel_values=pixels).last_hidden_state
+    if image_index is not None:
+        states = states[image_index.to(states.device)]
     ids, mask, _ = tokenize_truncating(backbone.tokenizer, texts, backbone.max_tokens)
     image_mask = torch.ones(states.shape[:-1], dtype=torch.long, device=device)
     encoded = backbone.model.text_encoder(

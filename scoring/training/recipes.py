@@ -69,6 +69,10 @@ class Recipe:
         """What a user of the result must know about how it was trained (none by default)."""
         return []
 
+    def result_kind(self, config: TrainConfig) -> str:
+        """The backbone kind of the folder `save` writes (the loader that reads it)."""
+        return self.backbone_kind
+
     def weights(self, config: TrainConfig) -> dict[str, float]:
         unknown = set(config.loss) - set(self.default_loss)
         if unknown:
@@ -477,38 +481,107 @@ def write_one_logit_head(pair_head: nn.Linear, one_logit: nn.Linear) -> None:
 
 
 # -- CapLens-R --------------------------------------------------------------------------------------
+ASPECTS = ("overall", "fluency", "relevance", "descriptiveness")  # the rating scales, CapEval1k's
+
+
+def _mean_or_nan(values: list[float]) -> float:
+    return float(np.mean(values)) if values else float("nan")
+
+
 class CaplensRRecipe(Recipe):
-    """A regression head on frozen text/vision features, fitted to the mean human rating."""
+    """CapLens-R: the mean human rating of a caption, learned from ratings.
+
+    Two modes (`architecture.mode`, written into the result):
+    * "frozen" (as Polos): a regression head on frozen text/vision embeddings; for users whose
+      backbones already see what the ratings reward;
+    * "cross": an image-text cross-encoder (a BLIP ITM checkpoint as `base`) fine-tuned end to
+      end, reading image patches and caption tokens (with their order) together, trained on
+      every rated aspect (overall, fluency, relevance, descriptiveness: the aspects are extra
+      targets, not inputs) with squared error plus a ranking loss among the captions of one
+      image.  Saved as an ITM folder whose pair head gives the predicted overall rating.
+    """
+
+    MODES = ("frozen", "cross")
+
+    def result_kind(self, config):
+        return "blip-itm" if self.mode(config) == "cross" else self.backbone_kind
+
+    def mode(self, config: TrainConfig) -> str:
+        mode = config.architecture.get("mode", "frozen")
+        if mode not in self.MODES:
+            raise ValueError(f"caplens-r architecture.mode must be one of {', '.join(self.MODES)}, not {mode!r}")
+        return mode
+
+    def weights(self, config):
+        if self.mode(config) == "frozen":
+            return super().weights(config)
+        defaults = {"aspects": 0.5, "ranking": 0.5}
+        unknown = set(config.loss) - set(defaults)
+        if unknown:
+            raise ValueError(f"caplens-r (cross) has no loss weight(s) {', '.join(sorted(unknown))}; known: aspects, ranking")
+        return defaults | config.loss
 
     def prepare_rows(self, rows, config):
-        """One row per rated caption: its mean rating, references and rating count."""
+        """One row per rated caption: its mean rating (and mean of each rated aspect),
+        references and rating count; in cross mode grouped further into one row per image."""
         rows = super().prepare_rows(rows, config)
         grouped: dict[Any, dict] = {}
         for r in rows:
             key = r.get("caption_id") or (str(r["image"]), r.get("candidate") or r.get("text"))
             entry = grouped.setdefault(key, {
                 "image": r["image"], "image_id": r.get("image_id"), "candidate": r.get("candidate") or r["text"],
-                "references": list(r.get("references") or []), "language": _language(r), "ratings": []})
-            if "human_score" in r:
+                "references": list(r.get("references") or []), "language": _language(r), "ratings": [],
+                "aspects": {a: [] for a in ASPECTS[1:]}})
+            if "human_score" in r:  # an exported set: one row per caption, means already taken
                 entry["ratings"] += [float(r["human_score"])] * int(r.get("n_ratings") or 1)
-            else:
+                for aspect in ASPECTS[1:]:
+                    if r.get(aspect) is not None and r.get(aspect) == r.get(aspect):
+                        entry["aspects"][aspect].append(float(r[aspect]))
+            else:  # one row per rating
                 entry["ratings"].append(float(r["overall"]))
+                for aspect in ASPECTS[1:]:
+                    if r.get(aspect) is not None:
+                        entry["aspects"][aspect].append(float(r[aspect]))
         out = []
         for entry in grouped.values():
             entry["target"] = float(np.mean(entry["ratings"]))
             entry["n_ratings"] = len(entry.pop("ratings"))
+            aspects = entry.pop("aspects")
+            entry["targets"] = [entry["target"]] + [_mean_or_nan(aspects[a]) for a in ASPECTS[1:]]
             out.append(entry)
-        return out
+        if self.mode(config) == "frozen":
+            return out
+        images: dict[str, dict] = {}
+        for entry in out:
+            group = images.setdefault(image_key(entry), {"image": entry["image"], "image_id": entry["image_id"],
+                                                         "captions": []})
+            group["captions"].append(entry)
+        return list(images.values())
+
+    @staticmethod
+    def _captions(rows: list[dict]) -> list[dict]:
+        return [c for r in rows for c in r["captions"]] if rows and "captions" in rows[0] else rows
 
     def warnings(self, train_rows, config):
-        ratings = sum(r["n_ratings"] for r in train_rows)
+        captions = self._captions(train_rows)
+        ratings = sum(r["n_ratings"] for r in captions)
         least = int(config.options.get("min_ratings", 1000))
         if ratings < least:
-            return [f"trained on only {ratings} ratings of {len({image_key(r) for r in train_rows})} images "
+            return [f"trained on only {ratings} ratings of {len({image_key(r) for r in captions})} images "
                     f"(fewer than {least}): its agreement with humans is not reliable"]
         return []
 
     def setup(self, config, device, scratch):
+        if self.mode(config) == "cross":
+            if config.base is None:
+                raise ValueError("caplens-r in cross mode needs `base`: an image-text matching (BLIP ITM) checkpoint")
+            itm = load_trainable(config.base, device, ("blip-itm",))
+            torch.manual_seed(config.seed)
+            head = nn.Linear(itm.model.itm_head.in_features, len(ASPECTS)).to(device)
+            return SimpleNamespace(mode="cross", itm=itm, head=head, pixels=PixelCache(itm.image_processor),
+                                   trainable=nn.ModuleDict({"itm": itm.model, "head": head}),
+                                   weights=self.weights(config), config=config,
+                                   per_image=int(config.options.get("captions_per_image", 8)))
         from scoring.metrics.caplens_r import RegressionHead, feature_size
 
         if config.base is None or config.teacher is None:
@@ -517,11 +590,14 @@ class CaplensRRecipe(Recipe):
         vision = load_trainable(config.teacher, device, ("clip",))
         torch.manual_seed(config.seed)
         head = RegressionHead(feature_size(vision.embedding_dim), int(config.architecture.get("hidden", 128))).to(device)
-        return SimpleNamespace(text=text, vision=vision, head=head, trainable=head, cache={}, config=config)
+        return SimpleNamespace(mode="frozen", text=text, vision=vision, head=head, trainable=head, cache={},
+                               config=config)
 
     @torch.no_grad()
     def prepare(self, state, rows, device):
-        """Features of every row, once, in a fixed order (the backbones are frozen)."""
+        """Frozen mode: features of every row, once, in a fixed order (the backbones are frozen)."""
+        if state.mode == "cross":
+            return
         from scoring.metrics.caplens_r import embed_items
 
         for i in range(0, len(rows), 512):
@@ -538,26 +614,77 @@ class CaplensRRecipe(Recipe):
     def features(self, state, rows, device) -> torch.Tensor:
         return torch.stack([state.cache[self.key(r)] for r in rows]).to(device)
 
+    def aspect_scores(self, state, captions: list[dict], device) -> torch.Tensor:
+        """(N, 4) predicted ratings, overall first, of captions through the cross-encoder."""
+        keys = [image_key(c) for c in captions]
+        images = {key: c["image"] for key, c in zip(keys, captions)}
+        distinct = list(images)
+        pixels = state.pixels([images[k] for k in distinct], distinct, device)
+        index = torch.tensor([distinct.index(k) for k in keys])
+        cls = itm_cls(state.itm, pixels, [c["candidate"] for c in captions], device, image_index=index)
+        return torch.sigmoid(state.head(cls).float())
+
+    def predict(self, state, captions: list[dict], device) -> np.ndarray:
+        if state.mode == "cross":
+            return torch.cat([self.aspect_scores(state, captions[i:i + 128], device)[:, 0]
+                              for i in range(0, len(captions), 128)]).cpu().numpy()
+        return torch.cat([state.head(self.features(state, captions[i:i + 512], device)).float()
+                          for i in range(0, len(captions), 512)]).cpu().numpy()
+
     def batch_loss(self, state, rows, rng, device):
-        target = torch.tensor([r["target"] for r in rows], device=device)
-        return losses.regression_mse(state.head(self.features(state, rows, device)).float(), target), {}
+        if state.mode == "frozen":
+            target = torch.tensor([r["target"] for r in rows], device=device)
+            return losses.regression_mse(state.head(self.features(state, rows, device)).float(), target), {}
+        captions, groups = [], []
+        for g, row in enumerate(rows):  # a few captions of each image, so the ranking loss has pairs
+            chosen = rng.sample(row["captions"], min(state.per_image, len(row["captions"])))
+            captions += chosen
+            groups += [g] * len(chosen)
+        predicted = self.aspect_scores(state, captions, device)
+        target = torch.tensor([c["targets"] for c in captions], dtype=torch.float32, device=device)
+        w = state.weights
+        aspect_weights = torch.tensor([1.0] + [w["aspects"]] * (len(ASPECTS) - 1), device=device)
+        regression = losses.masked_regression(predicted, target, aspect_weights)
+        ranking = losses.pairwise_ranking(predicted[:, 0], target[:, 0], torch.tensor(groups, device=device))
+        return regression + w["ranking"] * ranking, {"regression": regression.item(), "ranking": ranking.item()}
 
     @torch.no_grad()
     def evaluate(self, state, rows, device):
+        """tau_c against the mean rating on held-out images: over all captions, per language,
+        and the share of same-image caption pairs put in the raters' order."""
         from scoring.analysis.correlation import kendall_tau
 
-        predicted = torch.cat([state.head(self.features(state, rows[i:i + 512], device)).float()
-                               for i in range(0, len(rows), 512)]).cpu().numpy()
-        human = np.array([r["target"] for r in rows])
-        return {"tau_c": kendall_tau(predicted, human, variant="c"), "mse": float(np.mean((predicted - human) ** 2))}
+        captions = self._captions(rows)
+        predicted = self.predict(state, captions, device)
+        human = np.array([c["target"] for c in captions])
+        out = {"tau_c": kendall_tau(predicted, human, variant="c"), "mse": float(np.mean((predicted - human) ** 2))}
+        languages = np.array([c.get("language") or "" for c in captions])
+        for lang in sorted(set(languages) - {""}):
+            mask = languages == lang
+            if mask.sum() >= 2:
+                out[f"tau_c_{lang}"] = kendall_tau(predicted[mask], human[mask], variant="c")
+        return out
 
     def save(self, state, out):
+        config = state.config
+        about = {"mode": state.mode, "warnings": state.warnings}
+        if state.mode == "cross":
+            overall = nn.Linear(state.head.in_features, 1)
+            with torch.no_grad():
+                overall.weight.copy_(state.head.weight[:1])
+                overall.bias.copy_(state.head.bias[:1])
+            write_one_logit_head(state.itm.model.itm_head, overall)
+            save_backbone(state.itm, out)
+            (out / "caplens_r.json").write_text(json.dumps(
+                about | {"base": config.base, "aspects": list(ASPECTS),
+                         "reads": "the pair head's softmax(...)[1] is the predicted overall rating"},
+                indent=1, ensure_ascii=False), encoding="utf-8")
+            return
         from scoring.metrics.caplens_r import save_head
 
-        config = state.config
-        save_head(state.head, {
+        save_head(state.head, about | {
             "text_backbone": _backbone_name(config.base), "vision_backbone": _backbone_name(config.teacher),
-            "text_model": config.base, "vision_model": config.teacher, "warnings": state.warnings}, out)
+            "text_model": config.base, "vision_model": config.teacher}, out)
 
 
 def _backbone_name(ref: str) -> str | None:
@@ -592,5 +719,5 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
                "UMIC: ranking loss max(0, 0.2 − (S(I,X) − S(I,X̂))), one positive and four negatives, one-logit head",
                {"margin": losses.UMIC_MARGIN}),
     CaplensRRecipe("caplens-r", "CapLens-R", "caplens-r", "ratings",
-                   "CapLens-R: regression head on frozen features, fitted to a collection's human ratings"),
+                   "CapLens-R: the mean human rating learned from a collection's ratings (frozen-feature head, or an end-to-end cross-encoder)"),
 )}

@@ -159,6 +159,45 @@ def _restore_rng(state: dict, device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
+def split_rows(config: TrainConfig) -> tuple[list[dict], list[dict], str, dict]:
+    """(training rows, held-out rows, data hash, data description) of a run's config: the
+    held-out side is `heldout` when given (no image on both sides), else a seeded split by
+    image. The trainer uses it, and so does registration to score a run's held-out set."""
+    recipe = RECIPES[config.recipe]
+    rows, data_hash, data_about = recipe.load_rows(config)
+    rows = recipe.prepare_rows(rows, config)
+    if not rows:
+        raise ValueError(f"the set has no rows recipe {recipe.name} can use")
+    if config.heldout is None:
+        train_rows, heldout_rows = split_by_image(rows, config.heldout_fraction, config.seed)
+    else:
+        train_rows, heldout_rows = rows, recipe.prepare_rows(
+            recipe.load_rows(dataclasses.replace(config, data=config.heldout))[0], config)
+        shared = {image_key(r) for r in train_rows} & {image_key(r) for r in heldout_rows}
+        if shared:
+            raise ValueError(f"{len(shared)} image(s) are both in `data` and in `heldout`, e.g. {sorted(shared)[0]}")
+        if not heldout_rows:
+            raise ValueError(f"the held-out set has no rows recipe {recipe.name} can use")
+    return train_rows, heldout_rows, data_hash, data_about
+
+
+def _periodic_evaluation(config: TrainConfig, step: int, metrics: dict[str, float],
+                         history: list, best: dict | None, module: torch.nn.Module) -> dict | None:
+    """Record an evaluation; with `select_by`, the best so far (ties keep the earlier step),
+    holding a CPU copy of its weights."""
+    history.append((step, metrics))
+    if not config.select_by:
+        return best
+    if config.select_by not in metrics:
+        raise ValueError(f"select_by {config.select_by!r} is not a measure of this recipe; it reports "
+                         f"{', '.join(metrics)}")
+    value = metrics[config.select_by]
+    if best is None or (value == value and value > best["value"]):
+        best = {"step": step, "value": value,
+                "weights": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}}
+    return best
+
+
 def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None = None,
           log: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
           resume: bool = False) -> TrainResult:
@@ -187,20 +226,7 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
     torch.use_deterministic_algorithms(device.type == "cpu", warn_only=True)
 
     tell(0.0, "loading data")
-    rows, data_hash, data_about = recipe.load_rows(config)
-    rows = recipe.prepare_rows(rows, config)
-    if not rows:
-        raise ValueError(f"the set has no rows recipe {recipe.name} can use")
-    if config.heldout is None:
-        train_rows, heldout_rows = split_by_image(rows, config.heldout_fraction, config.seed)
-    else:
-        train_rows, heldout_rows = rows, recipe.prepare_rows(
-            recipe.load_rows(dataclasses.replace(config, data=config.heldout))[0], config)
-        shared = {image_key(r) for r in train_rows} & {image_key(r) for r in heldout_rows}
-        if shared:
-            raise ValueError(f"{len(shared)} image(s) are both in `data` and in `heldout`, e.g. {sorted(shared)[0]}")
-        if not heldout_rows:
-            raise ValueError(f"the held-out set has no rows recipe {recipe.name} can use")
+    train_rows, heldout_rows, data_hash, data_about = split_rows(config)
     eval_rows = heldout_rows[: config.max_heldout]
     say(f"{recipe.name}: {len(train_rows)} training rows, {len(heldout_rows)} held-out rows "
         f"({len({image_key(r) for r in heldout_rows})} images) on {device.type}")
@@ -233,12 +259,16 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
 
     losses: list[tuple[int, float]] = []
     step, elapsed_before = 0, 0.0
+    # Periodic held-out evaluations, and the best one's step, value and weights (`select_by`).
+    history: list[tuple[int, dict[str, float]]] = []
+    best: dict | None = None
     if resume:
         snapshot = torch.load(snapshot_path, map_location=device, weights_only=False)
         module.load_state_dict(snapshot["model"])
         optimizer.load_state_dict(snapshot["optimizer"])
         scheduler.load_state_dict(snapshot["scheduler"])
         step, losses, before = snapshot["step"], snapshot["losses"], snapshot["before"]
+        history, best = snapshot.get("history", []), snapshot.get("best")
         elapsed_before = snapshot["elapsed"]
         _restore_rng(snapshot["rng"], device)
         say(f"resumed at step {step}/{total}")
@@ -250,6 +280,7 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
         tmp = snapshot_path.with_suffix(".tmp")
         torch.save({"model": module.state_dict(), "optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict(), "step": step, "losses": losses, "before": before,
+                    "history": history, "best": best,
                     "elapsed": elapsed_before + time.time() - started, "rng": _rng_state(device)}, tmp)
         tmp.replace(snapshot_path)
 
@@ -292,10 +323,19 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
         tell(step / total, message)
         if step == 1 or step % max(1, total // 20) == 0 or step == total:
             say(message)
+        if config.eval_every and step % config.eval_every == 0 and step < total:
+            best = _periodic_evaluation(config, step, evaluate(f"step {step}"), history, best, module)
         if step % config.checkpoint_every == 0 and step < total:
             save_snapshot()
 
     after = evaluate("after")
+    selected_step = step
+    if config.select_by:
+        final = _periodic_evaluation(config, step, after, history, best, module)
+        if final is not None and final["step"] != step:
+            module.load_state_dict(final["weights"])
+            after, selected_step = history[[s for s, _ in history].index(final["step"])][1], final["step"]
+            say(f"kept the weights of step {selected_step} ({config.select_by} {final['value']:.4f} on the held-out rows)")
     warnings = state.warnings
     from transformers.utils import logging as hf_logging
 
@@ -306,20 +346,20 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
         hf_logging.enable_progress_bar()
     wall = elapsed_before + time.time() - started
     record = {
-        "recipe": recipe.name, "metric": recipe.metric, "backbone_kind": recipe.backbone_kind,
+        "recipe": recipe.name, "metric": recipe.metric, "backbone_kind": recipe.result_kind(config),
         "summary": recipe.summary, "config": config.to_dict(),
         "data": {"hash": data_hash, **data_about, "train_rows": len(train_rows), "heldout_rows": len(heldout_rows),
                  "heldout_images": len({image_key(r) for r in heldout_rows}), "evaluated_rows": len(eval_rows)},
         "git_commit": _git_commit(), "device": device.type if device.type == "cpu" else torch.cuda.get_device_name(device),
         "precision": str(autocast_dtype).removeprefix("torch.") if autocast_dtype else "fp32",
         "torch": torch.__version__, "steps": total, "stopped_early_at": stopped_early, "wall_s": round(wall, 1), "before": before, "after": after,
-        "losses": losses, "warnings": warnings, "lineage": lineage(config.base),
+        "selected_step": selected_step, "history": history, "losses": losses, "warnings": warnings, "lineage": lineage(config.base),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     (out / RESULT_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
     shutil.rmtree(out / ".resume", ignore_errors=True)
     tell(1.0, f"{recipe.name} done in {_clock(wall)}")
-    return TrainResult(out_dir=out, recipe=recipe.name, metric=recipe.metric, backbone_kind=recipe.backbone_kind,
+    return TrainResult(out_dir=out, recipe=recipe.name, metric=recipe.metric, backbone_kind=recipe.result_kind(config),
                        before=before, after=after, losses=losses, wall_s=wall, device=record["device"],
                        warnings=warnings)
 

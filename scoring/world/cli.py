@@ -22,7 +22,7 @@ def register(subparsers, parents) -> None:
 
     sets = sub.add_parser("sets", parents=parents, help="write scoring inputs, rated collection, fine-tuning and retrieval sets")
     sets.add_argument("out", type=Path)
-    sets.add_argument("--split", default="heldout", choices=("train", "validation", "heldout"))
+    sets.add_argument("--split", default="test", choices=("train", "validation", "test", "heldout"))
     sets.add_argument("--scenes", type=int, default=200)
     sets.add_argument("--size", type=int, default=128, help="image side in pixels")
     sets.set_defaults(handler=_sets)

@@ -22,20 +22,20 @@ from scoring.csv_safe import write_csv
 
 from .annotators import panel
 from .captions import describe_short, realise, scene_captions
-from .errors import candidates_for
+from .errors import Candidate, candidates_for
 from .grammar import LANGUAGES
 from .render import render_scene
 from .scene import Scene, generate_scenes
-
-SPLITS = {"train": 0, "validation": 500_000, "heldout": 1_000_000}  # first seed of each split
-
+from .splits import split_range
 
 def split_scenes(split: str, count: int) -> list[Scene]:
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+    """The first `count` scenes of a seed range (`scoring.world.splits`)."""
+    seeds = split_range(split)
     if count < 1:
         raise ValueError("a split needs at least one scene")
-    return generate_scenes(SPLITS[split], count)
+    if count > seeds.stop - seeds.first:
+        raise ValueError(f"the {seeds.name} range holds {seeds.stop - seeds.first} scenes, not {count}")
+    return generate_scenes(seeds.first, count)
 
 
 def _write_images(out: Path, scenes: list[Scene], size: int) -> dict[str, str]:
@@ -82,10 +82,10 @@ def scene_references(scene: Scene, langs=LANGUAGES) -> dict[str, list[str]]:
     return {lang: [realise(other, lang).text] for lang in langs}
 
 
-def rated_rows(scenes: list[Scene], langs=LANGUAGES, annotators: int = 3, styles=("short", "long")) -> list[dict]:
-    """One row per candidate and annotator: caption, its errors, oracle and the simulated rating."""
-    raters = panel(annotators)
-    rows = []
+def rating_candidates(scenes: list[Scene], langs=LANGUAGES, styles=("short", "long")) -> list[tuple[str, Scene, str, Candidate, list[str]]]:
+    """What a rating study shows: (caption key, scene, style, candidate, references) for every
+    candidate caption of every scene in every language, in a fixed order."""
+    out = []
     for scene in scenes:
         caps = scene_captions(scene, ("en",))
         references = scene_references(scene, langs)
@@ -94,10 +94,18 @@ def rated_rows(scenes: list[Scene], langs=LANGUAGES, annotators: int = 3, styles
                 continue
             for k, cand in enumerate(candidates_for(scene, caps[style]["en"].description, tuple(langs))):
                 key = f"{scene.scene_id}-{style}-{cand.caption.lang}-{k}"
-                base = {"caption_id": key, "image_id": scene.scene_id, **cand.to_dict(),
-                        "references": references[cand.caption.lang]}
-                for rater in raters:
-                    rows.append({**base, **rater.rate(cand, key)})
+                out.append((key, scene, style, cand, references[cand.caption.lang]))
+    return out
+
+
+def rated_rows(scenes: list[Scene], langs=LANGUAGES, annotators: int = 3, styles=("short", "long")) -> list[dict]:
+    """One row per candidate and annotator: caption, its errors, oracle and the simulated rating."""
+    raters = panel(annotators)
+    rows = []
+    for key, scene, _style, cand, references in rating_candidates(scenes, langs, styles):
+        base = {"caption_id": key, "image_id": scene.scene_id, **cand.to_dict(), "references": references}
+        for rater in raters:
+            rows.append({**base, **rater.rate(cand, key)})
     return rows
 
 

@@ -94,3 +94,26 @@ def test_caplens_r_features():
     assert x.tolist() == pytest.approx(expected, abs=1e-6)
     no_refs = features(np.array([[1.0, 0.0]]), np.array([[0.6, 0.8]]), [np.zeros((0, 2))])[0]
     assert no_refs[1:5].tolist() == [0.0, 0.0, 0.0, 0.0] and no_refs[5:7].tolist() == pytest.approx([0.6, 0.8])
+
+
+def test_masked_regression_weights_known_cells_only():
+    # cells: (0.5-1)^2=0.25 w1, (0-0)^2=0 w0.5, NaN skipped; (1-0)^2=1 w1, (0.2-0)^2=0.04 w0.5
+    # -> (0.25*1 + 0*0.5 + 1*1 + 0.04*0.5) / (1 + 0.5 + 1 + 0.5) = 1.27 / 3
+    predicted = t([0.5, 0.0, 0.3], [1.0, 0.2, 0.9])
+    target = t([1.0, 0.0, float("nan")], [0.0, 0.0, float("nan")])
+    value = losses.masked_regression(predicted, target, t(1.0, 0.5, 2.0))
+    assert value.item() == pytest.approx(1.27 / 3)
+
+
+def test_pairwise_ranking_counts_only_ordered_pairs_of_one_image():
+    # image 0: ratings 0.9 > 0.5 (gap 0.4 > 0.05), predictions 0.6, 0.8: margin -0.2
+    # image 1: ratings 0.50, 0.52 (gap below 0.05): no pair; image 0 vs image 1 never paired
+    # -> softplus(0.2 / 0.1) = log(1 + e^2)
+    predicted = t(0.6, 0.8, 0.1, 0.9)
+    target = t(0.9, 0.5, 0.50, 0.52)
+    groups = torch.tensor([0, 0, 1, 1])
+    value = losses.pairwise_ranking(predicted, target, groups, min_gap=0.05, temperature=0.1)
+    assert value.item() == pytest.approx(math.log(1 + E ** 2), rel=1e-5)
+    # no qualifying pair: 0, and still differentiable
+    flat = losses.pairwise_ranking(predicted[2:], target[2:], groups[2:])
+    assert flat.item() == 0.0 and flat.requires_grad == predicted.requires_grad
