@@ -10,6 +10,7 @@ import json
 import zipfile
 
 import pytest
+from scipy.stats import rankdata
 
 from annotation.acting import acting
 from annotation.auth_sessions import log_in
@@ -71,7 +72,15 @@ def test_failure_cases_rank_disagreement_and_unmoved_perturbations(server, resea
     scorer = get_scorer(server.ctx.profile)
     cases = collection_failure_cases(researcher, server.collection, scorer, ["BLEU-1", "CLIP-S"],
                                      "metric and humans disagree")
-    assert set(cases["metric"]) <= {"BLEU-1", "CLIP-S"}
+    assert set(cases["metric"]) == {"BLEU-1", "CLIP-S"}
+    for metric in ("BLEU-1", "CLIP-S"):  # one row per rated caption and metric: the 3 seeded, at least
+        ids = cases.loc[cases["metric"] == metric, "caption_id"].tolist()
+        assert len(ids) == len(set(ids)) and set(server.caption_ids.values()) <= set(ids)
+    # rank gap = percentile rank of the metric minus that of the humans, among the captions of
+    # one language (ties share their mean rank), recomputed here with scipy
+    for _, group in cases.groupby(["metric", "lang"]):
+        expected = (rankdata(group["metric score"].astype(float)) - rankdata(group["human"].astype(float))) / len(group)
+        assert group["rank gap"].astype(float).tolist() == pytest.approx(expected.tolist())
     gaps = cases["rank gap"].abs().tolist()
     assert gaps == sorted(gaps, reverse=True)
     moved = collection_failure_cases(researcher, server.collection, scorer, ["CLIP-S"], UNMOVED)
