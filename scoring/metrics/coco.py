@@ -8,13 +8,17 @@ Two pieces are re-implemented around the toolkit's jars for robustness, not arit
 
 * PTB tokenisation writes its temporary file to the system temp dir (the toolkit writes
   into its installed package folder) and caches tokenised strings, so an edited caption
-  re-tokenises only itself;
+  re-tokenises only itself; every line separator of a text becomes a space first (the
+  toolkit flattens only \\n, so a \\r, \\v, \\f, U+2028 or U+2029 in one caption there gives
+  every later text of the batch another's tokens), and the tokenizer must return exactly one
+  line per text;
 * METEOR talks to one long-lived ``meteor-1.5.jar -stdio`` process with the toolkit's
   SCORE/EVAL protocol, but under a lock that is always released, with a read timeout, and
   restarts the process after any failure (the toolkit's wrapper deadlocks after one error).
 
 CIDEr-D's IDF comes from the references of the items scored together, as in the toolkit:
-scores of one item change with the set it is scored in, and a single item always gets 0.
+scores of one item change with the set it is scored in, and a single item always gets 0
+(so such values have no score fingerprint and are never stored: `scoring.fingerprint`).
 A corpus scored in batches passes `CiderDocumentFrequency` (counted over the whole
 reference corpus first) so that every batch uses the corpus IDF.
 """
@@ -63,21 +67,25 @@ def require_java() -> str:
 _ptb_cache = LRUCache(262144)
 
 
+def one_line(text: str) -> str:
+    """`text` as one tokenizer input line: every line boundary ``str.splitlines`` knows (\\n, \\r,
+    \\r\\n, \\v, \\f, \\x1c-\\x1e, \\x85, U+2028, U+2029) becomes a space. The PTB tokenizer starts a
+    new output line at \\n, \\r, \\v, \\f, U+2028 and U+2029, which would shift every later text
+    of the batch onto another text's tokens; it reads the others as a space or as punctuation
+    that the toolkit drops, so turning them into spaces changes no caption's tokens."""
+    return " ".join(text.splitlines())
+
+
 def ptb_tokenize(texts: list[str]) -> list[str]:
     """The toolkit's tokenisation of each text (PTBTokenizer -preserveLines -lowerCase,
-    then the toolkit's punctuation list removed); cached per text."""
+    then the toolkit's punctuation list removed); cached per text, keyed by its `one_line`
+    form. The tokenizer must give back exactly one line per text, else MetricUnavailable."""
     from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, STANFORD_CORENLP_3_4_1_JAR
 
     java = require_java()
-    out: dict[str, str] = {}
-    todo = []
-    for text in texts:
-        flat = text.replace("\n", " ").replace("\r", " ")
-        cached = _ptb_cache.get(flat)
-        if cached is not None:
-            out[text] = cached
-        elif flat not in todo:
-            todo.append(flat)
+    flats = [one_line(text) for text in texts]
+    tokenised = {flat: cached for flat in set(flats) if (cached := _ptb_cache.get(flat)) is not None}
+    todo = [flat for flat in dict.fromkeys(flats) if flat not in tokenised]
     if todo:
         jar = _toolkit_dir() / "tokenizer" / STANFORD_CORENLP_3_4_1_JAR
         with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as handle:
@@ -93,16 +101,16 @@ def ptb_tokenize(texts: list[str]) -> list[str]:
         if run.returncode != 0:
             raise MetricUnavailable(f"PTB tokenizer failed: {run.stderr.decode(errors='replace').strip()[:200]}")
         lines = run.stdout.decode().split("\n")
-        if len(lines) < len(todo):
-            raise MetricUnavailable(f"PTB tokenizer returned {len(lines)} lines for {len(todo)} captions")
+        if len(lines) != len(todo):
+            # Nothing is cached: a line out of step would give every later text another's tokens.
+            raise MetricUnavailable(
+                f"the PTB tokenizer returned {len(lines)} lines for {len(todo)} texts (it must return one per text); "
+                "no n-gram score was computed"
+            )
         for flat, line in zip(todo, lines):
-            tokens = " ".join(w for w in line.rstrip().split(" ") if w not in PUNCTUATIONS)
-            _ptb_cache.put(flat, tokens)
-    result = []
-    for text in texts:
-        flat = text.replace("\n", " ").replace("\r", " ")
-        result.append(out.get(text) or _ptb_cache.get(flat) or "")
-    return result
+            tokenised[flat] = " ".join(w for w in line.rstrip().split(" ") if w not in PUNCTUATIONS)
+            _ptb_cache.put(flat, tokenised[flat])
+    return [tokenised[flat] for flat in flats]
 
 
 def _tokenised(context: ScoreContext) -> tuple[list[int], dict[int, list[str]], dict[int, list[str]]]:
