@@ -1,9 +1,11 @@
 """Stored metric scores of a collection and the collection views the analysis takes.
 
-The MetricScore table keeps one value per caption, metric and checkpoint fingerprint
-(`scoring.fingerprint.score_fingerprint`), so a value is never served for another checkpoint.
+The MetricScore table keeps one value per caption, metric and score fingerprint
+(`scoring.fingerprint.score_fingerprint`: checkpoints, every metric setting and CIDEr-D's
+document frequencies), so a value is never served for another checkpoint, setting or IDF;
+CIDEr-D values that have no fingerprint (no document frequencies) are not stored.
 `collection_scores` is what Analyze and Failure cases show: one row per caption, read from the
-MetricScore cache under the scorer's checkpoint fingerprint and scored now only where no value
+MetricScore cache under the scorer's score fingerprints and scored now only where no value
 is stored. `into_collection` turns a public rating set into a collection through the
 all-or-nothing importer.
 """
@@ -172,21 +174,31 @@ def _document_frequency(captions: list[dict]):
         return None
 
 
+def _score_keys(scorer, names: Sequence[str], captions: list[dict]):
+    """({metric: its score_fingerprint, or None where its values must not be stored}, the CIDEr-D
+    document frequencies of `captions`' images or None). CIDEr-D takes its IDF from every image
+    of the request, not from each batch of SCORE_BATCH captions (a caption's value would then
+    depend on its batch), and is keyed by those frequencies: another set of images is another
+    IDF, so another value. Without frequencies (no references, no Java) it is not stored."""
+    cider = any(scorer.registry.metrics[name].family == "cider" for name in names)
+    frequencies = _document_frequency(captions) if cider else None
+    return {name: score_fingerprint(scorer, name, frequencies) for name in names}, frequencies
+
+
 def _cached_or_scored(session, scorer, captions: list[dict], metrics: Sequence[str],
                       progress: Progress | None = None) -> tuple[dict[str, dict[int, float | None]], dict[str, str]]:
-    """Values of `metrics` for `captions` by caption id: read from MetricScore for the scorer's
-    fingerprint, and only captions without a cached value are scored (in batches) and stored.
-    Returns ({metric: {caption_id: value}}, {metric: reason} for metrics that cannot run)."""
+    """Values of `metrics` for `captions` by caption id: read from MetricScore under each
+    metric's score fingerprint, and only captions without a stored value are scored (in
+    batches) and stored. Returns ({metric: {caption_id: value}}, {metric: reason} for metrics
+    that cannot run)."""
 
     names = [scorer.canonical_name(m) for m in metrics]
     ids = [row["caption_id"] for row in captions]
-    values = {name: cached_metric_scores(session, name, score_fingerprint(scorer, name), ids) for name in names}
+    keys, corpus = _score_keys(scorer, names, captions)
+    values = {name: cached_metric_scores(session, name, keys[name], ids) if keys[name] else {} for name in names}
     missing = [row for row in captions if any(row["caption_id"] not in values[name] for name in names)]
     cached = len(captions) - len(missing)
     unavailable: dict[str, str] = {}
-    # CIDEr-D's document frequencies from every image of the request, not from each batch of
-    # SCORE_BATCH captions: otherwise a caption's value would depend on its batch.
-    corpus = _document_frequency(captions) if missing and any(n.startswith("CIDEr") for n in names) else None
     extra = {} if corpus is None else {"cider_document_frequency": corpus}
     report = _progress_reporter(progress, len(captions), cached)
     for start in range(0, len(missing), SCORE_BATCH):
@@ -200,7 +212,8 @@ def _cached_or_scored(session, scorer, captions: list[dict], metrics: Sequence[s
                 unavailable[name] = result.unavailable
                 continue
             scored = {row["caption_id"]: value for row, value in zip(chunk, result.values)}
-            cache_metric_scores(session, name, score_fingerprint(scorer, name), scored)
+            if keys[name] is not None:
+                cache_metric_scores(session, name, keys[name], scored)
             values[name].update(scored)
     if report is not None and missing:
         report(len(missing), 0)
@@ -228,7 +241,7 @@ def _progress_reporter(progress: Progress | None, total: int, cached: int):
 def fill_metric_cache(session, user, scorer, collection: str, metrics: Sequence[str],
                       progress: Progress | None = None) -> dict[str, str]:
     """Cache `metrics` for every caption of `collection` in MetricScore (scoring only captions
-    not cached for the scorer's checkpoints). Images come from the database's image store;
+    not cached under the scorer's score fingerprints). Images come from the database's image store;
     references are the image's reference captions in the caption's language. Returns
     {metric: reason} for metrics that cannot run."""
 
@@ -247,7 +260,7 @@ def collection_scores(session, user, collection: str, scorer, metrics: Sequence[
     collection, then one numeric column per metric (NaN where it cannot score the caption);
     `attrs["unavailable"]` = {metric: reason} for metrics that cannot run.
 
-    Scores come from the MetricScore cache for the scorer's checkpoint fingerprints; only
+    Scores come from the MetricScore cache under the scorer's score fingerprints; only
     captions without one are scored, and are cached for the next call (researcher/admin).
     """
 
@@ -287,7 +300,13 @@ def cached_metric_names(session, user, collection: str, scorer) -> list[str]:
     ids = select(Caption.id).where(in_collection(get_collection(session, collection)))
     stored = set(session.execute(select(MetricScore.metric, MetricScore.checkpoint_fingerprint)
                                  .where(MetricScore.caption_id.in_(ids)).distinct()).all())
-    return [name for name in scorer.metric_names() if (name, score_fingerprint(scorer, name)) in stored]
+    names = [name for name in scorer.metric_names() if name in {metric for metric, _ in stored}]
+    # Keyed as collection_scores keys them: CIDEr-D by the IDF of the collection's captions.
+    cider = any(scorer.registry.metrics[name].family == "cider" for name in names)
+    captions = [r for r in captions_table(session, user, get_collection(session, collection))
+                if r["kind"] != "reference"] if cider else []
+    keys, _ = _score_keys(scorer, names, captions)
+    return [name for name in names if keys[name] is not None and (name, keys[name]) in stored]
 
 
 def collection_ratings(session, user, collection: str) -> pd.DataFrame:

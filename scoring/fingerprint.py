@@ -1,13 +1,23 @@
 """Fingerprints: of image content (the key of the image store and of the embedding caches) and
-of checkpoints (the one key under which a metric's values are stored and reused).
+of a metric's scores (the one key under which its values are stored and reused).
 
-A value scored with one checkpoint must never be served for another, so the key digests the
-profile, each backbone's label and source and, for local checkpoints, their files' sizes and
-modification times (a checkpoint retrained in place gets a new key).
+A stored value may only be served where scoring again would give the same value, so a score's
+key digests everything the value depends on: the metric's registry row (every setting but its
+display name: family, variant, w, prefix, token limit, BLEU order, extra fields such as SPECS'
+scale), the row of each backbone it reads (kind, source, revision, tokenizer, token limit,
+precision) and, for local checkpoints, their files' sizes and modification times (a checkpoint
+retrained in place gets a new key), and for CIDEr-D the document frequencies its IDF comes from.
+CIDEr-D with the IDF of the items scored together has no key: its value depends on the batch.
+Not digested: a hub checkpoint's files (it is keyed by repository and revision name, so a
+revision that moves, such as "main", must be pinned to a commit), and where a value was computed
+(the device, the precision picked for it when the backbone's row names none, fast or reference
+image preprocessing), which moves values by floating-point rounding only.
 """
 from __future__ import annotations
 
 import hashlib
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 
@@ -19,23 +29,63 @@ def content_fingerprint(*parts: bytes) -> str:
     return digest.hexdigest()
 
 
-def _checkpoint_identity(spec) -> str:
-    """Label and source of a backbone; a local checkpoint adds its files' sizes and times, so
-    one retrained in place at the same path gets a new fingerprint."""
-    parts = [spec.label, spec.source]
-    if spec.path is not None and Path(spec.path).exists():
-        root = Path(spec.path)
+def _checkpoint_files(spec) -> list[str]:
+    """Name, size and modification time of every local file a backbone loads (its `path`, a
+    tokenizer folder, a `head_file`), so one retrained in place at the same path gets a new
+    fingerprint; none for a hub checkpoint."""
+    roots = [spec.path, spec.tokenizer if isinstance(spec.tokenizer, Path) else None, spec.extra.get("head_file")]
+    found = []
+    for root in (Path(r) for r in roots if r and Path(r).exists()):
         files = [root] if root.is_file() else sorted(f for f in root.rglob("*") if f.is_file())
-        parts += [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
-    return "|".join(parts)
+        found += [f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
+    return found
 
 
-def score_fingerprint(scorer, metric: str) -> str:
-    """Cache key of `metric`'s values under `scorer`: the profile plus a digest of the metric's
-    backbones (label, checkpoint source and, for local checkpoints, their files), so values
-    from another profile or checkpoint are never reused. Toolkit metrics have no backbone."""
-    spec = scorer.registry.metrics[scorer.canonical_name(metric)]
-    backbones = [scorer.registry.backbones[b] for b in (spec.backbone, spec.vision_backbone) if b]
-    identity = " + ".join(_checkpoint_identity(b) for b in backbones) or "toolkit"
-    return f"{scorer.profile}:{hashlib.sha1(identity.encode('utf-8')).hexdigest()[:16]}"
+def _backbones_read(registry, spec) -> list[str]:
+    """Names of the backbones `spec`'s values depend on: its text and vision backbones, any
+    backbone an extra field names (CapLens-R's text_backbone), and the backbones those borrow
+    a tokenizer from (``tokenizer = "@clip"``)."""
+    wanted = [spec.backbone, spec.vision_backbone]
+    wanted += [value for value in spec.extra.values() if isinstance(value, str)]
+    found: list[str] = []
+    while wanted:
+        name = wanted.pop(0)
+        if not name or name in found or name not in registry.backbones:
+            continue
+        found.append(name)
+        tokenizer = registry.backbones[name].tokenizer
+        if isinstance(tokenizer, str) and tokenizer.startswith("@"):
+            wanted.append(tokenizer[1:])
+    return found
 
+
+def document_frequency_digest(frequencies) -> str:
+    """SHA-1 of CIDEr-D document frequencies (a `coco.CiderDocumentFrequency`): the number of
+    reference sets and every n-gram's count."""
+    digest = hashlib.sha1(str(frequencies.reference_sets).encode())
+    for ngram, count in sorted(frequencies.counts.items()):
+        digest.update(f"{' '.join(ngram)}\t{count}\n".encode("utf-8"))
+    return digest.hexdigest()
+
+
+def score_fingerprint(scorer, metric: str, document_frequency=None) -> str | None:
+    """Key of `metric`'s values under `scorer`: ``<profile>:<16 hex digits>``, a digest of every
+    setting of the metric's registry row but its display name, of each backbone it reads (its
+    registry row and a local checkpoint's files) and, for CIDEr-D, of `document_frequency` (a
+    `coco.CiderDocumentFrequency`, the IDF its values were or will be computed with).
+
+    None for CIDEr-D without `document_frequency`: its IDF then comes from the items scored
+    together, so a value depends on the batch it was scored in and must not be stored.
+    `document_frequency` is ignored for every other metric."""
+    registry = scorer.registry
+    spec = registry.metrics[scorer.canonical_name(metric)]
+    frequencies = None
+    if spec.family == "cider":
+        if document_frequency is None:
+            return None
+        frequencies = document_frequency_digest(document_frequency)
+    setting = {key: value for key, value in asdict(spec).items() if key != "name"}
+    backbones = [[asdict(registry.backbones[name]), _checkpoint_files(registry.backbones[name])]
+                 for name in _backbones_read(registry, spec)]
+    payload = json.dumps([setting, backbones, frequencies], sort_keys=True, default=str)
+    return f"{scorer.profile}:{hashlib.sha1(payload.encode('utf-8')).hexdigest()[:16]}"

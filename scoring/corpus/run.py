@@ -40,6 +40,7 @@ import pandas as pd
 
 from scoring.corpus.manifest import CorpusRow, Manifest, read_manifest
 from scoring.csv_safe import frame_to_csv
+from scoring.fingerprint import score_fingerprint
 
 SCORE_COLUMNS = ["id", "model", "metric", "score", "metric_version", "checkpoint_hash"]
 ERROR_COLUMNS = ["row", "id", "model", "image", "reason"]
@@ -97,18 +98,12 @@ class CorpusReport:
 
 
 # -- plan ------------------------------------------------------------------------------------
-def _metric_version(spec, checkpoint_hash: str, frequencies_digest: str | None) -> str:
-    """Digest of the metric's parameters, its checkpoint fingerprint and (CIDEr-D) the corpus IDF."""
-    parameters = {k: v for k, v in asdict(spec).items() if k != "name"}
-    payload = json.dumps([parameters, checkpoint_hash, frequencies_digest], sort_keys=True, default=str)
-    return hashlib.sha1(payload.encode("utf-8")).hexdigest()[:12]
-
-
-def _frequencies_digest(frequencies) -> str:
-    digest = hashlib.sha1(str(frequencies.reference_sets).encode())
-    for ngram, count in sorted(frequencies.counts.items()):
-        digest.update(f"{' '.join(ngram)}\t{count}\n".encode("utf-8"))
-    return digest.hexdigest()
+def _metric_version(scorer, name: str, frequencies) -> str:
+    """The metric's score fingerprint (`scoring.fingerprint.score_fingerprint`: its checkpoints,
+    every setting and, for CIDEr-D, the corpus document frequencies), so any change to what its
+    values depend on scores the rows again; also the key a collection stores them under.
+    CIDEr-D without frequencies (no Java) cannot score at all; its version only marks that."""
+    return score_fingerprint(scorer, name, frequencies) or f"{scorer.profile}:no-document-frequencies"
 
 
 def _progress_bar(total: int | None, unit: str, desc: str, enabled: bool):
@@ -203,7 +198,6 @@ def plan_corpus(manifest: Manifest, out: Path, *, profile: str | None = None, me
                 show_progress: bool = False) -> CorpusPlan:
     """Resolve the metrics and their versions, count CIDEr-D document frequencies when asked,
     and write the work shards of the rows the output lacks."""
-    from scoring.fingerprint import score_fingerprint
     from scoring.api import Scorer
 
     if batch_rows < 1:
@@ -213,16 +207,13 @@ def plan_corpus(manifest: Manifest, out: Path, *, profile: str | None = None, me
     names = [n for n in scorer.metric_names() if n in set(names)]
     if not names:
         raise ValueError("no metric to score")
-    families = {n: scorer.registry.metrics[n].family for n in names}
-    frequencies = digest = None
-    if "cider" in families.values() and shutil.which("java"):
+    frequencies = None
+    if any(scorer.registry.metrics[n].family == "cider" for n in names) and shutil.which("java"):
         frequencies = cider_document_frequency(manifest, show_progress)
-        digest = _frequencies_digest(frequencies)
     plans = []
     for name in names:
-        checkpoint = score_fingerprint(scorer, name)
-        idf = digest if families[name] == "cider" else None
-        plans.append(MetricPlan(name, _metric_version(scorer.registry.metrics[name], checkpoint, idf), checkpoint))
+        version = _metric_version(scorer, name, frequencies)
+        plans.append(MetricPlan(name, version, version))
 
     out.mkdir(parents=True, exist_ok=True)
     for folder in ("scores", "errors"):
