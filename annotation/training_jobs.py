@@ -6,6 +6,12 @@ status, progress fraction and ETA, the loss curve, its log lines, and when it en
 before/after numbers and the metric version it registered (``scoring.user_registry``).
 Jobs live in this process, keyed by id, so a page reload finds them again.
 
+A smoke or tiny preset (``is_scratch_preset``) trains into its owner's scratch folder and
+registers nothing: nobody else's metric list changes until its owner registers it on purpose
+(``register_training``). Registration refuses a version that gives its held-out captions one
+constant score. A job, and the version it registered, can be deleted (``delete_training``);
+so can a registered version whose job is gone (``delete_version``).
+
 Who may train is checked here, not in the UI: every public function takes the acting
 user's id and requires the researcher or admin role; a user sees and cancels their own
 jobs, an admin everyone's.
@@ -29,7 +35,8 @@ from annotation.errors import public_text, user_message
 from scoring.api import metric_names
 from scoring.archives import extract_zip
 from scoring.paths import data_dir
-from scoring.user_registry import register_run
+from scoring.training.measures import compare
+from scoring.user_registry import register_run, registered_versions, unregister
 
 LOG = logging.getLogger(__name__)
 ACTIVE = ("queued", "running")  # the other statuses: done, failed, cancelled
@@ -65,6 +72,8 @@ class JobView:
     metric_name: str | None
     warnings: list[str]
     error: str | None
+    scratch: bool = False  # a smoke/tiny run kept in its owner's scratch folder
+    registerable: bool = False  # finished, not registered: its owner may register it
 
     @property
     def active(self) -> bool:
@@ -97,23 +106,30 @@ class _Job:
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
+    scratch: bool = False  # registers only when its owner asks (register())
+    result: Any = None  # the TrainResult, kept for a registration on request
+    refused: bool = False  # registration was refused (the reason is in message)
 
 
 class JobRunner:
     """Queues per device, one worker thread per busy device."""
 
-    def __init__(self, train: TrainFunction | None = None, register: Callable[..., str] = register_run):
+    def __init__(self, train: TrainFunction | None = None, register: Callable[..., str] = register_run,
+                 unregister_version: Callable[[str], None] = unregister):
         self._train = train
         self._register = register
+        self._unregister = unregister_version
         self._jobs: dict[str, _Job] = {}
         self._queues: dict[str, deque[str]] = {}
         self._busy: set[str] = set()
         self._lock = threading.RLock()
 
-    def submit(self, config, owner_id: int, owner: str, preset: str, data: str, profile: str | None = None) -> JobView:
-        """Queue ``config``; the result registers for ``profile`` when the run names none."""
+    def submit(self, config, owner_id: int, owner: str, preset: str, data: str, profile: str | None = None,
+               scratch: bool = False) -> JobView:
+        """Queue ``config``; the result registers for ``profile`` when the run names none, and
+        with ``scratch`` only when register() asks."""
         job = _Job(id=uuid.uuid4().hex[:12], owner_id=owner_id, owner=owner, config=config, preset=preset,
-                   data=data, device=_device_of(config), profile=profile)
+                   data=data, device=_device_of(config), profile=profile, scratch=scratch)
         with self._lock:
             self._jobs[job.id] = job
             self._queues.setdefault(job.device, deque()).append(job.id)
@@ -149,6 +165,45 @@ class JobRunner:
                 job.message = "cancelling at the next step…"
                 self._note(job, "cancel requested")
             return self._view(job)
+
+    def register(self, job_id: str) -> JobView:
+        """Register a finished, unregistered run now (a scratch run, on its owner's request).
+        ValueError with the reason when it cannot be (not finished, refused by the check)."""
+        with self._lock:
+            job = self._get(job_id)
+            if job.metric_name:
+                raise ValueError(f"this run is already registered as {job.metric_name}")
+            if job.status != "done" or job.result is None:
+                raise ValueError(f"only a finished run can be registered; this one is {job.status}")
+        self._note(job, "registering on request")
+        self._register_result(job)
+        with self._lock:
+            if job.metric_name is None:
+                raise ValueError(job.message)
+            return self._view(job)
+
+    def delete(self, job_id: str) -> str | None:
+        """Forget an ended job, take the version it registered out of the registry and remove
+        its run folder; returns that version. A queued or running job must be cancelled first."""
+        with self._lock:
+            job = self._get(job_id)
+            if job.status in ACTIVE:
+                raise ValueError("cancel this job before deleting it")
+            if job.metric_name:
+                try:
+                    self._unregister(job.metric_name)
+                except LookupError:
+                    pass  # already taken out of the registry by hand
+            shutil.rmtree(job.config.out, ignore_errors=True)
+            del self._jobs[job_id]
+            return job.metric_name
+
+    def forget_version(self, name: str) -> None:
+        """A registered version was deleted elsewhere: the job that registered it no longer names it."""
+        with self._lock:
+            for job in self._jobs.values():
+                if job.metric_name == name:
+                    job.metric_name, job.message = None, f"its version {name} was deleted"
 
     def wait(self, job_id: str, timeout: float) -> JobView:
         """Block until the job has ended or ``timeout`` seconds passed (CLI and tests)."""
@@ -191,9 +246,22 @@ class JobRunner:
             job.losses = [(int(s), float(v)) for s, v in result.losses] or job.losses
             job.warnings = list(result.warnings)
             job.progress, job.eta_s = 1.0, 0.0
+            job.result = result
+            if job.scratch:
+                job.status, job.finished = "done", time.time()
+                job.message = (f"done: kept in your scratch space, not registered (preset {job.preset} is a smoke "
+                               "run); press “Register as a metric version” to offer it to everyone")
+                self._note(job, job.message)
+                return
             self._note(job, "training finished; registering the result")
+        self._register_result(job)
+        with self._lock:
+            job.status, job.finished = "done", time.time()
+
+    def _register_result(self, job: _Job) -> None:
+        """Register the job's result; the job's message says what happened."""
         try:
-            name = self._register(result, fallback_profile=job.profile)
+            name = self._register(job.result, fallback_profile=job.profile, owner=job.owner)
         except (ValueError, OSError) as exc:
             name, message = None, f"trained, but not registered: {public_message(exc)}"
         else:
@@ -201,8 +269,7 @@ class JobRunner:
             if job.profile and name not in metric_names(job.profile):
                 message += f" for the profile of its base models, not this app's profile {job.profile}"
         with self._lock:
-            job.metric_name, job.message = name, message
-            job.status, job.finished = "done", time.time()
+            job.metric_name, job.message, job.refused = name, message, name is None
             self._note(job, message)
 
     def _progress(self, job: _Job, fraction: float, message: str) -> None:
@@ -236,19 +303,10 @@ class JobRunner:
             status=job.status, progress=job.progress, message=public_message(job.message), eta_s=job.eta_s,
             elapsed_s=(end - job.started) if job.started else 0.0,
             queue_position=queue.index(job.id) + 1 if job.id in queue else None,
-            losses=list(job.losses), log=list(job.log), comparison=comparison(job.before, job.after),
-            metric_name=job.metric_name, warnings=list(job.warnings), error=job.error,
+            losses=list(job.losses), log=list(job.log), comparison=compare(job.before, job.after, job.config.recipe),
+            metric_name=job.metric_name, warnings=list(job.warnings), error=job.error, scratch=job.scratch,
+            registerable=job.status == "done" and job.result is not None and not job.metric_name and not job.refused,
         )
-
-
-def comparison(before: dict[str, float], after: dict[str, float]) -> list[dict[str, Any]]:
-    """Before/after rows, one per held-out number, with the change."""
-    rows = []
-    for key in sorted(set(before) | set(after)):
-        b, a = before.get(key), after.get(key)
-        rows.append({"metric": key, "before": b, "after": a,
-                     "change": a - b if isinstance(a, (int, float)) and isinstance(b, (int, float)) else None})
-    return rows
 
 
 def public_message(error: BaseException | str) -> str:
@@ -309,12 +367,18 @@ def training_options() -> dict[str, dict[str, Any]]:
             for name, recipe in RECIPES.items()}
 
 
+def is_scratch_preset(preset: str) -> bool:
+    """A smoke or tiny preset: seconds-long runs that test the pipeline, never a metric for others."""
+    return preset.endswith("-tiny") or "smoke" in preset
+
+
 def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: str | None = None,
                    collection: str | None = None, profile: str | None = None,
                    jobs: JobRunner | None = None) -> JobView:
     """Queue a run of ``recipe`` with config ``preset`` on the preset's data, an uploaded set
     (a set folder zipped, or its JSONL/Parquet/CSV data file) or a collection's exported set.
-    ``profile`` (the app's) is where the result registers if the run names no profile."""
+    ``profile`` (the app's) is where the result registers if the run names no profile. A
+    smoke/tiny preset runs in the owner's scratch folder and registers only on request."""
     from annotation.acting import acting
     from scoring.training import RECIPES, load_config
 
@@ -327,7 +391,9 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
     if preset_recipe != recipe:
         raise ValueError(f"preset {preset} is for recipe {preset_recipe}, not {recipe}")
     stamp = f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
-    overrides: dict[str, Any] = {"out": str(data_dir() / "runs" / f"{recipe}-{stamp}")}
+    scratch = is_scratch_preset(preset)
+    runs = data_dir() / "runs" / "scratch" / _slug(owner) if scratch else data_dir() / "runs"
+    overrides: dict[str, Any] = {"out": str(runs / f"{recipe}-{stamp}")}
     if set_file:
         overrides["data"] = str(_unpack_set(Path(set_file), data_dir() / "sets" / f"upload-{stamp}"))
         about = f"uploaded set {Path(set_file).name}"
@@ -339,7 +405,7 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
     else:
         about = "the preset's data"
     config = load_config(preset, **overrides)
-    return (jobs or runner()).submit(config, owner_id, owner, preset, about, profile)
+    return (jobs or runner()).submit(config, owner_id, owner, preset, about, profile, scratch=scratch)
 
 
 @dataclass(frozen=True)
@@ -348,6 +414,7 @@ class TrainingBoard:
 
     current: JobView | None
     jobs: list[JobView]
+    deleted_version: str | None = None  # the version a deletion took out of the metric lists
 
 
 def training_board(user_id: int | None, job_id: str | None = None, *, jobs: JobRunner | None = None) -> TrainingBoard:
@@ -368,6 +435,44 @@ def cancel_training(user_id: int | None, job_id: str, *, jobs: JobRunner | None 
     jobs = jobs or runner()
     _check_access(user_id, jobs, job_id)
     return jobs.cancel(job_id)
+
+
+def register_training(user_id: int | None, job_id: str, *, jobs: JobRunner | None = None) -> TrainingBoard:
+    """Register a finished run on purpose (a scratch run): its owner or an admin. ValueError
+    with the reason when it is refused (e.g. it scores every held-out caption the same).
+    Returns the board showing the registered job."""
+    jobs = jobs or runner()
+    _check_access(user_id, jobs, job_id)
+    jobs.register(job_id)
+    return training_board(user_id, job_id, jobs=jobs)
+
+
+def delete_training(user_id: int | None, job_id: str, *, jobs: JobRunner | None = None) -> TrainingBoard:
+    """Delete an ended job: its registered version leaves every metric list, its run folder
+    is removed. Returns the board without it, naming the version deleted with it."""
+    jobs = jobs or runner()
+    _check_access(user_id, jobs, job_id)
+    deleted = jobs.delete(job_id)
+    board = training_board(user_id, jobs=jobs)
+    return TrainingBoard(board.current, board.jobs, deleted)
+
+
+def deletable_versions(user_id: int | None) -> list[str]:
+    """The registered versions this user may delete: those they registered, every one for an admin."""
+    _, name, admin = _researcher(user_id)
+    return [v["name"] for v in registered_versions() if admin or v["registered_by"] == name]
+
+
+def delete_version(user_id: int | None, name: str, *, jobs: JobRunner | None = None) -> list[str]:
+    """Take a registered version out of every metric list (its run folder stays); the user's
+    own versions, or any for an admin. Returns the versions they may still delete."""
+    if name not in deletable_versions(user_id):
+        if any(v["name"] == name for v in registered_versions()):
+            raise PermissionError(f"{name} was registered by another user")
+        raise LookupError(f"{name} is not a registered version")
+    unregister(name)
+    (jobs or runner()).forget_version(name)
+    return deletable_versions(user_id)
 
 
 def _check_access(user_id: int | None, jobs: JobRunner, job_id: str) -> None:

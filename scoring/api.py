@@ -74,19 +74,20 @@ class Scorer:
     """Metrics of one registry profile with shared, lazily loaded backbones and caches."""
 
     def __init__(self, profile: str | Path | None = None, device: str | None = None, preprocess: str | None = None,
-                 threads: int | None = None):
+                 threads: int | None = None, registry: Registry | None = None):
         """``preprocess``: "fast" (on the device) or "reference" (each checkpoint's own image
         processor); default fast on CUDA, reference elsewhere (docs/scoring.md). ``threads``:
         the CPU threads scoring may keep busy (torch's and the pipeline's; default: torch's
         choice, with text and image passes overlapping). One runs every stage in turn, so a
-        worker given one CPU, such as a Ray actor, uses one and no more."""
+        worker given one CPU, such as a Ray actor, uses one and no more. ``registry``: one already
+        loaded instead of the profile's (registration scores a new entry before writing it)."""
         if threads is not None:
             if threads < 1:
                 raise ValueError("threads must be at least 1")
             torch.set_num_threads(threads)
-        self._profile_request = profile
+        self._profile_request = profile if registry is None else registry.profile
         self._overrides_stamp = overrides_stamp()
-        self.registry: Registry = load_registry(profile)
+        self.registry: Registry = registry if registry is not None else load_registry(profile)
         if self.registry.profile == "tiny":
             from scoring.tiny import ensure_tiny_checkpoints
 

@@ -10,6 +10,9 @@ CLI's ``--metrics`` and the app's /score see the new version like any other metr
 
 New entries are appended as text (the user's own comments and overrides stay as they are),
 the result is parsed before it replaces the file, and writers are serialised by a lock file.
+Before it is written, the new version scores its run's held-out captions: a version that is
+unavailable there, or gives every caption the same score, is refused with the reason.
+:func:`unregister` takes a version out of the metric lists again.
 """
 from __future__ import annotations
 
@@ -41,7 +44,12 @@ COMPANIONS = {"mcs": {"vision_backbone": "teacher"},
               "caplens-r": {"text_backbone": "base", "vision_backbone": "teacher"}}
 COMPANION_FIELDS = ("vision_backbone", "text_backbone")
 # Metric-spec fields a registered version carries for its card (not formula parameters).
-CARD_FIELDS = ("recipe", "trained_on", "trained_at", "run", "device", "before", "after")
+CARD_FIELDS = ("recipe", "trained_on", "trained_at", "run", "device", "before", "after", "registered_by")
+# Held-out rows a new version scores before it is written (the registration check).
+HELDOUT_CHECK_ROWS = 64
+# The caption a held-out row of each set kind scores: the first of these it has.
+CAPTION_KEYS = ("caption", "candidate", "original", "positive", "base")
+MARKER = "# Registered by CapLens: "
 
 
 def user_registry_path() -> Path:
@@ -49,7 +57,8 @@ def user_registry_path() -> Path:
 
 
 def register_run(result: "TrainResult | str | os.PathLike", *, version: str | None = None,
-                 profile: str | None = None, fallback_profile: str | None = None) -> str:
+                 profile: str | None = None, fallback_profile: str | None = None, owner: str | None = None,
+                 check: bool = True) -> str:
     """Register a finished run as a new version of its metric; returns the new metric name.
 
     ``result`` is a TrainResult or a run folder holding ``training.json``.  ``version``
@@ -59,6 +68,9 @@ def register_run(result: "TrainResult | str | os.PathLike", *, version: str | No
     (the app's); with none of them it is registered for every profile, which is refused when
     the version borrows a profile's backbone (an MCS image tower its run did not name).
     Backbones the run named by folder come along as entries of their own (see _companions).
+    ``owner`` (the account registering it) goes on the card. With ``check``, the version first
+    scores up to HELDOUT_CHECK_ROWS of the run's held-out rows and is refused (ValueError,
+    nothing written) when it cannot score them or gives them all the same score.
     """
     run = _run_record(result)
     profile = profile or _profile_of(run["config"]) or fallback_profile
@@ -73,6 +85,8 @@ def register_run(result: "TrainResult | str | os.PathLike", *, version: str | No
         backbones = {backbone: {"kind": run["backbone_kind"], "path": str(run["out_dir"]),
                                 "label": f"{name}: {run['recipe']} run {run['out_dir'].name} (CapLens-trained)"}}
         metric = _metric_fields(base, backbone, run)
+        if owner:
+            metric["registered_by"] = owner
         for field_name, (companion, companion_fields) in _companions(base, backbone, run["config"]).items():
             metric[field_name] = companion
             if companion_fields:
@@ -81,8 +95,96 @@ def register_run(result: "TrainResult | str | os.PathLike", *, version: str | No
         if borrowed and profile is None:
             raise ValueError(f"{run['metric']} uses backbone(s) {', '.join(borrowed)} of a profile: "
                              "name the profile to register for")
-        _write_checked(path, _entry_text(profile, backbones, name, metric), profile)
+        _write_checked(path, _entry_text(profile, backbones, name, metric), profile,
+                       check=(lambda registry: check_heldout(registry, name, run)) if check else None)
     return name
+
+
+def unregister(name: str) -> None:
+    """Take a registered version (and the backbones registered with it) out of the user
+    registry; its run folder stays. LookupError when CapLens registered no such version."""
+    path = user_registry_path()
+    with _locked(path):
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        lines = text.splitlines(keepends=True)
+        start = next((i for i, line in enumerate(lines) if line.rstrip("\n") == MARKER + name), None)
+        if start is None:
+            raise LookupError(f"{name} is not a version registered by CapLens")
+        end = start + 1
+        while end < len(lines) and not lines[end].startswith(MARKER):
+            end += 1
+        # The entry ends at its metric table's last field; anything the user wrote after it stays.
+        header = next(i for i in range(start, end) if lines[i].rstrip().endswith(f"metrics.{_key(name)}]"))
+        stop = header + 1
+        while stop < end and lines[stop].strip() and not lines[stop].lstrip().startswith(("[", "#")):
+            stop += 1
+        if start > 0 and not lines[start - 1].strip():
+            start -= 1  # the blank line written before the marker
+        _replace_checked(path, "".join(lines[:start] + lines[stop:]), None)
+
+
+def registered_versions() -> list[dict[str, Any]]:
+    """Versions CapLens registered, oldest first: name, profile (None: every profile), recipe,
+    trained_at and registered_by (None when not recorded)."""
+    data = _read(user_registry_path())
+    sections = [(None, data.get("metrics", {}))]
+    sections += [(profile, section.get("metrics", {})) for profile, section in data.get("profiles", {}).items()]
+    found = []
+    for profile, metrics in sections:
+        for name, fields in metrics.items():
+            if isinstance(fields, dict) and "run" in fields and "recipe" in fields:
+                found.append({"name": name, "profile": profile, "recipe": fields.get("recipe"),
+                              "trained_at": fields.get("trained_at"), "registered_by": fields.get("registered_by")})
+    return sorted(found, key=lambda v: str(v["trained_at"]))
+
+
+def heldout_items(run: dict[str, Any], limit: int = HELDOUT_CHECK_ROWS) -> list:
+    """Up to ``limit`` ScoreItems from the held-out rows of a run record (its saved config,
+    split as the trainer split it), one caption per row."""
+    from scoring.api import ScoreItem
+    from scoring.training.config import config_from_dict
+    from scoring.training.trainer import split_rows
+
+    values = {"recipe": run["recipe"], "out": str(run["out_dir"]), **run["config"]}
+    try:
+        _, held, _, _ = split_rows(config_from_dict(values, run["out_dir"]))
+    except (ValueError, OSError, KeyError) as exc:
+        raise ValueError(f"its held-out set cannot be rebuilt ({exc})") from None
+    items = []
+    for row in (caption for group in held for caption in group.get("captions", [group])):  # per-image groups too
+        caption = next((row[k] for k in CAPTION_KEYS if isinstance(row.get(k), str) and row[k].strip()), None)
+        if caption is None:
+            continue
+        references = row.get("references")
+        items.append(ScoreItem(row.get("image"), caption,
+                               list(references) if isinstance(references, (list, tuple)) else [],
+                               row.get("language") or row.get("lang") or "en"))
+        if len(items) >= limit:
+            break
+    return items
+
+
+def check_heldout(registry, name: str, run: dict[str, Any]) -> None:
+    """Refuse (ValueError) a version that cannot score its run's held-out captions or gives
+    them all the same score: such a metric ranks nothing."""
+    from scoring.api import Scorer
+
+    try:
+        items = heldout_items(run)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    if len(items) < 2:
+        raise ValueError(f"{name}: its held-out set has {len(items)} caption(s) to score, "
+                         "too few to tell whether it separates captions")
+    result = Scorer(registry=registry).score(items, [name])[name]
+    if result.unavailable:
+        raise ValueError(f"{name} cannot score its held-out set ({result.unavailable})")
+    values = [v for v in result.values if v is not None and math.isfinite(v)]
+    if len(values) < 2:
+        raise ValueError(f"{name} gave {len(values)} of {len(items)} held-out captions a score")
+    if max(values) - min(values) < 1e-6:
+        raise ValueError(f"{name} gives all {len(values)} held-out captions the same score "
+                         f"({values[0]:.4g}), so it cannot tell a better caption from a worse one")
 
 
 def training_note(spec: MetricSpec) -> str:
@@ -219,6 +321,8 @@ def _companions(base: MetricSpec, backbone: str, config: dict[str, Any]) -> dict
     from scoring.training.models import detect_kind
 
     found = {}
+    if base.family == "caplens-r" and not config.get("teacher"):
+        return found  # a cross-mode CapLens-R reads no other backbone
     for field_name, config_key in COMPANIONS.get(base.family, {}).items():
         ref = config.get(config_key)
         if not isinstance(ref, str) or not ref:
@@ -234,7 +338,9 @@ def _companions(base: MetricSpec, backbone: str, config: dict[str, Any]) -> dict
 
 def _metric_fields(base: MetricSpec, backbone: str, run: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {"family": base.family, "backbone": backbone}
-    if base.variant:
+    if base.family == "caplens-r":  # the run decides: a cross-encoder folder, or a frozen-feature head
+        fields["variant"] = "cross" if run["backbone_kind"] == "blip-itm" else "frozen"
+    elif base.variant:
         fields["variant"] = base.variant
     if base.vision_backbone:
         fields["vision_backbone"] = base.vision_backbone
@@ -261,7 +367,7 @@ def _finite(value: Any) -> bool:
 
 def _entry_text(profile: str | None, backbones: dict[str, dict], metric: str, metric_fields: dict) -> str:
     where = f"profiles.{_key(profile)}." if profile else ""
-    lines = [f"\n# Registered by CapLens: {metric}"]
+    lines = [f"\n{MARKER}{metric}"]
     for backbone, fields in backbones.items():
         lines += [f"[{where}backbones.{_key(backbone)}]", *(f"{_key(k)} = {_value(v)}" for k, v in fields.items()), ""]
     lines += [f"[{where}metrics.{_key(metric)}]"]
@@ -314,19 +420,33 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _write_checked(path: Path, addition: str, profile: str | None) -> None:
-    """Append ``addition``; the file must still load for every profile it touches before it
-    replaces the old one, so a bad entry can never break the registry."""
+def _write_checked(path: Path, addition: str, profile: str | None, check=None) -> None:
+    """Append ``addition`` (see _replace_checked)."""
     current = path.read_text(encoding="utf-8") if path.is_file() else ""
     updated = current + ("" if not current or current.endswith("\n") else "\n") + addition
+    _replace_checked(path, updated, profile, check)
+
+
+def _replace_checked(path: Path, updated: str, profile: str | None, check=None) -> None:
+    """Replace the file's text with ``updated``; it must still load for every profile it touches
+    (all with ``profile`` None) before it replaces the old one, so a bad edit can never break
+    the registry. ``check(registry)`` then sees the new registry of ``profile`` (else the default
+    one) and may refuse the edit by raising ValueError."""
     handle, temporary = tempfile.mkstemp(prefix=".registry-", suffix=".toml", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(updated)
         others = [f for f in override_files() if f != path.resolve()]
-        for name in [profile] if profile else available_profiles():
-            load_registry(name, overrides=[Path(temporary), *others])
+        loaded = {name: load_registry(name, overrides=[Path(temporary), *others])
+                  for name in ([profile] if profile else available_profiles())}
     except (RegistryError, OSError) as exc:
         Path(temporary).unlink(missing_ok=True)
         raise RegistryError(f"the new entry would break the registry ({exc}); nothing written") from None
+    if check is not None:
+        try:
+            check(loaded.get(profile or default_profile()) or load_registry(
+                default_profile(), overrides=[Path(temporary), *others]))
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
     os.replace(temporary, path)

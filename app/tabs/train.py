@@ -4,10 +4,17 @@ Pick a recipe, a config preset and the data (the preset's own, an uploaded set, 
 collection's exported set); the run is a job of `annotation.training_jobs` (one per device,
 the rest queued). A timer reads the job's state every second: progress bar with ETA, loss
 curve, log, and at the end the held-out numbers before and after side by side plus the
-metric version it registered. The job lives on the server, so after a reload (and a new
-login) the tab finds it again. The library checks the role; this tab only shows its answers.
+metric version it registered. A smoke/tiny preset registers nothing until its owner presses
+"Register as a metric version"; an ended job, or a registered version, can be deleted. The
+job lives on the server, so after a reload (and a new login) the tab finds it again. The
+library checks the role; this tab only shows its answers.
+
+Every view of a job goes through `Panel` and `show`: a new output (another plot) is one more
+field of Panel and one more entry in show's dict.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass, fields
 
 import gradio as gr
 import pandas as pd
@@ -21,7 +28,11 @@ from app.session import account_id, collection_dropdown
 
 PRESET_DATA, SET_FILE, COLLECTION = "the preset's data", "a set file", "a collection"
 REFRESH_S = 1.0
-EMPTY_RESULT = pd.DataFrame(columns=["held-out number", "before", "after", "change"])
+# The numbers first (readable on a phone without scrolling sideways), the explanation last.
+RESULT_COLUMNS = ["held-out measure", "before", "after", "change", "better", "scale", "what it measures"]
+RESULT_WIDTHS = ["12%", "9%", "9%", "20%", "10%", "15%", "25%"]
+EMPTY_RESULT = pd.DataFrame(columns=RESULT_COLUMNS)
+BETTER = {"higher": "higher ↑", "lower": "lower ↓", "neither": "neither (context)"}
 JOB_COLUMNS = ["job", "owner", "recipe", "preset", "data", "status", "progress", "metric version"]
 PROBLEMS = (PermissionError, ValueError, LookupError, OSError)
 
@@ -55,14 +66,25 @@ def loss_figure(view: jobs.JobView | None) -> go.Figure:
     return figure
 
 
+def _shown(value: float | None) -> str:
+    return "undefined" if value is None else f"{value:.4g}"
+
+
+def _change(row: dict) -> str:
+    """The change with what it means; where there is none, why."""
+    return row["verdict"] if row["change"] is None else f"{row['change']:+.4g} ({row['verdict']})"
+
+
 def result_table(view: jobs.JobView | None) -> pd.DataFrame:
+    """One row per held-out number: what it measures, which way is better, its scale, and the
+    change in words (never a bare NaN or delta)."""
     if view is None or not view.comparison:
         return EMPTY_RESULT
     return pd.DataFrame([
-        {"held-out number": row["metric"], "before": render.format_score(row["before"]),
-         "after": render.format_score(row["after"]), "change": render.format_score(row["change"])}
+        {"held-out measure": row["key"], "what it measures": row["measure"], "better": BETTER[row["better"]],
+         "scale": row["scale"], "before": _shown(row["before"]), "after": _shown(row["after"]), "change": _change(row)}
         for row in view.comparison
-    ])
+    ], columns=RESULT_COLUMNS)
 
 
 def status_text(view: jobs.JobView | None) -> str:
@@ -80,34 +102,56 @@ def status_text(view: jobs.JobView | None) -> str:
 
 def jobs_table(listed: list[jobs.JobView]) -> pd.DataFrame:
     return pd.DataFrame(
-        [{"job": j.id, "owner": j.owner, "recipe": j.recipe, "preset": j.preset, "data": j.data, "status": j.status,
+        [{"job": j.id, "owner": j.owner, "recipe": j.recipe, "preset": j.preset, "data": j.data,
+          "status": j.status + (" (scratch)" if j.scratch and not j.metric_name else ""),
           "progress": f"{100 * j.progress:.0f} %", "metric version": j.metric_name or ""} for j in listed],
         columns=JOB_COLUMNS)
 
 
-def show(view: jobs.JobView | None, listed: list[jobs.JobView] | None = None):
-    """(job id, timer, status, bar, curve, result, log, job list, registered version) for a
-    job view; the list stays as it is when not given."""
-    return (
-        None if view is None else view.id,
-        gr.Timer(active=bool(view and view.active)),
-        status_text(view),
-        progress_bar(view),
-        loss_figure(view),
-        result_table(view),
-        "" if view is None else "\n".join(view.log),
-        gr.skip() if listed is None else jobs_table(listed),
-        view.metric_name if view is not None and view.metric_name else gr.skip(),
-    )
+@dataclass
+class Panel:
+    """The components that show one job (and the list of jobs)."""
+
+    job_id: gr.State
+    timer: gr.Timer
+    status: gr.Textbox
+    bar: gr.HTML
+    curve: gr.Plot
+    result: gr.Dataframe
+    log: gr.Textbox
+    listed: gr.Dataframe
+    registry_event: gr.State  # changes whenever a version is registered or deleted
+    register: gr.Button
+    delete: gr.Button
+
+    def outputs(self) -> list:
+        return [getattr(self, f.name) for f in fields(self)]
 
 
-def problem(exc: Exception):
+def show(panel: Panel, view: jobs.JobView | None, listed: list[jobs.JobView] | None = None) -> dict:
+    """Every component of the panel for a job view; the job list stays as it is when not given."""
+    return {
+        panel.job_id: None if view is None else view.id,
+        panel.timer: gr.Timer(active=bool(view and view.active)),
+        panel.status: status_text(view),
+        panel.bar: progress_bar(view),
+        panel.curve: loss_figure(view),
+        panel.result: result_table(view),
+        panel.log: "" if view is None else "\n".join(view.log),
+        panel.listed: gr.skip() if listed is None else jobs_table(listed),
+        panel.registry_event: f"+{view.metric_name}" if view is not None and view.metric_name else gr.skip(),
+        panel.register: gr.Button(visible=bool(view and view.registerable)),
+        panel.delete: gr.Button(visible=bool(view and not view.active)),
+    }
+
+
+def problem(panel: Panel, exc: Exception) -> dict:
     """Leave everything as it is and say why (no traceback, no server paths)."""
-    return (gr.skip(), gr.skip(), jobs.public_message(exc), *[gr.skip()] * 6)
+    return {component: gr.skip() for component in panel.outputs()} | {panel.status: jobs.public_message(exc)}
 
 
 def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.CheckboxGroup) -> None:
-    """The tab; ``score_metrics`` (the Score tab's metric list) gains each version a job registers."""
+    """The tab; ``score_metrics`` (the Score tab's metric list) follows the versions registered and deleted."""
     try:
         options, unavailable = jobs.training_options(), ""
     except ImportError as exc:  # a deployment without the training stack
@@ -116,7 +160,8 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
     presets = options[recipes[0]]["presets"] if recipes else []
     login_notice("train", "**Fine-tune a metric** on the synthetic world, an uploaded fine-tuning set or a "
                  "collection, as a background job. A finished run becomes a new version of its metric (e.g. "
-                 "`PR-MCS@world-2026-11-23`) in the Score tab, the API and the CLI.", RESEARCH_ROLES, user_state)
+                 "`PR-MCS@world-2026-11-23`) in the Score tab, the API and the CLI; a smoke run (a `-tiny` "
+                 "preset) stays in your scratch space until you register it.", RESEARCH_ROLES, user_state)
     with gr.Row():
         with gr.Column(scale=1):
             recipe = gr.Dropdown(recipes, value=recipes[0] if recipes else None, label="Recipe", elem_id="train-recipe")
@@ -133,21 +178,31 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
             with gr.Row():
                 start = gr.Button("Start training", variant="primary", elem_id="train-start")
                 cancel = gr.Button("Cancel job", variant="stop", elem_id="train-cancel")
+            with gr.Accordion("Registered versions", open=False, elem_id="train-versions-box"):
+                versions = gr.Dropdown([], label="Versions you may delete (yours; an admin's: all)",
+                                       elem_id="train-versions")
+                delete_version = gr.Button("Delete this version from every metric list", variant="stop",
+                                           elem_id="train-delete-version")
+                versions_note = gr.Textbox(label="", show_label=False, interactive=False, elem_id="train-versions-note")
         with gr.Column(scale=2):
             status = gr.Textbox(label="Job", value=unavailable, lines=4, interactive=False, elem_id="train-status")
             bar = gr.HTML(progress_bar(None), elem_id="train-progress")
             with gr.Row():
-                curve = gr.Plot(loss_figure(None), label="Loss curve", elem_id="train-loss")
-                result = gr.Dataframe(EMPTY_RESULT, label="Held-out numbers: before and after training",
-                                      interactive=False, elem_id="train-result")
+                register = gr.Button("Register as a metric version", variant="primary", visible=False,
+                                     elem_id="train-register")
+                delete = gr.Button("Delete this job and its version", variant="stop", visible=False,
+                                   elem_id="train-delete")
+            curve = gr.Plot(loss_figure(None), label="Loss curve", elem_id="train-loss")
+            result = gr.Dataframe(EMPTY_RESULT, label="Held-out numbers: before and after training",
+                                  interactive=False, wrap=True, column_widths=RESULT_WIDTHS, elem_id="train-result")
             log = gr.Textbox(label="Log", lines=8, max_lines=16, interactive=False, autoscroll=True,
                              elem_id="train-log")
             listed = gr.Dataframe(pd.DataFrame(columns=JOB_COLUMNS), label="Your jobs (click one to show it)",
                                   interactive=False, elem_id="train-jobs")
-    job_id = gr.State(None)
-    timer = gr.Timer(REFRESH_S, active=False)
-    registered = gr.State(None)  # the metric version the shown job registered
-    outputs = [job_id, timer, status, bar, curve, result, log, listed, registered]
+    panel = Panel(job_id=gr.State(None), timer=gr.Timer(REFRESH_S, active=False), status=status, bar=bar,
+                  curve=curve, result=result, log=log, listed=listed, registry_event=gr.State(None),
+                  register=register, delete=delete)
+    outputs = panel.outputs()
 
     def on_start(recipe_name, preset_name, data_source, upload, collection_name, request: gr.Request):
         try:
@@ -156,33 +211,68 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
                 set_file=upload if data_source == SET_FILE else None,
                 collection=collection_name if data_source == COLLECTION else None, profile=ctx.profile)
         except PROBLEMS as exc:
-            return problem(exc)
-        return show(view)
+            return problem(panel, exc)
+        return show(panel, view)
 
     def on_tick(current, request: gr.Request):
         if not current:
-            return (gr.skip(), gr.Timer(active=False), *[gr.skip()] * 7)
+            return {component: gr.skip() for component in outputs} | {panel.timer: gr.Timer(active=False)}
         try:
             board = jobs.training_board(account_id(request), current)
         except PROBLEMS as exc:
-            return (gr.skip(), gr.Timer(active=False), *problem(exc)[2:])
-        return show(board.current, board.jobs)
+            return problem(panel, exc) | {panel.timer: gr.Timer(active=False)}
+        return show(panel, board.current, board.jobs)
 
     def on_cancel(current, request: gr.Request):
         try:
-            return show(jobs.cancel_training(account_id(request), current))
+            return show(panel, jobs.cancel_training(account_id(request), current))
         except PROBLEMS as exc:
-            return problem(exc)
+            return problem(panel, exc)
+
+    def on_register(current, request: gr.Request):
+        try:
+            board = jobs.register_training(account_id(request), current)
+        except PROBLEMS as exc:
+            return problem(panel, exc)
+        return show(panel, board.current, board.jobs)
+
+    def on_delete(current, request: gr.Request):
+        try:
+            board = jobs.delete_training(account_id(request), current)
+        except PROBLEMS as exc:
+            return problem(panel, exc)
+        gone = board.deleted_version
+        return show(panel, None, board.jobs) | {
+            panel.status: f"Job {current} deleted" + (f", and its version {gone} with it." if gone else "."),
+            panel.registry_event: f"-{gone}" if gone else gr.skip()}
 
     def on_login(state, request: gr.Request):
         """After a (re)login: the user's running job, else their last one."""
         if not state:
-            return show(None, [])
+            return show(panel, None, [])
         try:
             board = jobs.training_board(account_id(request))
         except PROBLEMS as exc:
-            return (None, gr.Timer(active=False), jobs.public_message(exc), *show(None, [])[3:])
-        return show(board.current, board.jobs)
+            return show(panel, None, []) | {panel.status: jobs.public_message(exc)}
+        return show(panel, board.current, board.jobs)
+
+    def on_versions(state, request: gr.Request):
+        if not state:
+            return gr.Dropdown(choices=[], value=None)
+        try:
+            names = jobs.deletable_versions(account_id(request))
+        except PROBLEMS:
+            names = []
+        return gr.Dropdown(choices=names, value=None)
+
+    def on_delete_version(name, request: gr.Request):
+        if not name:
+            return gr.skip(), "Choose a version first.", gr.skip()
+        try:
+            left = jobs.delete_version(account_id(request), name)
+        except PROBLEMS as exc:
+            return gr.skip(), jobs.public_message(exc), gr.skip()
+        return gr.Dropdown(choices=left, value=None), f"{name} deleted from every metric list.", f"-{name}"
 
     def on_pick(table: pd.DataFrame, event: gr.SelectData):
         """Show the clicked job: the next timer tick reads it."""
@@ -200,10 +290,16 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
     recipe.change(on_recipe, recipe, [preset, summary], api_visibility="private")
     source.change(on_source, source, [set_file, collection], api_visibility="private")
     start.click(on_start, [recipe, preset, source, set_file, collection], outputs, api_visibility="private")
-    timer.tick(on_tick, job_id, outputs, api_visibility="private", show_progress="hidden")
-    cancel.click(on_cancel, job_id, outputs, api_visibility="private")
+    panel.timer.tick(on_tick, panel.job_id, outputs, api_visibility="private", show_progress="hidden")
+    cancel.click(on_cancel, panel.job_id, outputs, api_visibility="private")
+    register.click(on_register, panel.job_id, outputs, api_visibility="private")
+    delete.click(on_delete, panel.job_id, outputs, api_visibility="private")
+    delete_version.click(on_delete_version, versions, [versions, versions_note, panel.registry_event],
+                         api_visibility="private")
     user_state.change(on_login, user_state, outputs, api_visibility="private")
-    listed.select(on_pick, listed, [job_id, timer], api_visibility="private")
-    registered.change(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None, score_metrics,
-                      api_visibility="private")
+    user_state.change(on_versions, user_state, versions, api_visibility="private")
+    listed.select(on_pick, listed, [panel.job_id, panel.timer], api_visibility="private")
+    panel.registry_event.change(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None,
+                                score_metrics, api_visibility="private")
+    panel.registry_event.change(on_versions, user_state, versions, api_visibility="private")
     user_state.change(collection_dropdown, None, collection, api_visibility="private")

@@ -47,9 +47,21 @@ def fit_line(config, *, progress=None, log=None, cancel=None):
         progress(step / config.steps, f"fit-line step {step}/{config.steps} loss {loss.item():.4f}")
     out = Path(config.out)
     build_clip_folder(out)
-    (out / "training.json").write_text(json.dumps({"config": {"data": {"world": {"scenes": 8}}, "base": "tiny:clip"}}))
+    (out / "training.json").write_text(json.dumps({"config": {
+        "data": {"world": {"scenes": 8, "size": 32, "languages": ["en"]}}, "base": "tiny:clip", "heldout_fraction": 0.3}}))
     return SimpleNamespace(out_dir=out, recipe="pac-s", metric="PAC-S", backbone_kind="clip", before=before,
                            after={"mse": heldout()}, losses=losses, wall_s=0.1, device="cpu", warnings=[])
+
+
+def fit_flat(config, **kwargs):
+    """fit_line, but the checkpoint's image projection is all zeros: every caption scores 0."""
+    from transformers import CLIPModel
+
+    result = fit_line(config, **kwargs)
+    model = CLIPModel.from_pretrained(result.out_dir)
+    torch.nn.init.zeros_(model.visual_projection.weight)
+    model.save_pretrained(result.out_dir)
+    return result
 
 
 def running(runner, job_id):
@@ -79,7 +91,7 @@ def test_one_job_per_device_the_rest_queued_then_both_finish_and_register(data_d
     assert view.progress == 1.0 and view.eta_s == 0.0 and len(view.losses) == 20
     assert view.losses[-1][1] < view.losses[0][1] / 10
     [row] = view.comparison
-    assert row["metric"] == "mse" and row["after"] < row["before"] and row["change"] == row["after"] - row["before"]
+    assert row["key"] == "mse" and row["after"] < row["before"] and row["change"] == row["after"] - row["before"]
     assert view.metric_name and view.metric_name.startswith("PAC-S@world-")
     assert done[1].metric_name.endswith("-2") and {view.metric_name, done[1].metric_name} <= set(metric_names("tiny"))
     assert any("32 training rows" in line for line in view.log) and view.message == f"done: registered as {view.metric_name}"
@@ -207,13 +219,18 @@ def test_a_collection_trains_with_the_real_trainer_and_registers(accounts, engin
     assert job.data == "collection shapes"
     view = runner.wait(job.id, 240)
     assert view.status == "done", view.log
-    assert view.metric_name.startswith("UMIC@shapes-") and view.comparison
+    # A tiny preset stays in rita's scratch space until she registers it on purpose.
+    assert view.scratch and view.registerable and view.metric_name is None and view.comparison
+    assert not [n for n in metric_names("tiny") if n.startswith("UMIC@")]
+    view = tj.register_training(rita.id, job.id, jobs=runner).current
+    assert view.metric_name.startswith("UMIC@shapes-") and not view.registerable
     spec = load_registry("tiny").metrics[view.metric_name]
     assert (spec.family, spec.variant) == ("itm", "umic")
     assert spec.extra["trained_on"].startswith("umic set of collection 'shapes' (12 rows)")
 
     # The same set uploaded as the zip of its folder trains too.
-    exported = next((Path(spec.extra["run"]).parents[1] / "sets").glob("shapes-*"))
+    assert Path(spec.extra["run"]).parent.name == "rita" and Path(spec.extra["run"]).parents[1].name == "scratch"
+    exported = next((Path(spec.extra["run"]).parents[3] / "sets").glob("shapes-*"))
     archive = shutil.make_archive(str(tmp_path / "shapes-set"), "zip", exported.parent, exported.name)
     uploaded = tj.start_training(rita.id, "umic", "umic-tiny", set_file=archive, profile="tiny", jobs=runner)
     assert uploaded.data == "uploaded set shapes-set.zip"
@@ -227,3 +244,73 @@ def test_a_version_registered_for_another_profile_says_so(data_dir, tmp_path):
     view = runner.wait(runner.submit(config(tmp_path, "a"), 1, "rita", "tiny", "d", profile="hub").id, 60)
     assert view.status == "done" and view.metric_name in metric_names("tiny")
     assert view.message.endswith("not this app's profile hub")
+
+
+def test_a_scratch_run_registers_only_when_its_owner_asks(data_dir, tmp_path):
+    """A smoke/tiny run changes nobody's metric list; its owner registers it with the button."""
+    assert tj.is_scratch_preset("pr-mcs-tiny") and not tj.is_scratch_preset("pr-mcs")
+    runner = tj.JobRunner(train=fit_line)
+    view = runner.wait(runner.submit(config(tmp_path, "a"), 1, "rita", "pac-s-tiny", "d", scratch=True).id, 60)
+    assert view.status == "done" and view.metric_name is None and view.registerable, view.message
+    assert "scratch space, not registered" in view.message
+    assert not [n for n in metric_names("tiny") if "@" in n]
+    registered = runner.register(view.id)
+    assert registered.metric_name.startswith("PAC-S@world-") and registered.metric_name in metric_names("tiny")
+    assert not registered.registerable and registered.message == f"done: registered as {registered.metric_name}"
+    from scoring.registry import load_registry
+
+    assert load_registry("tiny").metrics[registered.metric_name].extra["registered_by"] == "rita"
+    with pytest.raises(ValueError, match="already registered"):
+        runner.register(view.id)
+
+
+def test_a_version_scoring_every_heldout_caption_the_same_is_refused(data_dir, tmp_path):
+    runner = tj.JobRunner(train=fit_flat)
+    view = runner.wait(runner.submit(config(tmp_path, "flat"), 1, "rita", "pac-s", "d").id, 120)
+    assert view.status == "done" and view.metric_name is None and not view.registerable
+    assert view.message.startswith("trained, but not registered: PAC-S@world-")
+    assert "gives all" in view.message and "held-out captions the same score (0)" in view.message
+    assert not [n for n in metric_names("tiny") if "@" in n]
+
+
+def test_a_run_and_its_version_can_be_deleted(data_dir, tmp_path):
+    runner = tj.JobRunner(train=fit_line)
+    gate = threading.Event()
+    active = runner.submit(config(tmp_path, "busy", gate=gate), 1, "rita", "pac-s", "d")
+    running(runner, active.id)
+    with pytest.raises(ValueError, match="cancel this job"):
+        runner.delete(active.id)
+    gate.set()
+    view = runner.wait(active.id, 60)
+    assert view.metric_name in metric_names("tiny") and (tmp_path / "busy").is_dir()
+    runner.delete(view.id)
+    assert view.metric_name not in metric_names("tiny") and not (tmp_path / "busy").exists()
+    assert runner.jobs() == []
+    with pytest.raises(LookupError):
+        runner.view(view.id)
+
+
+def test_a_registered_version_is_deleted_by_its_owner_or_an_admin(accounts, engine, tmp_path):
+    from annotation.accounts import create_user
+    from db.session import session_scope
+
+    with session_scope(engine) as session:
+        other = create_user(session, "otto", "researcher", None)
+    rita, root = accounts["rita"], accounts["root"]
+    runner = tj.JobRunner(train=fit_line)
+    first = runner.wait(runner.submit(config(tmp_path, "a"), rita.id, "rita", "pac-s", "d").id, 60)
+    second = runner.wait(runner.submit(config(tmp_path, "b"), rita.id, "rita", "pac-s", "d").id, 60)
+    names = [first.metric_name, second.metric_name]
+    assert tj.deletable_versions(rita.id) == names and tj.deletable_versions(other.id) == []
+    with pytest.raises(PermissionError, match="another user"):
+        tj.delete_version(other.id, names[0], jobs=runner)
+    assert tj.delete_version(rita.id, names[0], jobs=runner) == names[1:]
+    assert names[0] not in metric_names("tiny") and runner.view(first.id).metric_name is None
+    assert tj.delete_version(root.id, names[1], jobs=runner) == []
+    assert not [n for n in metric_names("tiny") if "@" in n]
+    third = runner.wait(runner.submit(config(tmp_path, "c"), rita.id, "rita", "pac-s", "d").id, 60)
+    with pytest.raises(PermissionError, match="another user"):
+        tj.delete_training(other.id, third.id, jobs=runner)
+    board = tj.delete_training(rita.id, third.id, jobs=runner)
+    assert board.deleted_version == third.metric_name and third.id not in [j.id for j in board.jobs]
+    assert third.metric_name not in metric_names("tiny") and not (tmp_path / "c").exists()

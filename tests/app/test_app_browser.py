@@ -337,9 +337,9 @@ def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts,
     ensure_tiny_checkpoints()  # the tiny preset starts from the tiny CLIP
     log_in(page, *server.researcher)
     page.get_by_role("tab", name="Train").click()
-    choose(page, "train-recipe", "pac-s")
-    page.wait_for_function("() => document.querySelector('#train-summary textarea')?.value.startsWith('PAC-S')")
-    choose(page, "train-preset", "pac-s-tiny")
+    choose(page, "train-recipe", "specs")
+    page.wait_for_function("() => document.querySelector('#train-summary textarea')?.value.startsWith('SPECS')")
+    choose(page, "train-preset", "specs-tiny")
     before_run = metric_names("tiny")
     page.locator("#train-start").click()
     # A tiny preset is a smoke run: it stays in the researcher's scratch space …
@@ -350,7 +350,7 @@ def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts,
     assert "higher ↑" in table and "top 1" in table and "nan" not in table.lower(), table
     # … until they register it on purpose.
     page.locator("#train-register").click()
-    page.wait_for_function(status_js("registered as PAC-S@"), timeout=JOB_TIMEOUT_MS)
+    page.wait_for_function(status_js("registered as SPECS@"), timeout=JOB_TIMEOUT_MS)
     status = page.locator("#train-status textarea").input_value()
     name = status.split("registered as ")[1].split()[0]
     assert name in metric_names("tiny")
@@ -361,6 +361,9 @@ def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts,
     page.wait_for_timeout(1000)  # let Plotly draw the loss curve before the screenshot
     assert page.locator("#train-loss .js-plotly-plot").count() == 1
     page.screenshot(path=str(artifacts / "train-tab.png"), full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.screenshot(path=str(artifacts / "train-tab-390px.png"), full_page=True)
+    page.set_viewport_size({"width": 1400, "height": 1000})
 
     # The Score tab's metric list offers the new version at once …
     page.get_by_role("tab", name="Score").click()

@@ -11,7 +11,7 @@ import pytest
 
 from scoring.api import ScoreItem, Scorer, get_scorer, metric_names
 from scoring.registry import RegistryError, load_registry
-from scoring.user_registry import register_run, user_registry_path
+from scoring.user_registry import register_run, registered_versions, unregister, user_registry_path
 
 TODAY = datetime.now(timezone.utc).strftime("%Y-%m-%d")
 CAPTIONS = ["a dog on the grass", "two red cars", "a small white cat"]
@@ -41,7 +41,7 @@ def test_registered_pacs_run_is_listed_scored_and_carded(data_dir, tmp_path, tin
     run = make_run(tmp_path / "runs" / "pacs-1", tiny_dir / "clip", "pac-s", "PAC-S", "clip",
                    {"data": {"world": {"scenes": 40}}, "base": "tiny:clip"},
                    before={"tau_c": 0.5241}, after={"tau_c": 0.5612})
-    name = register_run(run)
+    name = register_run(run, check=False)
     assert name == f"PAC-S@world-{TODAY}"
     assert name in metric_names("tiny") and name not in metric_names("hub")
 
@@ -60,8 +60,9 @@ def test_registered_pacs_run_is_listed_scored_and_carded(data_dir, tmp_path, tin
 
 def test_pr_mcs_run_keeps_the_profiles_image_tower_and_names_are_unique(data_dir, tmp_path, tiny_dir, images):
     config = {"data": {"world": {"scenes": 10}}, "base": "tiny:prmcs-text", "teacher": "tiny:clip"}
-    first = register_run(make_run(tmp_path / "a", tiny_dir / "prmcs-text", "pr-mcs", "PR-MCS", "st-text", config))
-    second = register_run(make_run(tmp_path / "b", tiny_dir / "prmcs-text", "pr-mcs", "PR-MCS", "st-text", config))
+    first = register_run(make_run(tmp_path / "a", tiny_dir / "prmcs-text", "pr-mcs", "PR-MCS", "st-text", config), check=False)
+    second = register_run(make_run(tmp_path / "b", tiny_dir / "prmcs-text", "pr-mcs", "PR-MCS", "st-text", config),
+                          check=False)
     assert (first, second) == (f"PR-MCS@world-{TODAY}", f"PR-MCS@world-{TODAY}-2")
     scorer = Scorer("tiny", device="cpu")
     spec = scorer.registry.metrics[second]
@@ -81,7 +82,7 @@ def test_running_scorer_cli_and_api_see_a_version_registered_after_they_started(
     shared = get_scorer("tiny")
     before = shared.metric_names()
     run = make_run(tmp_path / "specs-run", tiny_dir / "clip", "specs", "SPECS", "clip", {"data": str(tmp_path / "x.jsonl")})
-    name = register_run(run, version="mine", profile="tiny")
+    name = register_run(run, version="mine", profile="tiny", check=False)
     assert name == "SPECS@mine" and name not in before
     assert name in get_scorer("tiny").metric_names()
     images[0].save(tmp_path / "one.png")
@@ -109,7 +110,7 @@ def test_bad_runs_write_nothing(data_dir, tmp_path, tiny_dir):
 
 def test_users_own_overrides_survive_registration(data_dir, tmp_path, tiny_dir):
     user_registry_path().write_text('# my settings\n[metrics."CLIP-S"]\nw = 3.0\n')
-    register_run(make_run(tmp_path / "r", tiny_dir / "clip", "pac-s", "PAC-S", "clip", {"base": "tiny:clip"}))
+    register_run(make_run(tmp_path / "r", tiny_dir / "clip", "pac-s", "PAC-S", "clip", {"base": "tiny:clip"}), check=False)
     text = user_registry_path().read_text()
     assert text.startswith('# my settings\n[metrics."CLIP-S"]\nw = 3.0\n')
     assert Scorer("tiny", device="cpu").registry.metrics["CLIP-S"].w == 3.0
@@ -134,10 +135,36 @@ def test_caplens_r_run_brings_its_frozen_backbones_along(data_dir, tmp_path, tin
 
 
 def test_a_broken_registry_edit_keeps_the_running_scorer_on_its_last_good_registry(data_dir, tmp_path, tiny_dir):
-    register_run(make_run(tmp_path / "r", tiny_dir / "clip", "pac-s", "PAC-S", "clip", {"base": "tiny:clip"}))
+    register_run(make_run(tmp_path / "r", tiny_dir / "clip", "pac-s", "PAC-S", "clip", {"base": "tiny:clip"}), check=False)
     scorer = get_scorer("tiny")
     names = scorer.metric_names()
     user_registry_path().write_text(user_registry_path().read_text() + "\n[metrics.broken\n")
     assert get_scorer("tiny").metric_names() == names
     with pytest.raises(RegistryError, match="invalid TOML"):
         Scorer("tiny", device="cpu")
+
+
+def test_a_version_that_cannot_rebuild_its_heldout_set_is_refused_and_nothing_written(data_dir, tmp_path, tiny_dir):
+    run = make_run(tmp_path / "r", tiny_dir / "clip", "pac-s", "PAC-S", "clip", {"base": "tiny:clip"})
+    with pytest.raises(ValueError, match="its held-out set cannot be rebuilt"):
+        register_run(run)
+    assert not user_registry_path().exists()
+
+
+def test_unregister_takes_out_its_entry_and_keeps_everything_else(data_dir, tmp_path, tiny_dir):
+    """Entries before and after it, and the user's own lines, stay; its backbones go too."""
+    mine = '# my settings\n[metrics."CLIP-S"]\nw = 3.0\n'
+    user_registry_path().write_text(mine)
+    runs = [make_run(tmp_path / n, tiny_dir / "clip", "pac-s", "PAC-S", "clip", {"base": "tiny:clip"}) for n in "ab"]
+    first, second = (register_run(run, version=v, check=False, owner="rita") for run, v in zip(runs, ["one", "two"]))
+    with_both = user_registry_path().read_text()
+    user_registry_path().write_text(with_both + '\n[metrics."BLEU-4"]\nn = 4\n')
+    unregister(first)
+    text = user_registry_path().read_text()
+    assert text.startswith(mine) and first not in text and "run-pac-s-one" not in text and second in text
+    assert text.endswith('\n[metrics."BLEU-4"]\nn = 4\n')
+    assert [v["name"] for v in registered_versions()] == [second] and registered_versions()[0]["registered_by"] == "rita"
+    unregister(second)
+    assert [n for n in metric_names("tiny") if "@" in n] == [] and load_registry("tiny").metrics["CLIP-S"].w == 3.0
+    with pytest.raises(LookupError, match="not a version registered by CapLens"):
+        unregister(second)
