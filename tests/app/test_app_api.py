@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
 from PIL import Image
 
 
@@ -55,7 +56,7 @@ def test_score_metric_selection_and_unknown_metric(client, image_file):
     result = client.predict(handle_file(str(image_file)), "a red square", "", "en", "clip-s", api_name="/score")
     assert list(result["metrics"]) == ["CLIP-S"]
     assert 0.0 <= result["rows"][0]["CLIP-S"] <= 2.5
-    with pytest.raises(Exception, match="unknown metric"):
+    with pytest.raises(AppError, match=r"^unknown metric 'NOPE' in profile 'tiny'; known: CLIP-S, "):
         client.predict(handle_file(str(image_file)), "a red square", "", "en", "NOPE", api_name="/score")
 
 
@@ -76,7 +77,7 @@ def test_resending_with_one_edited_caption_scores_only_that_one(server, image_fi
 def test_bad_upload_gives_a_clear_error_and_the_server_stays_up(client, tmp_path, image_file):
     bad = tmp_path / "notes.png"
     bad.write_bytes(b"definitely not a PNG")
-    with pytest.raises(Exception, match="not an image"):
+    with pytest.raises(AppError, match=r"^notes\.png: not an image \(or a format Pillow cannot read\)\.$"):
         client.predict(handle_file(str(bad)), "a red square", "", "en", "CLIP-S", api_name="/score")
     ok = client.predict(handle_file(str(image_file)), "a red square", "", "en", "CLIP-S", api_name="/score")
     assert ok["rows"][0]["CLIP-S"] is not None
@@ -92,11 +93,11 @@ def test_decompression_bomb_and_truncated_uploads_are_refused(client, tmp_path, 
     bomb = tmp_path / "bomb.png"
     bomb.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 60000, 60000, 8, 2, 0, 0, 0))
                      + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b""))
-    with pytest.raises(Exception, match="too large"):
+    with pytest.raises(AppError, match=r"^bomb\.png: image dimensions are too large to decode safely\.$"):
         client.predict(handle_file(str(bomb)), "a red square", "", "en", "CLIP-S", api_name="/score")
     truncated = tmp_path / "cut.png"
     truncated.write_bytes(image_file.read_bytes()[:60])
-    with pytest.raises(Exception, match="damaged or truncated|could not be read|not an image"):
+    with pytest.raises(AppError, match=r"^cut\.png: the image is damaged or truncated \("):
         client.predict(handle_file(str(truncated)), "a red square", "", "en", "CLIP-S", api_name="/score")
     assert client.predict(handle_file(str(image_file)), "a red square", "", "en", "CLIP-S",
                           api_name="/score")["rows"][0]["CLIP-S"] is not None
@@ -143,7 +144,7 @@ def test_perturb_takes_each_operations_default_p_from_the_library(client):
 
 
 def test_perturb_rejects_empty_text(client):
-    with pytest.raises(Exception, match="caption|empty|text"):
+    with pytest.raises(AppError, match=r"^Enter a caption to perturb\.$"):
         client.predict("   ", "masking", 0.4, 0, "en", "", api_name="/perturb")
 
 
@@ -156,13 +157,13 @@ def test_rate_requires_login_then_stores_the_rating(server):
 
     anonymous = Client(server.url, verbose=False)
     caption_id = server.caption_ids["a green field"]
-    with pytest.raises(Exception, match="Log in"):
+    with pytest.raises(AppError, match=r"^Log in first \(Annotate tab\)\.$"):
         anonymous.predict(caption_id, 0.7, None, None, None, api_name="/rate")
-    with pytest.raises(Exception, match="Wrong user name or password"):
+    with pytest.raises(AppError, match=r"^Wrong user name or password\.$"):
         anonymous.predict(server.annotator[0], "wrong-password", api_name="/login")
     who = anonymous.predict(*server.annotator, api_name="/login")
     assert who["user"] == server.annotator[0] and who["role"] == "annotator" and len(who["token"]) >= 40
-    with pytest.raises(Exception, match="Log in"):  # the token logs in, not the Gradio session that got it
+    with pytest.raises(AppError, match=r"^Log in first \(Annotate tab\)\.$"):  # the token logs in, not the Gradio session that got it
         anonymous.predict(server.collection, api_name="/next_item")
     client = Client(server.url, verbose=False, headers={TOKEN_HEADER: who["token"]})
     item = client.predict(server.collection, api_name="/next_item")
@@ -175,7 +176,7 @@ def test_rate_requires_login_then_stores_the_rating(server):
         assert mine[caption_id].overall == pytest.approx(0.7)
         assert mine[caption_id].fluency == pytest.approx(0.9)
         assert mine[caption_id].relevance is None
-    with pytest.raises(Exception, match="0|1|range"):
+    with pytest.raises(AppError, match=r"^overall must be between 0 and 1, got 1\.5$"):
         client.predict(caption_id, 1.5, None, None, None, api_name="/rate")
 
 

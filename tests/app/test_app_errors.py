@@ -8,6 +8,7 @@ import zipfile
 
 import pytest
 from gradio_client import Client
+from gradio_client.exceptions import AppError
 from sqlalchemy.exc import OperationalError
 
 from annotation.errors import public_text, user_message
@@ -57,7 +58,7 @@ def test_a_handler_hit_by_a_database_error_answers_with_an_id_and_no_sql(server,
     monkeypatch.setattr(app.api, "rating_screen", failing)
     client = Client(server.url, verbose=False)
     with caplog.at_level(logging.ERROR, logger="annotation.errors"):
-        with pytest.raises(Exception) as raised:
+        with pytest.raises(AppError, match=r"^Something went wrong \(error id [0-9a-f]{8}\); the server log has the details\.$") as raised:
             client.predict(server.collection, api_name="/next_item")
     shown = str(raised.value)
     match = re.search(r"error id ([0-9a-f]{8})", shown)
@@ -69,7 +70,7 @@ def test_a_handler_hit_by_a_database_error_answers_with_an_id_and_no_sql(server,
 
 def test_a_wrong_password_is_a_message_not_a_traceback(client, server, capfd):
     capfd.readouterr()
-    with pytest.raises(Exception, match="Wrong user name or password"):
+    with pytest.raises(AppError, match=r"^Wrong user name or password\.$"):
         client.predict(server.annotator[0], "not-the-password", api_name="/login")
     assert "Traceback" not in capfd.readouterr().err
 

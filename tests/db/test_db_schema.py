@@ -9,6 +9,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
+from sqlalchemy.exc import IntegrityError
 
 from annotation import database
 from db.models import Base
@@ -57,7 +58,7 @@ def test_sqlite_connections_use_wal_foreign_keys_and_busy_timeout(data_dir, monk
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
-    with pytest.raises(Exception, match="FOREIGN KEY"):
+    with pytest.raises(IntegrityError, match="FOREIGN KEY constraint failed"):
         with session_scope(get_engine(url)) as session:
             session.execute(text("INSERT INTO captions (image_id, text, language, kind, created_at) "
                                  "VALUES (999, 'x', 'en', 'candidate', '2024-01-01')"))
