@@ -268,35 +268,41 @@ def bootstrap_estimate(
     return bootstrap_estimates(x, y, [name], n_boot=n_boot, seed=seed, confidence=confidence)[name]
 
 
-def cluster_bootstrap_estimate(
-    x, y, clusters, name: str = "kendall_c", *, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95,
-    statistic: Callable[[np.ndarray, np.ndarray], float] | None = None,
-) -> Estimate:
-    """Coefficient `name` (or `statistic(x, y)`) with a percentile-bootstrap interval that
+def cluster_bootstrap(statistic: Callable[[np.ndarray], float], clusters, *, n_boot: int = 1000, seed: int = 0,
+                      confidence: float = 0.95) -> Estimate:
+    """`statistic(index)` of the items at `index` with a percentile-bootstrap interval that
     resamples whole clusters (scenes, images) with replacement, keeping every item of a drawn
-    cluster: items of one image are not independent, so an item bootstrap would be too narrow.
-    `n` of the estimate is the number of clusters."""
-    x, y = _paired(x, y)
+    cluster: captions of one image are not independent, so an item bootstrap would be too
+    narrow.  `n` of the estimate is the number of clusters."""
     clusters = np.asarray(clusters)
-    if clusters.shape != x.shape:
-        raise ValueError(f"clusters has {clusters.size} entries for {x.size} items")
-    measure = statistic or coefficient(name)
-    point = float(measure(x, y))
+    point = float(statistic(np.arange(clusters.size)))
     labels, members = np.unique(clusters, return_inverse=True)
     if n_boot <= 0 or labels.size < 2:
         return Estimate(point, math.nan, math.nan, int(labels.size))
     by_cluster = [np.flatnonzero(members == c) for c in range(labels.size)]
-    samples = []
-    for draw in _bootstrap_indices(labels.size, n_boot, seed):
-        index = np.concatenate([by_cluster[c] for c in draw])
-        value = float(measure(x[index], y[index]))
-        if not math.isnan(value):
-            samples.append(value)
+    samples = [float(statistic(np.concatenate([by_cluster[c] for c in draw])))
+               for draw in _bootstrap_indices(labels.size, n_boot, seed)]
+    samples = [v for v in samples if not math.isnan(v)]
     if not samples:
         return Estimate(point, math.nan, math.nan, int(labels.size))
     tail = (1.0 - confidence) / 2.0 * 100.0
     low, high = np.percentile(samples, [tail, 100.0 - tail])
     return Estimate(point, float(low), float(high), int(labels.size))
+
+
+def cluster_bootstrap_estimate(
+    x, y, clusters, name: str = "kendall_c", *, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95,
+    statistic: Callable[[np.ndarray, np.ndarray], float] | None = None,
+) -> Estimate:
+    """Coefficient `name` (or `statistic(x, y)`) of (x, y) with a cluster-bootstrap interval
+    (:func:`cluster_bootstrap`)."""
+    x, y = _paired(x, y)
+    clusters = np.asarray(clusters)
+    if clusters.shape != x.shape:
+        raise ValueError(f"clusters has {clusters.size} entries for {x.size} items")
+    measure = statistic or coefficient(name)
+    return cluster_bootstrap(lambda index: measure(x[index], y[index]), clusters, n_boot=n_boot, seed=seed,
+                             confidence=confidence)
 
 
 BOOTSTRAP_CELLS = 4_000_000  # resampled values drawn at once by mean_estimate

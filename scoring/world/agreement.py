@@ -1,0 +1,84 @@
+"""How well metrics agree with the simulated annotators on world scenes, with the scale that
+gives each number its meaning: the oracle's agreement with the annotators (the ceiling) and the
+annotators' agreement with each other, within each caption style as well as over all captions,
+each with a 95 % scene-bootstrap interval (captions of one scene are not independent).
+
+`benchmarks/bench_ratings.py` prints it for a seed range; `scoring.world.splits` says which
+ranges may be reported.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from scoring.analysis.correlation import Estimate, cluster_bootstrap, kendall_tau
+
+from .annotators import panel
+from .scene import Scene
+from .sets import rating_candidates
+
+STYLES = ("all", "short", "long")
+
+
+def rating_table(scenes: Sequence[Scene], langs: Sequence[str], annotators: int = 3) -> pd.DataFrame:
+    """One row per candidate caption: scene, language, style, text, the oracle score, each
+    annotator's overall rating (`rater_0`…) and their mean (`human`)."""
+    raters = panel(annotators)
+    rows = []
+    for key, scene, style, cand, _refs in rating_candidates(list(scenes), tuple(langs)):
+        ratings = [rater.rate(cand, key)["overall"] for rater in raters]
+        rows.append({"key": key, "scene": scene.scene_id, "lang": cand.caption.lang, "style": style,
+                     "text": cand.text, "oracle": cand.oracle.score, "human": float(np.mean(ratings)),
+                     **{f"rater_{i}": r for i, r in enumerate(ratings)}})
+    return pd.DataFrame(rows)
+
+
+def _tau(table: pd.DataFrame, column: str, against: str = "human"):
+    x, y = table[column].to_numpy(float), table[against].to_numpy(float)
+    return lambda index: kendall_tau(x[index], y[index], variant="c")
+
+
+def _subset(table: pd.DataFrame, lang: str, style: str) -> pd.DataFrame:
+    part = table[table["lang"] == lang]
+    return part if style == "all" else part[part["style"] == style]
+
+
+def agreement(table: pd.DataFrame, metrics: Sequence[str], *, n_boot: int = 1000, seed: int = 0) -> dict:
+    """Per language and style: tau_c (with scene-bootstrap interval) of every metric column
+    against the annotators' mean, of the oracle (the ceiling), and of each annotator against
+    the mean of the others."""
+    raters = sorted(c for c in table.columns if c.startswith("rater_"))
+    out: dict = {}
+    for lang in sorted(table["lang"].unique()):
+        for style in STYLES:
+            part = _subset(table, lang, style).reset_index(drop=True)
+            if len(part) < 2:
+                continue
+            scenes = part["scene"].to_numpy()
+            entry = {"captions": len(part), "scenes": int(part["scene"].nunique())}
+            for column in ("oracle", *metrics):
+                entry[column] = cluster_bootstrap(_tau(part, column), scenes, n_boot=n_boot, seed=seed)
+            others = {}
+            for r in raters:
+                rest = part[[c for c in raters if c != r]].mean(axis=1)
+                frame = pd.DataFrame({"one": part[r], "rest": rest})
+                others[r] = cluster_bootstrap(_tau(frame, "one", "rest"), scenes, n_boot=n_boot, seed=seed)
+            entry["annotators"] = others
+            out.setdefault(lang, {})[style] = entry
+    return out
+
+
+def margin_over_best(table: pd.DataFrame, metric: str, others: Sequence[str], lang: str, style: str, *,
+                     n_boot: int = 1000, seed: int = 0) -> tuple[str, Estimate]:
+    """tau_c of `metric` minus that of the best of `others` (chosen on the full range), with a
+    paired scene-bootstrap interval: both taus are recomputed on every resample."""
+    part = _subset(table, lang, style).reset_index(drop=True)
+    human = part["human"].to_numpy(float)
+    best = max(others, key=lambda m: kendall_tau(part[m].to_numpy(float), human, variant="c"))
+    a, b = part[metric].to_numpy(float), part[best].to_numpy(float)
+    estimate = cluster_bootstrap(
+        lambda index: kendall_tau(a[index], human[index], variant="c") - kendall_tau(b[index], human[index], variant="c"),
+        part["scene"].to_numpy(), n_boot=n_boot, seed=seed)
+    return best, estimate
