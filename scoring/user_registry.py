@@ -182,7 +182,7 @@ def check_heldout(registry, name: str, run: dict[str, Any]) -> None:
     values = [v for v in result.values if v is not None and math.isfinite(v)]
     if len(values) < 2:
         raise ValueError(f"{name} gave {len(values)} of {len(items)} held-out captions a score")
-    if False:
+    if max(values) - min(values) < 1e-6:
         raise ValueError(f"{name} gives all {len(values)} held-out captions the same score "
                          f"({values[0]:.4g}), so it cannot tell a better caption from a worse one")
 
