@@ -103,21 +103,44 @@ def test_paired_bootstrap_tells_a_better_metric_apart():
     assert same.difference == 0 and same.p_value == 1.0
 
 
-def test_williams_test_matches_the_formula_and_is_antisymmetric():
+def _with_exact_correlations(r12: float, r13: float, r23: float, n: int, seed: int = 0):
+    """Three columns of n values whose sample Pearson correlations are exactly r12, r13, r23:
+    random data whitened to an identity sample covariance, then coloured by the target matrix."""
+    target = np.array([[1.0, r12, r13], [r12, 1.0, r23], [r13, r23, 1.0]])
+    data = np.random.default_rng(seed).normal(size=(n, 3))
+    data -= data.mean(axis=0)
+    data = data @ np.linalg.inv(np.linalg.cholesky(np.cov(data, rowvar=False))).T
+    data = data @ np.linalg.cholesky(target).T
+    assert np.corrcoef(data, rowvar=False) == pytest.approx(target, abs=1e-12)
+    return data[:, 0], data[:, 1], data[:, 2]
+
+
+def test_williams_test_reproduces_a_published_worked_example():
+    """bruceR's `cor_diff` documentation (psychbruce.github.io/bruceR/reference/cor_diff.html)
+    compares r(X,Y) = 0.20 with r(X,Z) = 0.45 where r(Y,Z) = 0.80 and N = 100, and prints
+    "t(97) = -4.56, p = 1e-05" for the Williams (Steiger 1980) test. By hand: |R| = 0.2615,
+    t = -0.25 sqrt(99 x 1.8) / sqrt(2 x 0.2615 x 99/97 + 0.325^2 x 0.2^3) = -4.564."""
+    human, a, b = _with_exact_correlations(0.20, 0.45, 0.80, 100)
+    result = williams_test(human, a, b)
+    assert result.value_a == pytest.approx(0.20) and result.value_b == pytest.approx(0.45) and result.n == 100
+    assert result.difference == pytest.approx(-0.25)
+    t_from_p = stats.t.isf(result.p_value / 2, 97)  # the two-sided p read back as |t| on 97 df
+    assert t_from_p == pytest.approx(4.564, abs=0.001)
+    assert round(result.p_value, 5) == 1e-05
+
+
+def test_williams_test_is_antisymmetric_and_finds_a_clear_difference():
     rng = np.random.default_rng(2)
     human = rng.normal(size=200)
     a = human + rng.normal(0, 0.7, 200)
     b = human + rng.normal(0, 1.5, 200)
     result = williams_test(human, a, b)
-    r12, r13, r23 = np.corrcoef([human, a, b])[0, 1], np.corrcoef([human, a, b])[0, 2], np.corrcoef([human, a, b])[1, 2]
-    n = 200
-    k = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23
-    t = (r12 - r13) * math.sqrt((n - 1) * (1 + r23)) / math.sqrt(2 * k * (n - 1) / (n - 3) + (r12 + r13) ** 2 / 4 * (1 - r23) ** 3)
-    assert result.p_value == pytest.approx(2 * stats.t.sf(abs(t), n - 3))
     assert result.p_value < 0.001
     swapped = williams_test(human, b, a)
     assert swapped.difference == pytest.approx(-result.difference)
     assert swapped.p_value == pytest.approx(result.p_value)
+    same = williams_test(human, a, a.copy())
+    assert same.difference == 0
 
 
 def test_correlation_table_groups_and_skips_missing_scores():
