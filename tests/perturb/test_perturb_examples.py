@@ -85,8 +85,11 @@ def test_japanese_perturbations_are_morphemes_joined_without_spaces():
     assert Counter(jumbled.tokens) == Counter(morphemes)
 
 
-def test_known_outputs_are_the_same_on_every_machine():
-    """Pinned outputs: a change here means seeds no longer reproduce published results."""
+def test_our_pinned_outputs_are_the_same_on_every_machine():
+    """CapLens's own outputs, pinned when this test was written; they are not published results
+    (the paper's figures for removal and jumble come from its own random draws). A change here
+    means a seed no longer gives the perturbation it gave before: stored perturbations and
+    fine-tuning sets made with these seeds could not be made again."""
     caption = PRMCS_FIGURES["en"].caption
     assert perturb(caption, "removal", seed=7).text == (
         "A man, a shirt and shorts, playing golf green field and blue in the background."
