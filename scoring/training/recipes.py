@@ -73,6 +73,26 @@ class Recipe:
         """The backbone kind of the folder `save` writes (the loader that reads it)."""
         return self.backbone_kind
 
+    def budget(self, rows: list[dict]) -> int:
+        """How much supervision `rows` hold, in the unit a learning curve counts (rows)."""
+        return len(rows)
+
+    def limit_training(self, rows: list[dict], budget: int, seed: int) -> list[dict]:
+        """The training rows of a smaller budget: whole images in a seeded order until `budget`
+        units are reached (`options.budget`; the learning curve trains one run per budget)."""
+        keys = sorted({image_key(r) for r in rows})
+        random.Random(seed).shuffle(keys)
+        by_key: dict[str, list[dict]] = defaultdict(list)
+        for r in rows:
+            by_key[image_key(r)].append(r)
+        kept, used = [], 0
+        for key in keys:
+            if used >= budget:
+                break
+            kept += by_key[key]
+            used += self.budget(by_key[key])
+        return kept
+
     def weights(self, config: TrainConfig) -> dict[str, float]:
         unknown = set(config.loss) - set(self.default_loss)
         if unknown:
@@ -561,6 +581,10 @@ class CaplensRRecipe(Recipe):
     @staticmethod
     def _captions(rows: list[dict]) -> list[dict]:
         return [c for r in rows for c in r["captions"]] if rows and "captions" in rows[0] else rows
+
+    def budget(self, rows):
+        """Ratings, the unit a study spends."""
+        return sum(c["n_ratings"] for c in self._captions(rows))
 
     def warnings(self, train_rows, config):
         captions = self._captions(train_rows)

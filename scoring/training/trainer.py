@@ -178,6 +178,8 @@ def split_rows(config: TrainConfig) -> tuple[list[dict], list[dict], str, dict]:
             raise ValueError(f"{len(shared)} image(s) are both in `data` and in `heldout`, e.g. {sorted(shared)[0]}")
         if not heldout_rows:
             raise ValueError(f"the held-out set has no rows recipe {recipe.name} can use")
+    if config.options.get("budget") is not None:  # a learning-curve point: fewer training rows, same held-out
+        train_rows = recipe.limit_training(train_rows, int(config.options["budget"]), config.seed)
     return train_rows, heldout_rows, data_hash, data_about
 
 
@@ -356,12 +358,47 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
         "selected_step": selected_step, "history": history, "losses": losses, "warnings": warnings, "lineage": lineage(config.base),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    record["budget"] = recipe.budget(train_rows)
     (out / RESULT_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
     shutil.rmtree(out / ".resume", ignore_errors=True)
+    if config.options.get("learning_curve"):
+        learning_curve(config, record, log=say, cancel=cancel)
     tell(1.0, f"{recipe.name} done in {_clock(wall)}")
     return TrainResult(out_dir=out, recipe=recipe.name, metric=recipe.metric, backbone_kind=recipe.result_kind(config),
                        before=before, after=after, losses=losses, wall_s=wall, device=record["device"],
                        warnings=warnings)
+
+
+CURVE_FILE = "learning_curve.json"
+
+
+def learning_curve(config: TrainConfig, full: dict, *, log: Callable[[str], None] | None = None,
+                   cancel: threading.Event | None = None) -> list[dict]:
+    """Held-out measures after training on each budget of `options.learning_curve` (e.g.
+    ratings: 500, 2000, 8000, 32000), one run each under OUT/curve/, plus the full run as the
+    last point; written to OUT/learning_curve.json, so a researcher sees how much data a study
+    needs.  `options.learning_curve_steps` caps each point's steps (the full run's by default)."""
+    out = Path(config.out)
+    recipe = RECIPES[config.recipe]
+    options = {k: v for k, v in config.options.items() if k not in ("learning_curve", "learning_curve_steps")}
+    steps = config.options.get("learning_curve_steps") or config.max_steps
+    points = []
+    for budget in sorted(int(b) for b in config.options["learning_curve"]):
+        if budget >= full["budget"]:
+            continue  # the full run is that point
+        folder = out / "curve" / str(budget)
+        point_config = dataclasses.replace(config, out=str(folder), options=options | {"budget": budget},
+                                           max_steps=steps)
+        done = folder / RESULT_FILE
+        record = json.loads(done.read_text(encoding="utf-8")) if done.is_file() else None
+        if record is None:
+            train(point_config, log=log, cancel=cancel, resume=(folder / SNAPSHOT).is_file())
+            record = json.loads(done.read_text(encoding="utf-8"))
+        points.append({"budget": record["budget"], "asked": budget, "steps": record["steps"], **record["after"]})
+    points.append({"budget": full["budget"], "asked": None, "steps": full["steps"], **full["after"]})
+    unit = "ratings" if recipe.name == "caplens-r" else "rows"
+    (out / CURVE_FILE).write_text(json.dumps({"unit": unit, "points": points}, indent=1), encoding="utf-8")
+    return points
 
 
 def read_result(folder: str | Path) -> TrainResult:

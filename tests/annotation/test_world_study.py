@@ -71,3 +71,4 @@ def test_exported_ratings_train_a_cross_caplens_r_that_registers_and_scores(stud
                           [name])[name]
     assert values.unavailable is None
     assert all(0.0 <= v <= 1.0 for v in values.values)
+
