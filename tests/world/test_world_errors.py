@@ -14,17 +14,22 @@ SCENES = [s for s in generate_scenes(30_000, 120) if len(s.objects) >= 3]
 
 
 def test_correct_long_caption_scores_one_and_errors_score_lower():
+    checked = dict.fromkeys(CONTENT_ERRORS, 0)
+    assert len(SCENES[:40]) == 40 and checked
     for scene in SCENES[:40]:
         truth = describe_long(scene)
         assert oracle_score(scene, realise(truth, "en")).score == 1.0
         for kind in CONTENT_ERRORS:
             erred = apply_error(scene, truth, kind, random.Random(1))
-            if erred is None:
+            if erred is None:  # this error does not apply to this scene
                 continue
             oracle = oracle_score(scene, realise(erred, "en"))
             assert oracle.score < 1.0, kind
             if kind != "missing":
                 assert oracle.wrong >= 1, kind
+            checked[kind] += 1
+    # every kind of error was applied to most of the 40 scenes (none may skip them all)
+    assert min(checked.values()) >= 20, checked
 
 
 def test_colour_and_shape_errors_change_only_that_attribute():
