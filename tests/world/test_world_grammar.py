@@ -46,35 +46,52 @@ def test_units_join_to_every_caption_and_carry_facts():
 
 
 def test_short_and_long_regimes():
+    checked = {"short": 0, "long": 0, "long en": 0}
     for scene, style, lang, cap in all_captions():
         if style == "short":
             assert 1 <= len(cap.description.mentions) <= 2
+            checked["short"] += 1
         else:
             assert len(cap.description.mentions) == len(scene.objects) >= 3
+            checked["long"] += 1
             if lang == "en":
                 assert 40 <= token_count(cap.text, lang) <= 120
+                checked["long en"] += 1
+    # every scene has a short caption; those of three or more objects a long one too
+    many = sum(len(scene.objects) >= 3 for scene in SCENES)
+    assert many >= 100
+    assert checked == {"short": 250 * len(LANGUAGES), "long": many * len(LANGUAGES), "long en": many}
 
 
 def test_japanese_has_no_spaces_and_uses_particles():
+    checked = {"ja": 0, "long": 0, "two objects": 0}
     for _, style, lang, cap in all_captions():
         if lang != "ja":
             continue
         assert " " not in cap.text and "\u3000" not in cap.text
+        checked["ja"] += 1
         if style == "long":
             assert cap.text.endswith("。") and "には" in cap.text and "が" in cap.text
+            checked["long"] += 1
         elif len(cap.description.mentions) == 2:
             assert re.search("が.+の(左|右|上|下|隣)にある$", cap.text)
+            checked["two objects"] += 1
+    many = sum(len(scene.objects) >= 3 for scene in SCENES)
+    assert checked["ja"] == 250 + many and checked["long"] == many >= 100 and checked["two objects"] >= 50, checked
 
 
 def test_european_sentences_are_well_formed():
+    long_captions = 0
     for _, style, lang, cap in all_captions():
         if lang == "ja":
             continue
         assert "  " not in cap.text and cap.text == cap.text.strip()
         if style == "long":
             sentences = [s for s in cap.text.split(". ") if s]
-            assert all(s[0].isupper() for s in sentences)
+            assert len(sentences) >= 2 and all(s[0].isupper() for s in sentences)
             assert cap.text.endswith(".")
+            long_captions += 1
+    assert long_captions == sum(len(scene.objects) >= 3 for scene in SCENES) * (len(LANGUAGES) - 1) >= 400
 
 
 def test_german_articles_adjectives_and_case_agree():
