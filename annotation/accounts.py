@@ -7,13 +7,14 @@ reads everyone's annotations), admin (also manages accounts).
 from __future__ import annotations
 
 import functools
+import time
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from db.models import ROLES, User
+from db.models import ROLES, AuthSession, User, utcnow
 
 MIN_PASSWORD_LENGTH = 8
 ALL_ROLES = ROLES
@@ -23,6 +24,7 @@ RESEARCH_ROLES = ("researcher", "admin")
 # 3 passes, 4 lanes), which made login the slowest call under a crowd on 2 cores; guessing
 # is slowed by the login throttle (auth_sessions). Older hashes are replaced at their next login.
 _hasher = PasswordHasher(time_cost=2, memory_cost=19 * 1024, parallelism=1)
+_check_seconds = [0.02]  # how long the latest check of the dummy hash took
 
 
 def hash_password(password: str) -> str:
@@ -66,17 +68,33 @@ def create_user(session: Session, name: str, role: str, password: str | None = N
     return user
 
 
+def revoke_sessions(session: Session, user: User) -> int:
+    """End every login of `user` at once (its tokens are refused from the next request); how
+    many sessions it marked ended (expired ones not yet marked included). Changing an
+    account's password or role, or disabling it, calls this."""
+    result = session.execute(update(AuthSession)
+                             .where(AuthSession.user_id == user.id, AuthSession.revoked_at.is_(None))
+                             .values(revoked_at=utcnow()))
+    return result.rowcount or 0
+
+
 def set_password(session: Session, user: User, password: str, acting_user: User | None = None) -> None:
+    """A new password; every session of the account ends (log in again with the new one)."""
     if acting_user is not None and acting_user.id != user.id:
         require_role(acting_user, "admin")
     user.password_hash = hash_password(password)
+    revoke_sessions(session, user)
     session.flush()
 
 
 def set_role(session: Session, user: User, role: str, acting_user: User | None = None) -> None:
+    """A new role; every session of the account ends, so no page keeps acting with the old one."""
     if acting_user is not None:
         require_role(acting_user, "admin")
-    user.role = validate_role(role)
+    role = validate_role(role)
+    if role != user.role:
+        user.role = role
+        revoke_sessions(session, user)
     session.flush()
 
 
@@ -87,15 +105,30 @@ def get_user(session: Session, name: str) -> User:
     return user
 
 
-def authenticate(session: Session, name: str, password: str) -> User | None:
-    """The user when `password` is right, else None (same answer for unknown names)."""
+def login_account(session: Session, name: str) -> User | None:
+    """The account `name` when it can log in (it exists, has a password and is not disabled)."""
     user = session.scalar(select(User).where(User.name == name))
-    if user is None or user.password_hash is None:
-        # Spend the same time as a real check so names cannot be probed by timing.
+    if user is None or user.password_hash is None or user.disabled_at is not None:
+        return None
+    return user
+
+
+def authenticate(session: Session, name: str, password: str, spend_cpu: bool = True) -> User | None:
+    """The user when `password` is right, else None (same answer for unknown names and for
+    disabled accounts). For a name that cannot log in the answer takes as long as a real check,
+    so names cannot be probed by timing: a check of a dummy hash, or (`spend_cpu` False, for a
+    caller sending many made-up names) a sleep as long as the latest such check."""
+    user = login_account(session, name)
+    if user is None:
+        if not spend_cpu:
+            time.sleep(_check_seconds[0])
+            return None
+        started = time.perf_counter()
         try:
             _hasher.verify(_dummy_hash(), password)
         except VerificationError:
             pass
+        _check_seconds[0] = time.perf_counter() - started
         return None
     try:
         _hasher.verify(user.password_hash, password)

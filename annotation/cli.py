@@ -123,6 +123,11 @@ def register(subparsers, parents) -> None:
     role.set_defaults(handler=_user_set_role)
     listing = user_commands.add_parser("list", parents=parents, help="list accounts")
     listing.set_defaults(handler=_user_list)
+    sessions = user_commands.add_parser("sessions", parents=parents,
+                                        help="list an account's logins (when, from where, until when)")
+    sessions.add_argument("name")
+    sessions.add_argument("--revoke", action="store_true", help="end every one of them now")
+    sessions.set_defaults(handler=_user_sessions)
 
 
 def _acting_user(session, name: str | None):
@@ -327,6 +332,26 @@ def _user_list(args) -> int:
         for user in session.scalars(select(User).order_by(User.name)):
             login = "" if user.password_hash else "  (no login)"
             print(f"{user.name}\t{user.role}{login}")
+    return 0
+
+
+def _user_sessions(args) -> int:
+    from annotation.accounts import get_user
+    from annotation.auth_sessions import account_sessions
+    from annotation.database import database_session
+
+    with database_session(read_only=not args.revoke) as session:
+        user = get_user(session, args.name)
+        live_before = sum(info.live for info in account_sessions(session, user))
+        listed = account_sessions(session, user, revoke=args.revoke)
+    for info in listed:
+        state = "live" if info.live else "ended"
+        print(f"{info.created_at:%Y-%m-%d %H:%M} UTC\tfrom {info.client or 'unknown'}\t"
+              f"until {info.expires_at:%Y-%m-%d %H:%M} UTC\t{state}")
+    if args.revoke:
+        print(f"ended {live_before} live session(s) of {args.name}")
+    elif not listed:
+        print(f"{args.name} has no session that has not expired")
     return 0
 
 

@@ -93,3 +93,35 @@ def test_empty_database_is_created_through_the_migrations(empty_db_url):
     current = caplens("db", "current")
     head = head_revision()
     assert f"revision: {head} (code head: {head})" in current.stdout
+
+
+def test_user_sessions_lists_and_revokes_an_accounts_logins(db_url):
+    from annotation.auth_sessions import log_in, session_account
+
+    assert caplens("user", "add", "amy", "--role", "annotator", "--password-stdin",
+                   stdin="amy-password-1\n").returncode == 0
+    none = caplens("user", "sessions", "amy")
+    assert none.returncode == 0 and none.stdout.strip() == "amy has no session that has not expired"
+    tokens = [log_in("amy", "amy-password-1", address).token for address in ("10.0.0.1", "10.0.0.2")]
+    listed = caplens("user", "sessions", "amy")
+    lines = listed.stdout.strip().splitlines()
+    assert [line.split("\t")[1:2] + line.split("\t")[3:] for line in lines] == [["from 10.0.0.2", "live"],
+                                                                                ["from 10.0.0.1", "live"]]
+    revoked = caplens("user", "sessions", "amy", "--revoke")
+    assert revoked.returncode == 0 and revoked.stdout.strip().endswith("ended 2 live session(s) of amy")
+    assert revoked.stdout.count("\tended") == 2
+    for token in tokens:
+        with pytest.raises(PermissionError, match="log in again"):
+            session_account(token)
+    unknown = caplens("user", "sessions", "nobody")
+    assert unknown.returncode == 2 and "no user named 'nobody'" in unknown.stderr
+
+
+def test_a_one_megabyte_csv_field_is_one_line_naming_the_line_not_a_traceback(db_url, tmp_path, make_png):
+    (tmp_path / "a.png").write_bytes(make_png())
+    path = tmp_path / "big.csv"
+    path.write_text("image,caption\na.png,a red square\na.png," + "x" * 1_000_000 + "\n", encoding="utf-8")
+    result = caplens("db", "import", str(path), "--collection", "big")
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "_csv" not in result.stderr
+    assert result.stderr.strip() == ("caplens db: error: line 3: a field is longer than 131,072 characters; "
+                                     "a caption may have at most 5,000")

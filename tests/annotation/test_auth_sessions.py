@@ -10,14 +10,16 @@ import pytest
 from sqlalchemy import delete, select
 
 from annotation import auth_sessions
-from annotation.accounts import create_user
+from annotation.accounts import create_user, get_user, login_account, set_password, set_role
 from annotation.acting import NotLoggedIn
 from annotation.auth_sessions import (
     FREE_FAILURES_PER_ACCOUNT,
     FREE_FAILURES_PER_CLIENT,
+    FREE_UNKNOWN_PER_CLIENT,
     MAX_WAIT_S,
     SESSION_LIFETIME,
     TooManyAttempts,
+    account_sessions,
     hand_out,
     log_in,
     log_out,
@@ -56,7 +58,13 @@ def password_checks(monkeypatch):
     """How often a password hash was verified (Argon2 runs inside `authenticate`)."""
     calls = []
     real = auth_sessions.authenticate
-    monkeypatch.setattr(auth_sessions, "authenticate", lambda *a: calls.append(a[1]) or real(*a))
+
+    def counted(session, name, password, spend_cpu=True):
+        if spend_cpu or login_account(session, name) is not None:
+            calls.append(name)
+        return real(session, name, password, spend_cpu=spend_cpu)
+
+    monkeypatch.setattr(auth_sessions, "authenticate", counted)
     return calls
 
 
@@ -141,20 +149,93 @@ def test_the_wait_doubles_up_to_its_cap(people, clock):
     assert waits[10:] == [MAX_WAIT_S] * 4
 
 
-def test_one_client_guessing_many_accounts_is_throttled_too(engine, people, clock, password_checks):
-    for n in range(FREE_FAILURES_PER_CLIENT):
-        with pytest.raises(PermissionError, match="Wrong"):
+def test_made_up_names_never_lock_real_accounts_and_cost_no_hash_past_their_allowance(engine, people, clock,
+                                                                                      password_checks):
+    answers = []
+    for n in range(FREE_UNKNOWN_PER_CLIENT + 300):
+        try:
             log_in(f"nobody-{n}", "some-password", "10.0.0.7")
-    with pytest.raises(TooManyAttempts):
-        log_in("amy", PASSWORDS["amy"], "10.0.0.7")
-    assert log_in("amy", PASSWORDS["amy"], "10.0.0.8").account.name == "amy"  # another client may
-    assert len(password_checks) == FREE_FAILURES_PER_CLIENT + 1
-    clock.advance(1)
-    assert log_in("amy", PASSWORDS["amy"], "10.0.0.7").account.name == "amy"
+        except TooManyAttempts:
+            answers.append("throttled")
+        except PermissionError as exc:
+            answers.append(str(exc))
+    assert answers == ["Wrong user name or password."] * (FREE_UNKNOWN_PER_CLIENT + 300)
+    assert len(password_checks) == FREE_UNKNOWN_PER_CLIENT  # the rest answered without Argon2
+    assert log_in("amy", PASSWORDS["amy"], "10.0.0.7").account.name == "amy"  # not locked by them
+    with pytest.raises(PermissionError, match="Wrong"):
+        log_in("rex", "wrong-password", "10.0.0.7")  # a real name is still checked for real
+    assert len(password_checks) == FREE_UNKNOWN_PER_CLIENT + 2
     clock.advance(auth_sessions.FAILURE_MEMORY.total_seconds())
-    log_in("amy", PASSWORDS["amy"], "10.0.0.9")  # old failures are forgotten, and deleted
+    log_in("amy", PASSWORDS["amy"], "10.0.0.9")  # old failures are forgotten, and deleted at the next failure
+    with pytest.raises(PermissionError, match="Wrong"):
+        log_in("nobody", "x", "10.0.0.9")
     with session_scope(engine) as session:
-        assert session.scalars(select(LoginFailure)).all() == []
+        assert [row.account_name for row in session.scalars(select(LoginFailure))] == ["nobody"]
+
+
+def test_one_address_guessing_many_real_accounts_is_throttled_past_its_ceiling(engine, clock, monkeypatch):
+    monkeypatch.setattr(auth_sessions, "FREE_FAILURES_PER_CLIENT", 8)
+    with session_scope(engine) as session:
+        for n in range(5):
+            create_user(session, f"user{n}", "annotator", f"password-of-{n}")
+    for n in range(8):  # two wrong guesses on each of four accounts: below each one's own limit
+        with pytest.raises(PermissionError, match="Wrong"):
+            log_in(f"user{n % 4}", "guess", "10.0.0.7")
+    with pytest.raises(TooManyAttempts):
+        log_in("user4", "password-of-4", "10.0.0.7")  # the 9th attempt from that address waits
+    assert log_in("user4", "password-of-4", "10.0.0.8").account.name == "user4"  # another address may
+    clock.advance(1)
+    assert log_in("user4", "password-of-4", "10.0.0.7").account.name == "user4"
+
+
+def test_forty_simultaneous_correct_logins_from_one_address_all_succeed(engine, clock):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with session_scope(engine) as session:
+        for n in range(20):
+            create_user(session, f"lab{n}", "annotator", f"lab-password-{n}")
+    names = [f"lab{n % 20}" for n in range(40)]  # twenty people, each logging in twice at once
+
+    def attempt(name):
+        try:
+            return log_in(name, f"lab-password-{name[3:]}", "192.168.1.1").account.name
+        except PermissionError as exc:
+            return str(exc)
+
+    with ThreadPoolExecutor(40) as pool:
+        assert list(pool.map(attempt, names)) == names
+
+
+def test_a_new_password_a_new_role_or_a_revocation_ends_every_session_of_the_account(engine, people, clock):
+    amy = [log_in("amy", PASSWORDS["amy"], "10.0.0.1") for _ in range(2)]
+    rex = log_in("rex", PASSWORDS["rex"], "10.0.0.2")
+    with session_scope(engine) as session:
+        set_password(session, get_user(session, "amy"), "amy-password-2")
+    for login in amy:
+        with pytest.raises(NotLoggedIn, match="log in again"):
+            session_account(login.token)
+    assert session_account(rex.token).name == "rex"  # other accounts keep theirs
+    again = log_in("amy", "amy-password-2", "10.0.0.1")
+    with session_scope(engine) as session:
+        set_role(session, get_user(session, "amy"), "annotator")  # the same role: nothing ends
+    assert session_account(again.token).role == "annotator"
+    with session_scope(engine) as session:
+        set_role(session, get_user(session, "amy"), "researcher")
+    with pytest.raises(NotLoggedIn):
+        session_account(again.token)
+    third = log_in("amy", "amy-password-2", "10.0.0.3")
+    assert session_account(third.token).role == "researcher"
+    with session_scope(engine) as session:
+        listed = account_sessions(session, get_user(session, "amy"))
+        assert [(info.client, info.live) for info in listed] == [("10.0.0.3", True), ("10.0.0.1", False),
+                                                                 ("10.0.0.1", False), ("10.0.0.1", False)]
+        assert [info.live for info in account_sessions(session, get_user(session, "amy"), revoke=True)] == [False] * 4
+    with pytest.raises(NotLoggedIn):
+        session_account(third.token)
+    with session_scope(engine) as session:
+        get_user(session, "rex").disabled_at = clock.now
+    with pytest.raises(NotLoggedIn):
+        session_account(rex.token)  # a disabled account's sessions stop at once
 
 
 def test_files_are_handed_to_one_live_session_only(people, clock, tmp_path):
