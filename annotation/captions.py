@@ -12,8 +12,7 @@ from sqlalchemy.orm import Session
 
 from annotation.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
 from db.models import CAPTION_KINDS, Caption, Collection, Image, User, collection_captions
-
-MAX_CAPTION_CHARS = 5000
+from scoring.paths import check_caption_length
 
 
 def get_collection(session: Session, name: str) -> Collection:
@@ -42,11 +41,11 @@ def get_or_create_collection(session: Session, user: User, name: str, descriptio
 
 
 def validate_caption_text(text: str) -> str:
+    """`text` exactly as given (leading and trailing spaces kept: a caption is stored byte for
+    byte); ValueError when it is blank or over the caption length limit."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("caption text is empty")
-    if len(text) > MAX_CAPTION_CHARS:
-        raise ValueError(f"caption longer than {MAX_CAPTION_CHARS} characters")
-    return text.strip()
+    return check_caption_length(text, "caption")
 
 
 # ISO 639-1, the two-letter language codes (a caption's language is one, optionally with a

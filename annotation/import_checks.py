@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from annotation.accounts import validate_name
 from annotation.captions import validate_caption_text, validate_language
 from annotation.image_store import inspect_image
-from annotation.import_sources import FileImages, ImageSource, RawRows, ZipImages, parse_json
+from annotation.import_sources import CAPTION_TEXT_FIELDS, FileImages, ImageSource, RawRows, ZipImages, parse_json
 from annotation.tasks import validate_rating_values
 from db.models import CAPTION_KINDS, Image
 
@@ -97,7 +97,7 @@ def _parse_row(label: str, record: dict, images, existing_sha: set[str]) -> tupl
             problems.append(found)
         else:
             image = found
-    text = check(validate_caption_text, _get(record, "caption", "text", "candidate"))
+    text = check(validate_caption_text, _get(record, *CAPTION_TEXT_FIELDS))
     language = check(validate_language, str(_get(record, "language", "lang") or "en"))
     kind = str(_get(record, "kind") or "candidate")
     if kind not in CAPTION_KINDS:
@@ -114,8 +114,11 @@ def _parse_row(label: str, record: dict, images, existing_sha: set[str]) -> tupl
         perturbation = {**(perturbation or {}), "op": str(op)}
     references = check(_as_list, _get(record, "references", "refs"), "references") or []
     annotator = _get(record, "annotator", "rater")
-    if annotator is not None:
-        annotator = check(validate_name, str(annotator))
+    if annotator is not None:  # a name the account rules refuse is that row's one problem about it
+        if not isinstance(annotator, str):
+            problems.append(f"annotator must be a name (text), not {type(annotator).__name__} {annotator!r}"[:200])
+        elif check(validate_name, annotator) is not None:
+            annotator = validate_name(annotator)
     rating = None
     values = {name: _get(record, *aliases) for name, aliases in
               (("overall", ("overall", "score", "rating")), ("fluency", ("fluency",)),

@@ -20,9 +20,11 @@ from pathlib import Path, PurePosixPath
 from annotation.image_store import ImageFacts
 from scoring.archives import ArchiveError, check_archive, member_path, open_zip
 from scoring.images import image_limits
+from scoring.paths import caption_max_chars
 
 FORMATS = ("csv", "jsonl", "zip", "clipscore")
 MANIFEST_NAMES = ("manifest.jsonl", "manifest.csv", "manifest.json")
+CAPTION_TEXT_FIELDS = ("caption", "text", "candidate")  # the field names a row's caption may have
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tiff", ".tif", ".gif", ".webp", ".bmp")
 
 RawRows = list[tuple[str, "dict | str"]]
@@ -57,13 +59,36 @@ def csv_rows(text: str) -> RawRows:
     if not reader.fieldnames:
         return []
     rows = []
-    for record in reader:
+    for record in _records(reader):
         label = f"line {reader.line_num}"
         if None in record:
             rows.append((label, "more fields than the header has columns"))
             continue
-        rows.append((label, {k.strip(): (v if v is None else v.strip()) for k, v in record.items() if k}))
+        rows.append((label, {k.strip(): _cell(k.strip(), v) for k, v in record.items() if k}))
     return rows
+
+
+def _records(reader: csv.DictReader):
+    """The reader's records; a line the csv module cannot read (a field over its limit of
+    `csv.field_size_limit()` characters, an unclosed quote) is a ValueError naming the line."""
+    while True:
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # raised before the reader counts the line it was reading
+            if "field larger than field limit" in str(exc):
+                raise ValueError(f"line {reader.line_num + 1}: a field is longer than {csv.field_size_limit():,} "
+                                 f"characters; a caption may have at most "
+                                 f"{caption_max_chars():,}") from None
+            raise ValueError(f"line {reader.line_num + 1}: not readable as CSV ({exc})") from None
+
+
+def _cell(column: str, value: str | None) -> str | None:
+    """A CSV cell as a field: spaces around it dropped, except in caption text, kept byte for byte."""
+    if value is None or column in CAPTION_TEXT_FIELDS:
+        return value
+    return value.strip()
 
 
 def jsonl_rows(text: str) -> RawRows:

@@ -2,8 +2,9 @@
 
 Every zip CapLens accepts (benchmark files and images to analyse, fine-tuning sets, imports)
 is checked by :func:`check_archive` before any member is read: the number of members, their
-total uncompressed size and each member's compression ratio are bounded (a zip bomb is refused
-from its directory, before anything is decompressed), and a member whose name is absolute or
+total uncompressed size, each member's compression ratio and the whole archive's are bounded
+(a zip bomb is refused from its directory, before anything is decompressed, whether it is one
+huge member or many small ones), and a member whose name is absolute or
 climbs out with ``..`` is refused by name rather than silently remapped. :func:`extract_zip`
 then writes the members, counting the bytes really written against the same limits (a
 member's declared size can lie).
@@ -71,14 +72,19 @@ def check_archive(archive: zipfile.ZipFile, archive_name: str = "zip", limits: Z
     members = archive.infolist()
     if len(members) > limits.max_members:
         raise ArchiveError(f"{archive_name}: {len(members):,} members; the limit is {limits.max_members:,}")
-    total = 0
+    total = packed = 0
     for info in members:
         member_path(info.filename, archive_name)
         total += info.file_size
+        packed += info.compress_size
         ratio = info.file_size / max(info.compress_size, 1)
         if info.file_size > RATIO_FLOOR and ratio > limits.max_ratio:
             raise ArchiveError(f"{archive_name}: member {info.filename!r} unpacks {ratio:,.0f} times its compressed "
                                f"size; the limit is {limits.max_ratio:g} (a zip bomb?)")
+    ratio = total / max(packed, 1)
+    if total > RATIO_FLOOR and ratio > limits.max_ratio:
+        raise ArchiveError(f"{archive_name}: its {len(members):,} members unpack {ratio:,.0f} times their compressed "
+                           f"size; the limit is {limits.max_ratio:g} (a zip bomb?)")
     if whole and total > limits.max_bytes:
         raise ArchiveError(f"{archive_name}: unpacks to {total / 2**20:,.0f} MB; the limit is "
                            f"{limits.max_bytes / 2**20:,.0f} MB")

@@ -4,9 +4,9 @@ Every place that turns an image into pixels or accepts one (the scorer, uploads,
 store's check of imported files) goes through :func:`decode_image` or :func:`load_image`, so
 they all agree:
 
-* the header is checked before any pixel is decoded: the file's bytes, its pixel count and
-  its longest side are bounded (:func:`image_limits`, configurable), which stops
-  decompression bombs;
+* the header is checked before any pixel is decoded: the file's bytes, its pixel count
+  weighted by its bit depth and its longest side are bounded (:func:`image_limits`,
+  configurable), which stops decompression bombs;
 * EXIF orientation is applied, so a phone photo is scored the way it is seen;
 * odd modes become 8-bit RGB (16-bit scaled, transparency on white, CMYK, palette), each
   conversion noted for the user; animated images use their first frame.
@@ -40,7 +40,9 @@ EXIF_ORIENTATION = 0x0112
 
 @dataclass(frozen=True)
 class ImageLimits:
-    """The largest image accepted: file bytes, pixels (width x height) and pixels per side."""
+    """The largest image accepted: file bytes, pixels (width x height, of 8 bits per channel:
+    a 16-bit image counts twice its pixels, a 32-bit one four times, as its decoded buffer
+    grows) and pixels per side."""
 
     max_bytes: int
     max_pixels: int
@@ -127,12 +129,21 @@ def open_checked(data: bytes, name: str = "image") -> Image.Image:
     width, height = img.size
     if width <= 0 or height <= 0:
         raise ImageDecodeError(f"{name}: the image has no pixels ({width}x{height}).")
-    if width * height > limits.max_pixels or max(width, height) > limits.max_side:
+    depth = bits_per_channel(img.mode)
+    if width * height * depth // 8 > limits.max_pixels or max(width, height) > limits.max_side:
+        deep = f" at {depth} bits per channel (it counts {depth // 8} times)" if depth > 8 else ""
         raise ImageDecodeError(
-            f"{name}: {width}x{height} pixels is too large (limit {limits.max_pixels / 1_000_000:g} megapixels, "
-            f"{limits.max_side} px per side); resize it first."
+            f"{name}: {width}x{height} pixels{deep} is too large (limit {limits.max_pixels / 1_000_000:g} megapixels "
+            f"at 8 bits per channel, {limits.max_side} px per side); resize it first."
         )
     return img
+
+
+def bits_per_channel(mode: str) -> int:
+    """Bits per channel of a Pillow mode as decoded in memory (8 for the 8-bit and 1-bit modes)."""
+    if mode.startswith("I;16"):
+        return 16
+    return 32 if mode in ("I", "F", "I;32", "RGBa;32") else 8
 
 
 def exif_orientation(img: Image.Image) -> int:
@@ -176,9 +187,14 @@ def to_rgb(img: Image.Image, notes: list[str]) -> Image.Image:
     if mode == "RGB":
         return img
     if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
-        array = np.asarray(img, dtype=np.float64)
-        top = 65535.0 if mode.startswith("I;16") else max(float(array.max()), 1.0)
-        scaled = np.clip(array / top * 255.0, 0, 255).astype(np.uint8)
+        # One buffer of the source's width (no float64 copies: a 20-megapixel 16-bit image stays
+        # near 100 MB in all); 16-bit values map to 8 bits as v // 257 (65535 = 255 * 257).
+        array = np.asarray(img)
+        if mode.startswith("I;16"):
+            scaled = (array.astype(np.uint16, copy=False) // 257).astype(np.uint8)
+        else:
+            top = max(float(array.max()), 1.0)
+            scaled = np.clip(array * np.float32(255.0 / top), 0, 255).astype(np.uint8)
         notes.append(f"{'16-bit' if mode.startswith('I;16') else mode + '-mode'} image scaled to 8-bit RGB")
         return Image.fromarray(scaled, mode="L").convert("RGB")
     if mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in img.info):

@@ -5,7 +5,8 @@
 live under it; the database package receives the resulting paths from its callers.
 
 `<data dir>/config.toml` holds settings: `[database] url` (annotation.database) and the
-`[limits]` table of size limits on what users send (:func:`configured_limit`).
+`[limits]` table of size limits on what users send (:func:`configured_limit`), among them
+the length of one caption (:func:`check_caption_length`), checked before any work on it.
 """
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from pathlib import Path
 
 CONFIG_FILE_NAME = "config.toml"
 LIMITS_TABLE = "limits"
+# The longest caption (or reference, or text to perturb, or caption stored) accepted: about
+# 800 English words, beyond the longest "detailed" captions, and about a second for all five
+# perturbations.
+DEFAULT_CAPTION_MAX_CHARS = 5_000
 _config_cache: dict[Path, tuple[int, dict]] = {}
 
 
@@ -72,3 +77,22 @@ def configured_limit(name: str, default: int | float) -> int | float:
     if value <= 0 or isinstance(raw, bool):
         raise ValueError(f"{where}: must be a positive number, not {raw!r}")
     return value
+
+
+class TextTooLong(ValueError):
+    """A text over its configured length; the message names the field and the limit."""
+
+
+def caption_max_chars() -> int:
+    """The longest caption accepted: `$CAPLENS_CAPTION_MAX_CHARS`, else `caption_max_chars` in
+    config.toml's `[limits]`, else DEFAULT_CAPTION_MAX_CHARS."""
+    return configured_limit("caption_max_chars", DEFAULT_CAPTION_MAX_CHARS)
+
+
+def check_caption_length(text: str, field: str) -> str:
+    """`text` unchanged, or TextTooLong when it is longer than :func:`caption_max_chars`."""
+    limit = caption_max_chars()
+    if len(text) > limit:
+        raise TextTooLong(f"{field}: {len(text):,} characters; the limit is {limit:,} per caption "
+                          f"(caption_max_chars).")
+    return text

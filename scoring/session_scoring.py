@@ -19,6 +19,7 @@ import pandas as pd
 from scoring.api import ScoreItem
 from scoring.fingerprint import content_fingerprint
 from scoring.language_id import AUTO, resolve_language
+from scoring.paths import check_caption_length
 
 MAX_CACHED_ROWS = 2000
 TABLE_COLUMNS = ["image", "candidate", "references"]
@@ -216,6 +217,11 @@ def _frequencies(request: ScoreRequest, pairs, cider_names: list[str]) -> tuple[
 def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> ScoreOutcome:
     """Score every row of `request` (no image: text metrics only), reusing `cache` for pairs
     already scored. Unknown metric names raise LookupError."""
+    for number, row in enumerate(request.rows, start=1):
+        where = f"caption {number}" if len(request.rows) > 1 else "caption"
+        check_caption_length(row.candidate, where)
+        for reference in row.references:
+            check_caption_length(reference, f"a reference of {where}")
     cache = cache if cache is not None else {}
     names = [scorer.canonical_name(m) for m in request.metrics] if request.metrics else scorer.metric_names()
     meta: dict[str, dict] = cache.setdefault("_metrics", {})

@@ -14,6 +14,7 @@ import pandas as pd
 from scoring.analysis.robustness import ORIGINAL, format_table7, robustness_table
 from scoring.api import ScoreItem
 from scoring.language_id import resolve_language
+from scoring.paths import check_caption_length
 from scoring.perturb.ops import ALL_OPS, DEFAULT_P, PRMCS_OPS, Perturbation, canonical_op, default_p_text, perturb
 from scoring.perturb.pos import TaggerUnavailableError
 from scoring.perturb.tokenize import normalize_lang
@@ -57,6 +58,8 @@ def perturb_caption(text: str, op: str, p: float | None, seed: int, lang: str, c
     language lacks raises TaggerUnavailableError; among all five it is a no-op saying so."""
     if not text or not text.strip():
         raise ValueError("Enter a caption to perturb.")
+    check_caption_length(text, "text")
+    check_caption_length("; ".join(critical or []), "critical")
     ops = list(PRMCS_OPS) if op in (ALL_FIVE, "all") else [canonical_op(op)]
     lang = resolve_language(lang, text)
     results = []

@@ -108,7 +108,8 @@ def test_limits_are_configurable_and_checked_before_decoding(tmp_path, monkeypat
     assert load_upload(image, name="ok.png").image.size == (300, 200)
     (tmp_path / "config.toml").write_text("[limits]\nimage_max_pixels = 50_000\nimage_max_side = 250\n")
     assert (image_limits().max_pixels, image_limits().max_side) == (50_000, 250)
-    with pytest.raises(UploadError, match=r"300x200 pixels is too large \(limit 0.05 megapixels, 250 px per side\)"):
+    with pytest.raises(UploadError, match=r"300x200 pixels is too large \(limit 0.05 megapixels at 8 bits per "
+                                          r"channel, 250 px per side\)"):
         load_upload(image, name="big.png")
     monkeypatch.setenv("CAPLENS_IMAGE_MAX_BYTES", str(len(image) - 1))  # the environment wins over the file
     path = tmp_path / "big.png"
@@ -122,3 +123,33 @@ def test_limits_are_configurable_and_checked_before_decoding(tmp_path, monkeypat
     (tmp_path / "config.toml").write_text("[limits]\nimage_max_pixels = 'lots'\n")
     with pytest.raises(ValueError, match=r"config.toml: \[limits\] image_max_pixels: 'lots' is not a whole number"):
         image_limits()
+
+
+def test_a_sixteen_bit_image_counts_twice_its_pixels_and_is_refused_from_its_header(monkeypatch):
+    """Pixels x bit depth: at a limit of 200 (8-bit) pixels, a 16-bit image of 100 pixels is
+    accepted and one of 110 is refused before any pixel is decoded (its header only)."""
+    monkeypatch.setenv("CAPLENS_IMAGE_MAX_PIXELS", "200")
+    grey = Image.fromarray(np.full((10, 20), 51400, dtype=np.uint16))  # 8-bit: 200 pixels, accepted
+    assert load_upload(encode(grey.convert("L")), name="eight.png").image.size == (20, 10)
+    at_limit = encode(Image.fromarray(np.full((10, 10), 51400, dtype=np.uint16)))
+    loaded = load_upload(at_limit, name="deep.png")
+    assert loaded.image.size == (10, 10) and loaded.image.getpixel((0, 0)) == (200, 200, 200)  # 51400 // 257
+    past = encode(Image.fromarray(np.full((10, 11), 51400, dtype=np.uint16)))
+    decoded = []
+    monkeypatch.setattr(Image.Image, "load", lambda self: decoded.append(self) or None)
+    with pytest.raises(UploadError, match=r"deep.png: 11x10 pixels at 16 bits per channel \(it counts 2 times\) is too "
+                                          r"large \(limit 0.0002 megapixels at 8 bits per channel"):
+        load_upload(past, name="deep.png")
+    assert decoded == []
+
+
+def test_a_forty_megapixel_sixteen_bit_png_is_refused_by_default():
+    """The issue's 78 KB file: 40 megapixels of 16-bit grey, refused from its header."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", 8000, 5000, 16, 0, 0, 0, 0)
+    data = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b"")
+    with pytest.raises(UploadError, match="8000x5000 pixels at 16 bits per channel"):
+        load_upload(data, name="deep.png")
+    assert 8000 * 5000 <= image_limits().max_pixels  # the pixel count alone is within the limit

@@ -1,0 +1,69 @@
+"""What an import keeps and refuses of the text it is given: captions byte for byte, annotator
+names under the account name rules, captions within the caption length limit."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from sqlalchemy import select
+
+from annotation.importers import ImportRejected, import_file
+from db.models import Caption, User
+from db.session import session_scope
+from scoring.paths import DEFAULT_CAPTION_MAX_CHARS
+
+EXACT = ["  two leading spaces", "trailing tab\t", "\tleading tab then text", " both ", "plain"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_captions_are_stored_byte_for_byte(engine, accounts, tmp_path, make_png, fmt):
+    (tmp_path / "a.png").write_bytes(make_png())
+    rows = [{"image": " a.png ", "caption": text, "language": " en "} for text in EXACT]
+    path = tmp_path / f"exact.{fmt}"
+    if fmt == "csv":
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, ["image", "caption", "language"])
+            writer.writeheader()
+            writer.writerows(rows)
+    else:
+        path.write_text("\n".join(json.dumps({**r, "image": "a.png", "language": "en"}) for r in rows))
+    with session_scope(engine) as session:
+        import_file(session, accounts["rita"], path, collection="exact")
+    with session_scope(engine) as session:
+        assert sorted(session.scalars(select(Caption.text))) == sorted(EXACT)
+
+
+@pytest.mark.parametrize("annotator, problem", [
+    ("two words", "invalid user name 'two words'"),
+    ("x" * 101, "invalid user name"),
+    ("bell\x07", "invalid user name"),
+    (17, "annotator must be a name (text), not int 17"),
+    (["a"], "annotator must be a name (text), not list ['a']"),
+])
+def test_annotator_names_follow_the_account_name_rules(engine, accounts, tmp_path, make_png, annotator, problem):
+    (tmp_path / "a.png").write_bytes(make_png())
+    path = tmp_path / "names.jsonl"
+    path.write_text(json.dumps({"image": "a.png", "caption": "a red square", "annotator": "fine-name", "score": 0.5})
+                    + "\n" + json.dumps({"image": "a.png", "caption": "a red square", "annotator": annotator,
+                                         "score": 0.4}))
+    with session_scope(engine) as session, pytest.raises(ImportRejected) as rejected:
+        import_file(session, accounts["rita"], path, collection="names")
+    assert len(rejected.value.errors) == 1 and rejected.value.errors[0].startswith("line 2: ")
+    assert problem in rejected.value.errors[0]
+    with session_scope(engine) as session:
+        assert session.scalar(select(User).where(User.name == "fine-name")) is None  # nothing written
+
+
+def test_a_caption_at_the_length_limit_is_imported_and_one_past_it_is_refused(engine, accounts, tmp_path, make_png):
+    (tmp_path / "a.png").write_bytes(make_png())
+    at_limit, past = "a" * DEFAULT_CAPTION_MAX_CHARS, "b" * (DEFAULT_CAPTION_MAX_CHARS + 1)
+    path = tmp_path / "long.jsonl"
+    path.write_text("\n".join(json.dumps({"image": "a.png", "caption": text}) for text in (at_limit, past)))
+    with session_scope(engine) as session, pytest.raises(ImportRejected) as rejected:
+        import_file(session, accounts["rita"], path, collection="long")
+    assert rejected.value.errors == [f"line 2: caption: {DEFAULT_CAPTION_MAX_CHARS + 1:,} characters; the limit is "
+                                     f"{DEFAULT_CAPTION_MAX_CHARS:,} per caption (caption_max_chars)."]
+    path.write_text(json.dumps({"image": "a.png", "caption": at_limit}))
+    with session_scope(engine) as session:
+        assert import_file(session, accounts["rita"], path, collection="long").counts["captions"] == 1
