@@ -2,11 +2,18 @@
 
 A text cell whose first character makes a spreadsheet read it as a formula (``=``, ``+``,
 ``-``, ``@``, tab or carriage return; the OWASP CSV-injection rule) is written with a leading
-apostrophe, which spreadsheets show as plain text. So that reading back is exact, a text cell
-that already starts with apostrophes followed by such a character gets one more apostrophe,
-and :func:`unescape_cell` removes exactly one. Every other cell is written unchanged; numbers
-stay numbers (a score of -0.5 is not text and is not escaped). Header cells follow the same
-rule (metric names come from users' registries).
+apostrophe, which spreadsheets show as plain text. A spreadsheet may also split the file at
+another separator than the one it was written with (``;`` in much of Europe, tabs, new
+lines), so the same holds wherever a cell could start inside the text: after each ``,``,
+``;``, tab, carriage return and line feed, past any double quotes there
+(``x;=cmd|' /C calc'!A0;y`` is written ``x;'=cmd|' /C calc'!A0;y``). So that reading back
+is exact, text that already has apostrophes followed by such a character there gets one more
+apostrophe, and :func:`unescape_cell` removes exactly one. Every other cell is written
+unchanged; numbers stay numbers (a score of -0.5 is not text and is not escaped). Header
+cells follow the same rule (metric names come from users' registries).
+
+defusedcsv (kept in the package lists) was weighed and not used: it looks at a cell's first
+character only, and changes ``|`` in a way reading back cannot undo.
 
 CapLens's own readers of CSV it may have written (fine-tuning sets, score tables) read
 through :func:`read_csv_frame`, so an exported caption "=1+1" trains and analyses as "=1+1".
@@ -21,20 +28,25 @@ from pathlib import Path
 from typing import IO, Any
 
 FORMULA_START = "=+-@\t\r"
-_NEEDS_ESCAPE = re.compile(r"'*[=+\-@\t\r]")
+SEPARATORS = ",;\t\r\n"  # where a spreadsheet may start a new cell inside a text
+_CELL_START = rf"(?:^|(?<=[{re.escape(SEPARATORS)}]))(\"*)"  # and the double quotes that open a cell
+_FORMULA_AHEAD = rf"(?='*[{re.escape(FORMULA_START)}])"
+_NEEDS_ESCAPE = re.compile(_CELL_START + _FORMULA_AHEAD)
+_ESCAPED = re.compile(_CELL_START + "'" + _FORMULA_AHEAD)
 
 
 def escape_cell(value: Any) -> Any:
-    """`value` as it is safe to write: text a spreadsheet would evaluate gets a leading apostrophe."""
-    if isinstance(value, str) and _NEEDS_ESCAPE.match(value):
-        return "'" + value
+    """`value` as it is safe to write: text a spreadsheet would evaluate, at its start or after
+    any separator, gets an apostrophe there."""
+    if isinstance(value, str):
+        return _NEEDS_ESCAPE.sub(r"\1'", value)
     return value
 
 
 def unescape_cell(value: Any) -> Any:
     """The inverse of :func:`escape_cell` on text read back from a CapLens CSV."""
-    if isinstance(value, str) and value.startswith("'") and _NEEDS_ESCAPE.match(value, 1):
-        return value[1:]
+    if isinstance(value, str) and "'" in value:
+        return _ESCAPED.sub(r"\1", value)
     return value
 
 

@@ -69,3 +69,33 @@ def test_dataframe_round_trip(tmp_path):
     assert back["caption"].tolist()[:3] == DANGEROUS[:3] and pd.isna(back.loc[3, "caption"])
     assert back["caption"].tolist()[4:] == frame["caption"].tolist()[4:]
     assert back["value"].tolist() == frame["value"].tolist()
+
+
+ATTACK = "x;=cmd|' /C calc'!A0;y"
+
+
+@pytest.mark.parametrize("separator", [",", ";", "\t"])
+def test_no_cell_starts_a_formula_whatever_separator_the_spreadsheet_splits_at(tmp_path, separator):
+    """The issue's cell, and a formula after each separator inside a text, written with "," and
+    read back with each of "," ";" and tab: no cell starts with a formula character there, and
+    CapLens reads back exactly what it wrote."""
+    texts = [ATTACK, f"a{separator}=1+1", f'a{separator}"@SUM(A1)"', f"a{separator}'=already", "a; b, c\td",
+             f"a{separator}{separator}-2"]
+    path = tmp_path / "out.csv"
+    write_csv(path, ["text"], [{"text": t} for t in texts])
+    on_disk = path.read_text(encoding="utf-8")
+    assert "x;'=cmd|' /C calc'!A0;y" in on_disk and "a; b, c\td" in on_disk
+    for split_at in (",", ";", "\t"):
+        for row in csv.reader(io.StringIO(on_disk, newline=""), delimiter=split_at):
+            for cell in row:
+                assert not cell or cell[0] not in "=+-@", (split_at, row)
+    back = [unescape_cell(row[0]) for row in list(csv.reader(path.open(encoding="utf-8", newline="")))[1:]]
+    assert back == texts
+
+
+@pytest.mark.parametrize("text, written", [
+    ("a\n=1", "a\n'=1"), ('a;"=1"', "a;\"'=1\""), ("a;'b", "a;'b"), ("a,''-1", "a,'''-1"), ("\t\t=", "'\t'\t'="),
+])
+def test_a_formula_after_a_line_break_or_a_quote_is_escaped_and_reads_back(text, written):
+    assert escape_cell(text) == written
+    assert unescape_cell(written) == text
