@@ -14,10 +14,20 @@ through `launch(app_kwargs=app_kwargs())`.
   any event directly, and /gradio_api/deep_link, which would copy out every value of the
   session whose hash it is given, answer 404. The page runs its private handlers through the
   queue like every Gradio page; each of them acts as the session of its own request.
+- CPU-heavy work (scoring, perturbing, analysing uploaded files: `HEAVY_HANDLERS`) runs in one
+  concurrency group of `HEAVY_WORKERS` workers, apart from the annotators' events, and each
+  client (a logged-in account, else an address) has at most `HEAVY_PER_CLIENT` such requests
+  running; a further one is refused at once in words (`limit_heavy_work`). So a visitor
+  sending many requests waits for, or is refused, their own work, never the annotators'.
 """
 from __future__ import annotations
 
+import functools
+import inspect
+import logging
 import os
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
@@ -26,10 +36,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
-from annotation.auth_sessions import SESSION_LIFETIME, TooManyAttempts, log_in, log_out, may_fetch
+from annotation.acting import NotLoggedIn
+from annotation.auth_sessions import SESSION_LIFETIME, TooManyAttempts, log_in, log_out, may_fetch, session_account
+from app import account_routes
 from app.api import ENDPOINTS
 from app.session import TOKEN_COOKIE, client_address, cross_site, login_message, private_files_root, request_token
 
+LOG = logging.getLogger(__name__)
 LOGIN_PATH = "/caplens/login"
 LOGOUT_PATH = "/caplens/logout"
 GRADIO_API = "/gradio_api/"
@@ -109,7 +122,119 @@ class Guard:
 
 
 def app_kwargs() -> dict:
-    """For `Blocks.launch(app_kwargs=...)`: the login routes and the guard."""
+    """For `Blocks.launch(app_kwargs=...)`: the login routes (and `app.account_routes`'s
+    one-time links and password change) and the guard."""
     return {"routes": [Route(LOGIN_PATH, login_route, methods=["POST"]),
-                       Route(LOGOUT_PATH, logout_route, methods=["POST"])],
+                       Route(LOGOUT_PATH, logout_route, methods=["POST"]), *account_routes.ROUTES],
             "middleware": [Middleware(Guard)]}
+
+
+# The handlers whose work grows with what a caller sends (module, function name).
+HEAVY_HANDLERS = frozenset({
+    ("app.api", "score_api"), ("app.api", "perturb_endpoint"),
+    ("app.tabs.score", "on_score"), ("app.tabs.score", "on_rows_file"), ("app.tabs.score", "on_images"),
+    ("app.tabs.perturb", "on_perturb"),
+    *(("app.tabs.analyze_files", name) for name in ("on_correlation", "on_length", "on_pascal", "on_foil",
+                                                     "on_specificity", "on_retrieval")),
+})
+HEAVY_CONCURRENCY_ID = "caplens-heavy"
+HEAVY_WORKERS = 2
+HEAVY_PER_CLIENT = 1  # an address behind which a class works anonymously shares it: logged-in users count apart
+BUSY = "You already have {n} scoring or analysis request(s) running; wait for it to finish, then try again."
+
+
+class ClientSlots:
+    """How many heavy requests each client has running: `acquire(key)` takes one of its
+    `per_client` slots or raises ClientBusy; `release(key)` gives it back."""
+
+    def __init__(self, per_client: int):
+        self.per_client = per_client
+        self.running: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def acquire(self, key: str) -> None:
+        with self.lock:
+            if self.running.get(key, 0) >= self.per_client:
+                raise ClientBusy(BUSY.format(n=self.per_client))
+            self.running[key] = self.running.get(key, 0) + 1
+
+    def release(self, key: str) -> None:
+        with self.lock:
+            self.running[key] -= 1
+            if not self.running[key]:
+                del self.running[key]
+
+
+class ClientBusy(PermissionError):
+    """A client over its number of heavy requests at once; the message is for the user."""
+
+
+def client_key(request) -> str:
+    """Whom a heavy request counts against: its live session's account, else its address (a
+    made-up token counts as no token)."""
+    token = request_token(request) if request is not None else None
+    if token:
+        try:
+            return f"account:{session_account(token).id}"
+        except NotLoggedIn:
+            pass
+    return f"address:{client_address(request) if request is not None else None}"
+
+
+def _per_client(fn, slots: ClientSlots):
+    """`fn` run only while its caller holds one of its slots (the request is Gradio's, from the
+    event's context); refused in words (ClientBusy as a gr.Error) when the caller has none left."""
+    from gradio.context import LocalContext
+
+    from app.errors import as_gradio_error
+
+    @contextmanager
+    def slot():
+        key = client_key(LocalContext.request.get(None))
+        try:
+            slots.acquire(key)
+        except ClientBusy as exc:
+            LOG.warning("heavy request refused: %s already has %d running", key, slots.per_client)
+            raise as_gradio_error(exc) from None
+        try:
+            yield
+        finally:
+            slots.release(key)
+
+    if inspect.isgeneratorfunction(fn):
+        def wrapper(*args, **kwargs):
+            with slot():
+                yield from fn(*args, **kwargs)
+    elif inspect.iscoroutinefunction(fn):
+        async def wrapper(*args, **kwargs):
+            with slot():
+                return await fn(*args, **kwargs)
+    else:
+        def wrapper(*args, **kwargs):
+            with slot():
+                return fn(*args, **kwargs)
+    wrapper = functools.wraps(fn)(wrapper)
+    wrapper.caplens_heavy = True
+    return wrapper
+
+
+def limit_heavy_work(demo, per_client: int = HEAVY_PER_CLIENT, workers: int = HEAVY_WORKERS) -> ClientSlots:
+    """Put every handler of HEAVY_HANDLERS in the heavy concurrency group, `per_client` at once
+    per client (before launch). ValueError when one of them is not among the app's events (a
+    renamed handler must not silently lose its limit)."""
+    slots = ClientSlots(per_client)
+    found = set()
+    for block_fn in demo.fns.values():
+        if block_fn.fn is None or getattr(block_fn.fn, "caplens_heavy", False):
+            continue
+        original = inspect.unwrap(block_fn.fn)
+        where = (getattr(original, "__module__", None), getattr(original, "__name__", None))
+        if where in HEAVY_HANDLERS:
+            found.add(where)
+            block_fn.fn = _per_client(block_fn.fn, slots)
+            block_fn.concurrency_id = HEAVY_CONCURRENCY_ID
+            block_fn.concurrency_limit = workers
+    missing = HEAVY_HANDLERS - found
+    if missing:
+        raise ValueError(f"heavy handlers not found among the app's events: {sorted(missing)}")
+    return slots

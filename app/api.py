@@ -16,6 +16,8 @@ handler is private.
 from __future__ import annotations
 
 import functools
+import logging
+import math
 
 import gradio as gr
 import pandas as pd
@@ -28,8 +30,78 @@ from app.session import account_id, client_address, login_message
 from app.tabs.score import load_images, split_lines
 from scoring.analysis.report import ANY, DISAGREE, UNMOVED, case_cells, correlation_cells, filter_cases, robustness_cells
 from scoring.language_id import AUTO
+from scoring.paths import caption_max_chars
 from scoring.perturb.lab import parse_critical, perturb_caption
 from scoring.session_scoring import ScoreOutcome, ScoreRequest, score_request
+
+LOG = logging.getLogger(__name__)
+MAX_SEED = 2**32 - 1
+MAX_ID = 2**62
+MAX_FIELD_CHARS = 1_000  # names, codes and lists of metric names
+MAX_LINES_CHARS = 50_000  # captions or references, one per line (each also under caption_max_chars)
+
+
+def refused(message: str) -> gr.Error:
+    """The error a malformed argument gets: its message to the caller, one line in the log
+    (no traceback)."""
+    LOG.warning("API call refused: %s", message)
+    return gr.Error(message, print_exception=False)
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def text_field(label: str, max_chars: int = MAX_FIELD_CHARS, **kwargs) -> gr.Textbox:
+    """A text argument of the API: text (or null) of at most `max_chars` characters, else a
+    message naming the field and the limit. (A plain gr.Textbox whose preprocessing checks
+    first: a subclass of a Gradio component would write a .pyi file beside this module.)"""
+    field = gr.Textbox(label=label, **kwargs)
+    plain = field.preprocess
+
+    def preprocess(payload):
+        if payload is None:
+            return None
+        if not isinstance(payload, str):
+            raise refused(f"{label}: expected text, got {type(payload).__name__} {_shown(payload)}")
+        if len(payload) > max_chars:
+            raise refused(f"{label}: {len(payload):,} characters; the limit is {max_chars:,}")
+        return plain(payload)
+
+    field.preprocess = preprocess
+    return field
+
+
+def number_field(label: str, whole: bool = False, minimum: float | None = None, maximum: float | None = None,
+                 **kwargs) -> gr.Number:
+    """A number argument of the API (`whole`: an integer, never rounded: 74.9 is refused, not
+    read as 75) within [minimum, maximum]; null passes as None."""
+    field = gr.Number(label=label, precision=0 if whole else None, **kwargs)
+    kind = "a whole number" if whole else "a number"
+
+    def preprocess(payload):
+        if payload is None:
+            return None
+        if isinstance(payload, bool) or not isinstance(payload, (int, float)):
+            raise refused(f"{label}: expected {kind}, got {type(payload).__name__} {_shown(payload)}")
+        if not math.isfinite(payload) or (whole and payload != int(payload)):
+            raise refused(f"{label}: expected {kind}, got {payload!r}")
+        if (minimum is not None and payload < minimum) or (maximum is not None and payload > maximum):
+            raise refused(f"{label}: {payload!r} is out of range ({minimum:,} to {maximum:,})")
+        return int(payload) if whole else float(payload)
+
+    field.preprocess = preprocess
+    return field
+
+
+def check_argument_count(block_fn, inputs: list) -> None:
+    """`Blocks.validate_inputs` for every event: a call with too few arguments is refused in
+    words naming the ones missing (Gradio's own check raises with a traceback in the log)."""
+    if len(inputs) < len(block_fn.inputs):
+        missing = [getattr(block, "label", None) or type(block).__name__ for block in block_fn.inputs[len(inputs):]]
+        raise refused(f"{block_fn.api_name or 'this call'}: {len(inputs)} argument(s) given, "
+                      f"{len(block_fn.inputs)} needed; missing: {', '.join(map(str, missing))}")
 
 
 def outcome_to_json(outcome: ScoreOutcome) -> dict:
@@ -271,22 +343,27 @@ def build(ctx: engine.AppContext) -> None:
         return failure_cases_endpoint(ctx.profile, collection, metrics, mode, limit, request)
 
     with gr.Column(visible=False):
-        _endpoint("score", score_api, [gr.File(label="image", file_count="single"), gr.Textbox(label="captions"),
-                                       gr.Textbox(label="references"), gr.Textbox(label="lang", value=AUTO),
-                                       gr.Textbox(label="metrics"), score_cache], "scores")
-        _endpoint("perturb", perturb_endpoint, [gr.Textbox(label="text"), gr.Textbox(label="op", value="all"),
-                                                gr.Number(label="p", value=None),
-                                                gr.Number(label="seed", value=0, precision=0),
-                                                gr.Textbox(label="lang", value=AUTO), gr.Textbox(label="critical")],
+        _endpoint("score", score_api, [gr.File(label="image", file_count="single"),
+                                       text_field("captions", max_chars=MAX_LINES_CHARS),
+                                       text_field("references", max_chars=MAX_LINES_CHARS),
+                                       text_field("lang", value=AUTO), text_field("metrics"), score_cache],
+                  "scores")
+        _endpoint("perturb", perturb_endpoint, [text_field("text", max_chars=caption_max_chars()),
+                                                text_field("op", value="all"),
+                                                number_field("p", value=None),
+                                                number_field("seed", whole=True, minimum=0, maximum=MAX_SEED, value=0),
+                                                text_field("lang", value=AUTO),
+                                                text_field("critical", max_chars=caption_max_chars())],
                   "perturbations")
-        _endpoint("login", login_endpoint, [gr.Textbox(label="name"), gr.Textbox(label="password", type="password")],
+        _endpoint("login", login_endpoint, [text_field("name"), text_field("password", type="password")],
                   "login")
-        _endpoint("next_item", next_item_endpoint, [gr.Textbox(label="collection")], "item")
-        aspects = [_nullable(gr.Number(label=name, value=None)) for name in ("fluency", "relevance", "descriptiveness")]
-        _endpoint("rate", rate_endpoint, [gr.Number(label="caption_id", precision=0), gr.Number(label="overall"),
-                                          *aspects], "rating")
-        _endpoint("analyze", analyze_api, [gr.Textbox(label="collection"), gr.Textbox(label="metrics")], "report")
+        _endpoint("next_item", next_item_endpoint, [text_field("collection")], "item")
+        aspects = [_nullable(number_field(name, value=None)) for name in ("fluency", "relevance", "descriptiveness")]
+        _endpoint("rate", rate_endpoint, [number_field("caption_id", whole=True, minimum=1, maximum=MAX_ID),
+                                          number_field("overall"), *aspects], "rating")
+        _endpoint("analyze", analyze_api, [text_field("collection"), text_field("metrics")], "report")
         _endpoint("failure_cases", failure_cases_api,
-                  [gr.Textbox(label="collection"), gr.Textbox(label="metrics"),
-                   gr.Textbox(label="mode", value="disagree"), gr.Number(label="limit", value=20, precision=0)],
+                  [text_field("collection"), text_field("metrics"),
+                   text_field("mode", value="disagree"),
+                   number_field("limit", whole=True, minimum=1, maximum=10_000, value=20)],
                   "cases")

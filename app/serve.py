@@ -30,11 +30,16 @@ def create_app(profile: str | None = None, seed_demo: bool = True):
     something to show offline without the server waiting for it.
     """
     from app import engine
+    from app.access import limit_heavy_work
+    from app.api import check_argument_count
     from app.ui import build_app
 
     first = _prepare(seed_demo)
     ctx = engine.choose_profile(profile)
     demo = build_app(ctx)
+    demo.validate_inputs = check_argument_count  # a call with too few arguments: words, no traceback
+    limit_heavy_work(demo)
+    light_sessions()
     if first.seed_demo:
         _seed_demo_in_background()
     return demo, ctx
@@ -63,6 +68,48 @@ def _seed_demo_in_background():
     return seed_demo_in_background(lambda line: print(f"CapLens: {line}", flush=True))
 
 
+def light_sessions() -> None:
+    """Make each Gradio session cost what it stores, not a copy of the whole page.
+
+    Gradio keeps one session per session hash, and an API call without one (plain HTTP,
+    `/gradio_api/call/...`) gets a new hash each time. Its session renders the settings of
+    every one of the app's ~430 components when it is created: about 0.7 MB and 0.3 s of CPU per
+    call, kept until 10,000 sessions push it out. `LightSessionState` renders a component's
+    settings only when the session changes it; the whole list only where Gradio asks for it
+    (deep links, which `app.access` does not serve). Installed once, for every Blocks app of
+    this process."""
+    import gradio.state_holder as holder
+
+    if not getattr(holder.SessionState, "caplens_light", False):
+        holder.SessionState = _light_session_class(holder.SessionState)
+
+
+def _light_session_class(base: type) -> type:
+    class LightSessionState(base):
+        caplens_light = True
+
+        def __init__(self, blocks):  # what base.__init__ sets, without rendering every component
+            import os
+            from copy import copy
+
+            self.blocks_config = copy(blocks.default_config)
+            self._known_blocks = blocks.blocks
+            self.config_values = {}
+            self.state_data = {}
+            self._state_ttl = {}
+            self.is_closed = False
+            self.STATE_TTL_WHEN_CLOSED = 1 if os.getenv("GRADIO_IS_E2E_TEST") else 3600
+
+        @property
+        def components(self):
+            for key, block in self.blocks_config.blocks.items():
+                if key in self._known_blocks and key not in self.config_values:
+                    self.config_values[key] = self.blocks_config.config_for_block(key, [], block)
+            return super().components
+
+    return LightSessionState
+
+
 def configure_logging() -> None:
     """Warnings and errors (an error id's traceback, a failed training job) on the console."""
     import logging
@@ -88,6 +135,7 @@ def launch_kwargs(host: str, port: int | None, share: bool, mcp: bool = False) -
         app_kwargs=app_kwargs(),
         run_history=False,
         mcp_server=bool(mcp),
+        enable_monitoring=False,  # Gradio's /monitoring would print its key to the log, and its summary is open
         # Handler errors reach users as app/errors.py words them (gr.Error, always shown);
         # anything else Gradio raises shows as a bare "Error", never its text.
         show_error=False,
