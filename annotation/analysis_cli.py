@@ -236,16 +236,32 @@ def _fill_cache(session, user, args) -> dict[str, str]:
 
 
 def _scorer(args):
+    """The profile `caplens serve` and `caplens score` would choose, saying so in their words."""
     if not args.metrics:
         raise ValueError("scoring now needs --metrics")
-    from scoring.api import get_scorer
+    from scoring.cli import choose_profile
 
-    return get_scorer(args.profile, args.device)
+    return choose_profile(args.profile, args.device, "caplens analyze")
 
 
 def _report_unavailable(unavailable: dict[str, str]) -> None:
     for metric, reason in unavailable.items():
         print(f"{metric}: unavailable: {reason}")
+
+
+def _available(table, unavailable: dict[str, str]):
+    """`table` without the metrics just reported unavailable (their rows of a long table, their
+    columns of a wide one): no numbers are printed for a metric called unavailable."""
+    if not unavailable:
+        return table
+    attrs = dict(table.attrs)
+    if "metric" in table.columns:
+        table = table[~table["metric"].isin(list(unavailable))]
+    table = table.drop(columns=[c for c in table.columns if c in unavailable])
+    if "metric" in table.columns and table.empty:
+        raise ValueError("no numeric scores: every metric asked for is unavailable")
+    table.attrs.update(attrs)
+    return table
 
 
 def _captions(path: Path):
@@ -281,8 +297,9 @@ def _correlation(args) -> int:
                                       image_root=args.image_root, group_by=args.group,
                                       coefficients=args.coefficients, n_boot=args.bootstrap, seed=args.seed)
         _report_unavailable(measured.unavailable)
-        _emit(measured.table, args)
-        return _compare(measured.scores, args, list(dict.fromkeys(measured.table["metric"])))
+        table = _available(measured.table, measured.unavailable)
+        _emit(table, args)
+        return _compare(_available(measured.scores, measured.unavailable), args, list(dict.fromkeys(table["metric"])))
     scores = _wide_scores(_read_csv(args.scores))
     if args.dataset:
         if not args.dataset_path:
@@ -310,17 +327,13 @@ def _collection_correlation(args) -> int:
     from annotation.collection_analysis import collection_analysis
     from annotation.score_store import cached_metric_names
     from scoring.analysis.report import CorrelationFilters
-    from scoring.api import get_scorer
-    from scoring.profile_choice import choose_profile
+    from scoring.cli import choose_profile
 
     if args.group is not None:
         raise ValueError("--group does not apply to --collection: a collection is correlated per language")
     if args.human_col != "human":
         raise ValueError("--human-col does not apply to --collection: it uses the overall ratings")
-    choice = choose_profile(args.profile)
-    if choice.hub_problem:
-        print(f"profile {choice.profile}: the hub checkpoints could not be loaded ({choice.hub_problem})")
-    scorer = get_scorer(choice.profile, args.device)
+    scorer = choose_profile(args.profile, args.device, "caplens analyze")
     if args.bootstrap is None:
         args.bootstrap = CorrelationFilters.n_boot
     filters = CorrelationFilters(per_rating=args.per_rating, n_boot=args.bootstrap, seed=args.seed,
@@ -328,7 +341,7 @@ def _collection_correlation(args) -> int:
     with _database(args) as (session, user):
         metrics = args.metrics or cached_metric_names(session, user, args.collection, scorer)
         if not metrics:
-            raise ValueError(f"collection {args.collection!r} has no cached scores of profile {choice.profile!r}: "
+            raise ValueError(f"collection {args.collection!r} has no cached scores of profile {scorer.profile!r}: "
                              "give --metrics to score them now")
         report = collection_analysis(session, user, args.collection, scorer, metrics, filters)
     print(filters.describe())
@@ -398,8 +411,8 @@ def _robustness(args) -> int:
         from annotation.score_store import collection_robustness_scores
 
         with _database(args) as (session, user):
-            _fill_cache(session, user, args)
-            scores = collection_robustness_scores(session, user, args.collection, args.metrics)
+            unavailable = _fill_cache(session, user, args)
+            scores = _available(collection_robustness_scores(session, user, args.collection, args.metrics), unavailable)
     elif args.captions:
         from scoring.analysis.pipeline import perturbation_scores
 
@@ -408,6 +421,7 @@ def _robustness(args) -> int:
                                      seed=args.seed, image_root=args.image_root)
         _report_unavailable(scores.attrs["unavailable"])
         _save(scores, args.save_scores)
+        scores = _available(scores, scores.attrs["unavailable"])
     else:
         scores = _read_csv(args.scores)
     table = robustness_table(scores, args.ops)
@@ -435,7 +449,7 @@ def _specificity(args) -> int:
         measured = specificity(_scorer(args), captions, args.metrics, seed=args.seed, image_root=args.image_root)
         _report_unavailable(measured.unavailable)
         _save(measured.scores, args.save_scores)
-        _emit(measured.table, args)
+        _emit(_available(measured.table, measured.unavailable), args)
     else:
         _emit(specificity_rates(_read_csv(args.scores)), args)
     return 0
@@ -449,9 +463,9 @@ def _retrieval(args) -> int:
 
     if args.coco_sm:
         from scoring.analysis.run import coco_sm_retrieval
-        from scoring.api import get_scorer
+        from scoring.cli import choose_profile
 
-        measured = coco_sm_retrieval(get_scorer(args.profile, args.device), args.coco_sm, args.metric,
+        measured = coco_sm_retrieval(choose_profile(args.profile, args.device, "caplens analyze"), args.coco_sm, args.metric,
                                      langs=args.langs, image_root=args.image_root, reference_lang=args.reference_lang)
         if args.save_similarities:
             args.save_similarities.parent.mkdir(parents=True, exist_ok=True)
@@ -498,7 +512,7 @@ def _pascal50s(args) -> int:
         measured = pascal50s(_scorer(args), args.pascal_dir, args.metrics, n_references=args.references,
                              seed=args.seed, image_root=args.image_root)
         _report_unavailable(measured.unavailable)
-        _emit(measured.table, args)
+        _emit(_available(measured.table, measured.unavailable), args)
         return 0
     scores = _read_csv(args.scores)
     if args.pascal_dir:
@@ -524,7 +538,7 @@ def _foil(args) -> int:
         measured = foil(_scorer(args), args.foil_json, args.metrics, n_references=args.references, seed=args.seed,
                         image_root=args.image_root)
         _report_unavailable(measured.unavailable)
-        _emit(measured.table, args)
+        _emit(_available(measured.table, measured.unavailable), args)
         return 0
     scores = _read_csv(args.scores)
     metrics = args.metrics or [m for m in _metrics_from_suffix(scores.columns, "_correct") if f"{m}_foil" in scores]

@@ -62,12 +62,12 @@ def metric_names(profile: str) -> list[str]:
 def choose_profile(requested: str | None) -> AppContext:
     """The profile to serve (`scoring.profile_choice`) with the banner and the console line that
     say which and why, in the words `caplens score` uses too."""
-    from scoring.profile_choice import choice_message, choose_profile as choose
+    from scoring.profile_choice import choice_line, choice_message, choose_profile as choose
 
     choice = choose(requested, score_items)
     headline, detail = choice_message(choice)
     return AppContext(profile=choice.profile, banner=f"**{_plain(headline)}**: {_plain(detail, 600)}",
-                      console=f"{headline}: {detail}")
+                      console=choice_line(choice))
 
 
 def _plain(text: str, limit: int = 200) -> str:

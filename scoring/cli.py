@@ -71,16 +71,15 @@ def find_image(image_dir: Path, image_id: str) -> Path:
     raise FileNotFoundError(f"no image for id {image_id!r} in {image_dir} (tried {image_id} and {image_id}.jpg/.png/…)")
 
 
-def choose_profile(requested: str | None, device: str | None):
-    """The profile as `caplens serve` chooses it (`scoring.profile_choice`), and the same
-    message on stderr when it is not the one asked for."""
+def choose_profile(requested: str | None, device: str | None, command: str = "caplens score"):
+    """The scorer of the profile `caplens serve` would choose (`scoring.profile_choice`), with
+    the same line on stderr, after ``command``, when it is not the hub's."""
     from scoring.api import get_scorer
-    from scoring.profile_choice import choice_message, choose_profile as choose
+    from scoring.profile_choice import choice_line, choose_profile as choose, needs_saying
 
     choice = choose(requested, lambda profile, items, metrics: get_scorer(profile, device).score(items, metrics))
-    if not choice.explicit and choice.hub_problem is not None:
-        headline, detail = choice_message(choice)
-        print(f"caplens score: {headline}: {detail}", file=sys.stderr, flush=True)
+    if needs_saying(choice):
+        print(f"{command}: {choice_line(choice)}", file=sys.stderr, flush=True)
     return get_scorer(choice.profile, device)
 
 

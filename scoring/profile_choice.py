@@ -63,6 +63,18 @@ def choice_message(choice: "ProfileChoice") -> tuple[str, str]:
             f"To change it: {HOW_TO_CHANGE}.")
 
 
+def choice_line(choice: "ProfileChoice") -> str:
+    """The one line every command prints for ``choice``: `caplens serve` (after "CapLens: "),
+    `caplens score` and every `caplens analyze` command (on stderr), in the banner's words."""
+    headline, detail = choice_message(choice)
+    return f"{headline}: {detail}"
+
+
+def needs_saying(choice: "ProfileChoice") -> bool:
+    """Whether a command that was not told a profile must say which it uses: the hub did not load."""
+    return not choice.explicit and choice.hub_problem is not None
+
+
 def probe(profile: str, score: ScoreFunction = _score) -> str | None:
     """None when the profile's CLIP backbone loads and scores, else the reason it does not."""
     try:

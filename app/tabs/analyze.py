@@ -15,16 +15,16 @@ from scoring.analysis import plots
 from scoring.analysis.report import CorrelationFilters, correlation_cells, robustness_cells
 
 
-PURPOSE = ("**Analyse a stored collection**: how every metric correlates with the collection's human ratings, per "
+PURPOSE = ("**Analyze a stored collection**: how every metric correlates with the collection's human ratings, per "
            "language (bootstrap 95 % intervals), a scatter per metric, and how much the collection's stored "
-           "perturbations move each metric. *Analyse from files* at the bottom of this tab needs no login.")
+           "perturbations move each metric. *Analyze from files* at the bottom of this tab needs no login.")
 
 
 def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     names = engine.metric_names(ctx.profile)
     login_notice("analyze", PURPOSE, RESEARCH_ROLES, user_state)
     collection, refresh, metrics, run = collection_row(
-        "analyze", "Analyse", lambda: gr.CheckboxGroup(names, value=names, label="Metrics"))
+        "analyze", "Analyze", lambda: gr.CheckboxGroup(names, value=names, label="Metrics"))
     per_rating = gr.Checkbox(False, label="Each overall rating its own row (as Flickr8k papers count judgments); "
                                           "off: one row per caption, its mean rating", elem_id="analyze-per-rating")
     status = gr.Textbox(label="Status", interactive=False, elem_id="analyze-status")

@@ -1,4 +1,4 @@
-"""Analyse from files: the `caplens analyze` measures on uploaded public benchmark files.
+"""Analyze from files: the `caplens analyze` measures on uploaded public benchmark files.
 
 Each measure is one call to `scoring.analysis.run`, the orchestration `caplens analyze` uses:
 the files as published are read, scored now with the process-wide scorer, and measured. The
@@ -149,7 +149,7 @@ def run_safely(measure, name: str, *args, **kwargs):
     try:
         outcome = measure(*args, **kwargs)
     except HANDLED_ERRORS as exc:
-        return f"Could not analyse: {user_message(exc)}", None, None, None
+        return f"Could not analyze: {user_message(exc)}", None, None, None
     return public_text(outcome.message), outcome.table, outcome.figure, csv_download(outcome.table, name)
 
 
@@ -167,7 +167,7 @@ def _outputs(name: str, with_plot: bool):
 def build(ctx: engine.AppContext) -> None:
     names = engine.metric_names(ctx.profile)
     default = [m for m in ("CLIP-S", "BLEU-4") if m in names] or names[:1]
-    with gr.Accordion("Analyse from files: public benchmarks as published", open=False, elem_id="analyze-files"):
+    with gr.Accordion("Analyze from files: public benchmarks as published", open=False, elem_id="analyze-files"):
         gr.Markdown("Upload a benchmark in its published format; the chosen metrics score it now with this "
                     "app's profile. Image metrics need the images as a zip whose paths match the file's "
                     "(otherwise they report unavailable). The same measures as `caplens analyze`.")

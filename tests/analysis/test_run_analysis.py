@@ -1,5 +1,5 @@
 """The analyses from published files end to end (`scoring.analysis.run`, behind both
-`caplens analyze` and the app's "Analyse from files"), with the tiny profile's real metrics on
+`caplens analyze` and the app's "Analyze from files"), with the tiny profile's real metrics on
 inputs small enough that the expected numbers follow from the captions by hand."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Analyse from files (Analyze tab): what the tab adds to `scoring.analysis.run` (tested in
+"""Analyze from files (Analyze tab): what the tab adds to `scoring.analysis.run` (tested in
 tests/analysis/test_run_analysis.py): uploads copied or unzipped into a folder, bad uploads as
 a status line, the CSV download, and the whole flow in a real browser."""
 from __future__ import annotations
@@ -179,7 +179,7 @@ def page(server):
             page.set_default_timeout(60_000)
             page.goto(server.url)
             page.get_by_role("tab", name="Analyze").click()
-            page.locator("#analyze-files").get_by_text("Analyse from files").first.click()
+            page.locator("#analyze-files").get_by_text("Analyze from files").first.click()
             yield page
         finally:
             browser.close()
