@@ -146,6 +146,26 @@ def require_decided(values: dict) -> None:
         raise ValueError(f"Set or skip {', '.join(unset)} first; nothing was saved.")
 
 
+def rating_values(overall, aspects: dict, use_aspects: bool, touched, skipped) -> dict:
+    """The four rating fields as the Rate view decided them, for `rate_and_next`: a slider the
+    annotator set (in `touched`, or holding their earlier value) gives its value, an aspect
+    they skipped (in `skipped`) or all aspects when they rate none (`use_aspects` off) give
+    None (not rated), and a slider neither set nor skipped gives UNSET, which the save refuses.
+    `touched` and `skipped` are field names, as a list or comma-separated."""
+    touched, skipped = ([n.strip() for n in names.split(",")] if isinstance(names, str) else list(names or [])
+                        for names in (touched, skipped))
+
+    def decided(name: str, value):
+        if name in touched and value is not None:
+            return float(value)
+        return None if name in skipped else UNSET
+
+    values = {"overall": decided("overall", overall)}
+    for name in tasks.RATING_FIELDS[1:]:
+        values[name] = decided(name, aspects.get(name)) if use_aspects else None
+    return values
+
+
 def rate_and_next(account_id: int | None, collection_name: str, caption_id: int | None, overall: float | str | None,
                   fluency: float | str | None = None, relevance: float | str | None = None,
                   descriptiveness: float | str | None = None) -> RatingScreen:
@@ -273,6 +293,31 @@ class CriticalScreen:
     @property
     def can_mark(self) -> bool:
         return self.caption_id is not None and self.image_file is not None
+
+
+MARK_GROUPS = {"critical_objects": "Critical objects", "backgrounds": "Backgrounds",
+               "relationships": "Relationships"}
+
+
+def marking_with(marks: dict | None, group: str, words) -> dict:
+    """The marking after the annotator chose `words` ("start:end" spans, `CriticalScreen.words`)
+    for `group`: those words belong to `group` and to no other group (a word is marked once)."""
+    if group not in MARK_GROUPS:
+        raise ValueError(f"unknown group {group!r}: choose one of {', '.join(MARK_GROUPS)}")
+    chosen = [str(word) for word in words or []]
+    marks = {name: [w for w in (marks or {}).get(name, []) if w not in chosen] for name in MARK_GROUPS}
+    marks[group] = chosen
+    return marks
+
+
+def marking_preview(text: str, marks: dict | None) -> str:
+    """The phrases each group will store, as saving would join the chosen words
+    (`tasks.join_word_spans`), one line per group: what the annotator checks before saving."""
+    lines = []
+    for name, title in MARK_GROUPS.items():
+        spans = tasks.join_word_spans(text or "", _word_spans((marks or {}).get(name, [])))
+        lines.append(f"{title}: " + (" | ".join(text[start:end] for start, end in spans) or "—"))
+    return "\n".join(lines)
 
 
 def critical_screen(account_id: int | None, collection_name: str, message: str = "") -> CriticalScreen:

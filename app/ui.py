@@ -6,7 +6,7 @@ import gradio as gr
 
 from app import api, engine
 from app.errors import guard_events
-from app.tabs import analyze, analyze_files, annotate, data, failures, perturb, score, train
+from app.tabs import admin, analyze, analyze_files, annotate, data, failures, perturb, score, train
 
 TITLE = "CapLens"
 # Gradio's cache of uploads and downloads is swept every hour of the files older than six
@@ -26,7 +26,7 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
                 score_tab = score.build(ctx, user_state)
             with gr.Tab("Perturbation lab", id="perturb"):
                 perturb.build(ctx)
-            with gr.Tab("Annotate", id="annotate"):
+            with gr.Tab("Annotate", id="annotate") as annotate_tab:
                 restore_login = annotate.build(user_state)
             with gr.Tab("Analyze", id="analyze"):
                 analyze.build(ctx, user_state)
@@ -37,8 +37,10 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
                 data.build(user_state)
             with gr.Tab("Train", id="train"):
                 train.build(ctx, user_state, score_tab.metrics)
+            with gr.Tab("Admin", id="admin"):
+                admin.build(user_state)
         api.build(ctx)
-        restore_login(demo)
+        restore_login(demo, annotate_tab)
         demo.load(None, None, None, js=annotate.KEYBOARD_JS)
         # Metric versions registered by training since the app started appear after a reload.
         demo.load(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None, score_tab.metrics,

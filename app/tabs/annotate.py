@@ -2,8 +2,9 @@
 
 Every action is one call into `annotation.queue_screens`, one database transaction as the
 account of the request's session (`app.session`); the library checks the account's role
-itself. Logging in and out go from the page to the routes of `app.access`, so the password and
-the session token never pass through a Gradio component.
+itself. Logging in and out go from the page to the routes of `app.access`, and joining through
+a one-time link or changing one's password to those of `app.account_routes`, so passwords and
+the session token never pass through a Gradio component. The login form collapses once logged in.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import functools
 import gradio as gr
 
 from annotation import queue_screens
+from annotation.acting import collection_names
+from annotation.admin import LINK_PARAMETER, link_page
 from annotation.errors import user_message
 from app.langs import LANGUAGES
 from annotation.accounts import ALL_ROLES
@@ -34,7 +37,52 @@ async (name, password) => {
 }
 """
 PURPOSE = ("**Annotate**: rate captions (overall and, optionally, fluency, relevance and descriptiveness), "
-           "transcreate them into other languages, and mark their critical objects. Log in below.")
+           "transcreate them into other languages, and mark their critical objects.")
+LOGGED_OUT_HINT = "Log in below, or open the one-time link your admin sent you."
+# A one-time link (?invite=TOKEN): the account is made (or its password set) by the join route,
+# then the page logs in with the same name and password.
+JOIN_JS = """
+async (name, password, again) => {
+  let message = "The server did not answer; try again.";
+  try {
+    const token = new URLSearchParams(window.location.search).get("%s") || "";
+    const reply = await fetch("caplens/join", {method: "POST", credentials: "same-origin",
+      headers: {"Content-Type": "application/json"},
+      body: JSON.stringify({token: token, name: name, password: password, again: again})});
+    const answer = await reply.json();
+    message = answer.message;
+    if (answer.ok) {
+      const login = await fetch("caplens/login", {method: "POST", credentials: "same-origin",
+        headers: {"Content-Type": "application/json"}, body: JSON.stringify({name: answer.name, password: password})});
+      const logged = await login.json();
+      message = logged.ok ? "" : logged.message;
+    }
+  } catch (error) {}
+  return [name, message, ""];
+}
+""" % LINK_PARAMETER
+PASSWORD_JS = """
+async (current, fresh, again) => {
+  let message = "The server did not answer; try again.";
+  try {
+    const reply = await fetch("caplens/password", {method: "POST", credentials: "same-origin",
+      headers: {"Content-Type": "application/json"}, body: JSON.stringify({current: current, new: fresh, again: again})});
+    message = (await reply.json()).message;
+  } catch (error) {}
+  return [message, "", ""];
+}
+"""
+# After an item is shown (saved, skipped, back, another collection) the page scrolls back up to
+# the top of the Rate view: on a 390 px phone its image, caption, slider and Save then fill the
+# first screen, wherever the annotator had scrolled to.
+SCROLL_TOP_JS = """
+() => {
+  const panel = document.getElementById("rate-panel");
+  if (panel && panel.offsetParent !== null) panel.scrollIntoView({block: "start"});
+}
+"""
+OVERALL_LABEL = "Overall (0–1)"
+NOT_SET = " — not set yet"
 COOKIE_REFUSED = ("Logged in, but this browser did not keep the login cookie. If the app is embedded in another "
                   "site (a Space on huggingface.co), open it at its own address, or allow its cookies.")
 LOGOUT_JS = """
@@ -77,12 +125,6 @@ KEYBOARD_JS = """
 ASPECTS = ("fluency", "relevance", "descriptiveness")
 
 
-def _optional(value: float | None, name: str, use: bool, touched: list) -> float | None:
-    """An aspect's slider value when the annotator rates aspects and moved this slider (or it
-    holds their earlier value): else None, stored as "not rated"."""
-    return float(value) if use and name in touched and value is not None else None
-
-
 def _guarded(fn, before: int, after: int = 0):
     """A queue handler whose bad request (no right, no such item) leaves the screen as it is
     and says why in the status field (`before` outputs precede it, `after` follow it)."""
@@ -95,30 +137,78 @@ def _guarded(fn, before: int, after: int = 0):
     return wrapper
 
 
+def _slider(label: str, value, is_set: bool) -> gr.Slider:
+    """A rating slider showing the annotator's value, or, when they have not set it, its label
+    says so (Gradio draws an empty slider at 0; the save refuses it until set or skipped)."""
+    return gr.Slider(value=value if is_set else 0, label=label if is_set else label + NOT_SET)
+
+
 def build(user_state: gr.State):
     """The Annotate tab. `user_state` is whom the page shows as logged in, which the other tabs
-    follow. Returns `restore(demo)`, which shows on page load the login the page still has."""
+    follow. Returns `restore(demo, tab)`, which shows on page load the login the page still has
+    (or the form of a one-time link in the page's address) and refreshes the collection list
+    each time the Annotate tab `tab` is opened (so a collection imported in Data appears)."""
     login_notice("annotate", PURPOSE, ALL_ROLES, user_state)
-    touched = gr.State([])  # aspects the annotator set on the shown caption (others are stored as not rated)
+    # Rating fields the annotator set on the shown caption ("overall,fluency"; the others are
+    # unset), kept in the page (a hidden field, not a gr.State) so a key press notes it at once.
+    touched = gr.Textbox("", visible=False, elem_id="rate-touched")
     held_back = gr.State("")  # a transcreation held back by the language check: Submit again saves it
+    marks = gr.State({})  # critical objects: group -> chosen words ("start:end")
 
+    with gr.Column(elem_id="join-box", visible=False) as join_box:
+        join_text = gr.Markdown(elem_id="join-text")
+        with gr.Row():
+            join_name = gr.Textbox(label="User name", elem_id="join-name", scale=2)
+            join_password = gr.Textbox(label="Password (at least 8 characters)", type="password",
+                                       elem_id="join-password", scale=2)
+            join_again = gr.Textbox(label="Password again", type="password", elem_id="join-again", scale=2)
+            join_button = gr.Button("Set password and log in", variant="primary", elem_id="join-button", scale=1)
+    with gr.Column(elem_id="login-box") as login_box:
+        gr.Markdown(LOGGED_OUT_HINT, elem_id="login-hint")
+        with gr.Row():
+            name = gr.Textbox(label="User name", elem_id="login-name", scale=2)
+            password = gr.Textbox(label="Password", type="password", elem_id="login-password", scale=2)
+            login_button = gr.Button("Log in", variant="primary", elem_id="login-button", scale=1)
     with gr.Row():
-        name = gr.Textbox(label="User name", elem_id="login-name", scale=2)
-        password = gr.Textbox(label="Password", type="password", elem_id="login-password", scale=2)
-        login_button = gr.Button("Log in", variant="primary", elem_id="login-button", scale=1)
-        logout_button = gr.Button("Log out", scale=1)
-    login_status = gr.Textbox(label="Account", interactive=False, value="Not logged in.", elem_id="login-status")
+        login_status = gr.Textbox(label="Account", interactive=False, value="Not logged in.", elem_id="login-status",
+                                  scale=4)
+        logout_button = gr.Button("Log out", visible=False, elem_id="logout-button", scale=1)
+    with gr.Accordion("Change my password", open=False, visible=False, elem_id="password-box") as password_box:
+        with gr.Row():
+            current_password = gr.Textbox(label="Current password", type="password", elem_id="password-current")
+            new_password = gr.Textbox(label="New password", type="password", elem_id="password-new")
+            new_again = gr.Textbox(label="New password again", type="password", elem_id="password-again")
+            password_button = gr.Button("Change password", elem_id="password-button")
     collection = gr.Dropdown([], label="Collection", interactive=True, elem_id="annotate-collection")
 
     with gr.Tabs(visible=False) as work_tabs:
         with gr.Tab("Rate", id="rate", elem_id="rate-panel"):
             gr.Markdown("Rate how well the caption describes the image (0 = wrong, 1 = perfect). "
                         "Keys: digits 0–9 set 0.0–0.9, **m** sets 1.0, arrows move a focused slider, "
-                        "**Alt+N** save and next, **Alt+S** skip, **Alt+B** back.")
+                        "**Alt+N** save and next, **Alt+S** skip, **Alt+B** back.", elem_id="rate-keys")
             with gr.Row():
-                rate_image = gr.Image(label="Image", interactive=False, height=320, elem_id="rate-image")
+                rate_image = gr.Image(label="Image", interactive=False, height=260, elem_id="rate-image")
                 with gr.Column():
-                    rate_caption = gr.Textbox(label="Caption", interactive=False, lines=3, elem_id="rate-caption")
+                    rate_caption = gr.Textbox(label="Caption", interactive=False, lines=2, elem_id="rate-caption")
+                    overall = gr.Slider(0, 1, value=0, step=0.05, label=OVERALL_LABEL + NOT_SET,
+                                        elem_id="rate-overall")
+                    with gr.Row():
+                        back_button = gr.Button("← Back", elem_id="rate-back", min_width=80)
+                        skip_button = gr.Button("Skip", elem_id="rate-skip", min_width=80)
+                        save_button = gr.Button("Save and next →", variant="primary", elem_id="rate-save",
+                                                min_width=120)
+                    rate_status = gr.Textbox(label="Progress", interactive=False, elem_id="rate-status")
+                    use_aspects = gr.Checkbox(value=False, label="Also rate fluency / relevance / descriptiveness",
+                                              elem_id="rate-use-aspects")
+                    with gr.Column(visible=False) as aspect_box:
+                        fluency = gr.Slider(0, 1, value=0, step=0.05, label="Fluency" + NOT_SET,
+                                            elem_id="rate-fluency")
+                        relevance = gr.Slider(0, 1, value=0, step=0.05, label="Relevance" + NOT_SET,
+                                              elem_id="rate-relevance")
+                        descriptiveness = gr.Slider(0, 1, value=0, step=0.05, label="Descriptiveness" + NOT_SET,
+                                                    elem_id="rate-descriptiveness")
+                        skipped_aspects = gr.CheckboxGroup(list(ASPECTS), value=[], label="Not rating these aspects",
+                                                           elem_id="rate-skip-aspects")
                     with gr.Row():
                         rate_language = gr.Textbox(label="Language", interactive=False, elem_id="rate-language",
                                                    min_width=120)
@@ -126,19 +216,6 @@ def build(user_state: gr.State):
                                                     elem_id="rate-caption-id", min_width=120)
                     rate_references = gr.Textbox(label="Reference captions of this image", interactive=False,
                                                  lines=2, visible=False, elem_id="rate-references")
-                    overall = gr.Slider(0, 1, value=0.5, step=0.05, label="Overall (0–1)", elem_id="rate-overall")
-                    use_aspects = gr.Checkbox(value=False, label="Also rate fluency / relevance / descriptiveness",
-                                              elem_id="rate-use-aspects")
-                    with gr.Column(visible=False) as aspect_box:
-                        fluency = gr.Slider(0, 1, value=0.5, step=0.05, label="Fluency", elem_id="rate-fluency")
-                        relevance = gr.Slider(0, 1, value=0.5, step=0.05, label="Relevance", elem_id="rate-relevance")
-                        descriptiveness = gr.Slider(0, 1, value=0.5, step=0.05, label="Descriptiveness",
-                                                    elem_id="rate-descriptiveness")
-            with gr.Row():
-                back_button = gr.Button("← Back", elem_id="rate-back")
-                skip_button = gr.Button("Skip", elem_id="rate-skip")
-                save_button = gr.Button("Save and next →", variant="primary", elem_id="rate-save")
-            rate_status = gr.Textbox(label="Progress", interactive=False, elem_id="rate-status")
 
         with gr.Tab("Transcreate", id="transcreate", elem_id="transcreate-panel") as tc_tab:
             target = gr.Dropdown([(n, c) for c, n in LANGUAGES.items() if c != "en"], value="de",
@@ -168,67 +245,87 @@ def build(user_state: gr.State):
                     cr_caption = gr.Textbox(label="Caption", interactive=False, lines=3)
                     cr_caption_id = gr.Number(label="Caption id", interactive=False, precision=0,
                                               elem_id="critical-caption-id")
-                    gr.Markdown("Click the words of each phrase; words next to each other join into one phrase "
-                                "(*white* + *shirt* = *white shirt*).")
-                    cr_objects = gr.CheckboxGroup([], label="Critical objects", elem_id="critical-objects")
-                    cr_backgrounds = gr.CheckboxGroup([], label="Backgrounds", elem_id="critical-backgrounds")
-                    cr_relations = gr.CheckboxGroup([], label="Relationships", elem_id="critical-relations")
+                    cr_group = gr.Radio([(title, group) for group, title in queue_screens.MARK_GROUPS.items()],
+                                        value="critical_objects", label="Marking", elem_id="critical-group")
+                    gr.Markdown("Choose what you are marking, then click its words; words next to each other join "
+                                "into one phrase (*white* + *shirt* = *white shirt*). A word belongs to one group.")
+                    cr_words = gr.CheckboxGroup([], label="Words of the caption", elem_id="critical-words")
+                    cr_preview = gr.Textbox(label="Phrases that Save stores", interactive=False, lines=3,
+                                            elem_id="critical-preview")
             with gr.Row():
                 cr_next = gr.Button("Load next", elem_id="critical-next")
-                cr_skip = gr.Button("Skip")
+                cr_skip = gr.Button("Skip", elem_id="critical-skip")
                 cr_save = gr.Button("Save", variant="primary", elem_id="critical-save")
             cr_status = gr.Textbox(label="Status", interactive=False, elem_id="critical-status")
 
-    # ----- login ---------------------------------------------------------------------
+    # ----- login, one-time links, own password ------------------------------------------
     def shown_login(request: gr.Request, message: str = ""):
         login = current_login(request)
         status = message or (login_message(login["name"], login["role"]) if login else "Not logged in.")
-        return login, status, gr.Tabs(visible=login is not None)
+        inside = login is not None
+        return (login, status, gr.Tabs(visible=inside), gr.Column(visible=not inside),
+                gr.Button(visible=inside), gr.Accordion(visible=inside, open=False))
+
+    login_outputs = [user_state, login_status, work_tabs, login_box, logout_button, password_box]
 
     def on_login(_user_name, message, request: gr.Request):
         """After the page's call to the login route: whom the session cookie names now."""
-        login, status, tabs = shown_login(request, message)
-        if login is None and not message:  # the route said yes, but the browser kept no cookie
-            status = COOKIE_REFUSED
-        return login, status, tabs, ""
+        shown = shown_login(request, message)
+        if shown[0] is None and not message:  # the route said yes, but the browser kept no cookie
+            shown = (shown[0], COOKIE_REFUSED, *shown[2:])
+        return (*shown, "")
 
-    login_outputs = [user_state, login_status, work_tabs, password]
     for trigger in (login_button.click, password.submit):
-        trigger(on_login, [name, password], login_outputs, js=LOGIN_JS, api_visibility="private").then(
-            collection_dropdown, None, collection, api_visibility="private")
+        trigger(on_login, [name, password], [*login_outputs, password], js=LOGIN_JS,
+                api_visibility="private").then(collection_dropdown, None, collection, api_visibility="private")
+
+    def on_join(_user_name, message, _again, request: gr.Request):
+        shown = shown_login(request, message)
+        return (*shown, gr.Column(visible=shown[0] is None), "", "")
+
+    join_button.click(on_join, [join_name, join_password, join_again],
+                      [*login_outputs, join_box, join_password, join_again], js=JOIN_JS,
+                      api_visibility="private").then(collection_dropdown, None, collection, api_visibility="private")
+
+    def on_password(message, _new, _again, request: gr.Request):
+        """After the password route: every login of the account ended, this one too."""
+        return (*shown_login(request, message), "", "", "")
+
+    password_button.click(on_password, [current_password, new_password, new_again],
+                          [*login_outputs, current_password, new_password, new_again], js=PASSWORD_JS,
+                          api_visibility="private")
 
     def on_logout():
-        return None, "Not logged in.", gr.Tabs(visible=False), "", gr.Dropdown(choices=[], value=None)
+        return (None, "Not logged in.", gr.Tabs(visible=False), gr.Column(visible=True), gr.Button(visible=False),
+                gr.Accordion(visible=False), "", gr.Dropdown(choices=[], value=None))
 
-    logout_button.click(on_logout, None, [*login_outputs, collection], js=LOGOUT_JS, api_visibility="private")
+    logout_button.click(on_logout, None, [*login_outputs, password, collection], js=LOGOUT_JS,
+                        api_visibility="private")
 
     # ----- rating queue --------------------------------------------------------------
     rating_outputs = [rate_image, rate_caption, rate_caption_id, overall, fluency, relevance, descriptiveness,
                       rate_status, save_button, rate_language, rate_references, use_aspects, aspect_box,
-                      touched]
+                      touched, skipped_aspects]
 
     def show(screen: queue_screens.RatingScreen, request: gr.Request):
         values = screen.values
-        aspects = [values.get(name) for name in ASPECTS]
+        is_set = [name for name in queue_screens.tasks.RATING_FIELDS if values.get(name) is not None]
         return (private_copies(request, [screen.image_file])[0], screen.text, screen.caption_id,
-                values.get("overall") if values.get("overall") is not None else 0.5,
-                *[0.5 if value is None else value for value in aspects],
+                _slider(OVERALL_LABEL, values.get("overall"), "overall" in is_set),
+                *[_slider(name.capitalize(), values.get(name), name in is_set) for name in ASPECTS],
                 (screen.message + " " if screen.message else "") + screen.progress,
                 gr.Button(interactive=screen.can_rate), screen.language_name,
                 gr.Textbox(value="\n".join(screen.references), visible=bool(screen.references)),
-                screen.aspects_rated, gr.Column(visible=screen.aspects_rated),
-                [name for name, value in zip(ASPECTS, aspects) if value is not None])
+                screen.aspects_rated, gr.Column(visible=screen.aspects_rated), ",".join(is_set), [])
 
     def on_next(collection_name, request: gr.Request):
         return show(queue_screens.rating_screen(account_id(request), collection_name), request)
 
-    def on_save(collection_name, caption_id, overall_value, use, flu, rel, desc, set_aspects,
+    def on_save(collection_name, caption_id, overall_value, use, flu, rel, desc, set_fields, skipped,
                 request: gr.Request):
-        return show(queue_screens.rate_and_next(account_id(request), collection_name, caption_id,
-                                                float(overall_value),
-                                                *[_optional(value, name, use, set_aspects)
-                                                  for name, value in zip(ASPECTS, (flu, rel, desc))]),
-                    request)
+        values = queue_screens.rating_values(overall_value, dict(zip(ASPECTS, (flu, rel, desc))), use, set_fields,
+                                             skipped)
+        return show(queue_screens.rate_and_next(account_id(request), collection_name, caption_id, **values), request)
 
     def on_skip(collection_name, caption_id, request: gr.Request):
         return show(queue_screens.skip_rating(account_id(request), collection_name, caption_id), request)
@@ -238,18 +335,24 @@ def build(user_state: gr.State):
 
     rating_inputs = {
         on_next: [collection],
-        on_save: [collection, rate_caption_id, overall, use_aspects, fluency, relevance, descriptiveness, touched],
+        on_save: [collection, rate_caption_id, overall, use_aspects, fluency, relevance, descriptiveness, touched,
+                  skipped_aspects],
         on_skip: [collection, rate_caption_id],
         on_back: [collection, rate_caption_id],
     }
     for trigger, handler in ((collection.change, on_next), (save_button.click, on_save), (skip_button.click, on_skip),
                              (back_button.click, on_back)):
-        trigger(_guarded(handler, 7, 6), rating_inputs[handler], rating_outputs, api_visibility="private")
+        trigger(_guarded(handler, 7, 7), rating_inputs[handler], rating_outputs, api_visibility="private").then(
+            None, None, None, js=SCROLL_TOP_JS)
 
     use_aspects.input(lambda use: gr.Column(visible=use), use_aspects, aspect_box, api_visibility="private")
-    for name, slider in zip(ASPECTS, (fluency, relevance, descriptiveness)):
-        # Only a slider the annotator moves is stored; the others stay "not rated".
-        slider.input(lambda done, name=name: sorted(set(done) | {name}), touched, touched, api_visibility="private")
+    for field, slider, label in (("overall", overall, OVERALL_LABEL), ("fluency", fluency, "Fluency"),
+                                 ("relevance", relevance, "Relevance"),
+                                 ("descriptiveness", descriptiveness, "Descriptiveness")):
+        # Only a slider the annotator moves (or a key sets) is stored; the others stay unset. The
+        # page notes it at once (a key then Alt+N must not race a round trip to the server).
+        slider.input(None, touched, touched, js=f"(done) => [...new Set([...(done || '').split(',').filter(Boolean), {field!r}])].join(',')").then(
+            lambda label=label: gr.Slider(label=label), None, slider, api_visibility="private")
 
     # ----- transcreation queue -------------------------------------------------------
     tc_outputs = [instructions, tc_image, tc_source, tc_score, tc_refs, tc_source_id, tc_text, tc_status, tc_submit,
@@ -282,36 +385,68 @@ def build(user_state: gr.State):
         trigger(_guarded(handler, 7, 2), tc_inputs + extra, tc_outputs, api_visibility="private")
 
     # ----- critical objects ------------------------------------------------------------
-    cr_outputs = [from_instructions, cr_image, cr_caption, cr_caption_id, cr_objects, cr_backgrounds, cr_relations,
+    cr_outputs = [from_instructions, cr_image, cr_caption, cr_caption_id, cr_words, cr_group, marks, cr_preview,
                   cr_status, cr_save]
 
     def show_critical(screen: queue_screens.CriticalScreen, request: gr.Request):
-        words = screen.words
         return (screen.instructions, private_copies(request, [screen.image_file])[0], screen.text, screen.caption_id,
-                *[gr.CheckboxGroup(choices=words, value=[]) for _ in range(3)], screen.message,
+                gr.CheckboxGroup(choices=screen.words, value=[]), "critical_objects", {},
+                queue_screens.marking_preview(screen.text, {}), screen.message,
                 gr.Button(interactive=screen.can_mark))
 
     def on_cr_next(collection_name, request: gr.Request):
         return show_critical(queue_screens.critical_screen(account_id(request), collection_name), request)
 
-    def on_cr_save(collection_name, caption_id, objects, backgrounds, relations, request: gr.Request):
-        return show_critical(queue_screens.mark_and_next(account_id(request), collection_name, caption_id, objects,
-                                                         backgrounds, relations), request)
+    def on_cr_save(collection_name, caption_id, marked, request: gr.Request):
+        groups = [(marked or {}).get(group, []) for group in queue_screens.MARK_GROUPS]
+        return show_critical(queue_screens.mark_and_next(account_id(request), collection_name, caption_id, *groups),
+                             request)
 
     def on_cr_skip(collection_name, caption_id, request: gr.Request):
         return show_critical(queue_screens.skip_critical(account_id(request), collection_name, caption_id), request)
 
     cr_inputs = [collection]
     for trigger, handler, extra in ((cr_tab.select, on_cr_next, []), (cr_next.click, on_cr_next, []),
-                                    (cr_save.click, on_cr_save, [cr_caption_id, cr_objects, cr_backgrounds,
-                                                                 cr_relations]),
+                                    (cr_save.click, on_cr_save, [cr_caption_id, marks]),
                                     (cr_skip.click, on_cr_skip, [cr_caption_id])):
-        trigger(_guarded(handler, 7, 1), cr_inputs + extra, cr_outputs, api_visibility="private")
+        trigger(_guarded(handler, 8, 1), cr_inputs + extra, cr_outputs, api_visibility="private")
 
-    def restore(demo: gr.Blocks) -> None:
-        """On page load, show whom the session cookie still names: a reload keeps the login."""
-        demo.load(shown_login, None, [user_state, login_status, work_tabs], api_visibility="private").then(
+    def on_words(text, marked, group, words):
+        marked = queue_screens.marking_with(marked, group, words)
+        return marked, queue_screens.marking_preview(text, marked)
+
+    cr_words.input(on_words, [cr_caption, marks, cr_group, cr_words], [marks, cr_preview], api_visibility="private")
+    cr_group.input(lambda marked, group: gr.CheckboxGroup(value=(marked or {}).get(group, [])), [marks, cr_group],
+                   cr_words, api_visibility="private")
+
+    def restore(demo: gr.Blocks, tab: gr.Tab) -> None:
+        """On page load, show whom the session cookie still names (a reload keeps the login), or
+        the form of the one-time link in the page's address; the Annotate tab `tab` refreshes
+        the collection list whenever it is opened."""
+        def on_load(request: gr.Request):
+            shown = shown_login(request)
+            token = request.query_params.get(LINK_PARAMETER) if request is not None else None
+            if not token:
+                return (*shown, gr.Column(visible=False), "")
+            try:
+                text = link_page(token).text
+            except PermissionError as exc:  # unknown, used or expired: said where the login status is
+                return (shown[0], user_message(exc), *shown[2:], gr.Column(visible=False), "")
+            return (*shown, gr.Column(visible=True), text)
+
+        demo.load(on_load, None, [*login_outputs, join_box, join_text], api_visibility="private").then(
             collection_dropdown, None, collection, api_visibility="private")
+
+        def refresh(current, request: gr.Request):
+            try:
+                available = collection_names(account_id(request))
+            except PermissionError:
+                return gr.skip()
+            if current in available:
+                return gr.Dropdown(choices=available)
+            return gr.Dropdown(choices=available, value=available[0] if available else None)
+
+        tab.select(refresh, collection, collection, api_visibility="private")
 
     return restore
 

@@ -16,7 +16,7 @@ from annotation.accounts import RESEARCH_ROLES
 from annotation.errors import user_message
 from annotation.transfers import export_download, finetune_download, import_upload
 from app.login_notice import login_notice
-from app.session import account_id, follow_collections, private_copies
+from app.session import account_id, collection_choices, follow_collections, private_copies
 
 IMPORT_FORMATS = ["auto", "csv", "jsonl", "zip"]
 EXPORT_WHAT = ["ratings", "captions", "critical"]
@@ -104,7 +104,12 @@ def build(user_state: gr.State) -> None:
         return download, manifest, f"Built {manifest['rows']} rows."
 
     follow_collections(user_state, refresh, collection, status, leading=(ALL_COLLECTIONS,))
-    import_button.click(on_import, [upload, target, fmt], [import_report, status], api_visibility="private")
+    def listed_again(request: gr.Request):
+        """The collection list after an import, so the new collection is there to export."""
+        return collection_choices(request, (ALL_COLLECTIONS,))[0]
+
+    import_button.click(on_import, [upload, target, fmt], [import_report, status], api_visibility="private").then(
+        listed_again, None, collection, api_visibility="private")
     export_button.click(on_export, [what, export_format, collection], [export_file, export_summary, status],
                         api_visibility="private")
     set_button.click(on_set, [kind, set_format, collection, seed], [set_file, set_manifest, status],

@@ -74,6 +74,10 @@ def stored_rating(server, caption_id: int):
         return rating.overall, rating.fluency, rating.relevance, rating.descriptiveness
 
 
+# A slider's label drops "not set yet" once the annotator sets it (a key, the slider or its box).
+LABEL_SET = "() => !document.querySelector('#{}').innerText.includes('not set yet')"
+
+
 def value_is(elem: str, text: str, what: str = "textarea") -> str:
     return f"() => document.querySelector('#{elem} {what}')?.value.includes({text!r})"
 
@@ -94,6 +98,7 @@ def test_keyboard_rating_stores_no_aspects_and_the_view_shows_language_and_refer
     page.locator("#rate-panel").get_by_text("Rate how well").click()
     page.keyboard.press("7")
     page.wait_for_function("() => document.querySelector('#rate-overall input[type=number]').value === '0.7'")
+    page.wait_for_function(LABEL_SET.format("rate-overall"))
     page.keyboard.press("Alt+n")
     page.wait_for_function(value_is("rate-status", "Saved rating"))
     assert stored_rating(server, seeded["zz-annotate"]) == (pytest.approx(0.7), None, None, None)
@@ -105,6 +110,11 @@ def test_keyboard_rating_stores_no_aspects_and_the_view_shows_language_and_refer
     fluency = page.locator("#rate-fluency input[type=number]")
     fluency.fill("0.9")
     fluency.press("Enter")
+    page.wait_for_function(LABEL_SET.format("rate-fluency"))
+    page.locator("#rate-save").click()  # relevance and descriptiveness neither set nor skipped: refused
+    page.wait_for_function(value_is("rate-status", "Set or skip relevance, descriptiveness first"))
+    for aspect in ("relevance", "descriptiveness"):
+        page.locator("#rate-skip-aspects").get_by_label(aspect, exact=True).check()
     page.locator("#rate-save").click()
     page.wait_for_function(value_is("rate-status", "Saved rating"))
     assert stored_rating(server, seeded["zz-annotate"]) == (pytest.approx(0.7), pytest.approx(0.9), None, None)
@@ -112,7 +122,11 @@ def test_keyboard_rating_stores_no_aspects_and_the_view_shows_language_and_refer
     # A page reload forgets nothing Back needs: it comes from the stored ratings.
     page.reload()
     page.wait_for_selector("#score-button")
-    open_rate(page, server, "zz-annotate", "Nothing left to rate")
+    open_tab(page, "Annotate")  # still logged in: the login form stays folded away
+    page.wait_for_function("() => document.querySelector('#login-status textarea')?.value.startsWith('Logged in')")
+    assert not page.locator("#login-name").is_visible()
+    choose(page, "zz-annotate")
+    page.wait_for_function(value_is("rate-caption", "Nothing left to rate"))
     page.locator("#rate-back").click()
     page.wait_for_function(value_is("rate-status", "Showing your earlier item"))
     assert page.locator("#rate-caption textarea").input_value() == CAPTION
@@ -175,16 +189,24 @@ def test_critical_objects_are_chosen_by_clicking_words(page, server, seeded, art
     caption_id = None
     while caption_id != seeded["zz-critical"]:  # the queue also offers the reference caption
         if caption_id is not None:
-            page.get_by_role("button", name="Skip").last.click()
+            page.locator("#critical-skip").click()
         else:
             page.locator("#critical-next").click()
         page.wait_for_function(f"() => Number(document.querySelector('#critical-caption-id input')?.value) "
                                f"!== {caption_id or 0}")
         caption_id = int(page.locator("#critical-caption-id input").input_value())
-    objects, relations = page.locator("#critical-objects"), page.locator("#critical-relations")
+    # The words are shown once; the group chosen above them decides what a click marks, and
+    # the preview shows the phrases Save stores as they are marked.
+    words, group = page.locator("#critical-words"), page.locator("#critical-group")
+    assert words.get_by_label("white", exact=True).count() == 1
     for word in ("white", "shirt", "horse"):
-        objects.get_by_label(word, exact=True).check()
-    relations.get_by_label("rides", exact=True).check()
+        words.get_by_label(word, exact=True).check()
+    page.wait_for_function(value_is("critical-preview", "Critical objects: white shirt | horse"))
+    group.get_by_label("Relationships", exact=True).check()
+    page.wait_for_function("() => !document.querySelector('#critical-words input:checked')")
+    words.get_by_label("rides", exact=True).check()
+    page.wait_for_function(value_is("critical-preview", "Relationships: rides"))
+    assert "Critical objects: white shirt | horse" in page.locator("#critical-preview textarea").input_value()
     page.screenshot(path=str(artifacts / "annotate-critical-words.png"), full_page=True)
     page.locator("#critical-save").click()
     page.wait_for_function(value_is("critical-status", "Saved."))
