@@ -20,7 +20,7 @@ from scoring.analysis.robustness import ORIGINAL, robustness_table
 
 from .annotators import panel
 from .captions import scene_captions
-from .errors import candidates_for, oracle_score
+from .errors import candidates_for
 from .grammar import LANGUAGES
 from .render import render_scene
 from .sets import split_scenes
@@ -126,25 +126,6 @@ def _pairwise(rows, values, langs) -> dict:
         tallies[(r[0], r[6])].append(1.0 if truth > values[j] else 0.5 if truth == values[j] else 0.0)
     return {lang: {kind: round(float(np.mean(v)), 3) for (l, kind), v in sorted(tallies.items()) if l == lang}
             for lang in langs}
-
-
-def grammar_blind_ceiling(scenes, lang: str = "en") -> dict[str, float]:
-    """Kendall tau_c against the oracle of the best metric that cannot read grammar: one that
-    knows every content fact (the oracle without its grammar penalty), per style. A target above
-    it asks a content metric such as SPECS to score fluency, which no image-text recipe trains."""
-    oracle, blind, styles = [], [], []
-    for scene in scenes:
-        for style, per_lang in scene_captions(scene, (lang,)).items():
-            for cand in candidates_for(scene, per_lang[lang].description, (lang,)):
-                oracle.append(cand.oracle.score)
-                blind.append(oracle_score(scene, cand.caption).score)
-                styles.append(style)
-    out = {}
-    for style in ("all", "short", "long"):
-        sel = [j for j, s in enumerate(styles) if style == "all" or s == style]
-        if sel:
-            out[style] = _kendall_c([blind[j] for j in sel], [oracle[j] for j in sel])
-    return out
 
 
 def perturbation(scorer, scenes, images, langs, seed, metrics=("MCS", "CLIP-S")) -> dict:
