@@ -84,6 +84,9 @@ def load_set(path: str | Path) -> tuple[list[dict], str, dict]:
     return rows, digest.hexdigest(), about
 
 
+WORLD_SETS_VERSION = 2  # bumped when the world's set writers change, so cached sets are rewritten (2: UMIC's own negatives)
+
+
 def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
     """Rows of world set `kind` ("teacher", "prmcs", "specs", "umic", "pacs" or "ratings") for
     `spec` (`scenes`, `split`, `size`, `languages`), written once to a cache folder in the data
@@ -94,7 +97,7 @@ def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
 
     spec = {"scenes": 200, "split": "train", "size": 128, "languages": list(LANGUAGES)} | dict(spec)
     rated = kind == "ratings"  # the rated collection and the fine-tuning sets are written separately
-    key = hashlib.sha256(json.dumps([spec, rated], sort_keys=True).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([spec, rated, WORLD_SETS_VERSION], sort_keys=True).encode()).hexdigest()[:16]
     folder = data_dir() / "cache" / "world-sets" / key
     name = "ratings.jsonl" if rated else f"{kind}.jsonl"
     done = folder / "DONE"

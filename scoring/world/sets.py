@@ -183,8 +183,10 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
     teacher: MCS teacher learning pairs (caption in a language, its English source);
     prmcs: PR-MCS triplets (original, perturbed, operation) from scoring.perturb.ops;
     specs: SPECS triplets (base c_j, c_j + d+, c_j + d-) on the world's exact detail units;
-    umic: one positive and four negatives with controlled errors (another scene's caption
-    where fewer errors apply); pacs: caption, another description of the scene as generated
+    umic: one positive (a short caption) and UMIC's four negatives (§3.2: keyword substitution,
+    another image's caption, repetition & removal, word-order permutation), as UMIC trains;
+    umic-errors: the same positive with four controlled content errors (another scene's caption
+    where fewer apply), negatives of another kind than training's; pacs: caption, another description of the scene as generated
     text and a re-rendered image as generated image.
     """
     from scoring.perturb.ops import PRMCS_OPS, perturb
@@ -193,7 +195,7 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
     paths = _write_images(out, scenes, size)
     variants = out / "images_generated"
     variants.mkdir(parents=True, exist_ok=True)
-    teacher, prmcs, specs, umic, pacs = [], [], [], [], []
+    teacher, prmcs, specs, umic_errors, pacs = [], [], [], [], []
     all_caps = {scene.scene_id: scene_captions(scene, tuple(langs)) for scene in scenes}
     ids = list(all_caps)
     unit_pool = {lang: UnitPool([(sid, u) for sid, caps in all_caps.items() for st in caps.values()
@@ -230,16 +232,37 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
             while len(negatives) < UMIC_NEGATIVES and other_caps is not None:
                 negatives.append((other_caps["short"][lang].text if len(negatives) % 2 else
                                   other_caps.get("long", other_caps["short"])[lang].text, "random"))
-            umic.append({"image": image, "positive": cap.text, "negatives": [n[0] for n in negatives],
-                         "negative_kinds": [n[1] for n in negatives], "language": lang})
+            umic_errors.append({"image": image, "positive": cap.text, "negatives": [n[0] for n in negatives],
+                                "negative_kinds": [n[1] for n in negatives], "language": lang})
             alternative = realise(describe_short(scene, random.Random(scene.seed + 1)), lang).text
             pacs.append({"image": image, "caption": cap.text, "language": lang, "generated_caption": alternative,
                          "generated_by": "world grammar (another description of the scene)",
                          "generated_image": f"images_generated/{variant.name}"})
-    sets = {"teacher": teacher, "prmcs": prmcs, "specs": specs, "umic": umic, "pacs": pacs}
+    umic = _umic_paper_groups(scenes, all_caps, paths, langs, seed)
+    sets = {"teacher": teacher, "prmcs": prmcs, "specs": specs, "umic": umic, "umic-errors": umic_errors, "pacs": pacs}
     for name, rows in sets.items():
         _dump_jsonl(out / f"{name}.jsonl", rows)
     return {name: len(rows) for name, rows in sets.items()}
+
+
+def _umic_paper_groups(scenes, all_caps, paths, langs, seed: int) -> list[dict]:
+    """UMIC groups with the paper's four negative kinds (`scoring.perturb.negatives`); a
+    positive whose perturbation cannot change it (a no-op) is left out."""
+    from scoring.perturb.negatives import umic_negatives
+    from scoring.perturb.ops import PosVocabulary
+
+    groups = []
+    for lang in langs:
+        positives = [(s.scene_id, all_caps[s.scene_id]["short"][lang].text) for s in scenes]
+        by_image = {sid: [text] for sid, text in positives}
+        vocabulary = PosVocabulary([text for _, text in positives], lang)
+        for k, (sid, text) in enumerate(positives):
+            negatives = umic_negatives(sid, text, by_image, lang=lang, seed=seed + k, corpus=vocabulary)
+            if len(by_image) < 2 or any(n.noop or n.text == text for n in negatives):
+                continue
+            groups.append({"image": paths[sid], "positive": text, "negatives": [n.text for n in negatives],
+                           "negative_kinds": [n.kind for n in negatives], "language": lang})
+    return groups
 
 
 def write_retrieval_split(out: Path, scenes: list[Scene], langs=LANGUAGES, size: int = 128) -> int:

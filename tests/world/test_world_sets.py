@@ -37,7 +37,13 @@ def test_write_all_formats(tmp_path):
     assert all(r["original"] != r["perturbed"] for r in prmcs)
     assert all(r["english"] for r in rows("teacher"))
     umic = rows("umic")
-    assert all(len(r["negatives"]) == 4 and r["positive"] not in r["negatives"] for r in umic)
+    assert umic and all(len(r["negatives"]) == 4 and r["positive"] not in r["negatives"] for r in umic)
+    # UMIC's own four kinds (UMIC §3.2), in the paper's order; the content errors are a separate set.
+    assert {tuple(r["negative_kinds"]) for r in umic} == {
+        ("keyword-substitution", "random", "repeat-remove", "permutation")}
+    errors = rows("umic-errors")
+    assert errors and all(set(r["negative_kinds"]) <= {"colour", "shape", "relation", "missing", "hallucinated", "random"}
+                          for r in errors)
     pacs = rows("pacs")
     assert all((tmp_path / "finetune" / r["generated_image"]).is_file() and r["generated_caption"] for r in pacs)
     meta = json.loads((tmp_path / "retrieval" / "meta" / "world.json").read_text(encoding="utf-8"))
