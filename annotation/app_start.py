@@ -14,6 +14,7 @@ from annotation.accounts import create_user
 from annotation.database import database_session, open_database
 from annotation.demo_seed import seed_demo_if_empty
 from annotation.errors import user_message
+from annotation.importers import gc_stagings
 from db.models import Collection, User
 from scoring.paths import data_dir
 
@@ -53,8 +54,11 @@ def prepare_database(seed_demo: bool, login_name: str) -> FirstRun:
     """Create or migrate the schema. With `seed_demo` and a database without any collection (a
     first run), make researcher `login_name` so the demo's tabs can be used, and say that the
     demo collection is to be filled; filling it takes a while and is left to
-    `seed_demo_in_background`, so the server need not wait for it."""
+    `seed_demo_in_background`, so the server need not wait for it. The staging rows of imports
+    that a kill or crash left behind (idle for `STAGING_IDLE`) are deleted first."""
     open_database()
+    with database_session() as session:
+        gc_stagings(session)
     if not seed_demo:
         return FirstRun()
     with database_session(read_only=True) as session:

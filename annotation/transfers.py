@@ -24,13 +24,14 @@ EXPORT_SUFFIXES = {"csv": ".csv", "jsonl": ".jsonl", "parquet": ".parquet", "hf"
 def import_upload(account_id: int | None, path: str | None, collection: str | None, fmt: str | None = None,
                   progress: Callable[[str, int, int], None] | None = None) -> dict:
     """Import `path` (CSV, JSONL, or a zip of images with a manifest) all or nothing into
-    `collection` (default: named after the file); the import report as a dict."""
+    `collection` (default: named after the file); the import report as a dict, naming the
+    upload by its file name (never the server's folder it was uploaded to)."""
     if not path:
         raise ValueError("Upload a file to import (CSV, JSONL, or a zip of images with a manifest).")
     with acting(account_id, read_only=True) as (session, user):  # the import commits its own short batches
         report = import_file(session, user, path, collection=(collection or "").strip() or None,
                              fmt=None if fmt in (None, "auto") else fmt, progress=progress, commit_batches=True)
-        return report.to_dict()
+        return report.to_dict() | {"source": Path(path).name}
 
 
 def _downloadable(path: Path, folder: Path) -> str:

@@ -14,6 +14,10 @@ through `launch(app_kwargs=app_kwargs())`.
   any event directly, and /gradio_api/deep_link, which would copy out every value of the
   session whose hash it is given, answer 404. The page runs its private handlers through the
   queue like every Gradio page; each of them acts as the session of its own request.
+- Uploads (/gradio_api/upload) of a client without a live session are counted per address:
+  at most `ANONYMOUS_UPLOADS` files and `ANONYMOUS_UPLOAD_BYTES` bytes per
+  `UPLOAD_WINDOW_S`; more is answered 429 in words (Gradio's sweep, `app.ui.CACHE_SWEEP`,
+  removes them within minutes). A logged-in session's uploads are not counted.
 - CPU-heavy work (scoring, perturbing, analysing uploaded files: `HEAVY_HANDLERS`) runs in one
   concurrency group of `HEAVY_WORKERS` workers, apart from the annotators' events, and each
   client (a logged-in account, else an address) has at most `HEAVY_PER_CLIENT` such requests
@@ -43,6 +47,10 @@ from app.api import ENDPOINTS
 from app.session import TOKEN_COOKIE, client_address, cross_site, login_message, private_files_root, request_token
 
 LOG = logging.getLogger(__name__)
+UPLOAD_PATH = "/gradio_api/upload"
+ANONYMOUS_UPLOADS = 200
+ANONYMOUS_UPLOAD_BYTES = 2**30
+UPLOAD_WINDOW_S = 900
 LOGIN_PATH = "/caplens/login"
 LOGOUT_PATH = "/caplens/logout"
 GRADIO_API = "/gradio_api/"
@@ -102,10 +110,18 @@ class Guard:
         if scope["type"] == "http" and await self._refused(scope):
             await PlainTextResponse("Not found.", status_code=404)(scope, receive, send)
             return
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].endswith(UPLOAD_PATH):
+            refusal = await run_in_threadpool(UPLOADS.refusal, Request(scope))
+            if refusal:
+                await PlainTextResponse(refusal, status_code=429,
+                                        headers={"Retry-After": str(UPLOAD_WINDOW_S)})(scope, receive, send)
+                return
         await self.app(scope, receive, send)
 
     async def _refused(self, scope) -> bool:
         path = scope["path"]
+        if path.rstrip("/").endswith("/monitoring") or "/monitoring/" in path:
+            return True  # Gradio's traffic dashboard (also switched off at launch)
         at = path.find(GRADIO_API)
         if at < 0:
             return False
@@ -119,6 +135,39 @@ class Guard:
         if route == "call":
             return tail.removeprefix("v2/").split("/")[0] not in ENDPOINTS
         return route in ("run", "api", "deep_link")
+
+
+class UploadQuota:
+    """Uploads per address without a live session within the last `window_s` seconds."""
+
+    def __init__(self):
+        self.sent: dict[str, list[tuple[float, int]]] = {}
+        self.lock = threading.Lock()
+
+    def refusal(self, request: Request) -> str | None:
+        """None when this upload may go on (and it is counted), else the message saying why not."""
+        import time
+
+        key = client_key(request)
+        if key.startswith("account:"):
+            return None
+        size = int(request.headers.get("content-length") or 0)
+        now = time.monotonic()
+        with self.lock:
+            for other in [k for k, sent in self.sent.items() if sent[-1][0] < now - UPLOAD_WINDOW_S]:
+                del self.sent[other]
+            recent = [(at, n) for at, n in self.sent.get(key, []) if at >= now - UPLOAD_WINDOW_S]
+            if len(recent) >= ANONYMOUS_UPLOADS or sum(n for _, n in recent) + size > ANONYMOUS_UPLOAD_BYTES:
+                LOG.warning("upload refused: %s sent %d uploads, %d bytes in %d s", key, len(recent),
+                            sum(n for _, n in recent), UPLOAD_WINDOW_S)
+                return (f"Too many uploads from your address without a login: at most {ANONYMOUS_UPLOADS} files and "
+                        f"{ANONYMOUS_UPLOAD_BYTES // 2**20} MB in {UPLOAD_WINDOW_S // 60} minutes. Try again later, "
+                        f"or log in.")
+            self.sent[key] = [*recent, (now, size)]
+        return None
+
+
+UPLOADS = UploadQuota()
 
 
 def app_kwargs() -> dict:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def register(subparsers, parents) -> None:
@@ -35,11 +36,13 @@ def create_app(profile: str | None = None, seed_demo: bool = True):
     from app.ui import build_app
 
     first = _prepare(seed_demo)
+    sweep_own_files(None)  # what a killed server handed out
     ctx = engine.choose_profile(profile)
     demo = build_app(ctx)
     demo.validate_inputs = check_argument_count  # a call with too few arguments: words, no traceback
     limit_heavy_work(demo)
     light_sessions()
+    start_sweeping()
     if first.seed_demo:
         _seed_demo_in_background()
     return demo, ctx
@@ -66,6 +69,61 @@ def _seed_demo_in_background():
 
     print("CapLens: first run, filling the demo collection in the background.", flush=True)
     return seed_demo_in_background(lambda line: print(f"CapLens: {line}", flush=True))
+
+
+def sweep_own_files(age_s: float | None) -> int:
+    """Delete the files CapLens put in Gradio's folder (copies handed to one session: stored
+    images, exports; download folders) that are older than `age_s` seconds (None: all of
+    them); how many. Gradio's own sweep (`app.ui.CACHE_SWEEP`) knows only the files it wrote."""
+    import shutil
+    import time
+
+    from gradio.utils import get_upload_folder
+
+    from app.session import private_files_root
+    from app.uploads import DOWNLOAD_PREFIX
+
+    cache = Path(get_upload_folder())
+    roots = [private_files_root(), *cache.glob(f"{DOWNLOAD_PREFIX}*")]
+    if age_s is None:
+        removed = sum(1 for root in roots for path in root.rglob("*") if path.is_file())
+        for root in roots:
+            shutil.rmtree(root, ignore_errors=True)
+        return removed
+    removed, now = 0, time.time()
+    for root in roots:
+        for path in sorted(root.rglob("*"), reverse=True):  # files before their folders
+            try:
+                if path.is_file() and now - path.stat().st_mtime > age_s:
+                    path.unlink()
+                    removed += 1
+                elif path.is_dir() and not any(path.iterdir()):
+                    path.rmdir()
+            except OSError:
+                continue
+    return removed
+
+
+def start_sweeping():
+    """`sweep_own_files` every CACHE_SWEEP period on a daemon thread, and once more, of
+    everything, when the process exits."""
+    import atexit
+    import threading
+    import time
+
+    from app.ui import CACHE_SWEEP
+
+    every, age = CACHE_SWEEP
+
+    def loop():
+        while True:
+            time.sleep(every)
+            sweep_own_files(age)
+
+    atexit.register(sweep_own_files, None)
+    thread = threading.Thread(target=loop, name="caplens-sweep", daemon=True)
+    thread.start()
+    return thread
 
 
 def light_sessions() -> None:

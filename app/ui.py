@@ -9,9 +9,10 @@ from app.errors import guard_events
 from app.tabs import admin, analyze, analyze_files, annotate, data, failures, perturb, score, train
 
 TITLE = "CapLens"
-# Gradio's cache of uploads and downloads is swept every hour of the files older than six
-# hours (and emptied when the server stops), so it cannot grow without bound.
-CACHE_SWEEP = (3600, 6 * 3600)
+# Gradio's cache of uploads and downloads is swept every 5 minutes of the files older than 15
+# minutes (and emptied when the server stops), so what strangers upload is gone within minutes;
+# `app.serve.sweep_own_files` does the same for the copies CapLens hands to one session.
+CACHE_SWEEP = (300, 900)
 
 
 def build_app(ctx: engine.AppContext) -> gr.Blocks:

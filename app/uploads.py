@@ -24,6 +24,9 @@ from PIL import Image
 from scoring.images import ImageDecodeError, check_file_size, decode_image, image_limits
 
 
+DOWNLOAD_PREFIX = "caplens-download-"
+
+
 class UploadError(ValueError):
     """An upload that cannot be used; the message is meant for the user."""
 
@@ -73,7 +76,7 @@ def download_folder() -> Iterator[Path]:
     """A new folder for one download in Gradio's cache folder; removed if the block raises."""
     cache = Path(get_upload_folder())
     cache.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix="caplens-download-", dir=cache))
+    folder = Path(tempfile.mkdtemp(prefix=DOWNLOAD_PREFIX, dir=cache))
     try:
         yield folder
     except BaseException:

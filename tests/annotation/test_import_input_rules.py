@@ -67,3 +67,30 @@ def test_a_caption_at_the_length_limit_is_imported_and_one_past_it_is_refused(en
     path.write_text(json.dumps({"image": "a.png", "caption": at_limit}))
     with session_scope(engine) as session:
         assert import_file(session, accounts["rita"], path, collection="long").counts["captions"] == 1
+
+
+def test_the_server_start_deletes_the_staging_a_killed_import_left(engine, accounts):
+    from datetime import timedelta
+
+    from annotation.app_start import prepare_database
+    from annotation.importers import STAGING_IDLE
+    from db.models import ImportStaging, utcnow
+
+    with session_scope(engine) as session:
+        session.add(ImportStaging(source_name="killed.csv", updated_at=utcnow() - STAGING_IDLE - timedelta(seconds=5)))
+        session.add(ImportStaging(source_name="running.csv", updated_at=utcnow() - STAGING_IDLE + timedelta(minutes=5)))
+    prepare_database(False, "demo")
+    with session_scope(engine) as session:
+        assert list(session.scalars(select(ImportStaging.source_name))) == ["running.csv"]
+
+
+def test_the_web_import_report_names_the_upload_not_the_servers_folder(engine, accounts, tmp_path, make_png):
+    from annotation.transfers import import_upload
+
+    folder = tmp_path / "gradio" / "0d7131729eb0e056"
+    folder.mkdir(parents=True)
+    (folder / "a.png").write_bytes(make_png())
+    path = folder / "mine.jsonl"
+    path.write_text(json.dumps({"image": "a.png", "caption": "a red square"}))
+    report = import_upload(accounts["rita"].id, str(path), "web")
+    assert report["source"] == "mine.jsonl" and str(tmp_path) not in json.dumps(report)

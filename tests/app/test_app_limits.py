@@ -183,3 +183,37 @@ def test_a_token_is_refused_at_once_after_its_password_or_role_changes(server):
 def test_monitoring_is_closed(server):
     for path in ("monitoring", "monitoring/summary"):
         assert httpx.get(f"{server.url}{path}").status_code in (403, 404)
+
+
+def test_uploads_without_a_login_are_capped_per_address_and_a_login_is_not(server, annotator_token, monkeypatch):
+    import app.access
+
+    monkeypatch.setattr(app.access, "ANONYMOUS_UPLOADS", 3)
+    monkeypatch.setattr(app.access, "UPLOADS", app.access.UploadQuota())
+
+    def upload(headers=None):
+        return httpx.post(f"{server.url}gradio_api/upload", headers=headers or {}, timeout=60,
+                          files={"files": ("x.png", b"\x89PNG" + uuid.uuid4().bytes)})
+
+    assert [upload().status_code for _ in range(3)] == [200] * 3
+    refused = upload()
+    assert refused.status_code == 429 and refused.text.startswith("Too many uploads from your address without a login: "
+                                                                  "at most 3 files")
+    assert upload({TOKEN_HEADER: annotator_token}).status_code == 200  # a live session is not counted
+    assert upload({TOKEN_HEADER: "made-up"}).status_code == 429  # a made-up token is no session
+
+
+def test_copies_handed_to_sessions_are_swept_when_old_and_all_at_start(server, tmp_path):
+    import os
+
+    from app.serve import sweep_own_files
+    from app.session import private_files_root
+
+    old, fresh = private_files_root() / "a" / "old.csv", private_files_root() / "b" / "fresh.csv"
+    for path in (old, fresh):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    os.utime(old, (time.time() - 901, time.time() - 901))
+    assert sweep_own_files(900) == 1
+    assert not old.exists() and not old.parent.exists() and fresh.exists()
+    assert sweep_own_files(None) >= 1 and not private_files_root().exists()
