@@ -13,6 +13,8 @@ from typing import Iterable, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from scoring.analysis.report import COEFFICIENT_LABELS
+
 CHANGED = "changed"
 REMOVED = "removed"
 REMOVAL_MARK = "⌫"
@@ -64,6 +66,18 @@ def highlight_spans(text: str, spans: Iterable[tuple[int, int]], label: str = CH
     return segments
 
 
+# Before anything is scored a table shows these headers (Gradio's default would be "1 | 2 | 3").
+PAIR_COLUMNS = ["#", "image", "caption", "lang", "truncated by"]
+METRIC_ROW_COLUMNS = ["metric", "status", "backbone"]  # one "#n" column per pair goes before backbone
+TABLE7_COLUMNS = ["metric", "Original", "Average", "Robustness"]  # one column per operation goes before Average
+CORRELATION_COLUMNS = ["lang", "metric", "n", *COEFFICIENT_LABELS.values()]
+
+
+def empty_table(columns: Sequence[str]) -> pd.DataFrame:
+    """A table with no rows yet and the headers it will have."""
+    return pd.DataFrame(columns=list(columns))
+
+
 def format_score(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(float(value), digits)
 
@@ -103,7 +117,7 @@ def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availabilit
     """The score table split for reading: the scored pairs (#, image, caption, language,
     truncation), and one row per metric with its status beside its name, a column per pair
     and the backbone last."""
-    pairs = frame[["#", "image", "caption", "lang", "truncated by"]].copy()
+    pairs = frame[PAIR_COLUMNS].copy()
     pairs["image"] = pairs["image"].map(short_image_name)
     status = {row["metric"]: row for row in availability}
     rows = []
@@ -113,7 +127,8 @@ def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availabilit
             row[f"#{number}"] = None if value is None or pd.isna(value) else format_score(value)
         row["backbone"] = status.get(metric, {}).get("backbone", "")
         rows.append(row)
-    return pairs, pd.DataFrame(rows, columns=["metric", "status", *[f"#{n}" for n in frame["#"]], "backbone"])
+    columns = [*METRIC_ROW_COLUMNS[:2], *[f"#{n}" for n in frame["#"]], *METRIC_ROW_COLUMNS[2:]]
+    return pairs, pd.DataFrame(rows, columns=columns)
 
 
 def series_labels(frame: pd.DataFrame, limit: int = 32) -> list[str]:

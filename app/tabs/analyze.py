@@ -29,13 +29,15 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
                                           "off: one row per caption, its mean rating", elem_id="analyze-per-rating")
     status = gr.Textbox(label="Status", interactive=False, elem_id="analyze-status")
     filters_note = gr.Markdown(CorrelationFilters().describe(), elem_id="analyze-filters")
-    correlations = gr.Dataframe(label="Correlation with human ratings", interactive=False, wrap=True,
+    correlations = gr.Dataframe(render.empty_table(render.CORRELATION_COLUMNS),
+                                label="Correlation with human ratings", interactive=False, wrap=True,
                                 elem_id="analyze-correlations")
     heatmap = gr.Plot(label="Kendall τc by metric and language")
     with gr.Row():
         scatter_metric = gr.Dropdown(names, value=names[0], label="Scatter: metric")
     scatter = gr.Plot(label="Metric vs human (hover shows image and caption)")
-    table7 = gr.Dataframe(label="Perturbations: PR-MCS Table 7 layout", interactive=False, wrap=True)
+    table7 = gr.Dataframe(render.empty_table(["lang", *render.TABLE7_COLUMNS]),
+                          label="Perturbations: PR-MCS Table 7 layout", interactive=False, wrap=True)
     drops = gr.Plot(label="Score change under perturbation")
     table_state = gr.State(None)
 

@@ -158,7 +158,8 @@ def run_safely(measure, name: str, *args, **kwargs):
 
 def _outputs(name: str, with_plot: bool):
     status = gr.Textbox(label="Status", interactive=False, elem_id=f"files-{name}-status")
-    table = gr.Dataframe(label="Result", interactive=False, wrap=True, elem_id=f"files-{name}-table")
+    # Hidden until a result fills it: an empty Dataframe would show Gradio's "1 | 2 | 3" headers.
+    table = gr.Dataframe(label="Result", interactive=False, wrap=True, visible=False, elem_id=f"files-{name}-table")
     plot = gr.Plot(label="Figure") if with_plot else None
     download = gr.File(label="Download CSV", interactive=False)
     return status, table, plot, download
@@ -226,6 +227,7 @@ def build(ctx: engine.AppContext) -> None:
 
     def shown(result, with_plot: bool):
         status, table, figure, path = result
+        table = gr.Dataframe(value=table, visible=table is not None)
         return (status, table, figure, path) if with_plot else (status, table, path)
 
     def on_correlation(dataset, files, images, metrics, progress=gr.Progress()):

@@ -7,12 +7,12 @@ import gradio as gr
 from annotation.accounts import RESEARCH_ROLES
 from annotation.collection_analysis import collection_failure_cases
 from annotation.errors import user_message
-from app import engine
+from app import engine, render
 from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections, private_copies
 from app.tabs.score import ScoreTab
 from scoring.session_scoring import ScoreRow, split_references, table_records
-from scoring.analysis.report import ANY, DISAGREE, UNMOVED, case_cells, case_filters, filter_cases
+from scoring.analysis.report import ANY, CASE_CELLS, DISAGREE, UNMOVED, case_cells, case_filters, filter_cases
 
 PURPOSE = ("**Failure cases of a stored collection**: the captions where a metric and the human ratings disagree "
            "most (difference of percentile ranks within a language), or perturbed captions whose score barely "
@@ -33,8 +33,8 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
     status = gr.Textbox(label="Status", interactive=False, elem_id="failures-status")
     thumbnails = gr.Gallery(label="Top cases (click to open in Score)", columns=6, height=220,
                             allow_preview=False, elem_id="failures-gallery")
-    table = gr.Dataframe(label="Cases (click a row to open it in Score)", interactive=False, wrap=True,
-                         elem_id="failures-table")
+    table = gr.Dataframe(render.empty_table(CASE_CELLS), label="Cases (click a row to open it in Score)",
+                         interactive=False, wrap=True, pinned_columns=2, elem_id="failures-table")
     all_rows = gr.State(None)
     shown_rows = gr.State(None)
 

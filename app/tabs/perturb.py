@@ -69,7 +69,8 @@ def build(ctx: engine.AppContext) -> None:
                                    color_map={render.CHANGED: "#f59e0b", render.REMOVED: "#ef4444"}, elem_id=f"perturb-slot-{i}")
                 for i in range(SLOTS)
             ]
-            table = gr.Dataframe(label="Scores before and after (PR-MCS Table 7 layout)", interactive=False,
+            table = gr.Dataframe(render.empty_table(render.TABLE7_COLUMNS),
+                                 label="Scores before and after (PR-MCS Table 7 layout)", interactive=False,
                                  wrap=True, elem_id="perturb-table")
             chart = gr.Plot(label="Change per metric and operation")
             with gr.Accordion("Save into a collection (researcher login, Annotate tab)", open=False):

@@ -121,11 +121,13 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
                 live = gr.Checkbox(value=True, label="Score as I edit", elem_id="score-live", scale=1, interactive=True)
         with gr.Column(scale=2):
             status = gr.Textbox(label="Messages", interactive=False, lines=2, elem_id="score-status")
-            table = gr.Dataframe(label="Scores: one row per metric (its status beside it), one column per pair",
+            table = gr.Dataframe(render.empty_table(render.METRIC_ROW_COLUMNS),
+                                 label="Scores: one row per metric (its status beside it), one column per pair",
                                  interactive=False, wrap=True, pinned_columns=2, column_widths=["110px", "220px"],
                                  elem_id="score-table")
             chart = gr.Plot(label="Scores by metric", elem_id="score-chart")
-            items = gr.Dataframe(label="Scored pairs", interactive=False, wrap=True, elem_id="score-items")
+            items = gr.Dataframe(render.empty_table(render.PAIR_COLUMNS), label="Scored pairs", interactive=False,
+                                 wrap=True, elem_id="score-items")
     cache = gr.State({})
 
     def on_score(paths, table_value, lang_choice, chosen, source, frequencies, state):

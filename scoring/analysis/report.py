@@ -9,7 +9,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from .failures import CASE_COLUMNS, disagreements, unmoved
+from .failures import disagreements, unmoved
 from .robustness import format_table7, robustness_table
 from .correlation import COEFFICIENTS
 from .run import unavailable_text
@@ -20,8 +20,10 @@ COEFFICIENT_LABELS = {"kendall_c": "Kendall τc", "kendall_b": "Kendall τb", "p
 DISAGREE = "metric and humans disagree"
 UNMOVED = "perturbation barely moved the metric"
 ANY = "(any)"
-# What a case table shows; the image file and references stay for opening the case.
-CASE_CELLS = CASE_COLUMNS[:CASE_COLUMNS.index("image_file")]
+# What a case table shows, the columns that decide a case first (they stay in view on a narrow
+# screen); the image file and references stay in the rows for opening the case.
+CASE_CELLS = ["metric", "metric score", "human", "rank gap", "change %", "lang", "op", "candidate", "caption_id",
+              "image_id"]
 
 
 @dataclass(frozen=True)
@@ -141,10 +143,13 @@ def case_filters(rows: pd.DataFrame) -> tuple[list[str], list[str]]:
 
 
 def filter_cases(rows: pd.DataFrame, metric: str, lang: str, op: str, limit: int) -> pd.DataFrame:
-    """The first `limit` cases of this metric, language and operation (ANY: all)."""
+    """The first `limit` cases of this metric, language and operation (ANY: all). With any
+    metric a caption shows once, with its worst metric (its first row: the rows come worst first)."""
     for column, wanted in (("metric", metric), ("lang", lang), ("op", op)):
         if wanted != ANY:
             rows = rows[rows[column] == wanted]
+    if metric == ANY:
+        rows = rows.drop_duplicates("caption_id", keep="first")
     return rows.head(limit).reset_index(drop=True)
 
 

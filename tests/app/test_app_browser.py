@@ -250,7 +250,26 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
     run_on_the_collection(page, server, "Failure cases", "failures", "cases")
     page.screenshot(path=str(artifacts / "failure-cases.png"), full_page=True)
     page.locator("#failures-table").scroll_into_view_if_needed()  # the table renders rows in view only
-    first_caption = page.locator("#failures-table [role=gridcell], #failures-table [role=cell]").nth(2)  # id, image, caption
+    headers = header_cells(page, "#failures-table")
+    # The deciding columns come first, so they are in view without scrolling sideways.
+    assert headers[:6] == ["metric", "metric score", "human", "rank gap", "change %", "lang"], headers
+    for width in (1400, 390):
+        page.set_viewport_size({"width": width, "height": 1000 if width > 400 else 844})
+        page.locator("#failures-table").scroll_into_view_if_needed()
+        box = page.locator("#failures-table").bounding_box()
+        visible = page.eval_on_selector_all(
+            "#failures-table th[role=columnheader]",
+            f"ths => ths.filter(t => t.getBoundingClientRect().right <= {box['x'] + box['width'] + 1}).map(t => t.title)")
+        assert {"metric", "metric score", "human", "rank gap"} <= set(visible), (width, visible)
+        page.screenshot(path=str(artifacts / f"failure-cases-{width}px.png"), full_page=True)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    rows = table_rows(page, "#failures-table")
+    metrics_of = {}
+    for row in rows:
+        metrics_of.setdefault(row[headers.index("caption_id")], []).append(row[0])
+    assert rows and all(len(m) == 1 for m in metrics_of.values()), metrics_of  # "(any)": each caption once
+    first_caption = page.locator("#failures-table [role=gridcell], #failures-table [role=cell]").nth(
+        headers.index("candidate"))
     text = (first_caption.text_content() or "").strip()
     first_caption.click()
     page.wait_for_function(

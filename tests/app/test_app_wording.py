@@ -14,3 +14,23 @@ def test_analyze_is_spelled_one_way_in_the_tabs_and_the_docs():
     found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in files
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if BRITISH.search(line)]
     assert found == []
+
+
+def test_no_table_shows_placeholder_headers_before_it_is_filled(tmp_path, monkeypatch):
+    """Gradio draws an empty Dataframe with the headers "1 | 2 | 3": every table of the app has
+    its own headers from the start, or stays hidden until it has a result."""
+    import gradio as gr
+
+    from app.engine import AppContext
+    from app.ui import build_app
+
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    demo = build_app(AppContext(profile="tiny", banner="", console=""))
+    tables = [block for block in demo.blocks.values() if isinstance(block, gr.Dataframe)]
+    assert len(tables) >= 15
+    placeholder = [(t.elem_id, t.label) for t in tables if t.visible and t.value["headers"][:3] == ["1", "2", "3"]]
+    assert placeholder == []
+    by_id = {t.elem_id: t.value["headers"] for t in tables}
+    assert by_id["score-items"] == ["#", "image", "caption", "lang", "truncated by"]
+    assert by_id["failures-table"][:4] == ["metric", "metric score", "human", "rank gap"]
+    assert by_id["analyze-correlations"][:4] == ["lang", "metric", "n", "Kendall τc"]

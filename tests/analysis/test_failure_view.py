@@ -1,0 +1,29 @@
+"""The failure-case table as the tab shows it: the deciding columns first, and with any metric
+each caption once, with its worst metric."""
+from __future__ import annotations
+
+import pandas as pd
+
+from scoring.analysis.report import ANY, case_cells, filter_cases
+
+
+def cases() -> pd.DataFrame:
+    """Three captions, worst first (as disagreements() orders them); caption 1 fails two metrics."""
+    rows = [(1, "en", "CLIP-S", 0.9, 0.1, 0.8), (1, "en", "BLEU-4", 0.7, 0.1, 0.6), (2, "de", "CLIP-S", 0.2, 0.9, -0.5),
+            (3, "en", "BLEU-4", 0.5, 0.2, 0.3), (2, "de", "BLEU-4", 0.6, 0.9, -0.2)]
+    return pd.DataFrame([dict(caption_id=c, image_id=f"im{c}", candidate=f"caption {c}", lang=lang, op=None, metric=m,
+                              **{"metric score": s, "human": h, "rank gap": g, "change %": None},
+                              image_file=f"/x/{c}.png", references="") for c, lang, m, s, h, g in rows])
+
+
+def test_any_metric_shows_each_caption_once_with_its_worst_metric():
+    shown = filter_cases(cases(), ANY, ANY, ANY, 10)
+    assert shown[["caption_id", "metric"]].values.tolist() == [[1, "CLIP-S"], [2, "CLIP-S"], [3, "BLEU-4"]]
+    assert filter_cases(cases(), "BLEU-4", ANY, ANY, 10)["caption_id"].tolist() == [1, 3, 2]
+    assert filter_cases(cases(), ANY, "de", ANY, 10)[["caption_id", "metric"]].values.tolist() == [[2, "CLIP-S"]]
+
+
+def test_the_deciding_columns_come_first():
+    shown = case_cells(filter_cases(cases(), ANY, ANY, ANY, 10))
+    assert list(shown.columns)[:7] == ["metric", "metric score", "human", "rank gap", "change %", "lang", "op"]
+    assert "image_file" not in shown.columns and shown.loc[0, "rank gap"] == 0.8
