@@ -117,3 +117,113 @@ def test_pairwise_ranking_counts_only_ordered_pairs_of_one_image():
     # no qualifying pair: 0, and still differentiable
     flat = losses.pairwise_ranking(predicted[2:], target[2:], groups[2:])
     assert flat.item() == 0.0 and flat.requires_grad == predicted.requires_grad
+
+
+# Written after mutation testing (benchmarks/mutation.py): each test below pins a value that a
+# surviving mutant changed, against a computation written independently of losses.py.
+
+def _info_nce_by_loops(image, text, scale, image_ids=None):
+    """CLIP's symmetric InfoNCE with plain loops: cosine similarities times scale; for each row
+    (image -> texts) and each column (text -> images), minus the mean log-probability of its
+    positives (texts of the same image)."""
+    def unit(v):
+        norm = math.sqrt(sum(x * x for x in v))
+        return [x / norm for x in v]
+
+    images, texts = [unit(v) for v in image.tolist()], [unit(v) for v in text.tolist()]
+    n = len(images)
+    ids = image_ids or list(range(n))
+    s = [[scale * sum(a * b for a, b in zip(images[i], texts[j])) for j in range(n)] for i in range(n)]
+
+    def one_way(matrix):
+        total = 0.0
+        for i in range(n):
+            log_z = math.log(sum(math.exp(x) for x in matrix[i]))
+            positives = [j for j in range(n) if ids[j] == ids[i]]
+            total += -sum(matrix[i][j] - log_z for j in positives) / len(positives)
+        return total / n
+
+    return 0.5 * (one_way(s) + one_way([list(col) for col in zip(*s)]))
+
+
+# three pairs, rows of very different norms and no symmetry; the first two show one image
+IMAGE = t([3.0, 1.0, 0.0], [0.5, 2.0, 1.0], [0.2, 0.1, 4.0])
+TEXT = t([1.0, 0.0, 0.5], [0.3, 3.0, 0.2], [1.0, 1.0, 1.0])
+PERTURBED = t([0.0, 1.0, 0.2], [2.0, 0.0, 0.1], [0.1, 0.0, 1.0])
+
+
+def test_positives_mask_is_boolean():
+    assert losses.positives_mask(None, 3).dtype == torch.bool
+    assert losses.positives_mask(None, 3).tolist() == torch.eye(3, dtype=torch.bool).tolist()
+    assert losses.positives_mask(["a", "b", "a"], 3).tolist() == [[True, False, True], [False, True, False],
+                                                                 [True, False, True]]
+
+
+@pytest.mark.parametrize("image_ids", [None, ["a", "a", "b"]])
+def test_info_nce_on_unnormalised_rows_equals_the_loops(image_ids):
+    expected = _info_nce_by_loops(IMAGE, TEXT, 2.5, image_ids)
+    assert losses.info_nce(IMAGE, TEXT, 2.5, image_ids).item() == pytest.approx(expected, abs=1e-5)
+
+
+def _cos(a, b):
+    return [float(x) for x in torch.nn.functional.cosine_similarity(a, b, dim=-1)]
+
+
+def test_prmcs_loss_weighs_each_term_by_its_own_lambda_and_keeps_shared_images_positive():
+    ids = ["a", "a", "b"]
+    lambdas = (0.1, 0.2, 0.3)
+    total, parts = losses.prmcs_loss(IMAGE, TEXT, PERTURBED, 2.5, margin=0.1, lambdas=lambdas, image_ids=ids)
+    clip = _info_nce_by_loops(IMAGE, TEXT, 2.5, ids)
+    l1 = sum(1 - c for c in _cos(IMAGE, TEXT)) / 3
+    l2 = sum(max(0.1, c) for c in _cos(IMAGE, PERTURBED)) / 3
+    l3 = sum(max(0.1, c) for c in _cos(TEXT, PERTURBED)) / 3
+    assert parts == pytest.approx({"clip": clip, "l1": l1, "l2": l2, "l3": l3}, abs=1e-5)
+    assert total.item() == pytest.approx(clip + 0.1 * l1 + 0.2 * l2 + 0.3 * l3, abs=1e-5)
+
+
+def test_pacs_loss_on_shared_images():
+    ids = ["a", "a", "b"]
+    total, parts = losses.pacs_loss(IMAGE, TEXT, PERTURBED, IMAGE.flip(0), 2.5, lambda_v=0.05, lambda_t=0.1,
+                                    image_ids=ids)
+    real = _info_nce_by_loops(IMAGE, TEXT, 2.5, ids)
+    visual = _info_nce_by_loops(PERTURBED, TEXT, 2.5, ids)
+    textual = _info_nce_by_loops(IMAGE, IMAGE.flip(0), 2.5, ids)
+    assert parts == pytest.approx({"real": real, "v": visual, "t": textual}, abs=1e-5)
+    assert total.item() == pytest.approx(real + 0.05 * visual + 0.1 * textual, abs=1e-5)
+
+
+def test_specs_hinge_clamps_the_margin_to_0_and_1():
+    # better - worse = (2.0, 0.4): mean 1.2, clamped to ε = 1: max(0, -2 + 1) = 0, max(0, -0.4 + 1) = 0.6
+    assert losses.specs_hinge(t(2.5, 0.9), t(0.5, 0.5)).item() == pytest.approx(0.3, abs=1e-6)
+    # better - worse = (0.1, -0.3): mean -0.1, clamped to ε = 0: 0 and 0.3
+    assert losses.specs_hinge(t(0.6, 0.2), t(0.5, 0.5)).item() == pytest.approx(0.15, abs=1e-6)
+
+
+def test_specs_loss_multiplies_the_contrastive_term_and_names_its_parts():
+    total, parts = losses.specs_loss(torch.tensor(0.5), t(0.4, 0.4), t(0.5, 0.6), t(0.3, 0.5))
+    assert parts == pytest.approx({"contrastive": 0.5, "pos": 0.025, "neg": 0.05})
+    assert total.item() == pytest.approx(1.0 * 0.5 + 8 * 0.025 + 0.8 * 0.05, abs=1e-6)
+
+
+def test_itm_cross_entropy_and_regression_mse():
+    # row 1: logits (0, 0), label 1: log 2; row 2: logits (2, 0), label 0: log(1 + e^-2)
+    value = losses.itm_cross_entropy(t([0.0, 0.0], [2.0, 0.0]), torch.tensor([1, 0]))
+    assert value.item() == pytest.approx((math.log(2) + math.log(1 + E ** -2)) / 2, abs=1e-6)
+    # ((1 - 0)^2 + (0.5 - 0)^2) / 2
+    assert losses.regression_mse(t(1.0, 0.5), t(0.0, 0.0)).item() == pytest.approx(0.625)
+
+
+def test_masked_regression_with_weights_summing_below_one_and_in_another_dtype():
+    # one known cell, error 1, weight 0.25: 0.25 / 0.25 = 1 (the weights' sum is not floored at 1)
+    value = losses.masked_regression(t([1.0, 0.0]), t([0.0, float("nan")]),
+                                     torch.tensor([0.25, 0.5], dtype=torch.float64))
+    assert value.item() == pytest.approx(1.0) and value.dtype == torch.float32  # the predictions' dtype
+
+
+def test_pairwise_ranking_defaults_gap_above_005_and_temperature_01():
+    # image 0: ratings 0.05 and 0.0 differ by exactly the gap 0.05: not "more than", no pair
+    # image 1: ratings 0.8 > 0.7, predictions 0.3, 0.5: margin -0.2 -> softplus(0.2 / 0.1)
+    predicted = t(0.4, 0.4, 0.3, 0.5)
+    target = t(0.05, 0.0, 0.8, 0.7)
+    value = losses.pairwise_ranking(predicted, target, torch.tensor([0, 0, 1, 1]))
+    assert value.item() == pytest.approx(math.log(1 + E ** 2), rel=1e-5)
