@@ -14,6 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from scoring.analysis.report import COEFFICIENT_LABELS
+from scoring.perturb.ops import Perturbation, removed_words
+from scoring.perturb.tokenize import joiner
 
 CHANGED = "changed"
 REMOVED = "removed"
@@ -33,14 +35,22 @@ def inert_captions(table: pd.DataFrame) -> pd.DataFrame:
     return safe
 
 
+def struck(text: str) -> str:
+    """``text`` struck through in plain text (a combining long stroke after each character), so
+    it shows in any component without markup."""
+    return "".join(character + "\u0336" for character in text)
+
+
 def highlight_spans(text: str, spans: Iterable[tuple[int, int]], label: str = CHANGED,
-                    mark_removals: bool = False) -> list[tuple[str, str | None]]:
+                    mark_removals: bool = False, removed: Sequence[str] = (), separator: str = " "
+                    ) -> list[tuple[str, str | None]]:
     """Split `text` into HighlightedText segments, labelling the character spans that changed.
 
     Overlapping or out-of-range spans are clipped and merged, so a faulty span never hides
     or duplicates part of the caption. A zero-width span marks where words were removed;
-    with `mark_removals` it shows as a REMOVAL_MARK segment labelled REMOVED (the marks
-    are then the only text not in `text`).
+    with `mark_removals` it shows as a segment labelled REMOVED: the k-th one shows `removed[k]`
+    (the words removed there) struck through, or REMOVAL_MARK when they are not given (these
+    segments are then the only text not in `text`).
     """
     clipped = [(min(max(0, s), len(text)), min(max(0, e), len(text))) for s, e in spans]
     merged: list[tuple[int, int]] = []
@@ -52,18 +62,29 @@ def highlight_spans(text: str, spans: Iterable[tuple[int, int]], label: str = CH
     removals = sorted({s for s, e in clipped if s == e and not any(a < s < b for a, b in merged)}) if mark_removals else []
     cuts = sorted(merged + [(r, r) for r in removals])
     segments: list[tuple[str, str | None]] = []
-    cursor = 0
+    cursor, removal = 0, 0
     for start, end in cuts:
         if start > cursor:
             segments.append((text[cursor:start], None))
         if start == end:
-            segments.append((REMOVAL_MARK, REMOVED))
+            gone = removed[removal] if removal < len(removed) and len(removed) == len(removals) else ""
+            # Kept apart from the kept words by the language's separator: after it, or before it at the end.
+            shown = (struck(gone) + separator if start < len(text) else separator + struck(gone)) if gone \
+                else REMOVAL_MARK
+            segments.append((shown, REMOVED))
+            removal += 1
         else:
             segments.append((text[start:end], label))
         cursor = max(cursor, end)
     if cursor < len(text) or not segments:
         segments.append((text[cursor:], None))
     return segments
+
+
+def perturbation_segments(perturbation: Perturbation) -> list[tuple[str, str | None]]:
+    """A perturbed caption for HighlightedText: changed words marked, removed ones struck through."""
+    return highlight_spans(perturbation.text, perturbation.changed_spans, mark_removals=True,
+                           removed=removed_words(perturbation), separator=joiner(perturbation.lang))
 
 
 # Before anything is scored a table shows these headers (Gradio's default would be "1 | 2 | 3").

@@ -110,7 +110,7 @@ def build(ctx: engine.AppContext) -> None:
             if i < len(lab.perturbations):
                 pert = lab.perturbations[i]
                 slot_updates.append(gr.HighlightedText(
-                    value=render.highlight_spans(pert.text, pert.changed_spans, mark_removals=True), label=pert.op,
+                    value=render.perturbation_segments(pert), label=pert.op,
                     visible=True))
             else:
                 slot_updates.append(gr.HighlightedText(value=None, visible=False))

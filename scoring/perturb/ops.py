@@ -17,6 +17,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 
 from scoring.perturb.pos import TaggedToken, tag
 from scoring.perturb.tokenize import joiner, normalize_lang, tokenize
@@ -247,6 +248,42 @@ def _render(pieces: list[_Piece], lang: str) -> _Outcome:
     if removal_pending and (not spans or spans[-1] != (position, position)):
         spans.append((position, position))
     return _Outcome("".join(parts), spans, tuple(tokens))
+
+
+def removed_words(perturbation: Perturbation) -> list[str]:
+    """What each zero-width span of a removal stands for, in order: the words of the parent
+    caption removed at that place, joined as its language joins words ([] for the other
+    operations, or when the kept tokens cannot be placed in the parent)."""
+    if perturbation.op != "removal" or perturbation.noop or perturbation.tokens is None:
+        return []
+    kept, words = list(perturbation.tokens), tokenize(perturbation.parent, perturbation.lang)
+    separator = joiner(perturbation.lang)
+    starts = [sum(len(t) for t in kept[:k]) + k * len(separator) for k in range(len(kept))]
+    # A gap before kept token k (k == len(kept): after the last one) for each zero-width span.
+    gaps = {sum(1 for begin in starts if begin < s) for s, e in perturbation.changed_spans if s == e}
+
+    @lru_cache(maxsize=None)
+    def place(k: int, i: int) -> tuple[int, ...] | None:
+        """Positions in `words` of kept[k:], the first at i or later, with words skipped
+        exactly where the gaps are."""
+        if k == len(kept):
+            return () if (i < len(words)) == (k in gaps) else None
+        for j in range(i, len(words)):
+            if (j > i) != (k in gaps):
+                if j > i:
+                    return None  # kept[k] must follow right after, and it does not
+                continue
+            if words[j] == kept[k]:
+                rest = place(k + 1, j + 1)
+                if rest is not None:
+                    return (j, *rest)
+        return None
+
+    positions = place(0, 0)
+    if positions is None:
+        return []
+    bounds = [-1, *positions, len(words)]
+    return [separator.join(words[a + 1:b]) for a, b in zip(bounds, bounds[1:]) if b - a > 1]
 
 
 def _draws(rng: random.Random, count: int, p: float) -> list[bool]:

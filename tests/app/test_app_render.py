@@ -77,3 +77,26 @@ def test_table7_columns_are_wide_enough_for_their_headers():
     widths = column_widths(["metric", "Original", "Robustness", "Substitution", "status"])
     assert widths == ["156px", "156px", "156px", "156px", "280px"]
     assert column_widths(["a_very_long_header_word_here"]) == [f"{28 * 8 + 28}px"]
+
+
+def test_removal_shows_the_removed_words_struck_through():
+    """Every removed word is back in its place, struck through: the segments read as the parent
+    caption once the strokes are taken out (before, each gap was a bare mark)."""
+    from app.render import perturbation_segments, struck
+    from scoring.perturb.ops import perturb, removed_words
+
+    parent = "a man in a white shirt rides a brown horse on the beach"
+    first = perturb(parent, "removal", seed=0)
+    assert first.text == "a a beach"  # the first "a" went too: the kept ones are the 4th and 8th words
+    assert removed_words(first) == ["a man in", "white shirt rides", "brown horse on the"]
+    assert perturbation_segments(first) == [(struck("a man in") + " ", REMOVED), ("a ", None),
+                                            (struck("white shirt rides") + " ", REMOVED), ("a ", None),
+                                            (struck("brown horse on the") + " ", REMOVED), ("beach", None)]
+    for seed in range(12):  # (seed 5 keeps two words, seed 1 removes the last three)
+        removal = perturb(parent, "removal", seed=seed)
+        segments = perturbation_segments(removal)
+        assert REMOVAL_MARK not in [text for text, _ in segments]
+        assert "".join(text for text, _ in segments).replace("\u0336", "").split() == parent.split(), seed
+        kept = "".join(text for text, label in segments if label != REMOVED)
+        assert kept.split() == removal.text.split()
+    assert removed_words(perturb(parent, "jumble", seed=0)) == []
