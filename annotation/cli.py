@@ -223,14 +223,16 @@ def _export(args) -> int:
 
 
 def _agreement(args) -> int:
-    from annotation.agreement import agreement
+    from annotation.agreement import agreement, study_agreement
     from annotation.captions import get_collection
     from annotation.database import database_session
 
     with database_session(read_only=True) as session:
-        report = agreement(session, _acting_user(session, args.user), get_collection(session, args.collection),
-                           field=args.field)
-    print(json.dumps(report.to_dict(), indent=2))
+        user, collection = _acting_user(session, args.user), get_collection(session, args.collection)
+        report = agreement(session, user, collection, field=args.field).to_dict()
+        # the agreement dashboard's numbers, as the app and the exports' agreement.json give them
+        report["dashboard"] = study_agreement(session, user, collection, field=args.field).to_dict()
+    print(json.dumps(report, indent=2))
     return 0
 
 

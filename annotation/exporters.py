@@ -409,7 +409,33 @@ def export_table(session: Session, user: User, what: str, out: str | Path, fmt: 
     read = stored_image_reader()
     rows = write_table(table, out, fmt, image_bytes=(lambda row: read(row["image_sha256"], row["image_format"]))
                        if fmt == "hf" else None)
-    return {"what": what, "format": fmt, "rows": rows, "path": str(out)}
+    summary = {"what": what, "format": fmt, "rows": rows, "path": str(out)}
+    if what == "ratings":  # the agreement dashboard's numbers go with every ratings export
+        summary["agreement"] = write_agreement(session, user, collection, Path(out), fmt)
+    return summary
+
+
+def agreement_path(out: Path, fmt: str) -> Path:
+    """Where a ratings export's agreement numbers go: agreement.json inside a `datasets`
+    folder, else beside the file as <file>.agreement.json."""
+    return out / "agreement.json" if fmt == "hf" else out.with_name(out.name + ".agreement.json")
+
+
+def write_agreement(session: Session, user: User, collection: Collection | None, out: Path, fmt: str) -> dict:
+    """The agreement dashboard's numbers (`agreement.study_agreement`, overall score) of the
+    exported collection, or of every collection with ratings, as JSON beside the export
+    (`agreement_path`); returns them, by collection name."""
+    from annotation.agreement import study_agreement
+
+    if collection is not None:
+        chosen = [collection]
+    else:
+        rated = select(collection_captions.c.collection_id).where(
+            collection_captions.c.caption_id.in_(select(Rating.caption_id)))
+        chosen = list(session.scalars(select(Collection).where(Collection.id.in_(rated)).order_by(Collection.name)))
+    numbers = {c.name: study_agreement(session, user, c).to_dict() for c in chosen}
+    agreement_path(out, fmt).write_text(json.dumps(numbers, indent=2, ensure_ascii=False), encoding="utf-8")
+    return numbers
 
 
 def copy_image(image: Image, folder: Path) -> str:

@@ -6,7 +6,7 @@ import gradio as gr
 
 from app import api, engine
 from app.errors import guard_events
-from app.tabs import admin, analyze, analyze_files, annotate, data, failures, perturb, score, train
+from app.tabs import admin, agreement, analyze, analyze_files, annotate, data, failures, perturb, score, train
 
 TITLE = "CapLens"
 # Gradio's cache of uploads and downloads is swept every 5 minutes of the files older than 15
@@ -38,6 +38,8 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
                 data.build(user_state)
             with gr.Tab("Train", id="train"):
                 train.build(ctx, user_state, score_tab.metrics)
+            with gr.Tab("Agreement", id="agreement"):
+                agreement.build(user_state)
             with gr.Tab("Admin", id="admin"):
                 admin.build(user_state)
         api.build(ctx)

@@ -87,8 +87,8 @@ def test_streamed_ratings_export_is_complete_and_correct(engine, accounts, rated
 
         assert pq.ParquetFile(out).metadata.num_row_groups == 9  # 45 rows in groups of 5
     if fmt == "hf":
-        assert sorted(p.name for p in out.iterdir()) == [
-            *(f"data-{i:05d}-of-00012.arrow" for i in range(12)), "dataset_info.json", "state.json"]  # 45 rows by 4
+        assert sorted(p.name for p in out.iterdir()) == [  # 45 rows by 4, and the agreement numbers (issue 24)
+            "agreement.json", *(f"data-{i:05d}-of-00012.arrow" for i in range(12)), "dataset_info.json", "state.json"]
     seen = set()
     for row in rows:
         key = (row["annotator"], row["caption"])

@@ -222,3 +222,28 @@ def test_a_collection_imported_in_data_appears_in_annotate(page, server, study, 
     open_tab(page, "Annotate")
     page.locator("#annotate-collection input").click()
     page.get_by_role("option", name="zz-imported", exact=True).wait_for()
+
+
+def test_the_agreement_tab_shows_the_dashboards_numbers(page, server, study, artifacts):
+    from annotation.agreement import study_agreement
+    from annotation.accounts import get_user
+    from annotation.captions import get_collection
+    from annotation.database import database_session
+    from tests.app.test_app_browser import table_rows
+
+    log_in(page, *server.researcher)
+    open_tab(page, "Agreement")
+    page.locator("#agreement-collection input").click()
+    page.get_by_role("option", name=server.collection, exact=True).click()
+    page.locator("#agreement-button").click()
+    page.wait_for_function(value_is("agreement-status", "bootstrap samples"))
+    with database_session() as session:
+        report = study_agreement(session, get_user(session, server.researcher[0]),
+                                 get_collection(session, server.collection))
+    shown = table_rows(page, "#agreement-study")
+    assert shown[0][0].startswith("Krippendorff") and float(shown[0][1]) == pytest.approx(report.alpha_interval,
+                                                                                           abs=1e-4)
+    people = {row[0]: row for row in table_rows(page, "#agreement-annotators")}
+    assert float(people["rater1"][3]) == pytest.approx(report.annotators[[a.annotator for a in report.annotators]
+                                                                         .index("rater1")].bias, abs=1e-3)
+    page.screenshot(path=str(artifacts / "study-agreement.png"), full_page=True)
