@@ -32,8 +32,14 @@ def test_an_example_runs_the_lab_with_the_operations_own_p(page, artifacts):
     table = page.locator("#perturb-table").inner_text()
     assert "Removal" in table and "CLIP-S" in table and "BLEU-1" in table
     assert re.search(r"\d\.\d{4} \([+-]\d+\.\d{2}%\)", table), table  # a score with its change
+    # The removed words are shown struck through in their places, not as bare marks.
+    slot = page.locator("#perturb-slot-0").inner_text()
+    caption = page.locator("#perturb-caption textarea").input_value()
+    assert "⌫" not in slot and "\u0336" in slot, slot
+    assert all(word in slot.replace("\u0336", "") for word in caption.split()), (slot, caption)
     page.wait_for_timeout(1000)  # let Plotly draw before the screenshot
     page.screenshot(path=str(artifacts / "perturbation-lab-example.png"), full_page=True)
+    page.locator("#perturb-slot-0").screenshot(path=str(artifacts / "perturbation-lab-removal.png"))
 
 
 def test_unticking_the_paper_p_lets_the_user_set_one(page):
