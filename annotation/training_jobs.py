@@ -35,6 +35,7 @@ from annotation.errors import public_text, user_message
 from scoring.api import metric_names
 from scoring.archives import extract_zip
 from scoring.paths import data_dir
+from scoring.training import read_learning_curve
 from scoring.training.measures import compare
 from scoring.user_registry import register_run, registered_versions, unregister
 
@@ -73,6 +74,7 @@ class JobView:
     warnings: list[str]
     error: str | None
     scratch: bool = False  # a smoke/tiny run kept in its owner's scratch folder
+    learning_curve: dict | None = None  # {"unit", "points"} when the run wrote one (options.learning_curve)
     registerable: bool = False  # finished, not registered: its owner may register it
 
     @property
@@ -109,6 +111,7 @@ class _Job:
     scratch: bool = False  # registers only when its owner asks (register())
     result: Any = None  # the TrainResult, kept for a registration on request
     refused: bool = False  # registration was refused (the reason is in message)
+    learning_curve: dict | None = None
 
 
 class JobRunner:
@@ -247,6 +250,7 @@ class JobRunner:
             job.warnings = list(result.warnings)
             job.progress, job.eta_s = 1.0, 0.0
             job.result = result
+            job.learning_curve = read_learning_curve(result.out_dir)
             if job.scratch:
                 job.status, job.finished = "done", time.time()
                 job.message = (f"done: kept in your scratch space, not registered (preset {job.preset} is a smoke "
@@ -305,6 +309,7 @@ class JobRunner:
             queue_position=queue.index(job.id) + 1 if job.id in queue else None,
             losses=list(job.losses), log=list(job.log), comparison=compare(job.before, job.after, job.config.recipe),
             metric_name=job.metric_name, warnings=list(job.warnings), error=job.error, scratch=job.scratch,
+            learning_curve=job.learning_curve,
             registerable=job.status == "done" and job.result is not None and not job.metric_name and not job.refused,
         )
 

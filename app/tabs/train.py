@@ -66,6 +66,22 @@ def loss_figure(view: jobs.JobView | None) -> go.Figure:
     return figure
 
 
+def learning_curve_figure(view: jobs.JobView | None) -> go.Figure:
+    """Held-out tau_c against the amount of training data (ratings for CapLens-R), one point per
+    budget of the run's learning curve: how many ratings a study needs."""
+    figure = go.Figure()
+    curve = view.learning_curve if view is not None else None
+    unit = (curve or {}).get("unit", "ratings")
+    if curve and curve.get("points"):
+        points = [p for p in curve["points"] if p.get("tau_c") is not None]
+        figure.add_trace(go.Scatter(x=[p["budget"] for p in points], y=[p["tau_c"] for p in points],
+                                    mode="lines+markers", name="held-out tau_c"))
+    figure.update_layout(title=f"Learning curve: held-out tau_c by {unit} trained on", xaxis_title=unit,
+                         yaxis_title="tau_c vs the mean rating", xaxis_type="log", height=320,
+                         margin=dict(l=40, r=10, t=40, b=40))
+    return figure
+
+
 def _shown(value: float | None) -> str:
     return "undefined" if value is None else f"{value:.4g}"
 
@@ -117,6 +133,7 @@ class Panel:
     status: gr.Textbox
     bar: gr.HTML
     curve: gr.Plot
+    learning: gr.Plot
     result: gr.Dataframe
     log: gr.Textbox
     listed: gr.Dataframe
@@ -136,6 +153,7 @@ def show(panel: Panel, view: jobs.JobView | None, listed: list[jobs.JobView] | N
         panel.status: status_text(view),
         panel.bar: progress_bar(view),
         panel.curve: loss_figure(view),
+        panel.learning: gr.Plot(learning_curve_figure(view), visible=bool(view and view.learning_curve)),
         panel.result: result_table(view),
         panel.log: "" if view is None else "\n".join(view.log),
         panel.listed: gr.skip() if listed is None else jobs_table(listed),
@@ -193,6 +211,8 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
                 delete = gr.Button("Delete this job and its version", variant="stop", visible=False,
                                    elem_id="train-delete")
             curve = gr.Plot(loss_figure(None), label="Loss curve", elem_id="train-loss")
+            learning = gr.Plot(learning_curve_figure(None), label="Learning curve", visible=False,
+                               elem_id="train-learning-curve")
             result = gr.Dataframe(EMPTY_RESULT, label="Held-out numbers: before and after training",
                                   interactive=False, wrap=True, column_widths=RESULT_WIDTHS, elem_id="train-result")
             log = gr.Textbox(label="Log", lines=8, max_lines=16, interactive=False, autoscroll=True,
@@ -200,7 +220,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
             listed = gr.Dataframe(pd.DataFrame(columns=JOB_COLUMNS), label="Your jobs (click one to show it)",
                                   interactive=False, elem_id="train-jobs")
     panel = Panel(job_id=gr.State(None), timer=gr.Timer(REFRESH_S, active=False), status=status, bar=bar,
-                  curve=curve, result=result, log=log, listed=listed, registry_event=gr.State(None),
+                  curve=curve, learning=learning, result=result, log=log, listed=listed, registry_event=gr.State(None),
                   register=register, delete=delete)
     outputs = panel.outputs()
 

@@ -7,7 +7,7 @@ Configs, recipes and guarantees: docs/training.md.
 """
 from scoring.training.config import TrainConfig, load_config, presets
 from scoring.training.recipes import RECIPES, Recipe
-from scoring.training.trainer import Cancelled, TrainResult, list_runs, read_result, train
+from scoring.training.trainer import Cancelled, TrainResult, list_runs, read_learning_curve, read_result, train
 
 __all__ = ["RECIPES", "Recipe", "TrainConfig", "TrainResult", "Cancelled", "load_config", "presets", "train",
-           "list_runs", "read_result"]
+           "list_runs", "read_learning_curve", "read_result"]

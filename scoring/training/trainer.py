@@ -401,6 +401,12 @@ def learning_curve(config: TrainConfig, full: dict, *, log: Callable[[str], None
     return points
 
 
+def read_learning_curve(folder: str | Path) -> dict | None:
+    """The learning curve a run wrote ({"unit", "points": [{"budget", "tau_c", ...}]}), or None."""
+    path = Path(folder) / CURVE_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
 def read_result(folder: str | Path) -> TrainResult:
     """The TrainResult of a finished run folder (from its training.json)."""
     folder = Path(folder)

@@ -314,3 +314,19 @@ def test_a_registered_version_is_deleted_by_its_owner_or_an_admin(accounts, engi
     board = tj.delete_training(rita.id, third.id, jobs=runner)
     assert board.deleted_version == third.metric_name and third.id not in [j.id for j in board.jobs]
     assert third.metric_name not in metric_names("tiny") and not (tmp_path / "c").exists()
+
+
+def test_a_run_that_wrote_a_learning_curve_shows_it_in_its_view(data_dir, tmp_path):
+    def with_curve(config, **kwargs):
+        result = fit_line(config, **kwargs)
+        points = [{"budget": 500, "tau_c": 0.2}, {"budget": 2000, "tau_c": 0.35}]
+        (Path(config.out) / "learning_curve.json").write_text(json.dumps({"unit": "ratings", "points": points}))
+        return result
+
+    runner = tj.JobRunner(train=with_curve, register=lambda result, **_: "X@y")
+    curved = runner.submit(config(tmp_path, "curved", steps=2), 1, "rita", "tiny", "d")
+    assert runner.wait(curved.id, 60).learning_curve == {
+        "unit": "ratings", "points": [{"budget": 500, "tau_c": 0.2}, {"budget": 2000, "tau_c": 0.35}]}
+    plain = tj.JobRunner(train=fit_line, register=lambda result, **_: "X@y")
+    job = plain.submit(config(tmp_path, "plain", steps=2), 1, "rita", "tiny", "d")
+    assert plain.wait(job.id, 60).learning_curve is None

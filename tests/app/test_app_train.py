@@ -22,3 +22,15 @@ def test_the_result_table_of_the_tiny_pr_mcs_run_explains_itself():
     assert rows["mcs_original"]["better"] == "neither (context)"
     text = table.to_string().lower()
     assert "nan" not in text and "none" not in text
+
+
+def test_the_learning_curve_plots_held_out_tau_c_against_ratings():
+    from app.tabs.train import learning_curve_figure
+
+    curve = {"unit": "ratings", "points": [{"budget": 507, "tau_c": 0.21}, {"budget": 2004, "tau_c": 0.33},
+                                           {"budget": 8010, "tau_c": None}, {"budget": 31998, "tau_c": 0.52}]}
+    figure = learning_curve_figure(SimpleNamespace(learning_curve=curve))
+    (trace,) = figure.data
+    assert list(trace.x) == [507, 2004, 31998] and list(trace.y) == [0.21, 0.33, 0.52]
+    assert figure.layout.xaxis.title.text == "ratings" and figure.layout.xaxis.type == "log"
+    assert learning_curve_figure(None).data == ()
