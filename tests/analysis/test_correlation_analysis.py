@@ -220,3 +220,59 @@ def test_mean_estimate_interval_does_not_depend_on_how_resamples_are_chunked(mon
     monkeypatch.setattr(correlation, "BOOTSTRAP_CELLS", 1980 * 7)  # 7 resamples at a time
     assert correlation.mean_estimate(values, n_boot=500) == whole
     assert math.isnan(correlation.mean_estimate([1.0], n_boot=500).low)
+
+
+# Written after mutation testing (benchmarks/mutation.py): values that surviving mutants changed.
+
+def test_inversion_counter_on_short_reversed_runs():
+    from scoring.analysis.correlation import _count_inversions
+
+    # every pair of a strictly decreasing run is an inversion: n (n - 1) / 2
+    for n in (2, 3, 4, 5, 8, 9):
+        assert _count_inversions(np.arange(n)[::-1].copy()) == n * (n - 1) // 2
+    assert _count_inversions(np.array([0, 1])) == 0 and _count_inversions(np.array([1, 0])) == 1
+    assert kendall_tau([1, 2], [2, 1], "b") == -1.0
+
+
+def test_mean_estimate_edge_cases():
+    from scoring.analysis.correlation import mean_estimate
+
+    empty = mean_estimate([float("nan")])
+    assert math.isnan(empty.value) and math.isnan(empty.low) and math.isnan(empty.high) and empty.n == 0
+    one = mean_estimate([0.3, float("nan")])
+    assert one.value == 0.3 and math.isnan(one.low) and math.isnan(one.high) and one.n == 1
+    no_resamples = mean_estimate([0.0, 1.0], n_boot=0)
+    assert no_resamples.value == 0.5 and math.isnan(no_resamples.low) and math.isnan(no_resamples.high)
+    assert no_resamples.n == 2
+    two = mean_estimate([0.0, 1.0], n_boot=200)  # two values are enough for an interval
+    assert two.low == 0.0 and two.high == 1.0 and two.n == 2  # resamples (0,0) and (1,1) both occur
+    single_resample = mean_estimate([0.0, 1.0, 2.0], n_boot=1)
+    assert single_resample.low == single_resample.high  # one resample mean: a zero-width interval
+    # a call without options is the documented 1000 resamples with seed 0
+    values = np.random.default_rng(8).normal(size=50)
+    assert mean_estimate(values) == mean_estimate(values, n_boot=1000, seed=0)
+
+
+def test_mean_estimate_interval_matches_the_normal_approximation():
+    """For the mean of 400 values the percentile-bootstrap 95 % interval is close to
+    mean +- 1.96 s / sqrt(n) (s with ddof 0, as the bootstrap resamples the sample itself):
+    width within 5 %, and about symmetric around the mean."""
+    from scoring.analysis.correlation import mean_estimate
+
+    x = np.random.default_rng(4).normal(2.0, 3.0, 400)
+    estimate = mean_estimate(x, n_boot=4000, seed=1)
+    half = 1.959964 * x.std() / math.sqrt(x.size)
+    assert estimate.value == pytest.approx(x.mean())
+    assert estimate.high - estimate.low == pytest.approx(2 * half, rel=0.05)
+    assert estimate.high - estimate.value == pytest.approx(estimate.value - estimate.low, rel=0.1)
+    # 90 %: z = 1.644854
+    narrower = mean_estimate(x, n_boot=4000, seed=1, confidence=0.90)
+    assert narrower.high - narrower.low == pytest.approx(2 * 1.644854 * x.std() / math.sqrt(x.size), rel=0.05)
+
+
+def test_mean_estimate_resamples_every_item_including_the_first():
+    from scoring.analysis.correlation import mean_estimate
+
+    # one outlier first: resamples that draw it have a mean of at least 100 / 20 = 5
+    estimate = mean_estimate([100.0] + [0.0] * 19, n_boot=500, seed=0)
+    assert estimate.value == 5.0 and estimate.low == 0.0 and estimate.high >= 10.0
