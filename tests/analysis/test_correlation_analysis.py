@@ -276,3 +276,36 @@ def test_mean_estimate_resamples_every_item_including_the_first():
     # one outlier first: resamples that draw it have a mean of at least 100 / 20 = 5
     estimate = mean_estimate([100.0] + [0.0] * 19, n_boot=500, seed=0)
     assert estimate.value == 5.0 and estimate.low == 0.0 and estimate.high >= 10.0
+
+
+def test_compare_metrics_coerces_text_drops_rows_and_is_seeded():
+    rng = np.random.default_rng(11)
+    human = rng.normal(size=60)
+    table = pd.DataFrame({"human": human, "A": human + rng.normal(0, 0.5, 60),
+                          "B": (human + rng.normal(0, 2.0, 60)).astype(object)})
+    table.loc[3, "B"] = "n/a"  # a cell that is not a number: that item is left out, not an error
+    result = compare_metrics(table, "A", "B", n_boot=300)
+    assert result.n == 59 and result.coefficient == "kendall_c"
+    assert result == compare_metrics(table, "A", "B", n_boot=300)  # seeded: the same call, the same interval
+    assert compare_metrics(table, "A", "B", n_boot=300, coefficient_name="pearson").coefficient == "pearson"
+    default = compare_metrics(table, "A", "B")
+    assert default == compare_metrics(table, "A", "B", n_boot=1000, seed=0, coefficient_name="kendall_c")
+    assert default.low != compare_metrics(table, "A", "B", seed=1).low  # the seed decides the resamples
+    with pytest.raises(ValueError, match=r"^test must be 'bootstrap' or 'williams', got 'ttest'$"):
+        compare_metrics(table, "A", "B", test="ttest")
+    with pytest.raises(ValueError, match=r"^Williams' test compares Pearson correlations; use coefficient 'pearson'$"):
+        compare_metrics(table, "A", "B", test="williams")
+
+
+def test_system_level_correlation_correlates_the_per_system_means():
+    # systems a, b, c; metric means 0.2, 0.5, 0.4; human means 1.5, 3.5, 3.0 (NaN rows dropped)
+    table = pd.DataFrame({
+        "system": ["a", "a", "b", "b", "c", "c", "c"],
+        "M": [0.1, 0.3, 0.4, 0.6, 0.4, None, 0.4],
+        "human": [1.0, 2.0, 3.0, 4.0, 3.0, 9.0, 3.0],
+    })
+    row = system_level_correlation(table, ["M"]).iloc[0]
+    assert row["systems"] == 3
+    means_m, means_h = [0.2, 0.5, 0.4], [1.5, 3.5, 3.0]
+    assert row["pearson"] == pytest.approx(stats.pearsonr(means_m, means_h)[0])
+    assert row["spearman"] == pytest.approx(1.0) and row["kendall_b"] == pytest.approx(1.0)
