@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 
@@ -35,9 +36,15 @@ def create_app(profile: str | None = None, seed_demo: bool = True):
     from app.api import check_argument_count
     from app.ui import build_app
 
+    from annotation.persistence import prepare_storage
+
+    # where the ratings live, and on a Space that loses them at restart, a warning in the banner
+    stored = prepare_storage(lambda line: print(f"CapLens: {line}", flush=True))
     first = _prepare(seed_demo)
     sweep_own_files(None)  # what a killed server handed out
     ctx = engine.choose_profile(profile)
+    if stored.warning:
+        ctx = dataclasses.replace(ctx, banner=f"{ctx.banner}\n\n{stored.warning}")
     demo = build_app(ctx)
     demo.validate_inputs = check_argument_count  # a call with too few arguments: words, no traceback
     limit_heavy_work(demo)
