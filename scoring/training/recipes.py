@@ -602,6 +602,10 @@ class CaplensRRecipe(Recipe):
             itm = load_trainable(config.base, device, ("blip-itm",))
             torch.manual_seed(config.seed)
             head = nn.Linear(itm.model.itm_head.in_features, len(ASPECTS)).to(device)
+            with torch.no_grad():  # overall starts as the base's P(match) (or, continuing a run, its rating)
+                pair = itm.model.itm_head
+                head.weight[0].copy_(pair.weight[1] - pair.weight[0])
+                head.bias[0].copy_(pair.bias[1] - pair.bias[0])
             return SimpleNamespace(mode="cross", itm=itm, head=head, pixels=PixelCache(itm.image_processor),
                                    trainable=nn.ModuleDict({"itm": itm.model, "head": head}),
                                    weights=self.weights(config), config=config,
