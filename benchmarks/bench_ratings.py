@@ -7,7 +7,8 @@ target is met only when the interval's lower bound clears it.
         [--profile world | my-world.toml] [--metrics CLIP-S,MCS,...] [--json out.json] [--md out.md]
 
 The range must not overlap the train or validation ranges (`scoring.world.splits`); seeds from
-2,000,000 are outside all three and re-check a claim.
+2,000,000 are outside all three and re-check a claim. `--choose` runs on the validation range
+instead, to choose between checkpoints or settings; its output says so and is not a result.
 """
 from __future__ import annotations
 
@@ -44,15 +45,22 @@ def score_columns(scorer, table, images: dict, references: dict, metrics) -> dic
     return unavailable
 
 
-def run(first_seed: int, scenes: int, langs, profile: str, metrics, n_boot: int, device: str | None) -> dict:
+def run(first_seed: int, scenes: int, langs, profile: str, metrics, n_boot: int, device: str | None,
+        choose: bool = False) -> dict:
     from scoring.api import Scorer
     from scoring.world.agreement import agreement, margin_over_best, rating_table
     from scoring.world.render import render_scene
     from scoring.world.scene import generate_scenes
     from scoring.world.sets import scene_references
-    from scoring.world.splits import check_report_range
+    from scoring.world.splits import check_report_range, split_range
 
-    kind = check_report_range(first_seed, scenes)
+    if choose:
+        validation = split_range("validation")
+        if not (first_seed in validation and first_seed + scenes - 1 in validation):
+            raise ValueError(f"--choose runs on the validation range ({validation.first}..{validation.stop - 1})")
+        kind = "validation (for choosing, not a result)"
+    else:
+        kind = check_report_range(first_seed, scenes)
     started = time.time()
     world = generate_scenes(first_seed, scenes)
     table = rating_table(world, langs)
@@ -126,12 +134,13 @@ def main(argv=None) -> int:
     parser.add_argument("--metrics", default=",".join(METRICS))
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--choose", action="store_true", help="run on validation scenes, to choose (not to report)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--md", type=Path)
     args = parser.parse_args(argv)
     try:
         result = run(args.first_seed, args.scenes, tuple(args.langs.split(",")), args.profile,
-                     args.metrics.split(","), args.n_boot, args.device)
+                     args.metrics.split(","), args.n_boot, args.device, args.choose)
     except ValueError as exc:
         print(f"bench_ratings: {exc}", file=sys.stderr)
         return 2
