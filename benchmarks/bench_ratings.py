@@ -95,7 +95,7 @@ def _fmt(est) -> str:
 
 
 def report(r: dict) -> str:
-    lines = [f"# Agreement with the simulated annotators (tau_c, 95 % scene-bootstrap intervals)", "",
+    lines = ["# Agreement with the simulated annotators (tau_c, 95 % scene-bootstrap intervals)", "",
              f"Profile `{r['profile']}`, seeds {r['first_seed']}..{r['first_seed'] + r['scenes'] - 1} "
              f"({r['range']} range, {r['scenes']} scenes, {r['captions']} candidates), "
              f"`python benchmarks/bench_ratings.py --first-seed {r['first_seed']} --scenes {r['scenes']} "
