@@ -1,18 +1,22 @@
-"""The reliability table (issue 15): a crowd of annotators during a big import, a killed
-import, the big export's memory, and each bad-input class, in ONE markdown table.
+"""The reliability table (issues 15 and 28): a crowd of annotators on the running web server
+during a big import and without one, what anonymous requests cost that server, a killed import,
+the big export's memory, and each bad-input class, in ONE markdown table.
 
     python benchmarks/bench_reliability.py                       # 200,000-row import
     python benchmarks/bench_reliability.py --rows 50000 --export-rows 22000
 
 What runs, all in a throwaway data directory with a SQLite database (WAL):
-- the crowd: `--annotators` threads (default 16), each acting as the web server does for its own
-  account: log in (`auth_sessions.log_in`), then per item resolve the session token and ask for
-  the next item (`queue_screens.rating_screen`), resolve it again and rate (`queue_screens.rate`),
-  logging in again every `RELOGIN_EVERY` items. They work on `--items` items with k = 3 while a
-  separate process imports `--rows` rows with `caplens db import` (batched staging, one
-  publishing step); latencies count only while that process runs. When it has finished, the
-  crowd drains the queue, and the table reports ratings stored against items x k and how many
-  items have exactly k.
+- the crowd, over HTTP: `caplens serve --profile tiny --no-demo` in its own process, and
+  `--annotators` clients (default 16, each its own connection, account and login through the
+  page's login route and its cookie) taking items (/next_item) and rating them (/rate) on
+  `--items` items with k = 3, `--think` seconds between actions, while `caplens db import`
+  imports `--rows` rows in a third process; then again without an import for
+  `--calm-seconds` at `--calm-think`. Latencies are of whole requests as the client sees them
+  (the call and its event stream), with the server, the clients and the import on one machine.
+- anonymous costs, measured from outside the server: its RSS kept per /perturb call
+  (`--anonymous-calls`, each from a new client, so each a new Gradio session), a 400 KB
+  caption to /perturb, a 40-megapixel 16-bit PNG to /score, 40 simultaneous correct logins
+  from one address.
 - a killed import: `caplens db import` of `--kill-rows` rows gets SIGKILL after its first
   committed staging batch; the table reports rows of that import in tables users read (the
   staging rows stay invisible, and `caplens db gc` deletes them).
@@ -26,7 +30,7 @@ import io
 import json
 import os
 import signal
-import statistics
+import math
 import struct
 import subprocess
 import sys
@@ -87,115 +91,267 @@ def _visible_counts(engine) -> dict:
 
 
 def _p95(values: list[float]) -> float:
-    return statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else (values[0] if values else float("nan"))
+    """The nearest-rank 95th percentile (a value that was measured; NaN without values)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
 
 
-def crowd_during_import(data: Path, annotators: int, items: int, rows: int) -> dict:
+# ---- the web server, driven over HTTP ---------------------------------------------------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """`caplens serve --profile tiny --no-demo` in its own process on a free port."""
+
+    def __init__(self, data: Path):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.log = open(data.parent / f"serve-{self.port}.log", "w")
+        self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--profile", "tiny", "--no-demo",
+                                      "--port", str(self.port)], env=_env(data), cwd=ROOT, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        import httpx
+
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            try:
+                if httpx.get(self.url, timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"caplens serve exited: see {self.log.name}")
+            time.sleep(1)
+        raise RuntimeError("caplens serve did not answer in 300 s")
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def call_api(http, url: str, api_name: str, data: list) -> tuple[bool, object]:
+    """POST /gradio_api/call/<api_name> and read its event stream: (ok, data or error message)."""
+    posted = http.post(f"{url}gradio_api/call/{api_name}", json={"data": data})
+    if posted.status_code != 200:
+        return False, f"HTTP {posted.status_code}: {posted.text[:200]}"
+    event = None
+    with http.stream("GET", f"{url}gradio_api/call/{api_name}/{posted.json()['event_id']}") as stream:
+        for line in stream.iter_lines():
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:") and event in ("complete", "error"):
+                body = json.loads(line[5:])
+                if event == "error":
+                    return False, body.get("error") if isinstance(body, dict) else body
+                return True, body[0] if isinstance(body, list) and body else body
+    return False, "no answer"
+
+
+def crowd_over_http(data: Path, annotators: int, items: int, rows: int, think_s: float,
+                    duration_s: float | None = None) -> dict:
+    """`annotators` clients, each its own HTTP connection and login (the page's login route,
+    its cookie), taking items (/next_item) and rating them (/rate) on a running `caplens
+    serve`, while `caplens db import` imports `rows` rows in another process (rows 0: no
+    import, the crowd works for `duration_s`). Latencies are of whole requests as a client
+    sees them."""
+    import httpx
     from sqlalchemy import func, select
 
     from annotation.accounts import create_user
-    from annotation.auth_sessions import log_in, session_account
     from annotation.database import database_url
-    from annotation.errors import user_message
     from annotation.importers import import_rows
-    from annotation.queue_screens import rate, rating_screen
     from db.models import Caption, Collection, Rating, User
     from db.session import get_engine, session_scope, upgrade
 
     url = database_url()
     upgrade(url)
     engine = get_engine(url)
-    images = data.parent / "crowd-images"
+    tag = f"crowd{int(time.time())}"
+    images = data.parent / f"{tag}-images"
     images.mkdir()
     for i in range(10):
         (images / f"{i}.png").write_bytes(_png((20 * i, 200, 40)))
     with session_scope(engine) as s:
-        rita = create_user(s, "rita", "researcher", PASSWORD)
-        import_rows(s, rita, [{"image": f"{i % 10}.png", "caption": f"crowd item {i}"} for i in range(items)],
-                    collection="crowd", base_dir=images)
-        names = [create_user(s, f"annotator{i}", "annotator", PASSWORD).name for i in range(annotators)]
-    big = _write_import(data.parent / "big", rows)
+        rita = s.scalar(select(User).where(User.name == "rita")) or create_user(s, "rita", "researcher", PASSWORD)
+        import_rows(s, rita, [{"image": f"{i % 10}.png", "caption": f"{tag} item {i}"} for i in range(items)],
+                    collection=tag, base_dir=images)
+        names = [create_user(s, f"{tag}-a{i}", "annotator", PASSWORD).name for i in range(annotators)]
+    server = Server(data)
     latencies: dict[str, list[float]] = {"login": [], "next_item": [], "rate": []}
-    calls: list[tuple[str, float, float]] = []  # (op, start, end) during the import
     errors: list[str] = []
-    importing = threading.Event()
-    importing.set()
+    measuring = threading.Event()
+    measuring.set()
+    stop = threading.Event()
 
-    def timed(op: str, fn, *args):
+    def timed(op: str, fn):
         started = time.perf_counter()
-        try:
-            return fn(*args)
-        except Exception as exc:
-            errors.append(f"{op}: {user_message(exc)} (after {time.perf_counter() - started:.1f} s)")
-            return None
-        finally:
-            if importing.is_set():
-                latencies[op].append(time.perf_counter() - started)
-                calls.append((op, started, time.perf_counter()))
+        ok, body = fn()
+        if measuring.is_set():
+            latencies[op].append(time.perf_counter() - started)
+        if not ok:
+            errors.append(f"{op}: {body}")
+        return ok, body
 
     def annotator(name: str, arrival: float) -> None:
-        time.sleep(arrival)  # annotators arrive over the first seconds, not all in the same instant
-        token, iteration = None, 0
-        while True:
-            if token is None or iteration % RELOGIN_EVERY == 0:
-                login = timed("login", log_in, name, PASSWORD, f"10.0.0.{sum(map(ord, name)) % 250}")
-                if login is None:
+        time.sleep(arrival)
+        http = httpx.Client(timeout=120)
+        iteration = 0
+        while not stop.is_set():
+            if iteration % RELOGIN_EVERY == 0:
+                def login():
+                    reply = http.post(f"{server.url}caplens/login", json={"name": name, "password": PASSWORD})
+                    return reply.status_code == 200, reply.text
+                if not timed("login", login)[0]:
                     time.sleep(1)
                     continue
-                token = login.token
             iteration += 1
-            screen = timed("next_item", lambda: rating_screen(session_account(token).id, "crowd"))
-            if screen is None:
-                time.sleep(THINK_S)
+            ok, item = timed("next_item", lambda: call_api(http, server.url, "next_item", [tag]))
+            if not ok:
+                time.sleep(think_s)
                 continue
-            if screen.caption_id is None:
-                if not importing.is_set():
-                    return  # the queue is drained and the import is over
+            if item["caption_id"] is None:
+                if not measuring.is_set() or rows == 0:
+                    return  # the queue is drained
                 time.sleep(1)
                 continue
-            time.sleep(THINK_S)
-            timed("rate", lambda: rate(session_account(token).id, screen.caption_id, 0.5))
-            time.sleep(THINK_S)
+            time.sleep(think_s)
+            timed("rate", lambda: call_api(http, server.url, "rate", [item["caption_id"], 0.5, None, None, None]))
+            time.sleep(think_s)
 
     threads = [threading.Thread(target=annotator, args=(name, ARRIVAL_S * i), daemon=True)
                for i, name in enumerate(names)]
+    rss_before = server.rss_mb()
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "db", "import", str(big), "--collection", "big",
-                             "--user", "rita"], env=_env(data), cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
     for thread in threads:
         thread.start()
-    stages: dict[str, float] = {}
-    err_lines = []
-    for line in proc.stderr:  # progress lines: when checking, writing (staging) and publishing began
-        err_lines.append(line)
-        stages.setdefault(line.split(" ")[0], time.perf_counter())
-    out = proc.stdout.read()
-    proc.wait()
-    err = "".join(err_lines)
-    import_seconds = time.perf_counter() - started
-    publish_began = stages.get("publishing", time.perf_counter())
-    ended = time.perf_counter()
-    outside = {op: [end - start for o, start, end in calls if o == op and (end < publish_began or start > ended)]
-               for op in latencies}
-    overlapping = sum(1 for _o, start, end in calls if end >= publish_began and start <= ended)
-    importing.clear()
+    imported, import_ok = {}, True
+    if rows:
+        big = _write_import(data.parent / f"{tag}-big", rows)
+        proc = subprocess.run([sys.executable, "-m", "app.cli", "db", "import", str(big), "--collection", f"{tag}-big",
+                               "--user", "rita"], env=_env(data), cwd=ROOT, capture_output=True, text=True)
+        import_ok = proc.returncode == 0
+        imported = json.loads(proc.stdout)["counts"] if import_ok else {"error": proc.stderr.strip()[-300:]}
+    else:
+        time.sleep(duration_s or 120)
+    measured_s = time.perf_counter() - started
+    measuring.clear()
+    if rows == 0:
+        stop.set()
     for thread in threads:
-        thread.join(timeout=600)
-    import_ok = proc.returncode == 0
-    imported = json.loads(out)["counts"] if import_ok else {"error": err.strip().splitlines()[-1:]}
+        thread.join(timeout=900)
+    rss_after = server.rss_mb()
+    server.stop()
     with session_scope(engine, read_only=True) as s:
-        crowd = select(Caption.id).where(Caption.collections.any(Collection.name == "crowd"))
+        crowd = select(Caption.id).where(Caption.collections.any(Collection.name == tag))
         per_item = dict(s.execute(select(Rating.caption_id, func.count(Rating.id))
                                   .where(Rating.caption_id.in_(crowd)).group_by(Rating.caption_id)).all())
-        big_ratings = s.scalar(select(func.count(Rating.id)).join(User, User.id == Rating.annotator_id)
-                               .where(User.name.like("rater%")))
-    return {"annotators": annotators, "items": items, "stored": sum(per_item.values()),
-            "exactly_k": sum(1 for n in per_item.values() if n == K), "over_k": sum(1 for n in per_item.values() if n > K),
-            "latencies": latencies, "errors": errors, "import_ok": import_ok, "import_seconds": import_seconds,
-            "imported": imported, "big_ratings": big_ratings, "rows": rows, "outside_publish": outside,
-            "publish_seconds": ended - publish_began, "during_publish": overlapping,
-            "stage_seconds": {name: round(at - started, 1) for name, at in stages.items()}}
+    return {"annotators": annotators, "items": items, "rows": rows, "think_s": think_s, "latencies": latencies,
+            "errors": errors, "import_ok": import_ok, "imported": imported, "measured_s": measured_s,
+            "stored": sum(per_item.values()), "exactly_k": sum(1 for n in per_item.values() if n == K),
+            "over_k": sum(1 for n in per_item.values() if n > K), "rss_mb": (rss_before, rss_after)}
+
+
+def _png16_header(width: int, height: int) -> bytes:
+    """A valid 16-bit greyscale PNG of width x height, all zeros, written row by row (a 40 MP
+    one is about 80 KB)."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    packer = zlib.compressobj(9)
+    row = b"\0" * (1 + 2 * width)
+    body = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
+    ihdr = struct.pack(">IIBBBBB", width, height, 16, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", body) + chunk(b"IEND", b"")
+
+
+def anonymous_costs(data: Path, calls: int = 300) -> list[tuple[str, str]]:
+    """What anonymous requests cost the running server, measured from outside: memory kept per
+    /perturb call, a 400 KB caption, a 40 MP 16-bit PNG to /score, and 40 simultaneous
+    correct logins from one address."""
+    import gc as _gc
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+    from sqlalchemy import select
+
+    from annotation.accounts import create_user
+    from annotation.database import database_session
+    from db.models import User
+
+    with database_session() as session:
+        names = [f"lab{i}-{int(time.time())}" for i in range(40)]
+        for name in names:
+            create_user(session, name, "annotator", PASSWORD)
+        assert session.scalar(select(User).where(User.name == names[0])) is not None
+    server = Server(data)
+    results = []
+    try:
+        http = httpx.Client(timeout=300)
+        for n in range(30):  # warm up: models, caches, first sessions
+            call_api(http, server.url, "perturb", [f"a man rides a horse number {n}", "all", None, n, "en", ""])
+        _gc.collect()
+        time.sleep(2)
+        before = server.rss_mb()
+        for n in range(calls):
+            call_api(httpx.Client(timeout=300), server.url, "perturb",
+                     [f"a man rides a brown horse on the beach {n}", "all", None, n, "en", ""])
+        time.sleep(2)
+        after = server.rss_mb()
+        results.append((f"server memory kept per anonymous /perturb call ({calls} calls, each its own client; "
+                        f"RSS {before:.0f} -> {after:.0f} MB)", f"{(after - before) * 1024 / calls:.0f} KB"))
+        before = server.rss_mb()
+        started = time.perf_counter()
+        ok, message = call_api(http, server.url, "perturb", ["a horse " * 50_000, "all", None, 0, "auto", ""])
+        seconds = time.perf_counter() - started
+        time.sleep(1)
+        results.append(("a 400 KB caption to /perturb",
+                        f"{'answered' if ok else 'refused'} in {seconds:.2f} s, RSS {server.rss_mb() - before:+.0f} MB: "
+                        f"{str(message)[:90]}"))
+        png = data.parent / "deep.png"
+        png.write_bytes(_png16_header(8000, 5000))
+        before = server.rss_mb()
+        started = time.perf_counter()
+        uploaded = http.post(f"{server.url}gradio_api/upload", files={"files": ("deep.png", png.read_bytes())}).json()[0]
+        ok, message = call_api(http, server.url, "score", [{"path": uploaded, "meta": {"_type": "gradio.FileData"}},
+                                                            "a grey square", "", "en", "BLEU-4"])
+        seconds = time.perf_counter() - started
+        results.append((f"a 40 MP 16-bit PNG ({png.stat().st_size / 1024:.0f} KB) to /score",
+                        f"{'answered' if ok else 'refused'} in {seconds:.2f} s, RSS {server.rss_mb() - before:+.0f} MB: "
+                        f"{str(message)[:110]}"))
+
+        def log_in(name):
+            started = time.perf_counter()
+            reply = httpx.post(f"{server.url}caplens/login", json={"name": name, "password": PASSWORD}, timeout=120)
+            return reply.status_code, time.perf_counter() - started
+
+        with ThreadPoolExecutor(40) as pool:
+            answers = list(pool.map(log_in, names))
+        refused = sum(code != 200 for code, _ in answers)
+        results.append(("40 simultaneous correct logins from one address (the page's login route)",
+                        f"{refused} refused; slowest {max(s for _, s in answers):.2f} s"))
+    finally:
+        server.stop()
+    return results
 
 
 def killed_import(data: Path, rows: int) -> dict:
@@ -333,10 +489,15 @@ def bad_inputs(data: Path) -> list[tuple[str, str]]:
     results.append(("wrong password x 8", _outcome(throttled, "throttled")))
 
     def replayed():
-        login = log_in("annotator0", PASSWORD, "198.51.100.7")
+        from annotation.accounts import create_user
+
+        with database_session() as session:
+            for name in ("replay0", "replay1"):
+                create_user(session, name, "annotator", PASSWORD)
+        login = log_in("replay0", PASSWORD, "198.51.100.7")
         log_out(login.token)
         first = _outcome(lambda: session_account(login.token).name)
-        other = log_in("annotator1", PASSWORD, "198.51.100.7")
+        other = log_in("replay1", PASSWORD, "198.51.100.7")
         with database_session() as session:
             session.execute(update(AuthSession).values(expires_at=utcnow() - timedelta(seconds=1)))
         second = _outcome(lambda: session_account(other.token).name)
@@ -366,11 +527,20 @@ def bad_inputs(data: Path) -> list[tuple[str, str]]:
     return results
 
 
+def _latency_row(label: str, values: list[float]) -> tuple[str, str]:
+    return (label, f"{_p95(values):.2f} s (max {max(values):.2f} s, {len(values)} calls)" if values else "no calls")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=200_000, help="rows of the big import")
     parser.add_argument("--annotators", type=int, default=16)
     parser.add_argument("--items", type=int, default=600, help="items of the crowd's queue (k = 3)")
+    parser.add_argument("--think", type=float, default=THINK_S, help="seconds between an annotator's actions "
+                        "during the import")
+    parser.add_argument("--calm-think", type=float, default=0.5, help="the same without an import")
+    parser.add_argument("--calm-seconds", type=float, default=120, help="how long the crowd works without an import")
+    parser.add_argument("--anonymous-calls", type=int, default=300)
     parser.add_argument("--kill-rows", type=int, default=20_000)
     parser.add_argument("--export-rows", type=int, default=22_000)
     args = parser.parse_args()
@@ -378,37 +548,39 @@ def main() -> int:
     data = work / "data"
     os.environ.update(_env(data))
     began = time.perf_counter()
-    crowd = crowd_during_import(data, args.annotators, args.items, args.rows)
-    print(f"crowd done in {time.perf_counter() - began:.0f}s", file=sys.stderr, flush=True)
+    crowd = crowd_over_http(data, args.annotators, args.items, args.rows, args.think)
+    print(f"crowd during the import done in {time.perf_counter() - began:.0f}s", file=sys.stderr, flush=True)
+    calm = crowd_over_http(data, args.annotators, args.items, 0, args.calm_think, args.calm_seconds)
+    print("crowd without an import done", file=sys.stderr, flush=True)
+    anonymous = anonymous_costs(data, args.anonymous_calls)
+    print("anonymous costs done", file=sys.stderr, flush=True)
     killed = killed_import(data, args.kill_rows)
     print("killed import done", file=sys.stderr, flush=True)
     bad = bad_inputs(data)
     print("bad inputs done", file=sys.stderr, flush=True)
     export = big_export(args.export_rows)
-    lat = crowd["latencies"]
+    lat, calm_lat = crowd["latencies"], calm["latencies"]
     rows = [
-        ("concurrent annotators (threads, each its own account and session)", str(crowd["annotators"])),
+        ("concurrent annotators (HTTP clients of `caplens serve`, each its own account and login)",
+         str(crowd["annotators"])),
         (f"ratings stored of expected ({crowd['items']} items x k={K})",
          f"{crowd['stored']:,} of {crowd['items'] * K:,}"),
         (f"items at exactly k={K}", f"{crowd['exactly_k']} of {crowd['items']} (over k: {crowd['over_k']})"),
         (f"big import while they work ({crowd['rows']:,} rows, `caplens db import`)",
-         (f"done in {crowd['import_seconds']:.0f} s: {crowd['imported'].get('captions', 0):,} captions, "
-          f"{crowd['imported'].get('ratings', 0):,} ratings (stored: {crowd['big_ratings']:,})")
-         if crowd["import_ok"] else f"FAILED: {crowd['imported']}"),
+         (f"done in {crowd['measured_s']:.0f} s: {crowd['imported'].get('captions', 0):,} captions, "
+          f"{crowd['imported'].get('ratings', 0):,} ratings") if crowd["import_ok"] else f"FAILED: {crowd['imported']}"),
     ]
-    stages = crowd["stage_seconds"]
-    rows.append(("import stages (s after start: checking / staging batches / publishing step)",
-                 f"{stages.get('checking', '-')} / {stages.get('writing', '-')} / {stages.get('publishing', '-')}; "
-                 f"publishing and staging clean-up took {crowd['publish_seconds']:.1f} s"))
     for op in ("login", "next_item", "rate"):
-        values, calm = lat[op], crowd["outside_publish"][op]
-        rows.append((f"p95 latency of {op} during the import (all calls / calls not overlapping publishing and clean-up)",
-                     f"{_p95(values):.2f} s, max {max(values):.2f} s, {len(values)} calls / "
-                     f"{_p95(calm):.2f} s, max {max(calm):.2f} s, {len(calm)} calls" if values and calm else
-                     f"{len(values)} calls"))
-    rows.append(("calls overlapping publishing and clean-up", str(crowd["during_publish"])))
-    rows.append(("errors seen by the crowd", f"{len(crowd['errors'])}" +
-                 (f": {sorted(set(crowd['errors']))[:3]}" if crowd["errors"] else "")))
+        rows.append(_latency_row(f"p95 of {op} over HTTP during the import ({crowd['think_s']:g} s think)", lat[op]))
+    for op in ("login", "next_item", "rate"):
+        rows.append(_latency_row(f"p95 of {op} over HTTP without an import ({calm['think_s']:g} s think, "
+                                 f"{calm['measured_s']:.0f} s)", calm_lat[op]))
+    rows.append(("server RSS before / after the crowd (during the import; without)",
+                 f"{crowd['rss_mb'][0]:.0f} / {crowd['rss_mb'][1]:.0f} MB; {calm['rss_mb'][0]:.0f} / "
+                 f"{calm['rss_mb'][1]:.0f} MB"))
+    errors = crowd["errors"] + calm["errors"]
+    rows.append(("errors seen by the crowd", f"{len(errors)}" + (f": {sorted(set(errors))[:3]}" if errors else "")))
+    rows.extend(anonymous)
     rows.append((f"partial rows after a killed import ({killed['rows']:,} rows, SIGKILL at "
                  f"'{killed['killed_at']}')", f"{killed['partial']} (gc: {killed['gc']})"))
     rows.append((f"peak RSS of the big export ({export['rows']:,} ratings, Hugging Face dataset)",
@@ -418,7 +590,7 @@ def main() -> int:
     print("| check | outcome |")
     print("|---|---|")
     for name, outcome in rows:
-        print(f"| {name} | {outcome.replace('|', '/')} |")
+        print(f"| {name} | {str(outcome).replace('|', '/')} |")
     return 0
 
 
