@@ -1,0 +1,214 @@
+"""Mutation testing of the modules that decide a number, with mutmut.
+
+For each module it copies the working tree's packages and tests into a scratch folder (the
+shared working tree is never mutated), lets mutmut mutate that one module, and runs only the
+tests that cover it. It writes the score and every surviving mutant (its diff) to
+benchmarks/results/mutation.md and mutation.json; modules not run this time keep their last
+result there.
+
+    pip install -e ".[mutation]"
+    nice -n 15 python benchmarks/mutation.py scoring/training/losses.py scoring/analysis/correlation.py
+    nice -n 15 python benchmarks/mutation.py            # every module below (hours on 2 cores)
+    python benchmarks/mutation.py --list
+
+Too slow for CI: run it before a submission that touches one of these modules, and kill the
+survivors with tests that check a value (docs/architecture.md, "Mutation testing").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+PACKAGES = ("scoring", "annotation", "db", "app")
+
+# module -> the tests that cover it (only these run for its mutants)
+MODULES: dict[str, list[str]] = {
+    "scoring/metrics/base.py": ["tests/scoring/test_registry.py", "tests/scoring/test_learned_metrics.py"],
+    "scoring/metrics/clip_score.py": ["tests/scoring/test_learned_metrics.py", "tests/scoring/test_clip_parity.py",
+                                      "tests/scoring/test_profile_constants.py"],
+    "scoring/metrics/mcs.py": ["tests/scoring/test_learned_metrics.py"],
+    "scoring/metrics/specs.py": ["tests/scoring/test_umic_specs_fidelity.py", "tests/scoring/test_learned_metrics.py"],
+    "scoring/metrics/umic.py": ["tests/scoring/test_umic_specs_fidelity.py", "tests/scoring/test_learned_metrics.py"],
+    "scoring/metrics/caplens_r.py": ["tests/scoring/test_learned_metrics.py", "tests/training/test_losses.py"],
+    "scoring/metrics/coco.py": ["tests/scoring/test_ngram_metrics.py", "tests/scoring/test_ptb_line_separators.py"],
+    "scoring/perturb/ops.py": ["tests/perturb/test_perturb_examples.py", "tests/perturb/test_perturb_properties.py",
+                               "tests/perturb/test_negatives.py"],
+    "scoring/perturb/negatives.py": ["tests/perturb/test_negatives.py"],
+    "scoring/analysis/correlation.py": ["tests/analysis/test_correlation_analysis.py",
+                                        "tests/analysis/test_cluster_bootstrap.py"],
+    "scoring/training/trainer.py": ["tests/training/test_trainer_steps.py", "tests/training/test_trainer.py"],
+    "scoring/training/losses.py": ["tests/training/test_losses.py"],
+    "annotation/tasks.py": ["tests/annotation/test_tasks.py", "tests/annotation/test_queue_leases.py",
+                            "tests/annotation/test_queue_orders.py"],
+    "scoring/fingerprint.py": ["tests/scoring/test_score_cache_keys.py", "tests/annotation/test_score_store_keys.py"],
+}
+
+# Why the survivors that no test can kill change no result (equivalent mutants), per module.
+NOTES: dict[str, str] = {
+    "scoring/training/losses.py": (
+        "Equivalent survivors: every tensor here is 2-D, so `dim=-1` -> `dim=+1` and a dropped `dim=-1` "
+        "(F.normalize, F.cosine_similarity and sum default to dim 1) compute the same thing; `device=None` "
+        "or a dropped `device=` is the same device on the CPU the suite runs on; `positives.to(None)` keeps a "
+        "bool mask that multiplies and sums to the same numbers. In `info_nce`, `log_softmax(dim=-2)`, "
+        "`(log_prob * positives).sum(-2)` and `positives.sum(-2)` give the same loss: the positives mask is "
+        "symmetric and pairs only texts of one image, whose rows and columns have the same number of "
+        "positives, so the column-wise terms of one direction are the row-wise terms of the other "
+        "(worked through by hand; all 23 survivors are of these kinds)."),
+}
+
+
+def _scratch_copy(module: str, tests: list[str], workers_dir: Path) -> Path:
+    """The packages, tests and pyproject.toml of the working tree, with a [tool.mutmut] section
+    that mutates `module` only and selects `tests`."""
+    work = workers_dir / module.replace("/", "_").removesuffix(".py")
+    shutil.rmtree(work, ignore_errors=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, work / package, ignore=ignore)
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    section = "\n".join([
+        "", "[tool.mutmut]",
+        f"source_paths = {json.dumps(list(PACKAGES))}",
+        f"only_mutate = {json.dumps([module])}",
+        f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q"]',
+        'process_isolation = "forkserver"',  # torch is not fork-safe once imported
+        "use_git_change_detection = false",
+        "",
+    ])
+    (work / "pyproject.toml").write_text(pyproject + section, encoding="utf-8")
+    return work
+
+
+def _mutmut(work: Path, *args: str, check: bool = True) -> str:
+    done = subprocess.run([sys.executable, "-m", "mutmut", *args], cwd=work, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    if check and done.returncode != 0:
+        raise RuntimeError(f"mutmut {' '.join(args)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def _changed_lines(diff: str) -> list[str]:
+    return [line for line in diff.splitlines()
+            if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))]
+
+
+def run_module(module: str, workers_dir: Path, max_children: int) -> dict:
+    tests = [t for t in MODULES[module] if (ROOT / t).is_file()]
+    missing = sorted(set(MODULES[module]) - set(tests))
+    if not tests:
+        raise SystemExit(f"{module}: none of its tests exist ({', '.join(missing)})")
+    work = _scratch_copy(module, tests, workers_dir)
+    started = time.time()
+    _mutmut(work, "run", "--max-children", str(max_children), check=False)
+    wall = time.time() - started
+    statuses: dict[str, str] = {}
+    for line in _mutmut(work, "results", "--all", "true").splitlines():
+        name, sep, status = line.strip().rpartition(": ")
+        if sep and "__mutmut_" in name:
+            statuses[name] = status.strip()
+    if not statuses:
+        raise RuntimeError(f"{module}: mutmut produced no mutants; see {work}")
+    counts = {status: sum(1 for s in statuses.values() if s == status) for status in sorted(set(statuses.values()))}
+    not_killed = [name for name, status in sorted(statuses.items()) if status != "killed"]
+    survivors = []
+    for name in not_killed:
+        diff = _mutmut(work, "show", name, check=False)
+        survivors.append({"mutant": name, "status": statuses[name], "change": _changed_lines(diff)})
+    killed = counts.get("killed", 0)
+    result = {
+        "module": module, "tests": tests, "tests_missing": missing, "mutants": len(statuses), "counts": counts,
+        # killed out of all mutants: survivors and mutants no selected test reaches both count against
+        "score": round(killed / len(statuses), 4), "wall_s": round(wall, 1),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "not_killed": survivors,
+    }
+    shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def _write(module_result: dict) -> None:
+    """Add one module's result to the files, keeping the others' (read again now: another run
+    of this script may have written meanwhile)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / "mutation.json"
+    results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    results[module_result["module"]] = module_result
+    (RESULTS / "mutation.json").write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    lines = ["# Mutation testing", "",
+             "`python benchmarks/mutation.py MODULE ...` (mutmut; each module against the tests listed in "
+             "`benchmarks/mutation.py`). Score = killed / all mutants; mutants that survive or that no selected "
+             "test reaches count against it.", "",
+             "| module | mutants | killed | survived | no tests | other | score | tests | wall | run |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for module in sorted(results):
+        r = results[module]
+        c = r["counts"]
+        other = r["mutants"] - c.get("killed", 0) - c.get("survived", 0) - c.get("no tests", 0)
+        lines.append(f"| `{module}` | {r['mutants']} | {c.get('killed', 0)} | {c.get('survived', 0)} | "
+                     f"{c.get('no tests', 0)} | {other} | {r['score']:.1%} | {len(r['tests'])} | "
+                     f"{r['wall_s'] / 60:.0f} min | {r['finished_at'][:10]} |")
+    for module in sorted(results):
+        r = results[module]
+        lines += ["", f"## `{module}`: {len(r['not_killed'])} not killed", "",
+                  "Tests: " + ", ".join(f"`{t}`" for t in r["tests"]) + "."]
+        if r.get("notes"):
+            lines += ["", r["notes"]]
+        for survivor in r["not_killed"]:
+            lines += ["", f"- `{survivor['mutant'].split('.')[-1]}` ({survivor['status']})", "", "  ```diff"]
+            lines += [f"  {line}" for line in survivor["change"]] + ["  ```"]
+    (RESULTS / "mutation.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", help="modules to mutate (default: all of --list)")
+    parser.add_argument("--list", action="store_true", help="print the modules and their tests")
+    parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
+    parser.add_argument("--work-dir", default=None, help="scratch folder (default: a new temporary one)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="rewrite mutation.md from mutation.json (and the NOTES here) without running")
+    args = parser.parse_args(argv)
+    if args.report_only:
+        results = json.loads((RESULTS / "mutation.json").read_text(encoding="utf-8"))
+        for module, result in results.items():
+            if module in NOTES:
+                result["notes"] = NOTES[module]
+            _write(result)
+        return 0
+    if args.list:
+        for module, tests in MODULES.items():
+            print(f"{module}: {' '.join(tests)}")
+        return 0
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        parser.error(f"not a module this script knows: {', '.join(unknown)} (see --list)")
+    try:
+        import mutmut  # noqa: F401  (installed?)
+    except ImportError:
+        parser.error('mutmut is not installed: pip install -e ".[mutation]"')
+    workers_dir = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="caplens-mutation-"))
+    for module in args.modules or list(MODULES):
+        print(f"{module}: mutating against {', '.join(MODULES[module])} ...", flush=True)
+        result = run_module(module, workers_dir, args.max_children)
+        if module in NOTES:
+            result["notes"] = NOTES[module]
+        _write(result)
+        print(f"{module}: {result['counts']} score {result['score']:.1%} in {result['wall_s'] / 60:.1f} min",
+              flush=True)
+    if not args.work_dir:
+        shutil.rmtree(workers_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
