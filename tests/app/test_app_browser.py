@@ -223,6 +223,9 @@ def edit_cell(page, cell: str, text: str) -> None:
 
 def log_in(page, name: str, password: str) -> None:
     page.get_by_role("tab", name="Annotate").click()
+    if page.locator("#logout-button").is_visible():  # the form folds away while logged in (issue 24)
+        page.locator("#logout-button").click()
+        page.locator("#login-name textarea").wait_for()
     page.locator("#login-name textarea").fill(name)
     page.locator("#login-password input, #login-password textarea").first.fill(password)
     page.locator("#login-button").click()
