@@ -38,7 +38,7 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
                 data.build(user_state)
             with gr.Tab("Train", id="train"):
                 train.build(ctx, user_state, score_tab.metrics)
-            with gr.Tab("Agreement", id="agreement"):
+            with gr.Tab("Study", id="agreement"):
                 agreement.build(user_state)
             with gr.Tab("Admin", id="admin"):
                 admin.build(user_state)

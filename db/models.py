@@ -92,6 +92,8 @@ class Collection(Base):
     created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     # Which rating item the queue serves first (annotation.queue_orders.QUEUE_ORDERS).
     queue_order: Mapped[str] = mapped_column(String(30), default="least-rated", server_default="least-rated")
+    # A study's guidelines (Markdown), shown to annotators before their first item and on every item.
+    guidelines: Mapped[str | None] = mapped_column(Text)
 
     captions: Mapped[list[Caption]] = relationship(secondary=collection_captions, back_populates="collections")
 

@@ -1,6 +1,6 @@
-"""Agreement tab (researcher or admin): the agreement dashboard of a collection, one call to
-`annotation.agreement.dashboard`; `caplens db agreement` and every ratings export give the
-same numbers."""
+"""Study tab (researcher or admin): a collection's guidelines (`annotation.studies`), and its
+agreement dashboard, one call to `annotation.agreement.dashboard`; `caplens db agreement` and
+every ratings export give the same numbers."""
 from __future__ import annotations
 
 import gradio as gr
@@ -8,11 +8,13 @@ import gradio as gr
 from annotation.accounts import RESEARCH_ROLES
 from annotation.agreement import ANNOTATOR_HEADERS, dashboard
 from annotation.errors import user_message
+from annotation.studies import write_guidelines
 from annotation.tasks import RATING_FIELDS
 from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections
 
-PURPOSE = ("**Agreement**: per annotator the items rated, median seconds per item, bias against the others and "
+PURPOSE = ("**Study**: the collection's guidelines (Markdown), which annotators see before their first item and "
+           "can open on every item; and agreement: per annotator the items rated, median seconds per item, bias against the others and "
            "leave-one-out tau; for the collection Krippendorff's alpha, ICC(2,k) and Fleiss' kappa with 95% "
            "bootstrap intervals over items. `caplens db agreement` and every ratings export give the same numbers.")
 
@@ -22,6 +24,8 @@ def build(user_state: gr.State) -> None:
     collection, refresh, field, run = collection_row(
         "agreement", "Show agreement", lambda: gr.Dropdown(list(RATING_FIELDS), value="overall", label="Rating field"))
     status = gr.Textbox(label="Status", interactive=False, elem_id="agreement-status")
+    guidelines = gr.Textbox(label="Guidelines (Markdown; empty removes them)", lines=6, elem_id="study-guidelines")
+    save_guidelines = gr.Button("Save guidelines", elem_id="study-guidelines-save")
     study = gr.Dataframe(headers=["measure", "value", "95% interval"], interactive=False, label="Whole collection",
                          elem_id="agreement-study")
     people = gr.Dataframe(headers=ANNOTATOR_HEADERS, interactive=False, label="Per annotator",
@@ -38,3 +42,11 @@ def build(user_state: gr.State) -> None:
 
     follow_collections(user_state, refresh, collection, status)
     run.click(on_run, [collection, field], [study, people, status], api_visibility="private")
+
+    def on_guidelines(collection_name, markdown, request: gr.Request):
+        try:
+            return write_guidelines(account_id(request), collection_name, markdown)
+        except (PermissionError, ValueError, LookupError) as exc:
+            return user_message(exc)
+
+    save_guidelines.click(on_guidelines, [collection, guidelines], status, api_visibility="private")

@@ -16,6 +16,7 @@ from annotation import queue_screens
 from annotation.acting import collection_names
 from annotation.admin import LINK_PARAMETER, link_page
 from annotation.errors import user_message
+from annotation.studies import study_guidelines
 from app.langs import LANGUAGES
 from annotation.accounts import ALL_ROLES
 from app.login_notice import login_notice
@@ -183,6 +184,10 @@ def build(user_state: gr.State):
 
     with gr.Tabs(visible=False) as work_tabs:
         with gr.Tab("Rate", id="rate", elem_id="rate-panel"):
+            # The study's guidelines: open above the first item, folded (one click away) on every other.
+            with gr.Accordion("Guidelines of this study", open=False, visible=False,
+                              elem_id="rate-guidelines") as guidelines_box:
+                guidelines_text = gr.Markdown(elem_id="rate-guidelines-text")
             gr.Markdown("Rate how well the caption describes the image (0 = wrong, 1 = perfect). "
                         "Keys: digits 0–9 set 0.0–0.9, **m** sets 1.0, arrows move a focused slider, "
                         "**Alt+N** save and next, **Alt+S** skip, **Alt+B** back.", elem_id="rate-keys")
@@ -345,6 +350,14 @@ def build(user_state: gr.State):
         trigger(_guarded(handler, 7, 7), rating_inputs[handler], rating_outputs, api_visibility="private").then(
             None, None, None, js=SCROLL_TOP_JS)
 
+    def on_guidelines(collection_name, request: gr.Request):
+        try:
+            shown = study_guidelines(account_id(request), collection_name)
+        except (PermissionError, ValueError, LookupError):
+            return gr.Accordion(visible=False), ""
+        return gr.Accordion(visible=bool(shown.text), open=shown.first), shown.text
+
+    collection.change(on_guidelines, collection, [guidelines_box, guidelines_text], api_visibility="private")
     use_aspects.input(lambda use: gr.Column(visible=use), use_aspects, aspect_box, api_visibility="private")
     for field, slider, label in (("overall", overall, OVERALL_LABEL), ("fluency", fluency, "Fluency"),
                                  ("relevance", relevance, "Relevance"),

@@ -50,6 +50,9 @@ def open_tab(page, name: str) -> None:
 
 def log_in(page, name: str, password: str) -> None:
     open_tab(page, "Annotate")
+    if page.locator("#logout-button").is_visible():  # the form folds away while logged in
+        page.locator("#logout-button").click()
+        page.locator("#login-name textarea").wait_for()
     page.locator("#login-name textarea").fill(name)
     page.locator("#login-password input, #login-password textarea").first.fill(password)
     page.locator("#login-button").click()

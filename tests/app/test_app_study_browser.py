@@ -232,7 +232,7 @@ def test_the_agreement_tab_shows_the_dashboards_numbers(page, server, study, art
     from tests.app.test_app_browser import table_rows
 
     log_in(page, *server.researcher)
-    open_tab(page, "Agreement")
+    open_tab(page, "Study")
     page.locator("#agreement-collection input").click()
     page.get_by_role("option", name=server.collection, exact=True).click()
     page.locator("#agreement-button").click()
@@ -247,3 +247,34 @@ def test_the_agreement_tab_shows_the_dashboards_numbers(page, server, study, art
     assert float(people["rater1"][3]) == pytest.approx(report.annotators[[a.annotator for a in report.annotators]
                                                                          .index("rater1")].bias, abs=1e-3)
     page.screenshot(path=str(artifacts / "study-agreement.png"), full_page=True)
+
+
+def test_guidelines_come_before_the_first_item_and_stay_one_click_away(page, server, study, artifacts):
+    log_in(page, *server.researcher)
+    open_tab(page, "Study")
+    page.locator("#agreement-collection input").click()
+    page.get_by_role("option", name="zz-skip", exact=True).click()
+    page.locator("#study-guidelines textarea").fill("## Rate the caption\n\nA **1.0** needs every detail right.")
+    page.locator("#study-guidelines-save").click()
+    page.wait_for_function(value_is("agreement-status", "Guidelines of zz-skip saved."))
+    log_in(page, *server.annotator)  # ann has not started zz-skip: the guidelines come first, opened
+    choose(page, "zz-skip")
+    page.wait_for_function(value_is("rate-caption", "zz-skip caption"))
+    page.wait_for_function("() => document.querySelector('#rate-guidelines-text')?.innerText"
+                           ".includes('needs every detail right')")
+    assert page.locator("#rate-guidelines-text").is_visible()
+    page.screenshot(path=str(artifacts / "study-guidelines-first.png"), full_page=True)
+    page.locator("#rate-overall input[type=number]").fill("0.6")
+    page.locator("#rate-overall input[type=number]").press("Enter")
+    page.wait_for_function(LABEL_SET.format("rate-overall"))
+    page.locator("#rate-save").click()
+    page.wait_for_function(value_is("rate-status", "Saved rating"))
+    page.reload()  # started now: the guidelines are folded, one click away
+    page.wait_for_selector("#score-button")
+    open_tab(page, "Annotate")
+    choose(page, "zz-skip")
+    page.locator("#rate-guidelines").wait_for()
+    page.wait_for_timeout(500)
+    assert not page.locator("#rate-guidelines-text").is_visible()
+    page.locator("#rate-guidelines").get_by_text("Guidelines of this study").click()
+    page.wait_for_function("() => document.querySelector('#rate-guidelines-text')?.offsetParent !== null")
