@@ -28,3 +28,49 @@ def test_one_cluster_has_no_interval_and_mismatched_lengths_are_refused():
     assert est.n == 1 and math.isnan(est.low) and math.isnan(est.high)
     with pytest.raises(ValueError, match="clusters has 1 entries for 2 items"):
         cluster_bootstrap_estimate([1.0, 2.0], [1.0, 2.0], ["a"])
+
+
+# Written after mutation testing (benchmarks/mutation.py): values that surviving mutants changed.
+
+def test_defaults_seed_and_the_coefficient_of_x_against_y():
+    from scoring.analysis.correlation import kendall_tau
+
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=40)
+    y = x + rng.normal(0, 1.0, 40)
+    clusters = np.repeat(np.arange(10), 4)
+    est = cluster_bootstrap_estimate(x, y, clusters)
+    assert est.value == pytest.approx(kendall_tau(x, y, "c")) and est.n == 10  # kendall_c of x against y
+    assert est == cluster_bootstrap_estimate(x, y, clusters, "kendall_c", n_boot=1000, seed=0, confidence=0.95)
+    assert est.low != cluster_bootstrap_estimate(x, y, clusters, seed=1).low
+    assert est.low < est.value < est.high
+
+
+def test_one_cluster_keeps_its_point_and_one_resample_gives_a_zero_width_interval():
+    one = cluster_bootstrap_estimate([1.0, 2.0], [1.0, 2.0], ["a", "a"], statistic=mean_x)
+    assert one.value == 1.5 and one.n == 1
+    single = cluster_bootstrap_estimate([1.0, 2.0, 3.0], [0.0] * 3, ["a", "b", "c"], statistic=mean_x, n_boot=1)
+    assert single.value == 2.0 and single.low == single.high and single.n == 3
+
+
+def test_resamples_that_are_all_nan_leave_the_point_without_an_interval():
+    calls = []
+
+    def first_call_only(x, y):  # the point estimate is a number, every resample NaN
+        calls.append(1)
+        return 1.0 if len(calls) == 1 else math.nan
+
+    est = cluster_bootstrap_estimate([1.0, 2.0, 3.0], [0.0] * 3, ["a", "b", "c"], statistic=first_call_only,
+                                     n_boot=50)
+    assert est.value == 1.0 and math.isnan(est.low) and math.isnan(est.high) and est.n == 3
+    assert len(calls) == 51
+
+
+def test_singleton_clusters_give_the_normal_approximation_of_the_mean():
+    """400 one-item clusters: the cluster bootstrap of the mean is the item bootstrap, whose
+    95 % interval is close to mean +- 1.96 s / sqrt(n): width within 6 %, about symmetric."""
+    x = np.random.default_rng(4).normal(2.0, 3.0, 400)
+    est = cluster_bootstrap_estimate(x, x, np.arange(400), statistic=mean_x, n_boot=2000, seed=1)
+    half = 1.959964 * x.std() / math.sqrt(x.size)
+    assert est.high - est.low == pytest.approx(2 * half, rel=0.06)
+    assert est.high - est.value == pytest.approx(est.value - est.low, rel=0.15)
