@@ -29,12 +29,29 @@ from scoring.world.demo import score_examples
 COLLECTION = "a collection"
 DEBOUNCE_MS = 800
 # Runs in the browser on an edit: unless live scoring is off, press Score once the edits stop.
+# While keys are being typed into the rows table the press waits (a key in the last DEBOUNCE_MS):
+# the score's answer redraws the page around the table, which cut the cell being typed into.
 LIVE_JS = f"""() => {{
+  if (!window.__caplensKeys) {{
+    window.__caplensKeys = true;
+    document.addEventListener('keydown', (event) => {{
+      if (event.target?.closest?.('#score-rows')) window.__caplensLastKey = Date.now();
+    }}, true);
+  }}
   const live = document.querySelector('#score-live input');
   if (live && !live.checked) return;
   clearTimeout(window.__caplensScoreTimer);
-  window.__caplensScoreTimer = setTimeout(() => document.querySelector('#score-button')?.click(), {DEBOUNCE_MS});
+  const press = () => {{
+    const quiet = Date.now() - (window.__caplensLastKey || 0);
+    if (quiet < {DEBOUNCE_MS}) {{
+      window.__caplensScoreTimer = setTimeout(press, {DEBOUNCE_MS} - quiet);
+      return;
+    }}
+    document.querySelector('#score-button')?.click();
+  }};
+  window.__caplensScoreTimer = setTimeout(press, {DEBOUNCE_MS});
 }}"""
+
 EXAMPLE_DIR = Path(tempfile.gettempdir()) / "caplens-score-examples"
 
 

@@ -1,0 +1,45 @@
+"""Score as I edit never loses a keystroke: typing at 30 ms per key across the cells of the rows
+table while the automatic score of the previous edit runs and returns (issue 25: the table
+redrew and kept "a red" of "a red ball against blue")."""
+from __future__ import annotations
+
+import pytest
+
+from tests.app.test_app_browser import CHROMIUM, TIMEOUT_MS, browser, page, table_rows  # noqa: F401 - fixtures
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not __import__("os").path.exists(CHROMIUM), reason="Debian chromium not installed"),
+]
+KEY_DELAY_MS = 30
+RUNS = 10
+
+
+def test_typing_at_30_ms_per_key_across_cells_keeps_every_character(page, artifacts):
+    page.locator("#score-examples button.gallery-item").first.click()
+    page.wait_for_function(  # a cold first score of every metric: slow on a busy 2-core machine
+        "() => document.querySelector('#score-status textarea')?.value.includes('Scored 6')", timeout=240_000)
+    lost = []
+    for run in range(RUNS):
+        row = run % 6
+        candidate, references = f"a red ball against blue number {run}", f"a blue wall behind a red ball {run}"
+        page.locator(f"#score-rows [data-testid=cell-{row}-1]").dblclick()
+        page.wait_for_function("() => ['INPUT', 'TEXTAREA'].includes(document.activeElement?.tagName)")
+        page.keyboard.press("Control+a")
+        page.keyboard.type(candidate, delay=KEY_DELAY_MS)
+        page.keyboard.press("Enter")  # commits the cell: the live score starts 0.8 s later …
+        page.keyboard.press("ArrowRight")
+        page.keyboard.press("Enter")  # … while the next cell is being typed into
+        page.wait_for_function("() => ['INPUT', 'TEXTAREA'].includes(document.activeElement?.tagName)"
+                               " && document.activeElement.closest('[data-testid=cell-%d-2]')" % row)
+        page.keyboard.press("Control+a")
+        page.keyboard.type(references, delay=KEY_DELAY_MS)
+        page.keyboard.press("Enter")
+        page.wait_for_function(  # the score of this run's edits has come back
+            f"() => document.querySelector('#score-items')?.innerText.includes({candidate!r})", timeout=TIMEOUT_MS)
+        page.wait_for_timeout(500)
+        cells = table_rows(page, "#score-rows")[row]
+        if cells[1:3] != [candidate, references]:
+            lost.append((run, cells[1:3]))
+    page.screenshot(path=str(artifacts / "score-typing.png"), full_page=True)
+    assert lost == [], lost
