@@ -7,6 +7,7 @@ file inside the data directory. `db` itself only takes URLs and engines from her
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from db.session import ensure_schema, session_scope
+from db.session import ensure_schema, get_engine, session_scope
 from scoring.paths import config_file, data_dir, read_config
 
 SQLITE_FILE_NAME = "caplens.db"
@@ -42,9 +43,22 @@ def image_store_dir() -> Path:
     return path
 
 
+SCHEMA_RECHECK_S = 30.0  # a database found current is not asked again for this long
+_schema_current: dict[str, float] = {}
+
+
 def open_database() -> Engine:
-    """The configured database's engine, its schema created on first use (see db.session.ensure_schema)."""
-    return ensure_schema(database_url())
+    """The configured database's engine, its schema created on first use (see
+    db.session.ensure_schema). The schema check reads Alembic's version table on its own
+    connection: done on every transaction it was a fifth of a rating's server time, so a
+    database found current is checked again only after SCHEMA_RECHECK_S."""
+    url = database_url()
+    now = time.monotonic()
+    if now - _schema_current.get(url, -SCHEMA_RECHECK_S) < SCHEMA_RECHECK_S:
+        return get_engine(url)
+    engine = ensure_schema(url)
+    _schema_current[url] = now
+    return engine
 
 
 @contextmanager
