@@ -61,7 +61,10 @@ def log_in(page, name: str, password: str) -> None:
 
 
 def choose(page, collection: str) -> None:
-    """Pick a collection in the Annotate tab's dropdown."""
+    """Pick a collection in the Annotate tab's dropdown, once the first collection (chosen at
+    login) has loaded and the Rate view has scrolled to its item, which would move the list."""
+    page.wait_for_function("() => document.querySelector('#rate-status textarea')?.value")
+    page.wait_for_timeout(300)
     page.locator("#annotate-collection input").click()
     page.get_by_role("option", name=collection, exact=True).click()
 
