@@ -36,10 +36,7 @@ def create_app(profile: str | None = None, seed_demo: bool = True):
     from app.api import check_argument_count
     from app.ui import build_app
 
-    from annotation.persistence import prepare_storage
-
-    # where the ratings live, and on a Space that loses them at restart, a warning in the banner
-    stored = prepare_storage(lambda line: print(f"CapLens: {line}", flush=True))
+    stored = _storage()
     first = _prepare(seed_demo)
     sweep_own_files(None)  # what a killed server handed out
     ctx = engine.choose_profile(profile)
@@ -56,6 +53,14 @@ def create_app(profile: str | None = None, seed_demo: bool = True):
 
 
 DEMO_LOGIN = "demo"
+
+
+def _storage():
+    """Where the ratings live, said on the console (and on a Space that loses them at restart,
+    a warning for the banner)."""
+    from annotation.persistence import prepare_storage
+
+    return prepare_storage(lambda line: print(f"CapLens: {line}", flush=True))
 
 
 def _prepare(seed_demo: bool = True):

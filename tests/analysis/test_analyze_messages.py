@@ -70,6 +70,7 @@ def test_the_readme_serve_sample_is_what_serve_prints(tmp_path, monkeypatch, cap
 
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setattr(app_start, "seed_demo_if_empty", lambda: {"collection": "world-demo"})
+    serve._storage()
     serve._prepare()
     serve._seed_demo_in_background().join(timeout=60)
     print(f"CapLens: {engine.choose_profile(None).console}")
@@ -78,8 +79,9 @@ def test_the_readme_serve_sample_is_what_serve_prints(tmp_path, monkeypatch, cap
     sample = [password.sub("password '…'", line) for line in readme_sample() if not line.startswith("* Running on")]
     printed = [password.sub("password '…'", line) for line in printed]
     assert sorted(sample) == sorted(printed), (sample, printed)
-    order = ["log in as", "first run, filling", "offline: using the world models", "demo collection 'world-demo'"]
-    assert [next(i for i, line in enumerate(sample) if key in line) for key in order] == [0, 1, 2, 3]
+    order = ["Ratings are stored", "log in as", "first run, filling", "offline: using the world models",
+             "demo collection 'world-demo'"]
+    assert [next(i for i, line in enumerate(sample) if key in line) for key in order] == [0, 1, 2, 3, 4]
 
 
 def test_a_collection_metric_unavailable_now_shows_no_cached_numbers(tmp_path, monkeypatch, capsys):
