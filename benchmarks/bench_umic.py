@@ -1,0 +1,93 @@
+"""UMIC against UMIC-C on a reported seed range: pairwise accuracy (the positive caption above
+each of its four negatives) on UMIC's own four negative kinds and on the world's content errors
+(a kind the recipe never trains on), per kind, with 95 % scene-bootstrap intervals (issue 30).
+
+    python benchmarks/bench_umic.py --first-seed 1000000 --scenes 300 [--profile world] [--metrics UMIC-C,UMIC] [--json F]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def run(first_seed: int, scenes: int, profile: str, metrics: list[str]) -> dict:
+    from scoring.analysis.correlation import cluster_bootstrap
+    from scoring.analysis.pairwise import pairwise_correct
+    from scoring.api import Scorer, ScoreItem
+    from scoring.world.render import render_scene
+    from scoring.world.scene import generate_scenes
+    from scoring.world.sets import write_finetune_sets
+    from scoring.world.splits import check_report_range
+
+    kind = check_report_range(first_seed, scenes)
+    started = time.time()
+    world = generate_scenes(first_seed, scenes)
+    with tempfile.TemporaryDirectory() as folder:
+        write_finetune_sets(Path(folder), world, ("en",), size=128)
+        sets = {name: [json.loads(line) for line in (Path(folder) / f"{name}.jsonl").open(encoding="utf-8")]
+                for name in ("umic", "umic-errors")}
+    images = {f"images/{s.scene_id}.png": render_scene(s) for s in world}
+    scorer = Scorer(profile)
+    out = {"first_seed": first_seed, "scenes": scenes, "range": kind, "profile": profile, "sets": {}}
+    for name, groups in sets.items():
+        k = len(groups[0]["negatives"])
+        items = [ScoreItem(images[g["image"]], text) for g in groups for text in [g["positive"], *g["negatives"]]]
+        kinds = np.array([g["negative_kinds"] for g in groups])
+        results = scorer.score(items, metrics)
+        entry = {"groups": len(groups)}
+        for metric in metrics:
+            values = np.asarray(results[metric].values, dtype=float).reshape(len(groups), k + 1)
+            correct = pairwise_correct(np.repeat(values[:, :1], k, 1), values[:, 1:]).astype(float)
+            est = cluster_bootstrap(lambda i: 100 * correct[i].mean(), np.arange(len(groups)))
+            entry[metric] = {"accuracy": [est.value, est.low, est.high],
+                             "by_kind": {str(x): 100 * float(correct[kinds == x].mean()) for x in sorted(set(kinds.ravel()))}}
+        out["sets"][name] = entry
+    out["wall_s"] = round(time.time() - started, 1)
+    return out
+
+
+def report(r: dict) -> str:
+    lines = [f"# UMIC pairwise accuracy, seeds {r['first_seed']}.. ({r['scenes']} scenes, {r['range']} range, "
+             f"profile {r['profile']}, {r['wall_s']:.0f} s)", ""]
+    for name, entry in r["sets"].items():
+        metrics = [m for m in entry if m != "groups"]
+        kinds = list(entry[metrics[0]]["by_kind"])
+        lines += [f"## {name} ({entry['groups']} groups)", "", "| metric | accuracy % [95 %] | " + " | ".join(kinds) + " |",
+                  "|---|---|" + "---|" * len(kinds)]
+        for m in metrics:
+            v, lo, hi = entry[m]["accuracy"]
+            lines.append(f"| {m} | {v:.1f} [{lo:.1f}, {hi:.1f}] | " + " | ".join(f"{entry[m]['by_kind'][x]:.1f}" for x in kinds) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--first-seed", type=int, default=1_000_000)
+    parser.add_argument("--scenes", type=int, default=300)
+    parser.add_argument("--profile", default="world")
+    parser.add_argument("--metrics", default="UMIC-C,UMIC")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        result = run(args.first_seed, args.scenes, args.profile, args.metrics.split(","))
+    except ValueError as exc:
+        print(f"bench_umic: {exc}", file=sys.stderr)
+        return 2
+    print(report(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
