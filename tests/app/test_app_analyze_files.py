@@ -95,30 +95,30 @@ def test_bad_files_give_a_clear_status(tmp_path, flickr8k_upload):
     broken.write_text("{not json")
     status, table, figure, download = analyze_files.run_safely(
         analyze_files.correlation_from_files, "correlation", PROFILE, "flickr8k-expert", [str(broken)], None, ["BLEU-4"])
-    assert status.startswith("Could not analyse:") and "JSON" in status.upper()
+    assert status.startswith("Could not analyze:") and "JSON" in status.upper()
     assert table is None and download is None
 
     status, *_ = analyze_files.run_safely(analyze_files.pascal50s_from_files, "pascal50s", PROFILE,
                                           [str(broken)], None, ["BLEU-4"])
-    assert status.startswith("Could not analyse:")
+    assert status.startswith("Could not analyze:")
 
     not_zip = tmp_path / "images.zip"
     not_zip.write_text("plain text")
     path, _ = flickr8k_upload
     status, *_ = analyze_files.run_safely(analyze_files.correlation_from_files, "correlation", PROFILE,
                                           "flickr8k-expert", [str(path)], [str(not_zip)], ["BLEU-4"])
-    assert status.startswith("Could not analyse:")
+    assert status.startswith("Could not analyze:")
 
     status, *_ = analyze_files.run_safely(analyze_files.foil_from_files, "foil", PROFILE, None, None, ["BLEU-4"])
-    assert status == "Could not analyse: Upload the FOIL annotation file (foilv1.0_test_2017.json)."
+    assert status == "Could not analyze: Upload the FOIL annotation file (foilv1.0_test_2017.json)."
 
     status, *_ = analyze_files.run_safely(analyze_files.specificity_from_files, "specificity", PROFILE,
                                           [str(path)], None, [])
-    assert status == "Could not analyse: Choose at least one metric."
+    assert status == "Could not analyze: Choose at least one metric."
 
     status, *_ = analyze_files.run_safely(analyze_files.retrieval_from_files, "retrieval", PROFILE, [str(path)], None,
                                           "CLIP-S")
-    assert status == "Could not analyse: Upload a zip of the COCO images the meta file names."
+    assert status == "Could not analyze: Upload a zip of the COCO images the meta file names."
 
 
 def test_zip_members_cannot_escape_the_upload_folder(tmp_path):
@@ -153,7 +153,7 @@ def test_a_zip_bomb_is_refused_and_no_upload_folder_is_left_behind(pascal_files,
     status, table, _, download = analyze_files.run_safely(
         analyze_files.correlation_from_files, "correlation", PROFILE, "flickr8k-expert", [str(path)], [str(bomb)],
         ["BLEU-1"])
-    assert status.startswith("Could not analyse: images.zip: member 'Flicker8k_Dataset/1000_aa.jpg' unpacks")
+    assert status.startswith("Could not analyze: images.zip: member 'Flicker8k_Dataset/1000_aa.jpg' unpacks")
     assert "zip bomb" in status and table is None and download is None
     assert list(system_tmp.iterdir()) == []
     zipped = _zip(tmp_path / "pascal.zip", {os.path.basename(name): open(name, "rb").read() for name in pascal_files})
@@ -164,7 +164,7 @@ def test_a_zip_bomb_is_refused_and_no_upload_folder_is_left_behind(pascal_files,
         assert list(system_tmp.iterdir()) == []  # the unpacked uploads and images are gone
     status, *_ = analyze_files.run_safely(analyze_files.pascal50s_from_files, "pascal50s", PROFILE, [str(zipped)],
                                           [str(images)], ["NO-SUCH-METRIC"])
-    assert status.startswith("Could not analyse:")
+    assert status.startswith("Could not analyze:")
     assert list(system_tmp.iterdir()) == []  # ... also when the measure fails
 
 
@@ -243,10 +243,10 @@ def test_status_lines_never_name_a_server_path(tmp_path, flickr8k_upload):
                                                               f"CLIP-S: unavailable: no checkpoint in {tmp_path}/clip."),
                                  "measure")[0],
     ]
-    assert statuses[0] == statuses[1] == "Could not analyse: image not found: Flicker8k_Dataset/2000_bb.jpg"
-    assert statuses[2] == ("Could not analyse: google.json: not a COCO-SM meta file: language 'en' must list "
+    assert statuses[0] == statuses[1] == "Could not analyze: image not found: Flicker8k_Dataset/2000_bb.jpg"
+    assert statuses[2] == ("Could not analyze: google.json: not a COCO-SM meta file: language 'en' must list "
                            "objects with 'filename' and 'captions'")
-    assert statuses[3] == "Could not analyse: flickr8k-expert: no such file or directory: gone.json"
+    assert statuses[3] == "Could not analyze: flickr8k-expert: no such file or directory: gone.json"
     assert statuses[4] == "CLIP-S: unavailable: no checkpoint in clip."
     for status in statuses:
         assert not ABSOLUTE_PATH.search(status) and str(tmp_path) not in status and "/tmp" not in status, status
