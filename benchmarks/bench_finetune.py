@@ -59,13 +59,18 @@ def _scores(scorer, metric, images, texts):
     return np.array(result.values, dtype=float)
 
 
-def pairwise_accuracy(scorer, metric, groups, image_of) -> float:
+def pairwise_correct_table(scorer, metric, groups, image_of) -> np.ndarray:
+    """(groups, negatives): 1 where the positive caption scores above that negative (ties 0.5)."""
     from scoring.analysis.pairwise import pairwise_correct
 
     images = [image_of[g["image"]] for g in groups for _ in range(1 + len(g["negatives"]))]
     texts = [t for g in groups for t in [g["positive"], *g["negatives"]]]
     values = _scores(scorer, metric, images, texts).reshape(len(groups), -1)
-    return float(pairwise_correct(np.repeat(values[:, :1], values.shape[1] - 1, 1), values[:, 1:]).mean())
+    return pairwise_correct(np.repeat(values[:, :1], values.shape[1] - 1, 1), values[:, 1:]).astype(float)
+
+
+def pairwise_accuracy(scorer, metric, groups, image_of) -> float:
+    return float(pairwise_correct_table(scorer, metric, groups, image_of).mean())
 
 
 def raw_cosine(scorer, metric, images, texts) -> np.ndarray:

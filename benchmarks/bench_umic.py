@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,37 +16,32 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def run(first_seed: int, scenes: int, profile: str, metrics: list[str]) -> dict:
+    from bench_finetune import _held_out_sets, pairwise_correct_table
+
     from scoring.analysis.correlation import cluster_bootstrap
-    from scoring.analysis.pairwise import pairwise_correct
-    from scoring.api import Scorer, ScoreItem
+    from scoring.api import Scorer
     from scoring.world.render import render_scene
     from scoring.world.scene import generate_scenes
-    from scoring.world.sets import write_finetune_sets
     from scoring.world.splits import check_report_range
 
     kind = check_report_range(first_seed, scenes)
     started = time.time()
     world = generate_scenes(first_seed, scenes)
-    with tempfile.TemporaryDirectory() as folder:
-        write_finetune_sets(Path(folder), world, ("en",), size=128)
-        sets = {name: [json.loads(line) for line in (Path(folder) / f"{name}.jsonl").open(encoding="utf-8")]
-                for name in ("umic", "umic-errors")}
-    images = {f"images/{s.scene_id}.png": render_scene(s) for s in world}
+    sets = _held_out_sets(world)
+    image_of = {f"images/{s.scene_id}.png": render_scene(s) for s in world}
     scorer = Scorer(profile)
     out = {"first_seed": first_seed, "scenes": scenes, "range": kind, "profile": profile, "sets": {}}
-    for name, groups in sets.items():
-        k = len(groups[0]["negatives"])
-        items = [ScoreItem(images[g["image"]], text) for g in groups for text in [g["positive"], *g["negatives"]]]
+    for name in ("umic", "umic-errors"):
+        groups = sets[name]
         kinds = np.array([g["negative_kinds"] for g in groups])
-        results = scorer.score(items, metrics)
         entry = {"groups": len(groups)}
         for metric in metrics:
-            values = np.asarray(results[metric].values, dtype=float).reshape(len(groups), k + 1)
-            correct = pairwise_correct(np.repeat(values[:, :1], k, 1), values[:, 1:]).astype(float)
-            est = cluster_bootstrap(lambda i: 100 * correct[i].mean(), np.arange(len(groups)))
+            correct = pairwise_correct_table(scorer, metric, groups, image_of)
+            est = cluster_bootstrap(lambda i: 100 * correct[i].mean(), np.arange(len(groups)))  # a group is a scene
             entry[metric] = {"accuracy": [est.value, est.low, est.high],
                              "by_kind": {str(x): 100 * float(correct[kinds == x].mean()) for x in sorted(set(kinds.ravel()))}}
         out["sets"][name] = entry
