@@ -73,8 +73,10 @@ class Recipe:
         """The backbone kind of the folder `save` writes (the loader that reads it)."""
         return self.backbone_kind
 
+    budget_unit = "rows"  # what a learning curve counts (`budget`)
+
     def budget(self, rows: list[dict]) -> int:
-        """How much supervision `rows` hold, in the unit a learning curve counts (rows)."""
+        """How much supervision `rows` hold, in `budget_unit`."""
         return len(rows)
 
     def limit_training(self, rows: list[dict], budget: int, seed: int) -> list[dict]:
@@ -582,8 +584,9 @@ class CaplensRRecipe(Recipe):
     def _captions(rows: list[dict]) -> list[dict]:
         return [c for r in rows for c in r["captions"]] if rows and "captions" in rows[0] else rows
 
+    budget_unit = "ratings"  # the unit a study spends
+
     def budget(self, rows):
-        """Ratings, the unit a study spends."""
         return sum(c["n_ratings"] for c in self._captions(rows))
 
     def warnings(self, train_rows, config):
@@ -646,9 +649,9 @@ class CaplensRRecipe(Recipe):
         """(N, 4) predicted ratings, overall first, of captions through the cross-encoder."""
         keys = [image_key(c) for c in captions]
         images = {key: c["image"] for key, c in zip(keys, captions)}
-        distinct = list(images)
-        pixels = state.pixels([images[k] for k in distinct], distinct, device)
-        index = torch.tensor([distinct.index(k) for k in keys])
+        position = {key: k for k, key in enumerate(images)}
+        pixels = state.pixels(list(images.values()), list(images), device)
+        index = torch.tensor([position[k] for k in keys])
         cls = itm_cls(state.itm, pixels, [c["candidate"] for c in captions], device, image_index=index)
         return torch.sigmoid(state.head(cls).float())
 

@@ -195,7 +195,7 @@ def _periodic_evaluation(config: TrainConfig, step: int, metrics: dict[str, floa
                          f"{', '.join(metrics)}")
     value = metrics[config.select_by]
     if best is None or (value == value and value > best["value"]):
-        best = {"step": step, "value": value,
+        best = {"step": step, "value": value, "metrics": metrics,
                 "weights": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}}
     return best
 
@@ -336,7 +336,7 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
         final = _periodic_evaluation(config, step, after, history, best, module)
         if final is not None and final["step"] != step:
             module.load_state_dict(final["weights"])
-            after, selected_step = history[[s for s, _ in history].index(final["step"])][1], final["step"]
+            after, selected_step = final["metrics"], final["step"]
             say(f"kept the weights of step {selected_step} ({config.select_by} {final['value']:.4f} on the held-out rows)")
     warnings = state.warnings
     from transformers.utils import logging as hf_logging
@@ -396,8 +396,7 @@ def learning_curve(config: TrainConfig, full: dict, *, log: Callable[[str], None
             record = json.loads(done.read_text(encoding="utf-8"))
         points.append({"budget": record["budget"], "asked": budget, "steps": record["steps"], **record["after"]})
     points.append({"budget": full["budget"], "asked": None, "steps": full["steps"], **full["after"]})
-    unit = "ratings" if recipe.name == "caplens-r" else "rows"
-    (out / CURVE_FILE).write_text(json.dumps({"unit": unit, "points": points}, indent=1), encoding="utf-8")
+    (out / CURVE_FILE).write_text(json.dumps({"unit": recipe.budget_unit, "points": points}, indent=1), encoding="utf-8")
     return points
 
 
