@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     CheckConstraint,
     Column,
     DateTime,
@@ -447,6 +448,128 @@ class StagedCritical(Base):
     backgrounds: Mapped[list] = mapped_column(JSON)
     relationships: Mapped[list] = mapped_column(JSON)
     spans: Mapped[dict] = mapped_column(JSON)
+
+
+CHECK_KINDS = ("qualification", "gold", "attention")
+CHECK_PHASES = ("qualification", "queue")
+QUALIFICATION_RESULTS = ("passed", "failed")
+
+
+class StudySettings(Base):
+    """A study's quality control on a collection (annotation.quality): a qualification round
+    (`qualification_pass`: the share of qualification items answered within tolerance needed
+    to pass; NULL: no round), gold items and attention checks mixed into the queue at
+    `check_rate`, and the gold accuracy below which an annotator is flagged (and, with
+    `pause_flagged`, paused) once they answered `min_checks` of them."""
+
+    __tablename__ = "study_settings"
+    __table_args__ = (CheckConstraint(_unit_interval("qualification_pass"), name="qualification_pass"),
+                      CheckConstraint(_unit_interval("check_rate"), name="check_rate"),
+                      CheckConstraint(_unit_interval("accuracy_threshold"), name="accuracy_threshold"))
+
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"), primary_key=True)
+    qualification_pass: Mapped[float | None] = mapped_column(Float)
+    check_rate: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    accuracy_threshold: Mapped[float | None] = mapped_column(Float)
+    min_checks: Mapped[int] = mapped_column(Integer, default=3, server_default="3")
+    pause_flagged: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class CheckItem(Base):
+    """A caption of a study with a known answer: a qualification item, a gold item or an
+    attention check (`instruction` tells the annotator what to answer). Its answers go to
+    `CheckAnswer`, never to the ratings; the ordinary queue does not offer it."""
+
+    __tablename__ = "check_items"
+    __table_args__ = (CheckConstraint(_in("kind", CHECK_KINDS), name="kind"),
+                      CheckConstraint(_unit_interval("expected_overall"), name="expected_overall"),
+                      CheckConstraint(_unit_interval("tolerance"), name="tolerance"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"), index=True)
+    caption_id: Mapped[int] = mapped_column(ForeignKey("captions.id", ondelete="CASCADE"), unique=True)
+    kind: Mapped[str] = mapped_column(String(20))
+    expected_overall: Mapped[float] = mapped_column(Float)
+    tolerance: Mapped[float] = mapped_column(Float)
+    instruction: Mapped[str | None] = mapped_column(Text)
+    explanation: Mapped[str | None] = mapped_column(Text)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class CheckAnswer(Base):
+    """An annotator's answer to a check item, in the qualification round (`attempt`) or mixed
+    into the queue; the expected value and tolerance are copied, so later edits of the item
+    leave the record as it was judged."""
+
+    __tablename__ = "check_answers"
+    __table_args__ = (UniqueConstraint("check_item_id", "annotator_id", "attempt"),
+                      CheckConstraint(_in("phase", CHECK_PHASES), name="phase"),
+                      CheckConstraint(_unit_interval("overall"), name="overall"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    check_item_id: Mapped[int] = mapped_column(ForeignKey("check_items.id", ondelete="CASCADE"), index=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    phase: Mapped[str] = mapped_column(String(20))
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    overall: Mapped[float] = mapped_column(Float)
+    expected: Mapped[float] = mapped_column(Float)
+    tolerance: Mapped[float] = mapped_column(Float)
+    passed: Mapped[bool] = mapped_column(Boolean)
+    seconds: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class StudyParticipant(Base):
+    """An annotator in a study: their qualification (`attempt`, result, share within tolerance)
+    and whether they are flagged or paused for low gold accuracy, and why."""
+
+    __tablename__ = "study_participants"
+    __table_args__ = (CheckConstraint(f"qualification IS NULL OR {_in('qualification', QUALIFICATION_RESULTS)}",
+                                      name="qualification"),)
+
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"), primary_key=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    qualification: Mapped[str | None] = mapped_column(String(10))
+    qualification_score: Mapped[float | None] = mapped_column(Float)
+    qualified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    flagged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    paused_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    pause_reason: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class StudyReviewer(Base):
+    """An account a researcher made a reviewer of a study (researchers and admins review any)."""
+
+    __tablename__ = "study_reviewers"
+
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Adjudication(Base):
+    """A reviewer's settled overall value for an item of a study where annotators disagreed,
+    stored beside the raw ratings (which it never changes)."""
+
+    __tablename__ = "adjudications"
+    __table_args__ = (UniqueConstraint("collection_id", "caption_id"),
+                      CheckConstraint(_unit_interval("overall"), name="overall"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
+    caption_id: Mapped[int] = mapped_column(ForeignKey("captions.id", ondelete="CASCADE"), index=True)
+    reviewer_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    overall: Mapped[float] = mapped_column(Float)
+    note: Mapped[str | None] = mapped_column(Text)
+    # How many ratings the item had, and their spread (max - min), when it was settled.
+    ratings_seen: Mapped[int] = mapped_column(Integer)
+    spread: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 STAGING_TABLES = ("import_stagings", "staged_images", "staged_captions", "staged_ratings", "staged_critical")
