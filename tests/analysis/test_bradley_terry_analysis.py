@@ -1,0 +1,96 @@
+"""Bradley–Terry ranking of caption sources: closed forms, the likelihood's score equations,
+ties as half wins, and the cluster bootstrap."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scoring.analysis.bradley_terry import BT_COLUMNS, bradley_terry, bradley_terry_ranking
+
+
+def test_two_systems_strength_ratio_equals_the_wins_ratio():
+    # 7 wins of A over B, 3 of B over A: the MLE is p_A / p_B = 7 / 3, shares 0.7 and 0.3.
+    first = ["A"] * 7 + ["B"] * 3
+    second = ["B"] * 7 + ["A"] * 3
+    strengths = bradley_terry(first, second, [1] * 10)
+    assert strengths == pytest.approx({"A": 0.7, "B": 0.3}, abs=1e-9)
+
+
+def test_a_tie_is_half_a_win_for_each():
+    # A beats B twice, B beats A once, two ties: W_A = 3, W_B = 2 -> shares 0.6 and 0.4.
+    strengths = bradley_terry(["A", "B", "A", "A", "B"], ["B", "A", "B", "B", "A"], [1, 1, 0.5, 1, 0.5])
+    assert strengths == pytest.approx({"A": 0.6, "B": 0.4}, abs=1e-9)
+
+
+def test_order_of_a_comparison_does_not_matter():
+    one = bradley_terry(["A", "B"], ["B", "C"], [1, 1])
+    other = bradley_terry(["B", "C"], ["A", "B"], [0, 0])
+    assert one == pytest.approx(other)
+
+
+def test_three_systems_solve_the_likelihood_equations():
+    # At the maximum of the likelihood each system's expected wins equal its observed wins:
+    # W_i = sum_j n_ij p_i / (p_i + p_j), checked here with a plain loop.
+    matches = [("A", "B", 1)] * 5 + [("B", "A", 1)] * 2 + [("B", "C", 1)] * 4 + [("C", "B", 1)] * 3 \
+        + [("A", "C", 1)] * 6 + [("C", "A", 1)] * 1 + [("A", "C", 0.5)] * 2
+    first, second, outcome = zip(*matches)
+    p = bradley_terry(first, second, outcome)
+    assert sum(p.values()) == pytest.approx(1.0)
+    for system in "ABC":
+        observed = sum(o if a == system else 1 - o for a, b, o in matches if system in (a, b))
+        expected = sum(p[system] / (p[system] + p[b if a == system else a]) for a, b, _ in matches if system in (a, b))
+        assert expected == pytest.approx(observed, rel=1e-7)
+    assert p["A"] > p["B"] > p["C"]
+
+
+def test_a_system_that_never_wins_has_strength_zero():
+    p = bradley_terry(["A", "A", "B"], ["C", "C", "C"], [1, 1, 1])
+    assert p["C"] == 0.0 and p["A"] > 0 and p["B"] > 0
+
+
+def test_ranking_table_orders_systems_with_intervals_around_the_point():
+    first = ["A"] * 30 + ["B"] * 30
+    second = ["B"] * 30 + ["C"] * 30
+    outcome = [1] * 24 + [0] * 6 + [1] * 18 + [0] * 12
+    ranking = bradley_terry_ranking(first, second, outcome, n_boot=300, seed=3)
+    table = ranking.table
+    assert list(table.columns) == BT_COLUMNS
+    assert list(table["system"]) == ["A", "B", "C"] and list(table["rank"]) == [1, 2, 3]
+    assert list(table["wins"]) == [24.0, 6 + 18.0, 12.0] and list(table["comparisons"]) == [30, 60, 30]
+    point = bradley_terry(first, second, outcome)
+    assert list(table["strength"]) == pytest.approx([point[s] for s in "ABC"], abs=1e-8)
+    assert (table["low"] <= table["strength"]).all() and (table["strength"] <= table["high"]).all()
+    assert (table["high"] - table["low"] > 0.01).all()
+    again = bradley_terry_ranking(first, second, outcome, n_boot=300, seed=3).table
+    assert again.equals(table)
+
+
+def test_cluster_bootstrap_resamples_whole_pairs():
+    # Every pair judged by five annotators who agree: resampling pairs (clusters) sees 20
+    # independent outcomes, resampling judgments 100, so the cluster interval is wider.
+    first, second, outcome, clusters = [], [], [], []
+    for pair in range(20):
+        for _ in range(5):
+            first.append("A"), second.append("B"), outcome.append(1 if pair < 13 else 0), clusters.append(pair)
+    by_pair = bradley_terry_ranking(first, second, outcome, clusters, n_boot=400).table.set_index("system")
+    by_judgment = bradley_terry_ranking(first, second, outcome, n_boot=400).table.set_index("system")
+    assert by_pair.loc["A", "strength"] == pytest.approx(0.65)
+    width = lambda t: t.loc["A", "high"] - t.loc["A", "low"]  # noqa: E731
+    assert width(by_pair) > 1.5 * width(by_judgment)
+    assert bradley_terry_ranking(first, second, outcome, clusters, n_boot=400).n_clusters == 20
+
+
+@pytest.mark.parametrize("first, second, outcome, message", [
+    (["A"], ["A"], [1], "itself"),
+    (["A"], ["B"], [2], "outcome"),
+    (["A", "B"], ["B"], [1, 1], "one entry"),
+    ([], [], [], "no comparisons"),
+])
+def test_bad_comparisons_are_refused(first, second, outcome, message):
+    with pytest.raises(ValueError, match=message):
+        bradley_terry(first, second, outcome)
+
+
+def test_no_interval_without_two_clusters():
+    table = bradley_terry_ranking(["A", "A"], ["B", "B"], [1, 0], clusters=[7, 7], n_boot=50).table
+    assert np.isnan(table["low"]).all() and table["strength"].tolist() == pytest.approx([0.5, 0.5])
