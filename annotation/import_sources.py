@@ -3,7 +3,7 @@
 A raw row is (label, record) where record is a dict of the fields annotation.importers
 documents, or a string saying why that row could not be read. Images are looked up through
 a `FileImages` (a folder, confined to it) or a `ZipImages` (members of the zip, never
-extracted to disk paths; the zip is checked against `scoring.archives` limits first, and an
+extracted to disk paths; the zip is checked against `annotation.archives` limits first, and an
 image path with '..' is refused in both).
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from annotation.archives import ArchiveError, check_archive, member_path, open_zip
 from annotation.image_store import ImageFacts
-from scoring.archives import ArchiveError, check_archive, member_path, open_zip
 from scoring.images import image_limits
 from scoring.paths import caption_max_chars
 

@@ -3,7 +3,7 @@
 * `least-rated` (default): items with the fewest ratings first, a per-annotator shuffle
   among equals (`annotation.tasks.queue_order`).
 * `disagreement-first`: still fewest ratings first, but among equals the caption on which the
-  collection's stored metric scores disagree most (`scoring.queue_priority`, rank-normalised
+  collection's stored metric scores disagree most (`annotation.queue_priority`, rank-normalised
   spread over metrics) comes first, so each rating teaches the most; captions with scores
   from fewer than two metrics follow in the least-rated order. Scores are read from the
   MetricScore store (`annotation.score_store.stored_scores`: fill it with Analyze or
@@ -16,8 +16,8 @@ from sqlalchemy.orm import Session
 
 from annotation.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import get_collection, in_collection
+from annotation.queue_priority import disagreement_first
 from db.models import Caption, Collection, MetricScore, User
-from scoring.queue_priority import disagreement_first
 
 LEAST_RATED = "least-rated"
 DISAGREEMENT_FIRST = "disagreement-first"

@@ -31,9 +31,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from annotation.archives import extract_zip
 from annotation.errors import public_text, user_message
 from scoring.api import metric_names
-from scoring.archives import extract_zip
 from scoring.paths import data_dir
 from scoring.training import read_learning_curve
 from scoring.training.measures import compare
@@ -509,7 +509,7 @@ def export_collection_set(session, user, recipe: str, collection: str, out_dir: 
 
 def _unpack_set(upload: Path, target: Path) -> Path:
     """The uploaded set in the data directory: a zipped set folder is unpacked under the zip
-    limits (`scoring.archives`; members outside the folder refused, nothing kept on failure),
+    limits (`annotation.archives`; members outside the folder refused, nothing kept on failure),
     a data file is copied with the manifest beside it if any."""
     if upload.suffix.lower() == ".zip":
         try:

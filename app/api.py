@@ -26,12 +26,12 @@ from annotation.auth_sessions import log_in
 from annotation.collection_analysis import analyse_collection, collection_failure_cases
 from annotation.queue_screens import rate, rating_screen
 from app import engine, render
+from app.perturb_lab import parse_critical, perturb_caption
 from app.session import account_id, client_address, login_message
 from app.tabs.score import load_images, split_lines
 from scoring.analysis.report import ANY, DISAGREE, UNMOVED, case_cells, correlation_cells, filter_cases, robustness_cells
 from scoring.language_id import AUTO
 from scoring.paths import caption_max_chars
-from scoring.perturb.lab import parse_critical, perturb_caption
 from scoring.session_scoring import ScoreOutcome, ScoreRequest, score_request
 
 LOG = logging.getLogger(__name__)

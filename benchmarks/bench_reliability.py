@@ -415,11 +415,11 @@ def _outcome(fn, done: str = "accepted") -> str:
 def bad_inputs(data: Path) -> list[tuple[str, str]]:
     from sqlalchemy import select, update
 
+    from annotation.archives import extract_zip
     from annotation.auth_sessions import TooManyAttempts, log_in, log_out, session_account
     from annotation.database import database_session
     from annotation.image_store import inspect_image
     from db.models import AuthSession, User, utcnow
-    from scoring.archives import extract_zip
     from scoring.csv_safe import read_csv_frame, write_csv
 
     work = Path(tempfile.mkdtemp(prefix="bad-", dir=data.parent))

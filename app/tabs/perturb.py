@@ -1,6 +1,6 @@
 """Perturbation lab: damage a caption on purpose and see which metrics notice.
 
-The perturbations and their scores come from `scoring.perturb.lab`; this tab shows original
+The perturbations and their scores come from `app.perturb_lab`; this tab shows original
 and perturbed captions side by side with the changed spans highlighted, and the scores of
 every chosen metric in the layout of PR-MCS Table 7 (score and change in % per operation).
 Each operation takes its own default p from the library unless the user sets one; examples
@@ -17,12 +17,12 @@ from annotation.errors import user_message
 from annotation.lab import save_perturbations
 from app import engine, render
 from app.langs import language_choices
+from app.perturb_lab import (ALL_FIVE, caption_robustness_cells, lab_default_p, lab_examples, operation_choices,
+                             p_help, parse_critical, perturb_and_score)
 from app.session import account_id
 from app.tabs.score import load_images, split_lines
 from scoring.analysis.plots import robustness_drop_bars
 from scoring.language_id import AUTO
-from scoring.perturb.lab import (ALL_FIVE, caption_robustness_cells, lab_default_p, lab_examples, operation_choices,
-                                 p_help, parse_critical, perturb_and_score)
 
 SLOTS = 5
 # The examples' rendered world scenes: in the system's temp folder, which Gradio serves files

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from scoring.archives import (ArchiveError, ZipLimits, check_archive, extract_zip, gathered_uploads, upload_folder,
-                              zip_limits)
+from annotation.archives import (ArchiveError, ZipLimits, check_archive, extract_zip, gathered_uploads, upload_folder,
+                                 zip_limits)
 
 
 def _zip(path: Path, members: dict[str, bytes], method=zipfile.ZIP_DEFLATED) -> Path:

@@ -155,7 +155,7 @@ def test_perturbation_lab_saves_original_critical_objects_and_perturbations(serv
     from annotation.lab import save_perturbations
     from annotation.captions import get_caption
     from annotation.tasks import critical_objects
-    from scoring.perturb.lab import perturb_caption
+    from app.perturb_lab import perturb_caption
 
     text = "a man in a white shirt rides a brown horse"
     critical = ["white shirt", "brown horse"]

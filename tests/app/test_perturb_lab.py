@@ -1,13 +1,13 @@
-"""The Perturbation lab's library calls (`scoring.perturb.lab`): one caption perturbed and
+"""The Perturbation lab's library calls (`app.perturb_lab`): one caption perturbed and
 scored before and after, as PR-MCS Table 7, with the tiny profile's real BLEU-1."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from app.perturb_lab import (ALL_FIVE, caption_robustness, caption_robustness_cells, parse_critical, perturb_and_score,
+                             perturb_caption)
 from scoring.api import get_scorer
-from scoring.perturb.lab import (ALL_FIVE, caption_robustness, caption_robustness_cells, parse_critical, perturb_and_score,
-                                 perturb_caption)
 
 TEXT = "a red square on a white table"  # 7 words, its own reference: BLEU-1 = 1
 
@@ -89,7 +89,7 @@ def test_a_lab_run_detects_the_language_and_keeps_perturbations_when_scoring_fai
 
 
 def test_each_operation_takes_its_own_default_p_from_the_library():
-    from scoring.perturb.lab import lab_default_p, operation_choices
+    from app.perturb_lab import lab_default_p, operation_choices
     from scoring.perturb.ops import ALL_OPS, DEFAULT_P, canonical_op
 
     defaults = {p.op: p.p for p in perturb_caption(TEXT, ALL_FIVE, None, 0, "en", None)}

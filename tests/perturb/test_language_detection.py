@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from app.perturb_lab import perturb_caption
 from scoring.language_id import UNKNOWN, detect_language
-from scoring.perturb.lab import perturb_caption
 from scoring.perturb.ops import PRMCS_OPS
 from scoring.perturb.pos import TaggerUnavailableError
 

@@ -6,9 +6,9 @@ import zipfile
 
 import pytest
 
-from scoring.archives import ArchiveError, ZipLimits, check_archive, extract_zip
+from annotation.archives import ArchiveError, ZipLimits, check_archive, extract_zip
+from app.perturb_lab import perturb_caption
 from scoring.paths import DEFAULT_CAPTION_MAX_CHARS, TextTooLong, caption_max_chars, check_caption_length
-from scoring.perturb.lab import perturb_caption
 
 
 def test_a_caption_at_the_limit_passes_and_one_character_more_is_refused_naming_field_and_limit(monkeypatch):
