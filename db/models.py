@@ -572,4 +572,54 @@ class Adjudication(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+PAIR_CATEGORIES = ("HC", "HI", "HM", "MM")  # the Pascal-50S categories (H: human caption, M: machine)
+PAIR_CHOICES = ("a", "b", "tie", "skip")
+
+
+class PairwiseItem(Base):
+    """Two captions of one image a study's annotators compare (annotation.pairwise): made from
+    the collection's captions of the same image or imported from a pair file. `category` is
+    its Pascal-50S category (HC, HI, HM or MM)."""
+
+    __tablename__ = "pairwise_items"
+    __table_args__ = (UniqueConstraint("collection_id", "caption_a_id", "caption_b_id"),
+                      CheckConstraint("caption_a_id <> caption_b_id", name="two_captions"),
+                      CheckConstraint(_in("category", PAIR_CATEGORIES), name="category"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"), index=True)
+    caption_a_id: Mapped[int] = mapped_column(ForeignKey("captions.id", ondelete="CASCADE"), index=True)
+    caption_b_id: Mapped[int] = mapped_column(ForeignKey("captions.id", ondelete="CASCADE"), index=True)
+    category: Mapped[str] = mapped_column(String(2))
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    caption_a: Mapped[Caption] = relationship(foreign_keys=[caption_a_id])
+    caption_b: Mapped[Caption] = relationship(foreign_keys=[caption_b_id])
+
+
+class PairwiseJudgment(Base):
+    """One annotator's work on a pair: while `choice` is NULL the pair is offered to them and
+    reserved until `expires_at` (it counts towards the pair's k, like a rating lease); then
+    "a", "b" or "tie" (which caption of the pair is better, whichever side it was shown on) or
+    "skip". `a_left`: caption A was shown on the left."""
+
+    __tablename__ = "pairwise_judgments"
+    __table_args__ = (UniqueConstraint("item_id", "annotator_id"),
+                      CheckConstraint(f"choice IS NULL OR {_in('choice', PAIR_CHOICES)}", name="choice"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("pairwise_items.id", ondelete="CASCADE"), index=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    choice: Mapped[str | None] = mapped_column(String(4))
+    a_left: Mapped[bool] = mapped_column(Boolean)
+    offered_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    decided_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    seconds: Mapped[float | None] = mapped_column(Float)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+    item: Mapped[PairwiseItem] = relationship()
+
+
 STAGING_TABLES = ("import_stagings", "staged_images", "staged_captions", "staged_ratings", "staged_critical")
