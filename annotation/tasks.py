@@ -85,9 +85,10 @@ Backgrounds: the setting or scenery (e.g. "blue sky"). Relationships: how object
 # rating queue and ratings
 
 
-def queue_order(user: User):
-    """A per-annotator tie-break so annotators working at once start on different items."""
-    return (Caption.id * 7919 + user.id * 104729) % 1000003
+def queue_order(user: User, item_id=None):
+    """A per-annotator tie-break so annotators working at once start on different items, over
+    the column `item_id` of the queue's items (captions by default; the pairwise queue's pairs)."""
+    return ((Caption.id if item_id is None else item_id) * 7919 + user.id * 104729) % 1000003
 
 
 def _lock_caption(session: Session, caption_id: int) -> None:
