@@ -144,7 +144,7 @@ def perturb_endpoint(text: str, op: str = "all", p: float | None = None, seed: f
     Args:
         text: the caption to perturb.
         op: repetition, removal, masking, jumble (alias permutation), substitution, keyword-substitution, repeat-remove, or "all" (the five PR-MCS operations).
-        p: per-token probability; empty for each operation's paper default (repetition 0.4, removal 0.6, masking 0.4, keyword-substitution 0.3, repeat-remove 0.3).
+        p: per-token probability (for keyword-substitution the fraction of keywords replaced); empty for each operation's paper default (repetition 0.4, removal 0.6, masking 0.4, keyword-substitution 0.3, repeat-remove 0.3).
         seed: random seed; the same inputs and seed give the same result.
         lang: language code (en, de, fr, es, ja, ...) or "auto" to detect it.
         critical: the caption's critical objects separated by ";" (substitution swaps them).

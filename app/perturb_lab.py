@@ -15,7 +15,7 @@ from scoring.analysis.robustness import ORIGINAL, format_table7, robustness_tabl
 from scoring.api import ScoreItem
 from scoring.language_id import resolve_language
 from scoring.paths import check_caption_length
-from scoring.perturb.ops import ALL_OPS, DEFAULT_P, PRMCS_OPS, Perturbation, canonical_op, default_p_text, perturb
+from scoring.perturb.ops import ALL_OPS, PRMCS_OPS, Perturbation, canonical_op, default_p, default_p_text, perturb
 from scoring.perturb.pos import TaggerUnavailableError
 from scoring.perturb.tokenize import normalize_lang
 from scoring.session_scoring import (batch_document_frequencies, document_frequency_note, metric_availability,
@@ -35,7 +35,7 @@ def lab_default_p(op: str) -> float | None:
     None for all five at once (each then takes its own) and for operations without one."""
     if op in (ALL_FIVE, "all"):
         return None
-    return DEFAULT_P.get(canonical_op(op))
+    return default_p(op)
 
 
 def p_help() -> str:

@@ -181,9 +181,7 @@ class Scorer:
             for backbone in (spec.backbone, spec.vision_backbone):
                 if backbone:
                     self.backbone(backbone)
-            check = getattr(self._metrics[name], "check_available", None)
-            if check:
-                check()
+            self._metrics[name].check_available()
         except (BackboneUnavailable, MetricUnavailable) as exc:
             return str(exc)
         return None
@@ -196,10 +194,9 @@ class Scorer:
         reasons = {}
         for name in names:
             reasons[name] = self.unavailable_reason(name)
-            warm = getattr(self._metrics[name], "warm_up", None)
-            if warm is not None and reasons[name] is None:
+            if reasons[name] is None:
                 try:
-                    warm()
+                    self._metrics[name].warm_up()
                 except MetricUnavailable as exc:
                     reasons[name] = str(exc)
         return reasons
@@ -265,8 +262,7 @@ class Scorer:
         texts: dict[str, dict[str, None]] = defaultdict(dict)
         images: dict[str, dict[str, None]] = defaultdict(dict)
         for name in names:
-            requests = getattr(self._metrics[name], "embedding_requests", None)
-            for request in requests(context) if requests else []:
+            for request in self._metrics[name].embedding_requests(context):
                 (texts if request.kind == "text" else images)[request.backbone].update(dict.fromkeys(request.inputs))
         loaded = {}
         for backbone in {**texts, **images}:

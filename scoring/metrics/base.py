@@ -27,10 +27,11 @@ class MetricInfo:
     languages: tuple[str, ...] | None  # None: any language
     backbone: str  # human-readable backbone label ("" for n-gram metrics)
     description: str
-    range: tuple[float, float]
+    range: tuple[float, float]  # the lowest and highest value the formula can give (attainable bounds)
     citation: str
     w: float = 1.0
     prefix: str = ""
+    higher_is_better: bool = True  # every shipped metric scores a better caption higher
 
 
 @dataclass
@@ -65,13 +66,31 @@ class EmbeddingRequest:
 
 
 class Metric(Protocol):
+    """What the Scorer calls on a metric. A family subclasses it to inherit the three optional
+    hooks below (each a no-op by default) and implements ``info`` and ``compute``."""
+
     spec: MetricSpec
     needs_image: bool
     needs_references: bool
 
-    def info(self, backbone_label: str) -> MetricInfo: ...
+    def info(self, backbone_label: str) -> MetricInfo:
+        """Name, inputs, the attainable ``range``, ``higher_is_better``, description, citation."""
+        ...
 
-    def compute(self, context: ScoreContext) -> MetricOutput: ...
+    def compute(self, context: ScoreContext) -> MetricOutput:
+        """One value per item of ``context`` (None where the item lacks what the metric needs)."""
+        ...
+
+    def embedding_requests(self, context: ScoreContext) -> list[EmbeddingRequest]:
+        """Embeddings ``compute`` will read, so the Scorer computes every metric's at once."""
+        return []
+
+    def check_available(self) -> None:
+        """Raise MetricUnavailable with the reason when the metric cannot run here (its
+        backbones are checked by the Scorer before this is called)."""
+
+    def warm_up(self) -> None:
+        """Start what the first ``compute`` would otherwise wait for (METEOR's Java process)."""
 
 
 def harmonic_mean(a: np.ndarray, b: np.ndarray) -> np.ndarray:

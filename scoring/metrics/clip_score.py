@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from scoring.metrics.base import (
-    EmbeddingRequest, MetricInfo, MetricOutput, ScoreContext, harmonic_mean, rows_with, scatter,
+    EmbeddingRequest, Metric, MetricInfo, MetricOutput, ScoreContext, harmonic_mean, rows_with, scatter,
 )
 from scoring.registry import MetricSpec
 
@@ -46,7 +46,7 @@ def ref_clip_score(
     )
 
 
-class ClipScore:
+class ClipScore(Metric):
     """Reference-free: w · max(cos(image, prefix + caption), 0); range [0, w]."""
 
     needs_image = True
@@ -98,15 +98,21 @@ class ClipScore:
         return clip_score(image_embeddings, text_embeddings, self.spec.w)
 
 
+def ref_clip_score_max(w: float) -> float:
+    """The highest RefCLIP-S: the harmonic mean grows with both of its terms, so it peaks at
+    CLIP-S = w and reference similarity = 1, where it is 2w/(w + 1) (1.43 at w = 2.5)."""
+    return 2 * w / (w + 1)
+
+
 class RefClipScore(ClipScore):
-    """Reference-augmented: H-mean(CLIP-S, max(0, max_r cos(c, r))); range [0, w)."""
+    """Reference-augmented: H-mean(CLIP-S, max(0, max_r cos(c, r))); range [0, 2w/(w + 1)]."""
 
     needs_references = True
 
     def info(self, backbone_label: str) -> MetricInfo:
         base = super().info(backbone_label)
         return MetricInfo(
-            **{**base.__dict__, "needs_references": True,
+            **{**base.__dict__, "needs_references": True, "range": (0.0, ref_clip_score_max(self.spec.w)),
                "description": (
                    f"Harmonic mean of {REFERENCE_FREE_NAMES[self.spec.variant]} (w = {self.spec.w:g}) and the best clipped cosine "
                    "between the caption and a reference caption (both prefixed); needs references."

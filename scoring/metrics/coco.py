@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from scoring.cache import LRUCache
-from scoring.metrics.base import MetricInfo, MetricOutput, MetricUnavailable, ScoreContext, rows_with
+from scoring.metrics.base import Metric, MetricInfo, MetricOutput, MetricUnavailable, ScoreContext, rows_with
 
 TOOLKIT_CITATION = "Chen et al., Microsoft COCO Captions: Data Collection and Evaluation Server, 2015"
 CITATIONS = {
@@ -214,7 +214,7 @@ atexit.register(_meteor.close)
 
 
 # -- metric classes --------------------------------------------------------------------
-class _CocoMetric:
+class _CocoMetric(Metric):
     needs_image = False
     needs_references = True
     description = ""

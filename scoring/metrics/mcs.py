@@ -6,7 +6,8 @@ fine-tuned for perturbation robustness.  No prompt prefix (it is English-only).
 """
 from __future__ import annotations
 
-from scoring.metrics.base import EmbeddingRequest, MetricInfo, MetricOutput, ScoreContext, nothing_scored, rows_with, scatter
+from scoring.metrics.base import (EmbeddingRequest, Metric, MetricInfo, MetricOutput, ScoreContext, nothing_scored,
+                                  rows_with, scatter)
 from scoring.metrics.clip_score import clip_score
 
 CITATION = (
@@ -14,7 +15,7 @@ CITATION = (
 )
 
 
-class MultilingualClipScore:
+class MultilingualClipScore(Metric):
     needs_image = True
     needs_references = False
 

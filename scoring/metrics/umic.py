@@ -10,7 +10,7 @@ heads are read in :mod:`scoring.backbones.itm`.
 """
 from __future__ import annotations
 
-from scoring.metrics.base import MetricInfo, MetricOutput, ScoreContext, nothing_scored, rows_with, scatter
+from scoring.metrics.base import Metric, MetricInfo, MetricOutput, ScoreContext, nothing_scored, rows_with, scatter
 
 CITATION = "Lee et al., UMIC: An Unreferenced Metric for Image Captioning via Contrastive Learning, ACL 2021"
 STAND_IN = "BLIP ITM stands in for UNITER, which needs detector region features."
@@ -23,7 +23,7 @@ VARIANTS = {
 }
 
 
-class ImageTextMatch:
+class ImageTextMatch(Metric):
     """UMIC-C (the ITM pair head) or UMIC (one logit), by the registry variant."""
 
     needs_image = True

@@ -31,7 +31,8 @@ def register(subparsers, parents) -> None:
     parser.add_argument(
         "--p", type=float, default=None,
         help=(
-            "per-token probability (default as in the papers: 0.4 for repetition and masking, "
+            "per-token probability; for keyword-substitution the fraction of keywords replaced, "
+            "round(p * their number), at least one (default as in the papers: 0.4 for repetition and masking, "
             "0.6 for removal (PR-MCS Algorithm 1 keeps each word with 0.4), 0.3 for "
             "keyword-substitution and repeat-remove)"
         ),

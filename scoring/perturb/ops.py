@@ -43,9 +43,11 @@ OP_DESCRIPTIONS = {
     "repeat-remove": "UMIC: 30 % of words repeated or removed (50/50)",
 }
 
-# Per-token probability each paper uses; operations missing here take no probability.
-# Removal: Algorithm 1 keeps the tokens it draws at 0.4 and drops the others, so each token
-# is removed with probability 0.6 (Figures 5 and 12-15 show captions cut to about 40 %).
+# The p each paper uses; operations missing here take none. For repetition, removal, masking
+# and repeat-remove it is a per-token probability (each token drawn independently); for
+# keyword-substitution it is an exact fraction: round(p · number of keywords) of them, at least
+# one, are replaced. Removal: Algorithm 1 keeps the tokens it draws at 0.4 and drops the others,
+# so each token is removed with probability 0.6 (Figures 5 and 12-15 show captions cut to about 40 %).
 DEFAULT_P = {
     "repetition": 0.4,
     "removal": 0.6,
@@ -68,8 +70,8 @@ def canonical_op(name: str) -> str:
 
 
 def default_p(op: str) -> float | None:
-    """The per-token probability operation `op` takes when none is given (the paper's), or
-    None for an operation that takes no probability (jumble, substitution)."""
+    """The p operation `op` takes when none is given (the paper's, `DEFAULT_P`), or None for
+    an operation that takes none (jumble, substitution)."""
     return DEFAULT_P.get(canonical_op(op))
 
 
@@ -131,9 +133,11 @@ def perturb(
 ) -> Perturbation:
     """Apply operation `op` to caption `text`.
 
-    p: per-token probability (default: the paper's; 0.4 for repetition and masking, 0.6 for
-    removal (Algorithm 1 keeps the tokens drawn at 0.4), 0.3 for the UMIC operations;
-    ignored and recorded as None for jumble and substitution). `op` may be an alias
+    p: per-token probability for repetition, removal, masking and repeat-remove; for
+    keyword-substitution the fraction of nouns/verbs/adjectives replaced, exactly
+    round(p · their number), at least one (default: the paper's; 0.4 for repetition and
+    masking, 0.6 for removal (Algorithm 1 keeps the tokens drawn at 0.4), 0.3 for the UMIC
+    operations; ignored and recorded as None for jumble and substitution). `op` may be an alias
     (`OP_ALIASES`: "permutation" is "jumble"); the result names the operation itself.
     critical: the caption's annotated critical objects, for substitution.
     corpus: captions (or a `PosVocabulary`) supplying replacement words for

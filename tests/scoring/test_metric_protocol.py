@@ -1,0 +1,91 @@
+"""The Metric protocol (scoring.metrics.base.Metric): every family declares the Scorer's hooks,
+and every metric's MetricInfo gives its direction and the range its formula can reach."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scoring.metrics import build_metric
+from scoring.metrics.base import Metric, MetricOutput, MetricUnavailable
+from scoring.metrics.clip_score import ref_clip_score, ref_clip_score_max
+from scoring.registry import load_registry
+
+SHIPPED = ("tiny", "world", "hub", "bench")
+
+
+def _metrics(profile: str):
+    registry = load_registry(profile)
+    return [(name, build_metric(spec)) for name, spec in registry.metrics.items()]
+
+
+@pytest.mark.parametrize("profile", SHIPPED)
+def test_every_shipped_metric_declares_the_hooks_and_a_range(profile):
+    for name, metric in _metrics(profile):
+        assert Metric in type(metric).__mro__, name
+        for hook in ("info", "compute", "embedding_requests", "check_available", "warm_up"):
+            assert callable(getattr(type(metric), hook)), (name, hook)
+        info = metric.info("label")
+        assert info.higher_is_better is True, name
+        low, high = info.range
+        assert low == 0.0 and high > low, name
+
+
+def test_ref_clip_score_range_is_two_w_over_w_plus_one():
+    # by hand: H(w, 1) = 2·w·1/(w + 1); w = 2.5 -> 5/3.5, w = 2.0 (RefPAC-S) -> 4/3
+    assert ref_clip_score_max(2.5) == pytest.approx(5 / 3.5)
+    assert ref_clip_score_max(2.0) == pytest.approx(4 / 3)
+    for profile in ("world", "hub"):
+        registry = load_registry(profile)
+        for name in ("RefCLIP-S", "RefPAC-S"):
+            spec = registry.metrics[name]
+            assert build_metric(spec).info("x").range == pytest.approx((0.0, 2 * spec.w / (spec.w + 1))), name
+            assert build_metric(registry.metrics[name.replace("Ref", "")]).info("x").range == (0.0, spec.w)
+
+
+def test_ref_clip_score_reaches_its_maximum_and_never_passes_it():
+    rng = np.random.default_rng(0)
+    e = rng.normal(size=(1, 8))
+    e /= np.linalg.norm(e)
+    # image, candidate and reference embedded alike: cos = 1 everywhere, the top of the range
+    assert ref_clip_score(e, e, [e], 2.5)[0] == pytest.approx(5 / 3.5)
+    images = rng.normal(size=(200, 8))
+    texts = rng.normal(size=(200, 8))
+    images /= np.linalg.norm(images, axis=1, keepdims=True)
+    texts /= np.linalg.norm(texts, axis=1, keepdims=True)
+    refs = [np.vstack([t, r]) for t, r in zip(texts, rng.normal(size=(200, 8)))]
+    refs = [r / np.linalg.norm(r, axis=1, keepdims=True) for r in refs]
+    values = ref_clip_score(images, texts, refs, 2.5)
+    assert values.min() >= 0.0 and values.max() <= 5 / 3.5 + 1e-12
+    assert values.max() > 2.5 / 3.5  # past the old stated half-range, below w = 2.5
+
+
+class _Bare(Metric):
+    """A family with only info and compute: the protocol's hooks are its defaults."""
+
+    needs_image = False
+    needs_references = False
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def compute(self, context):
+        return MetricOutput([1.0] * len(context.items), [False] * len(context.items))
+
+
+def test_a_family_without_hooks_gets_the_protocols_defaults():
+    metric = _Bare(None)
+    assert metric.embedding_requests(None) == []
+    assert metric.check_available() is None and metric.warm_up() is None
+
+
+def test_the_scorer_calls_check_available_and_warm_up(tiny_scorer, monkeypatch):
+    name = tiny_scorer.metric_names()[0]
+    metric = tiny_scorer._metrics[name]
+    calls = []
+    monkeypatch.setattr(metric, "warm_up", lambda: calls.append("warm"), raising=False)
+    monkeypatch.setattr(metric, "check_available",
+                        lambda: (_ for _ in ()).throw(MetricUnavailable("no tool here")), raising=False)
+    assert tiny_scorer.unavailable_reason(name) == "no tool here"
+    assert tiny_scorer.warm_up([name]) == {name: "no tool here"} and calls == []  # not warmed when unavailable
+    monkeypatch.setattr(metric, "check_available", lambda: None, raising=False)
+    assert tiny_scorer.warm_up([name]) == {name: None} and calls == ["warm"]
