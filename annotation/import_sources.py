@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from annotation.archives import ArchiveError, check_archive, member_path, open_zip
 from annotation.image_store import ImageFacts
+from scoring.clipscore_json import clipscore_entries
 from scoring.images import image_limits
 from scoring.paths import caption_max_chars
 
@@ -202,29 +203,23 @@ def clipscore_rows(path: Path, references: Path | None, image_dir: Path | None,
         return parse_json(decode_text(json_path.read_bytes(), str(json_path)), str(json_path), dict,
                           "an object keyed by image id")
 
-    candidates = load(path)
-    refs = load(references) if references else {}
+    entries, extra = clipscore_entries(load(path), load(references) if references else None)
     images = {}
     for file in sorted(image_dir.iterdir()):
         if file.is_file() and file.suffix.lower() in IMAGE_SUFFIXES:
             images.setdefault(file.stem, file.name)
     rows: RawRows = []
-    for image_id, candidate in candidates.items():
-        label = f"candidate {image_id!r}"
-        if not isinstance(candidate, str):
-            rows.append((label, "the candidate must be a string"))
-            continue
-        reference_list = refs.get(image_id, [])
-        if isinstance(reference_list, str):
-            reference_list = [reference_list]
-        if image_id not in images:
-            rows.append((label, f"no image named {image_id}.<png|jpg|...> in {image_dir}"))
-            continue
-        rows.append((label, {"image": images[image_id], "image_id": image_id, "caption": candidate,
-                             "kind": "candidate", "model": source_model, "references": reference_list}))
-    for image_id in refs:
-        if image_id not in candidates:
-            rows.append((f"references {image_id!r}", "references for an image id that has no candidate"))
+    for entry in entries:
+        label = f"candidate {entry.image_id!r}"
+        if entry.problem:
+            rows.append((label, entry.problem))
+        elif entry.image_id not in images:
+            rows.append((label, f"no image named {entry.image_id}.<png|jpg|...> in {image_dir}"))
+        else:
+            rows.append((label, {"image": images[entry.image_id], "image_id": entry.image_id, "caption": entry.candidate,
+                                 "kind": "candidate", "model": source_model, "references": entry.references}))
+    for image_id in extra:
+        rows.append((f"references {image_id!r}", "references for an image id that has no candidate"))
     return rows
 
 

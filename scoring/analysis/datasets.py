@@ -355,24 +355,21 @@ def load_m_capeval1k(paths: Mapping[str, str | Path] | str | Path) -> pd.DataFra
 def load_candidates_json(candidates_path, references_path=None, *, lang: str = "en", collection: str = "candidates") -> pd.DataFrame:
     """CLIPScore / PAC-S CLI inputs: {"image_id": "candidate"} and optional
     {"image_id": ["ref", ...]}. No human scores (`human` is nan)."""
+    from scoring.clipscore_json import clipscore_entries
+
     candidates = _read_json(_path(candidates_path, "candidates JSON"))
-    if not isinstance(candidates, dict) or not all(isinstance(v, str) for v in candidates.values()):
-        raise ValueError(f"{candidates_path}: expected {{\"image_id\": \"candidate\"}}")
-    references: dict = {}
-    if references_path is not None:
-        references = _read_json(_path(references_path, "references JSON"))
-        if not isinstance(references, dict):
-            raise ValueError(f"{references_path}: expected {{\"image_id\": [\"ref\", ...]}}")
+    references = _read_json(_path(references_path, "references JSON")) if references_path is not None else None
+    entries, _ = clipscore_entries(candidates, references, name=str(candidates_path), references_name=str(references_path))
     rows = []
-    for image_id, candidate in candidates.items():
-        refs = references.get(image_id, [])
-        refs = [refs] if isinstance(refs, str) else list(refs)
-        candidate = _normalise_space(candidate)
+    for entry in entries:
+        if entry.problem:
+            raise ValueError(f"{candidates_path}: image {entry.image_id!r}: {entry.problem}")
+        candidate = _normalise_space(entry.candidate)
         rows.append(
             dict(
-                collection=collection, lang=lang, image_id=str(image_id), image_path="",
-                item_id=make_item_id(str(image_id), candidate), candidate=candidate,
-                references=[_normalise_space(r) for r in refs], human=np.nan, rater=0,
+                collection=collection, lang=lang, image_id=entry.image_id, image_path="",
+                item_id=make_item_id(entry.image_id, candidate), candidate=candidate,
+                references=[_normalise_space(r) for r in entry.references], human=np.nan, rater=0,
             )
         )
     return _ratings_frame(rows)

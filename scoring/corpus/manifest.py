@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from scoring.clipscore_json import CANDIDATES_SHAPE, REFERENCES_SHAPE, is_candidates, is_references, references_of
+
 FORMATS = ("jsonl", "csv", "parquet", "coco")
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet",
              ".json": "coco"}
@@ -264,17 +266,18 @@ def _json_rows(paths: list[Path], lang: str) -> list[CorpusRow]:
             kind = "references"
             files, value = coco_captions(path, data)
             names["coco"] = path.name
-        elif isinstance(data, dict) and data and all(isinstance(v, str) for v in data.values()):
+        elif is_candidates(data):
             kind, value = "candidates", {str(k): v for k, v in data.items()}
-        elif isinstance(data, dict) and data and all(isinstance(v, list) for v in data.values()):
+        elif is_references(data):
             kind, value = "references", {}
             for key, refs in data.items():
-                if not all(isinstance(r, str) for r in refs):
-                    raise ValueError(f"{path.name}: references of {key!r} must be a list of strings")
-                value[str(key)] = refs
+                try:
+                    value[str(key)] = references_of(refs)
+                except ValueError:
+                    raise ValueError(f"{path.name}: references of {key!r} must be a list of strings") from None
         else:
-            raise ValueError(f'{path.name}: expected {{"image_id": "caption", ...}}, {{"image_id": ["reference", ...]}}, '
-                             'a COCO results list or a COCO captions file')
+            raise ValueError(f"{path.name}: expected {CANDIDATES_SHAPE}, {REFERENCES_SHAPE}, "
+                             "a COCO results list or a COCO captions file")
         if (candidates if kind == "candidates" else references) is not None:
             raise ValueError(f"{path.name}: two {kind} files given; give one of each")
         if kind == "candidates":
