@@ -183,7 +183,7 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
     teacher: MCS teacher learning pairs (caption in a language, its English source);
     prmcs: PR-MCS triplets (original, perturbed, operation) from scoring.perturb.ops;
     specs: SPECS triplets (base c_j, c_j + d+, c_j + d-) on the world's exact detail units;
-    umic: one positive (a short caption) and UMIC's four negatives (§3.2: keyword substitution,
+    umic: one positive (each of the scene's captions, short and long) and UMIC's four negatives (§3.2: keyword substitution,
     another image's caption, repetition & removal, word-order permutation), as UMIC trains;
     umic-errors: the same positive with four controlled content errors (another scene's caption
     where fewer apply), negatives of another kind than training's; pacs: caption, another description of the scene as generated
@@ -253,8 +253,12 @@ def _umic_paper_groups(scenes, all_caps, paths, langs, seed: int) -> list[dict]:
 
     groups = []
     for lang in langs:
-        positives = [(s.scene_id, all_caps[s.scene_id]["short"][lang].text) for s in scenes]
-        by_image = {sid: [text] for sid, text in positives}
+        # Every reference caption of a scene is a positive, as UMIC takes every COCO reference:
+        # here the short one and, for scenes of three or more objects, the long one.
+        positives = [(s.scene_id, caption[lang].text) for s in scenes for caption in all_caps[s.scene_id].values()]
+        by_image: dict[str, list[str]] = {}
+        for sid, text in positives:
+            by_image.setdefault(sid, []).append(text)
         vocabulary = PosVocabulary([text for _, text in positives], lang)
         for k, (sid, text) in enumerate(positives):
             negatives = umic_negatives(sid, text, by_image, lang=lang, seed=seed + k, corpus=vocabulary)

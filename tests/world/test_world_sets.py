@@ -41,6 +41,9 @@ def test_write_all_formats(tmp_path):
     # UMIC's own four kinds (UMIC §3.2), in the paper's order; the content errors are a separate set.
     assert {tuple(r["negative_kinds"]) for r in umic} == {
         ("keyword-substitution", "random", "repeat-remove", "permutation")}
+    # Every caption of a scene is a positive, as UMIC takes every reference: short and long ones.
+    words = [len(r["positive"].split()) for r in umic if r["language"] == "en"]
+    assert min(words) < 15 and max(words) >= 30
     errors = rows("umic-errors")
     assert errors and all(set(r["negative_kinds"]) <= {"colour", "shape", "relation", "missing", "hallucinated", "random"}
                           for r in errors)
