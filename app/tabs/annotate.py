@@ -1,4 +1,5 @@
-"""Annotate tab (login required): rating queue, transcreation queue, critical-object marking.
+"""Annotate tab (login required): rating queue, a study's review queue, transcreation queue,
+critical-object marking.
 
 Every action is one call into `annotation.queue_screens`, one database transaction as the
 account of the request's session (`app.session`); the library checks the account's role
@@ -16,6 +17,7 @@ from annotation import queue_screens
 from annotation.acting import collection_names
 from annotation.admin import LINK_PARAMETER, link_page
 from annotation.errors import user_message
+from annotation.quality import review_screen, settle_and_next
 from annotation.studies import study_guidelines
 from app.langs import LANGUAGES
 from annotation.accounts import ALL_ROLES
@@ -188,6 +190,9 @@ def build(user_state: gr.State):
             with gr.Accordion("Guidelines of this study", open=False, visible=False,
                               elem_id="rate-guidelines") as guidelines_box:
                 guidelines_text = gr.Markdown(elem_id="rate-guidelines-text")
+            # What the study says above the item: the qualification round and its feedback, an
+            # attention check's instruction, or why there is no item (failed, paused).
+            rate_notice = gr.Markdown(visible=False, elem_id="rate-notice")
             gr.Markdown("Rate how well the caption describes the image (0 = wrong, 1 = perfect). "
                         "Keys: digits 0–9 set 0.0–0.9, **m** sets 1.0, arrows move a focused slider, "
                         "**Alt+N** save and next, **Alt+S** skip, **Alt+B** back.", elem_id="rate-keys")
@@ -221,6 +226,26 @@ def build(user_state: gr.State):
                                                     elem_id="rate-caption-id", min_width=120)
                     rate_references = gr.Textbox(label="Reference captions of this image", interactive=False,
                                                  lines=2, visible=False, elem_id="rate-references")
+
+        with gr.Tab("Review", id="review", elem_id="review-panel") as review_tab:
+            gr.Markdown("Reviewers settle the items annotators disagree on most: each item has its k ratings "
+                        "(values only), largest spread first. Your value is stored beside the ratings, never over "
+                        "them.")
+            with gr.Row():
+                review_image = gr.Image(label="Image", interactive=False, height=260, elem_id="review-image")
+                with gr.Column():
+                    review_caption = gr.Textbox(label="Caption", interactive=False, lines=2, elem_id="review-caption")
+                    review_ratings = gr.Textbox(label="The annotators' ratings", interactive=False,
+                                                elem_id="review-ratings")
+                    review_value = gr.Slider(0, 1, value=0.5, step=0.05, label="Adjudicated overall (0–1)",
+                                             elem_id="review-value")
+                    review_note = gr.Textbox(label="Note (optional)", elem_id="review-note")
+                    review_caption_id = gr.Number(label="Caption id", interactive=False, precision=0,
+                                                  elem_id="review-caption-id")
+                    with gr.Row():
+                        review_next = gr.Button("Load next", elem_id="review-next")
+                        review_save = gr.Button("Settle and next →", variant="primary", elem_id="review-save")
+                    review_status = gr.Textbox(label="Status", interactive=False, elem_id="review-status")
 
         with gr.Tab("Transcreate", id="transcreate", elem_id="transcreate-panel") as tc_tab:
             target = gr.Dropdown([(n, c) for c, n in LANGUAGES.items() if c != "en"], value="de",
@@ -310,7 +335,7 @@ def build(user_state: gr.State):
     # ----- rating queue --------------------------------------------------------------
     rating_outputs = [rate_image, rate_caption, rate_caption_id, overall, fluency, relevance, descriptiveness,
                       rate_status, save_button, rate_language, rate_references, use_aspects, aspect_box,
-                      touched, skipped_aspects]
+                      touched, skipped_aspects, rate_notice]
 
     def show(screen: queue_screens.RatingScreen, request: gr.Request):
         values = screen.values
@@ -321,7 +346,8 @@ def build(user_state: gr.State):
                 (screen.message + " " if screen.message else "") + screen.progress,
                 gr.Button(interactive=screen.can_rate), screen.language_name,
                 gr.Textbox(value="\n".join(screen.references), visible=bool(screen.references)),
-                screen.aspects_rated, gr.Column(visible=screen.aspects_rated), ",".join(is_set), [])
+                screen.aspects_rated, gr.Column(visible=screen.aspects_rated), ",".join(is_set), [],
+                gr.Markdown(value=screen.notice, visible=bool(screen.notice)))
 
     def on_next(collection_name, request: gr.Request):
         return show(queue_screens.rating_screen(account_id(request), collection_name), request)
@@ -347,7 +373,7 @@ def build(user_state: gr.State):
     }
     for trigger, handler in ((collection.change, on_next), (save_button.click, on_save), (skip_button.click, on_skip),
                              (back_button.click, on_back)):
-        trigger(_guarded(handler, 7, 7), rating_inputs[handler], rating_outputs, api_visibility="private").then(
+        trigger(_guarded(handler, 7, 8), rating_inputs[handler], rating_outputs, api_visibility="private").then(
             None, None, None, js=SCROLL_TOP_JS)
 
     def on_guidelines(collection_name, request: gr.Request):
@@ -366,6 +392,27 @@ def build(user_state: gr.State):
         # page notes it at once (a key then Alt+N must not race a round trip to the server).
         slider.input(None, touched, touched, js=f"(done) => [...new Set([...(done || '').split(',').filter(Boolean), {field!r}])].join(',')").then(
             lambda label=label: gr.Slider(label=label), None, slider, api_visibility="private")
+
+    # ----- review queue ---------------------------------------------------------------
+    review_outputs = [review_image, review_caption, review_caption_id, review_ratings, review_note, review_status,
+                      review_save]
+
+    def show_review(screen, request: gr.Request):
+        waiting = f"{screen.waiting} item(s) wait for review." if screen.caption_id is not None else ""
+        return (private_copies(request, [screen.image_file])[0], screen.text, screen.caption_id, screen.ratings, "",
+                " ".join(part for part in (screen.message, waiting) if part),
+                gr.Button(interactive=screen.caption_id is not None))
+
+    def on_review_next(collection_name, request: gr.Request):
+        return show_review(review_screen(account_id(request), collection_name), request)
+
+    def on_review_save(collection_name, caption_id, value, note, request: gr.Request):
+        return show_review(settle_and_next(account_id(request), collection_name, caption_id, value, note), request)
+
+    for trigger, handler, extra in ((review_tab.select, on_review_next, []), (review_next.click, on_review_next, []),
+                                    (review_save.click, on_review_save, [review_caption_id, review_value,
+                                                                         review_note])):
+        trigger(_guarded(handler, 5, 1), [collection] + extra, review_outputs, api_visibility="private")
 
     # ----- transcreation queue -------------------------------------------------------
     tc_outputs = [instructions, tc_image, tc_source, tc_score, tc_refs, tc_source_id, tc_text, tc_status, tc_submit,

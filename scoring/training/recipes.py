@@ -552,7 +552,8 @@ class CaplensRRecipe(Recipe):
             key = r.get("caption_id") or (str(r["image"]), r.get("candidate") or r.get("text"))
             entry = grouped.setdefault(key, {
                 "image": r["image"], "image_id": r.get("image_id"), "candidate": r.get("candidate") or r["text"],
-                "references": list(r.get("references") or []), "language": _language(r), "ratings": [],
+                "references": list(r.get("references") or []), "language": _language(r), "style": r.get("style"),
+                "ratings": [],
                 "aspects": {a: [] for a in ASPECTS[1:]}})
             if "human_score" in r:  # an exported set: one row per caption, means already taken
                 entry["ratings"] += [float(r["human_score"])] * int(r.get("n_ratings") or 1)
@@ -681,8 +682,9 @@ class CaplensRRecipe(Recipe):
 
     @torch.no_grad()
     def evaluate(self, state, rows, device):
-        """tau_c against the mean rating on held-out images: over all captions, per language,
-        and the share of same-image caption pairs put in the raters' order."""
+        """tau_c against the mean rating on held-out images: over all captions, per language and,
+        where rows name their caption style (short/long), within each style, where the
+        all-caption figure hides whether a metric orders captions of one style at all."""
         from scoring.analysis.correlation import kendall_tau
 
         captions = self._captions(rows)
@@ -694,6 +696,11 @@ class CaplensRRecipe(Recipe):
             mask = languages == lang
             if mask.sum() >= 2:
                 out[f"tau_c_{lang}"] = kendall_tau(predicted[mask], human[mask], variant="c")
+        styles = np.array([c.get("style") or "" for c in captions])
+        for style in sorted(set(styles) - {""}):
+            mask = styles == style
+            if mask.sum() >= 2:
+                out[f"tau_c_{style}"] = kendall_tau(predicted[mask], human[mask], variant="c")
         return out
 
     def save(self, state, out):
