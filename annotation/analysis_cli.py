@@ -119,6 +119,10 @@ def register(subparsers, parents) -> None:
     pascal.add_argument("--metrics", nargs="+", help="metrics to report (or to compute when scoring now)")
     pascal.add_argument("--seed", type=int, default=0, help="seed breaking human vote ties and sampling references")
     pascal.add_argument("--references", type=int, default=5, help="references sampled per pair when scoring now")
+    pascal.add_argument("--collection", help="a pairwise study's judgments (annotation.pairwise): each metric's "
+                                             "accuracy against their majority, as the app's Pairwise tab shows it, and "
+                                             "the Bradley-Terry ranking of the caption sources")
+    pascal.add_argument("--user", help="acting account for --collection (default: local CLI admin)")
     _scoring_options(pascal)
 
     foil = command("foil", "FOIL accuracy (correct caption vs. foil)", _foil)
@@ -504,6 +508,8 @@ def _pascal50s(args) -> int:
     from scoring.analysis.datasets import load_pascal50s
     from scoring.analysis.pairwise import pascal50s_table
 
+    if args.collection:
+        return _pairwise_study(args)
     if args.scores is None:
         if not args.pascal_dir:
             raise ValueError("give --scores, or --pascal-dir with --metrics to score the pairs now")
@@ -526,6 +532,26 @@ def _pascal50s(args) -> int:
     if not metrics:
         raise ValueError("no <metric>_a / <metric>_b score columns found")
     _emit(pascal50s_table(scores, metrics, seed=args.seed), args)
+    return 0
+
+
+def _pairwise_study(args) -> int:
+    """`annotation.pairwise.pairwise_analysis`, the Pairwise tab's function (which computes the
+    accuracy with `pascal50s_table`, as above), with the profile the app would choose."""
+    from annotation.pairwise import pairwise_analysis
+    from scoring.cli import choose_profile
+
+    if args.scores or args.pascal_dir:
+        raise ValueError("--collection reads the study's judgments: leave out --scores and --pascal-dir")
+    scorer = choose_profile(args.profile, args.device, "caplens analyze")
+    with _database(args) as (session, user):
+        report = pairwise_analysis(session, user, args.collection, scorer,
+                                   args.metrics or scorer.metric_names(), seed=args.seed)
+    print(report.summary)
+    _emit(report.accuracy, args)
+    if report.ranking is not None:
+        print("Bradley-Terry ranking of the caption sources (95% cluster-bootstrap intervals over pairs):")
+        _emit(report.ranking.table, argparse.Namespace(out=None))
     return 0
 
 

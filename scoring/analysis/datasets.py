@@ -407,6 +407,11 @@ def load_pascal50s(directory) -> pd.DataFrame:
     the winner D, 1 = the first candidate), an equal number of judgements per pair, in pair
     order. Both files may sit in `directory` or its `pyCIDErConsensus/` folder.
 
+    Pairwise judgments exported from a CapLens study (`annotation.pairwise.export_pascal50s`)
+    use the same two files with two additions the published ones lack: a `pair` variable in
+    consensus_pascal.mat (per judgement its pair's 1-based number, so pairs may have different
+    numbers of judgements) and winner 0 for a tie, which counts as a vote for neither caption.
+
     Votes are counted by matching the winning caption's text against A and B; all
     judgement references of a pair are kept in `references` (the common protocol samples 5
     of them, see `sample_references`).
@@ -425,9 +430,16 @@ def load_pascal50s(directory) -> pd.DataFrame:
         raise ValueError(f"Pascal-50S .mat files lack variable {exc}") from None
     if entries.size != categories.size or entries.size == 0:
         raise ValueError("pair_pascal.mat: new_input and category differ in length")
-    if triplets.size % entries.size:
+    if "pair" in consensus_mat:
+        owners = np.asarray(consensus_mat["pair"], dtype=float).ravel()
+        if owners.size != triplets.size or not np.isin(owners, np.arange(1, entries.size + 1)).all():
+            raise ValueError(f"consensus_pascal.mat: pair must give each judgement a pair number 1-{entries.size}")
+        judgements = [triplets[owners == index + 1] for index in range(entries.size)]
+    elif triplets.size % entries.size:
         raise ValueError(f"consensus_pascal.mat: {triplets.size} judgements do not split evenly over {entries.size} pairs")
-    per_pair = triplets.size // entries.size
+    else:
+        per_pair = triplets.size // entries.size
+        judgements = [triplets[index * per_pair:(index + 1) * per_pair] for index in range(entries.size)]
     from .pairwise import normalise_category
 
     rows = []
@@ -438,16 +450,18 @@ def load_pascal50s(directory) -> pd.DataFrame:
         image_id, caption_a, caption_b = (_normalise_space(leaf) for leaf in leaves[:3])
         votes = {caption_a: 0, caption_b: 0}
         references = []
-        for judgement in triplets[index * per_pair:(index + 1) * per_pair]:
+        for judgement in judgements[index]:
             parts = _leaves(judgement)
             if len(parts) != 4:
                 raise ValueError(f"consensus_pascal.mat: judgement of pair {index} has {len(parts)} fields, expected 4")
             reference, first, second, winner = parts
+            references.append(_normalise_space(reference))
+            if float(winner) == 0:  # a tie (CapLens exports): a vote for neither
+                continue
             chosen = _normalise_space(first if float(winner) == 1 else second)
             if chosen not in votes:
                 raise ValueError(f"consensus_pascal.mat: pair {index} judgement picks {chosen!r}, which is neither caption")
             votes[chosen] += 1
-            references.append(_normalise_space(reference))
         rows.append(
             dict(
                 pair_id=index, image_id=image_id, caption_a=caption_a, caption_b=caption_b,
