@@ -346,6 +346,8 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
         recipe.save(state, out)
     finally:
         hf_logging.enable_progress_bar()
+    if config.options.get("save_dtype"):
+        store_weights_as(out, config.options["save_dtype"])
     wall = elapsed_before + time.time() - started
     record = {
         "recipe": recipe.name, "metric": recipe.metric, "backbone_kind": recipe.result_kind(config),
@@ -367,6 +369,23 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
     return TrainResult(out_dir=out, recipe=recipe.name, metric=recipe.metric, backbone_kind=recipe.result_kind(config),
                        before=before, after=after, losses=losses, wall_s=wall, device=record["device"],
                        warnings=warnings)
+
+
+STORE_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def store_weights_as(folder: Path, dtype_name: str) -> None:
+    """Rewrite the floating-point weights of every .safetensors file in `folder` in a smaller
+    dtype (`options.save_dtype`): half the bytes for checkpoints that ship in the repository.
+    Loaders cast weights to their own placement dtype, so fp32 inference reads them unchanged."""
+    from safetensors.torch import load_file, save_file
+
+    if dtype_name not in STORE_DTYPES:
+        raise ValueError(f"options.save_dtype must be one of {', '.join(STORE_DTYPES)}, not {dtype_name!r}")
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        tensors = load_file(str(path))
+        smaller = {k: v.to(STORE_DTYPES[dtype_name]) if v.is_floating_point() else v for k, v in tensors.items()}
+        save_file({k: v.contiguous() for k, v in smaller.items()}, str(path), metadata={"format": "pt"})
 
 
 CURVE_FILE = "learning_curve.json"

@@ -56,3 +56,38 @@ def test_evaluation_reports_tau_c_within_each_caption_style(monkeypatch):
     assert out["tau_c_long"] == pytest.approx(-1.0)
     assert out["tau_c_short"] == pytest.approx(kendalltau(predicted[4:], human[4:], variant="c").statistic)
     assert out["tau_c"] == pytest.approx(kendalltau(predicted, human, variant="c").statistic)
+
+
+def test_weights_stored_in_half_precision_score_as_the_fp32_run_did(tmp_path):
+    """`options.save_dtype = "float16"` halves a shipped checkpoint; the ITM loader casts it back
+    to its placement dtype, so scores move by fp16 rounding only."""
+    from safetensors import safe_open
+
+    from scoring.backbones import Placement
+    from scoring.backbones.itm import ItmBackbone
+    from scoring.registry import BackboneSpec
+    from scoring.tiny import ensure_tiny_checkpoints
+    from scoring.training import load_config, train
+    from scoring.training.trainer import store_weights_as
+
+    ensure_tiny_checkpoints()
+    folder = train(load_config("caplens-r-cross-tiny", out=str(tmp_path / "run"), options={"languages": ["en"]})).out_dir
+    spec = BackboneSpec(name="r", kind="blip-itm", label="r", path=folder)
+    placement = Placement(torch.device("cpu"), torch.float32)
+    full = ItmBackbone.from_folder(spec, folder, placement, lambda n: folder)
+    size = (folder / "model.safetensors").stat().st_size
+    store_weights_as(folder, "float16")
+    assert (folder / "model.safetensors").stat().st_size < 0.6 * size
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        assert {str(f.get_tensor(k).dtype) for k in f.keys() if f.get_tensor(k).is_floating_point()} == {"torch.float16"}
+    half = ItmBackbone.from_folder(spec, folder, placement, lambda n: folder)
+    assert next(half.model.parameters()).dtype == torch.float32
+    from PIL import Image
+
+    image = Image.new("RGB", (32, 32), (200, 30, 30))
+    texts = ["a red circle", "a blue square on the left", "two shapes"]
+    before, _ = full.match_probability([image] * 3, texts, ["k"] * 3)
+    after, _ = half.match_probability([image] * 3, texts, ["k"] * 3)
+    assert np.allclose(before, after, atol=5e-3) and not np.array_equal(before, after)
+    with pytest.raises(ValueError, match="save_dtype"):
+        store_weights_as(folder, "int8")
