@@ -1,9 +1,12 @@
-"""`caplens finetune RECIPE --config FILE [--set FILE | --collection NAME] [--resume]` and `caplens finetune list`.
+"""`caplens finetune RECIPE --config FILE [--set FILE | --collection NAME] [--resume] [--register]`,
+`caplens finetune register --out RUN_DIR` and `caplens finetune list`.
 
 Lives in `annotation/` because `--collection` first exports the collection's fine-tuning set
 (`annotation.finetune_sets`) and then trains on it with `scoring.training`.  A finished run
-registers as a new version of its metric (`scoring.user_registry`).  Ctrl-C cancels cleanly:
-the run stays resumable with `--resume`.
+registers as a new version of its metric (`scoring.user_registry`), under the Train tab's
+rule (`annotation.training_jobs.run_folder`): a smoke/tiny preset trains in its owner's
+scratch folder and registers only with `--register` (or later, `caplens finetune register`).
+Ctrl-C cancels cleanly: the run stays resumable with `--resume`.
 """
 from __future__ import annotations
 
@@ -22,8 +25,8 @@ def register(subparsers, parents) -> None:
         "finetune", parents=parents, help="train a metric (PR-MCS, PAC-S, SPECS, UMIC, ITM, CapLens-R, ...) or list runs",
         description="Fine-tune a metric on a fine-tuning set, a collection or the synthetic world; "
                     "`caplens finetune list` shows finished runs and their before/after numbers.")
-    finetune.add_argument("recipe", choices=[*RECIPES, "list"], metavar="RECIPE",
-                          help=f"one of {', '.join(RECIPES)}, or `list`")
+    finetune.add_argument("recipe", choices=[*RECIPES, "list", "register"], metavar="RECIPE",
+                          help=f"one of {', '.join(RECIPES)}; `list`; or `register` (the finished run --out names)")
     finetune.add_argument("--config", help="TOML config file or preset name (default: the recipe's world preset)")
     source = finetune.add_mutually_exclusive_group()
     source.add_argument("--set", dest="set_path", type=Path, help="an exported fine-tuning set (folder or data file)")
@@ -33,6 +36,9 @@ def register(subparsers, parents) -> None:
     finetune.add_argument("--device", choices=("auto", "cpu", "cuda"))
     finetune.add_argument("--max-steps", type=int)
     finetune.add_argument("--user", help="act as this account (role checked; default: local administrator)")
+    finetune.add_argument("--register", action="store_true",
+                          help="register the run as a metric version even from a smoke/tiny preset (which otherwise "
+                               "stays in your scratch space, out of everyone's metric lists)")
     finetune.set_defaults(handler=_finetune)
 
 
@@ -87,11 +93,19 @@ def _run_with_progress(config, resume: bool):
 def _finetune(args: argparse.Namespace) -> int:
     from scoring.registry import data_dir
     from scoring.training import Cancelled, list_runs, load_config
+    from annotation.training_jobs import run_folder, run_stamp, scratch_message
     from scoring.user_registry import register_run
 
     if args.recipe == "list":
         return _list(list_runs(data_dir() / "runs"))
-    overrides = {"out": args.out, "device": args.device, "max_steps": args.max_steps}
+    if args.recipe == "register":
+        if not args.out:
+            raise ValueError("name the finished run to register: caplens finetune register --out RUN_DIR")
+        return _register(register_run, args.out, args.user)
+    preset = args.config or args.recipe
+    folder, scratch = run_folder(args.user or LOCAL_OWNER, args.recipe, preset, run_stamp())
+    overrides = {"out": args.out or (str(folder) if scratch else None), "device": args.device,
+                 "max_steps": args.max_steps}
     if args.set_path is not None:
         overrides["data"] = str(args.set_path)
     config = load_config(args.config or args.recipe, **overrides)
@@ -109,12 +123,23 @@ def _finetune(args: argparse.Namespace) -> int:
     print(_table(result))
     for warning in result.warnings:
         print(f"warning: {warning}")
+    if scratch and not args.register:
+        print(f"{scratch_message(preset, f'register it with `caplens finetune register --out {config.out}`')}")
+    else:
+        _register(register_run, result, args.user)
+    return 0
+
+
+LOCAL_OWNER = "local-cli"  # whose scratch folder a run without --user trains in
+
+
+def _register(register_run, run, user: str | None) -> int:
     try:
-        name = register_run(result)
+        name = register_run(run, owner=user)
     except ValueError as exc:
         print(f"not registered as a metric version: {exc}", file=sys.stderr)
-    else:
-        print(f"registered as {name}: caplens score --metrics '{name}'")
+        return 1
+    print(f"registered as {name}: caplens score --metrics '{name}'")
     return 0
 
 

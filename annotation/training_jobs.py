@@ -253,8 +253,7 @@ class JobRunner:
             job.learning_curve = read_learning_curve(result.out_dir)
             if job.scratch:
                 job.status, job.finished = "done", time.time()
-                job.message = (f"done: kept in your scratch space, not registered (preset {job.preset} is a smoke "
-                               "run); press “Register as a metric version” to offer it to everyone")
+                job.message = scratch_message(job.preset, "press “Register as a metric version”")
                 self._note(job, job.message)
                 return
             self._note(job, "training finished; registering the result")
@@ -377,6 +376,22 @@ def is_scratch_preset(preset: str) -> bool:
     return preset.endswith("-tiny") or "smoke" in preset
 
 
+def run_folder(owner: str, recipe: str, preset: str, stamp: str) -> tuple[Path, bool]:
+    """(folder, scratch) of a run of ``preset`` by ``owner``: the one rule of the Train tab and
+    of `caplens finetune`. A smoke/tiny preset (``scratch``) trains in the owner's scratch
+    folder and registers only when asked (``scratch_message`` says so); any other registers
+    when it ends. ``preset`` is a preset's name or a config file (named by its stem)."""
+    scratch = is_scratch_preset(Path(preset).stem)
+    runs = data_dir() / "runs" / "scratch" / _slug(owner) if scratch else data_dir() / "runs"
+    return runs / f"{recipe}-{stamp}", scratch
+
+
+def scratch_message(preset: str, how: str) -> str:
+    """What a finished smoke/tiny run says: kept, not registered, and ``how`` to register it."""
+    return (f"done: kept in your scratch space, not registered (preset {Path(preset).stem} is a smoke run); "
+            f"{how} to offer it to everyone")
+
+
 def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: str | None = None,
                    collection: str | None = None, profile: str | None = None,
                    jobs: JobRunner | None = None) -> JobView:
@@ -395,10 +410,9 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
     preset_recipe = load_config(preset).recipe
     if preset_recipe != recipe:
         raise ValueError(f"preset {preset} is for recipe {preset_recipe}, not {recipe}")
-    stamp = f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
-    scratch = is_scratch_preset(preset)
-    runs = data_dir() / "runs" / "scratch" / _slug(owner) if scratch else data_dir() / "runs"
-    overrides: dict[str, Any] = {"out": str(runs / f"{recipe}-{stamp}")}
+    stamp = run_stamp()
+    folder, scratch = run_folder(owner, recipe, preset, stamp)
+    overrides: dict[str, Any] = {"out": str(folder)}
     if set_file:
         overrides["data"] = str(_unpack_set(Path(set_file), data_dir() / "sets" / f"upload-{stamp}"))
         about = f"uploaded set {Path(set_file).name}"
@@ -411,6 +425,11 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
         about = "the preset's data"
     config = load_config(preset, **overrides)
     return (jobs or runner()).submit(config, owner_id, owner, preset, about, profile, scratch=scratch)
+
+
+def run_stamp() -> str:
+    """A run's unique time stamp, for its folder's name."""
+    return f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
 
 
 @dataclass(frozen=True)
