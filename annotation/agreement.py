@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from annotation.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import in_collection
+from annotation.quality import check_accuracy
 from annotation.tasks import RATING_FIELDS
 from db.models import Caption, Collection, Rating, User
 
@@ -316,12 +317,24 @@ def _annotator_stats(names, matrix, seconds: dict[str, list[float]]) -> list[Ann
     return stats
 
 
+def _add_gold_accuracy(stats: list[AnnotatorStats], accuracy: dict[str, tuple[int, int]]) -> None:
+    """Each annotator's share of gold items and attention checks answered within tolerance
+    (`quality.check_accuracy`); one who answered checks but rated nothing gets a row too."""
+    known = {a.annotator: a for a in stats}
+    for name, (correct, answered) in sorted(accuracy.items()):
+        if name not in known:
+            known[name] = AnnotatorStats(name, 0, None, None, None, None)
+            stats.append(known[name])
+        known[name].gold_accuracy = correct / answered if answered else None
+
+
 def study_agreement(session: Session, user: User, collection: Collection, field: str = "overall",
                     samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> StudyAgreement:
     """The agreement dashboard (researcher or admin): Krippendorff's alpha, ICC(2,k) on the
     items every annotator rated, and Fleiss' kappa with each distinct value as a category, each
     with a `samples`-resample bootstrap interval over items (seeded: the same numbers every
-    time), and per annotator: items rated, median seconds per item, bias, leave-one-out tau."""
+    time), and per annotator: items rated, median seconds per item, bias, leave-one-out tau and
+    gold accuracy (gold items and attention checks within tolerance, `annotation.quality`)."""
     import numpy as np
 
     names, _captions, matrix = reliability_matrix(session, user, collection, field)
@@ -346,6 +359,8 @@ def study_agreement(session: Session, user: User, collection: Collection, field:
     def interval(fn):
         return bootstrap_interval(fn, matrix, samples, seed) if has_data else None
 
+    stats = _annotator_stats(names, matrix, seconds) if has_data else []
+    _add_gold_accuracy(stats, check_accuracy(session, collection))
     return StudyAgreement(
         collection=collection.name, field=field,
         n_items=int(np.sum(np.sum(~np.isnan(matrix), axis=0) >= 2)) if has_data else 0,
@@ -354,7 +369,7 @@ def study_agreement(session: Session, user: User, collection: Collection, field:
         icc_2k=icc_2k(block) if block.size else float("nan"), icc_2k_ci=interval(icc) if block.size else None,
         icc_items=int(block.shape[0]) if block.size else 0,
         fleiss_kappa=kappa(matrix) if has_data else float("nan"), fleiss_kappa_ci=interval(kappa),
-        annotators=_annotator_stats(names, matrix, seconds) if has_data else [], bootstrap_samples=samples)
+        annotators=stats, bootstrap_samples=samples)
 
 
 def dashboard(account_id: int | None, collection_name: str, field: str = "overall") -> StudyAgreement:

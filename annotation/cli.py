@@ -223,7 +223,10 @@ def _export(args) -> int:
 
 
 def _agreement(args) -> int:
+    from dataclasses import asdict
+
     from annotation.agreement import agreement, study_agreement
+    from annotation.quality import participants
     from annotation.captions import get_collection
     from annotation.database import database_session
 
@@ -232,6 +235,8 @@ def _agreement(args) -> int:
         report = agreement(session, user, collection, field=args.field).to_dict()
         # the agreement dashboard's numbers, as the app and the exports' agreement.json give them
         report["dashboard"] = study_agreement(session, user, collection, field=args.field).to_dict()
+        # each annotator's qualification, checks answered, gold accuracy, flag and pause
+        report["quality"] = [asdict(row) for row in participants(session, user, collection)]
     print(json.dumps(report, indent=2))
     return 0
 

@@ -2,7 +2,8 @@
 
 `ratings_export` joins every rating with its caption, image, annotator, collection(s) and
 cached metric scores (one column per metric and checkpoint fingerprint, `score:<metric>@<fp>`).
-`captions_export` gives one row per caption with its mean human score, `critical_export` one row
+`captions_export` gives one row per caption with its mean human score (both with a reviewer's
+adjudicated value of the caption, `adjudicated_overall`, beside the raw ratings), `critical_export` one row
 per critical-objects marking with its phrases and their character spans. Export is a
 researcher or admin action.
 
@@ -50,10 +51,12 @@ CAPTION_COLUMNS = {
     "image_sha256": "str", "image_file": "str", "image_format": "str", "image_width": "int", "image_height": "int",
     "image_filename": "str", "image_external_id": "str",
 }
+# A reviewer's settled overall value of the caption (annotation.quality), beside its raw ratings.
+ADJUDICATION_COLUMNS = {"adjudicated_overall": "float", "adjudicated_by": "str"}
 RATING_COLUMNS = {
     "rating_id": "int", "annotator": "str", "overall": "float", "fluency": "float", "relevance": "float",
     "descriptiveness": "float", "rating_version": "int", "rated_at": "str", "updated_at": "str",
-    **CAPTION_COLUMNS, "references": "strs", "collections": "strs",
+    **CAPTION_COLUMNS, "references": "strs", "collections": "strs", **ADJUDICATION_COLUMNS,
 }
 CRITICAL_COLUMNS = {
     "critical_id": "int", "annotator": "str", "critical_objects": "strs", "backgrounds": "strs",
@@ -62,7 +65,7 @@ CRITICAL_COLUMNS = {
 }
 EXPORT_WHAT = ("ratings", "captions", "critical")
 CAPTION_TABLE_COLUMNS = {**CAPTION_COLUMNS, "human_score": "float", "n_ratings": "int", "references": "strs",
-                         "collections": "strs"}
+                         "collections": "strs", **ADJUDICATION_COLUMNS}
 
 
 @dataclass
@@ -149,9 +152,13 @@ def _score_columns(session: Session, caption_ids) -> list[str]:
     return sorted(f"score:{metric}@{fingerprint}" for metric, fingerprint in pairs)
 
 
-def _joined_rows(session: Session, query, score_columns: list[str], row_fields) -> Iterator[dict]:
+def _joined_rows(session: Session, query, score_columns: list[str], row_fields,
+                 adjudicated: Collection | bool = False) -> Iterator[dict]:
     """The rows of `query`, read READ_CHUNK at a time, each chunk joined with its captions'
-    collections, references and scores; `row_fields(row, image_root)` gives a row's own fields."""
+    collections, references and scores; `row_fields(row, image_root)` gives a row's own fields.
+    With `adjudicated` (a collection, or True for any), also each caption's adjudicated value."""
+    from annotation.quality import adjudicated_values
+
     image_root = image_store_dir()
     result = session.execute(query.execution_options(yield_per=READ_CHUNK))
     try:
@@ -160,11 +167,15 @@ def _joined_rows(session: Session, query, score_columns: list[str], row_fields) 
             collections = _collections_of(session, caption_ids)
             references = _references(session, sorted({row.image_id for row in chunk}))
             scores = _metric_columns(session, caption_ids)
+            settled = {} if adjudicated is False else adjudicated_values(
+                session, caption_ids, None if adjudicated is True else adjudicated)
             for row in chunk:
                 per_caption = scores.get(row.caption_id, {})
                 yield {**row_fields(row, image_root),
                        "references": references.get((row.image_id, row.language), []),
                        "collections": collections.get(row.caption_id, []),
+                       **({} if adjudicated is False else dict(zip(ADJUDICATION_COLUMNS,
+                                                                  settled.get(row.caption_id, (None, None))[:2]))),
                        **{name: per_caption.get(name) for name in score_columns}}
     finally:
         result.close()
@@ -193,7 +204,8 @@ def ratings_export(session: Session, user: User, collection: Collection | None =
                 "rating_version": row.rating_version, "rated_at": _iso(row.created_at),
                 "updated_at": _iso(row.updated_at), **_caption_fields(row, image_root)}
 
-    return Table([*RATING_COLUMNS, *score_columns], _joined_rows(session, query, score_columns, fields),
+    return Table([*RATING_COLUMNS, *score_columns],
+                 _joined_rows(session, query, score_columns, fields, collection if collection is not None else True),
                  {**RATING_COLUMNS, **dict.fromkeys(score_columns, "float")})
 
 
@@ -215,7 +227,8 @@ def captions_export(session: Session, user: User, collection: Collection | None 
     def fields(row, image_root: Path) -> dict:
         return {**_caption_fields(row, image_root), "human_score": row.mean, "n_ratings": row.n or 0}
 
-    return Table([*CAPTION_TABLE_COLUMNS, *score_columns], _joined_rows(session, query, score_columns, fields),
+    return Table([*CAPTION_TABLE_COLUMNS, *score_columns],
+                 _joined_rows(session, query, score_columns, fields, collection if collection is not None else True),
                  {**CAPTION_TABLE_COLUMNS, **dict.fromkeys(score_columns, "float")})
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from annotation import captions, tasks
+from annotation import captions, quality, tasks
 from annotation.acting import acting
 from annotation.image_store import image_path
 from scoring.language_id import LANGUAGES, UNKNOWN, detect_language
@@ -40,7 +40,9 @@ def _joined(message: str, text: str) -> str:
 class RatingScreen:
     """One caption to rate (caption_id None when the queue is done) with its language, the
     reference captions of its image, this annotator's earlier values for it (an aspect not
-    rated is None), and the queue's progress."""
+    rated is None), and the queue's progress; `notice` is what the study tells the annotator
+    above the item (Markdown: the qualification round's progress and feedback, an attention
+    check's instruction, or why there is no item for them)."""
 
     caption_id: int | None
     text: str
@@ -50,6 +52,7 @@ class RatingScreen:
     progress: str
     message: str = ""
     references: list[str] = field(default_factory=list)
+    notice: str = ""
 
     @property
     def language_name(self) -> str:
@@ -67,15 +70,18 @@ class RatingScreen:
         return self.caption_id is not None and self.image_file is not None
 
 
-def _rating_screen(session, user, collection_name: str, caption_id: int | None, message: str = "") -> RatingScreen:
-    """The screen of caption `caption_id` (None: nothing left to rate)."""
+def _rating_screen(session, user, collection_name: str, caption_id: int | None, message: str = "",
+                   notice: str = "") -> RatingScreen:
+    """The screen of caption `caption_id` (None: nothing left to rate, or, with a `notice`,
+    nothing for this annotator now)."""
     collection = captions.get_collection(session, collection_name)
     progress = tasks.rating_progress(session, user, collection)
     progress_text = (f"You rated {progress.done_by_user} of {progress.items} items; "
                      f"{progress.items_complete} items have {progress.k} ratings.")
     if caption_id is None:
-        return RatingScreen(None, "Nothing left to rate in this collection. Thank you!", "", None, {}, progress_text,
-                            message)
+        text = "No item for you now: see the notice above." if notice else \
+            "Nothing left to rate in this collection. Thank you!"
+        return RatingScreen(None, text, "", None, {}, progress_text, message, notice=notice)
     caption = captions.get_caption(session, caption_id)
     own = tasks.own_rating(session, user, caption.id)
     values = {f: getattr(own, f) for f in tasks.RATING_FIELDS} if own is not None else {}
@@ -83,22 +89,27 @@ def _rating_screen(session, user, collection_name: str, caption_id: int | None, 
     if image_file is None:
         message = _joined(message, _missing_image_message(caption.id))
     return RatingScreen(caption.id, caption.text, caption.language, image_file, values, progress_text, message,
-                        tasks.reference_texts(session, caption.image_id, caption.language))
+                        tasks.reference_texts(session, caption.image_id, caption.language), notice)
 
 
 def rating_screen(account_id: int | None, collection_name: str, caption_id: int | None = None,
-                  message: str = "") -> RatingScreen:
+                  message: str = "", feedback: str = "") -> RatingScreen:
     """Caption `caption_id` (going back to an earlier item), or the next one in the queue,
-    reserved for this annotator (`tasks.next_rating_item`): only taking the next item writes,
-    in a short transaction of its own; the screen is read without the write lock."""
+    reserved for this annotator (`quality.next_item`: the study's qualification round, gold
+    items and attention checks, else `tasks.next_rating_item`): only taking the next item
+    writes, in a short transaction of its own; the screen is read without the write lock.
+    `feedback` (on the answer just saved) goes first in the notice."""
     if not collection_name:
         raise ValueError("Choose a collection.")
+    notice = ""
     if caption_id is None:
         with acting(account_id) as (session, user):
-            caption = tasks.next_rating_item(session, user, captions.get_collection(session, collection_name))
-            caption_id = None if caption is None else caption.id
+            offer = quality.next_item(session, user, captions.get_collection(session, collection_name))
+            caption_id = None if offer.caption is None else offer.caption.id
+            notice = offer.notice
+    notice = "\n\n".join(part for part in (feedback, notice) if part)
     with acting(account_id, read_only=True) as (session, user):
-        return _rating_screen(session, user, collection_name, caption_id, message)
+        return _rating_screen(session, user, collection_name, caption_id, message, notice)
 
 
 def earlier_rating_screen(account_id: int | None, collection_name: str, caption_id: int | None) -> RatingScreen:
@@ -122,14 +133,22 @@ def rate(account_id: int | None, caption_id: int, overall: float, fluency: float
          relevance: float | None = None, descriptiveness: float | None = None) -> dict:
     """Store this annotator's rating (editing an earlier one keeps its history); the stored
     values as the API reports them. A caption whose image file is missing cannot be rated, nor
-    a new one whose k ratings are complete (see `tasks.submit_rating`)."""
+    a new one whose k ratings are complete (see `tasks.submit_rating`). In a study
+    (`quality.submit`) an answer to a check item is stored as such (`rating_id` null; after a
+    qualification item, `feedback` says expected against given), and ratings wait for the
+    qualification round and stop while the annotator is paused."""
     with acting(account_id) as (session, user):
         _require_image(captions.get_caption(session, int(caption_id)), "rated")
-        rating = tasks.submit_rating(session, user, int(caption_id), overall, fluency, relevance, descriptiveness,
-                                     k=tasks.DEFAULT_RATINGS_PER_ITEM)
+        saved = quality.submit(session, user, int(caption_id), overall, fluency, relevance, descriptiveness,
+                               k=tasks.DEFAULT_RATINGS_PER_ITEM)
+        if saved.rating is None:  # a check item: shaped like a rating, so a gold item looks like any other
+            return {"rating_id": None, "caption_id": int(caption_id), "annotator": user.name,
+                    "overall": saved.check.overall, "fluency": None, "relevance": None, "descriptiveness": None,
+                    "version": 1, "feedback": saved.feedback}
+        rating = saved.rating
         return {"rating_id": rating.id, "caption_id": rating.caption_id, "annotator": user.name,
                 "overall": rating.overall, "fluency": rating.fluency, "relevance": rating.relevance,
-                "descriptiveness": rating.descriptiveness, "version": rating.version}
+                "descriptiveness": rating.descriptiveness, "version": rating.version, "feedback": ""}
 
 
 UNSET = "unset"  # a rating field the annotator has neither set nor explicitly skipped
@@ -174,14 +193,17 @@ def rate_and_next(account_id: int | None, collection_name: str, caption_id: int 
     if caption_id is None:
         raise ValueError("No caption loaded: choose a collection.")
     require_decided(dict(overall=overall, fluency=fluency, relevance=relevance, descriptiveness=descriptiveness))
-    rate(account_id, caption_id, overall, fluency, relevance, descriptiveness)
-    return rating_screen(account_id, collection_name, message=f"Saved rating of caption {int(caption_id)}.")
+    saved = rate(account_id, caption_id, overall, fluency, relevance, descriptiveness)
+    return rating_screen(account_id, collection_name, message=f"Saved rating of caption {int(caption_id)}.",
+                         feedback=saved["feedback"])
 
 
 def _skip(account_id: int | None, caption_id: int | None, task: str, language: str = "") -> None:
     if caption_id is None:
         raise ValueError("No caption loaded." if task == "rating" else "Load a caption first.")
     with acting(account_id) as (session, user):
+        if task == "rating":
+            quality.require_skippable(session, user, int(caption_id))
         tasks.skip_item(session, user, int(caption_id), task, language)
 
 

@@ -26,6 +26,7 @@ from annotation.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
 from annotation.captions import get_caption, in_collection, validate_caption_text, validate_language
 from db.models import (
     Caption,
+    CheckItem,
     Collection,
     CriticalAnnotation,
     Image,
@@ -113,7 +114,8 @@ def next_rating_item(session: Session, user: User, collection: Collection,
 
     Items whose ratings plus other annotators' live leases reach `k` are not offered, so work
     goes where it is needed until every item has exactly `k`. Reference captions are context,
-    not rated. Needs a writing transaction (the lease is written).
+    not rated, nor are check items (`annotation.quality` serves those). Needs a writing
+    transaction (the lease is written).
     """
     require_role(user, *ALL_ROLES)
     if k < 1:
@@ -138,7 +140,8 @@ def next_rating_item(session: Session, user: User, collection: Collection,
         .outerjoin(counts, counts.c.caption_id == Caption.id)
         .outerjoin(leased, leased.c.caption_id == Caption.id)
         .where(in_collection(collection), Caption.kind != "reference",
-               Caption.id.not_in(mine), Caption.id.not_in(skipped), n_taken < k)
+               Caption.id.not_in(mine), Caption.id.not_in(skipped), Caption.id.not_in(select(CheckItem.caption_id)),
+               n_taken < k)
         .order_by(Caption.id.in_(held).desc(), n_ratings, queue_order(user), Caption.id)
     )
     if collection.queue_order == queue_orders.DISAGREEMENT_FIRST:
@@ -168,6 +171,12 @@ def _lease(session: Session, user: User, caption_id: int, expires_at) -> None:
     session.flush()
 
 
+def reserve_item(session: Session, user: User, caption_id: int, lease_seconds: float = LEASE_SECONDS) -> None:
+    """Reserve `caption_id` for this annotator as the queue's offer (their one lease), e.g. a
+    check item `annotation.quality` serves; the seconds to its save count from the first offer."""
+    _lease(session, user, caption_id, utcnow() + timedelta(seconds=lease_seconds))
+
+
 def release_lease(session: Session, user: User, caption_id: int | None = None) -> None:
     """Give back this annotator's lease (on `caption_id`, or any)."""
     query = delete(RatingLease).where(RatingLease.annotator_id == user.id)
@@ -187,7 +196,8 @@ class QueueProgress:
 def rating_progress(session: Session, user: User, collection: Collection,
                     k: int = DEFAULT_RATINGS_PER_ITEM) -> QueueProgress:
     require_role(user, *ALL_ROLES)
-    rateable = select(Caption.id).where(in_collection(collection), Caption.kind != "reference")
+    rateable = select(Caption.id).where(in_collection(collection), Caption.kind != "reference",
+                                        Caption.id.not_in(select(CheckItem.caption_id)))
     items = session.scalar(select(func.count()).select_from(rateable.subquery()))
     done = session.scalar(select(func.count(Rating.id)).where(Rating.annotator_id == user.id,
                                                              Rating.caption_id.in_(rateable)))
@@ -270,7 +280,7 @@ def earlier_queue_item(session: Session, user: User, collection: Collection, cap
     return order[-1] if order else None
 
 
-def _seconds_on(session: Session, user: User, caption_id: int) -> float | None:
+def seconds_on(session: Session, user: User, caption_id: int) -> float | None:
     """Seconds since the queue offered this caption to this annotator (their lease), or None."""
     offered = session.scalar(select(RatingLease.created_at).where(RatingLease.annotator_id == user.id,
                                                                   RatingLease.caption_id == caption_id))
@@ -307,7 +317,7 @@ def submit_rating(session: Session, user: User, caption_id: int, overall: float,
             release_lease(session, user, caption_id)
             raise ValueError(f"Caption {caption_id} already has its {k} ratings (your reservation of it expired); "
                              "nothing was saved. Go on with the next item.")
-    seconds = _seconds_on(session, user, caption_id)
+    seconds = seconds_on(session, user, caption_id)
     release_lease(session, user, caption_id)
     try:
         with session.begin_nested():
@@ -414,8 +424,12 @@ def reference_texts(session: Session, image_id: int, language: str, limit: int =
 
 
 def next_transcreation_item(session: Session, user: User, collection: Collection, target_language: str,
-                            source_language: str = "en") -> TranscreationTask | None:
-    """The next rated `source_language` caption nobody has transcreated into `target_language`."""
+                            source_language: str = "en", k: int = DEFAULT_RATINGS_PER_ITEM) -> TranscreationTask | None:
+    """The next rated `source_language` caption nobody has transcreated into `target_language`.
+
+    Blind overlap: the screen shows the caption's mean human score, so it offers only captions
+    this annotator can no longer be asked to rate: rated by them, or with all `k` ratings.
+    """
     require_role(user, *ALL_ROLES)
     target_language = validate_language(target_language)
     if target_language == source_language:
@@ -424,11 +438,12 @@ def next_transcreation_item(session: Session, user: User, collection: Collection
     skipped = select(QueueSkip.caption_id).where(QueueSkip.annotator_id == user.id,
                                                  QueueSkip.task == "transcreation",
                                                  QueueSkip.language == target_language)
-    rated = select(Rating.caption_id)
+    mine = select(Rating.caption_id).where(Rating.annotator_id == user.id)
+    complete = select(Rating.caption_id).group_by(Rating.caption_id).having(func.count(Rating.id) >= k)
     caption = session.scalar(
         select(Caption)
         .where(in_collection(collection), Caption.kind == "candidate", Caption.language == source_language,
-               Caption.id.in_(rated), Caption.id.not_in(done), Caption.id.not_in(skipped))
+               Caption.id.in_(mine) | Caption.id.in_(complete), Caption.id.not_in(done), Caption.id.not_in(skipped))
         .order_by(queue_order(user), Caption.id)
         .limit(1))
     if caption is None:

@@ -1,21 +1,37 @@
-"""Study tab (researcher or admin): a collection's guidelines (`annotation.studies`), and its
-agreement dashboard, one call to `annotation.agreement.dashboard`; `caplens db agreement` and
-every ratings export give the same numbers."""
+"""Study tab (researcher or admin): a collection's guidelines (`annotation.studies`), its
+quality control (`annotation.quality`: qualification round, gold items and attention checks,
+flagged and paused annotators, reviewers), and its agreement dashboard, one call to
+`annotation.agreement.dashboard`; `caplens db agreement` and every ratings export give the same
+numbers."""
 from __future__ import annotations
+
+import functools
 
 import gradio as gr
 
 from annotation.accounts import RESEARCH_ROLES
 from annotation.agreement import ANNOTATOR_HEADERS, dashboard
 from annotation.errors import user_message
+from annotation.quality import (
+    CHECK_HEADERS,
+    PARTICIPANT_HEADERS,
+    manage_annotator,
+    mark_check_item,
+    quality_view,
+    save_quality,
+    unmark_check_item,
+)
+from db.models import CHECK_KINDS
 from annotation.studies import write_guidelines
 from annotation.tasks import RATING_FIELDS
 from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections
 
 PURPOSE = ("**Study**: the collection's guidelines (Markdown), which annotators see before their first item and "
-           "can open on every item; and agreement: per annotator the items rated, median seconds per item, bias against the others and "
-           "leave-one-out tau; for the collection Krippendorff's alpha, ICC(2,k) and Fleiss' kappa with 95% "
+           "can open on every item; its quality control (a qualification round with feedback, gold items and attention "
+           "checks mixed into the queue, flagged and paused annotators, reviewers who settle disagreements); and "
+           "agreement: per annotator the items rated, median seconds per item, bias against the others, "
+           "leave-one-out tau and gold accuracy; for the collection Krippendorff's alpha, ICC(2,k) and Fleiss' kappa with 95% "
            "bootstrap intervals over items. `caplens db agreement` and every ratings export give the same numbers.")
 
 
@@ -50,3 +66,85 @@ def build(user_state: gr.State) -> None:
             return user_message(exc)
 
     save_guidelines.click(on_guidelines, [collection, guidelines], status, api_visibility="private")
+
+    # ----- quality control -------------------------------------------------------------
+    with gr.Accordion("Quality control: qualification, gold items, reviewers", open=False, elem_id="qc-box"):
+        gr.Markdown("Check items are captions of this collection with a known overall score: **qualification** "
+                    "items come first to every annotator, with feedback after each; **gold** items and **attention** "
+                    "checks (which tell the annotator what to answer) are mixed into the queue. Shares are 0–1; "
+                    "leave the pass mark or the threshold empty for none.")
+        with gr.Row():
+            qc_pass = gr.Number(label="Qualification pass mark (share within tolerance)", elem_id="qc-pass")
+            qc_rate = gr.Number(value=0, label="Share of items that are checks", elem_id="qc-rate")
+            qc_threshold = gr.Number(label="Flag below gold accuracy", elem_id="qc-threshold")
+            qc_min = gr.Number(value=3, precision=0, label="after this many checks", elem_id="qc-min")
+            qc_pause = gr.Checkbox(label="Pause flagged annotators", elem_id="qc-pause")
+            qc_save = gr.Button("Save quality control", elem_id="qc-save")
+        with gr.Row():
+            qc_caption = gr.Number(precision=0, label="Caption id", elem_id="qc-caption")
+            qc_kind = gr.Dropdown(list(CHECK_KINDS), value="qualification", label="Kind", elem_id="qc-kind")
+            qc_expected = gr.Number(label="Expected overall (0–1)", elem_id="qc-expected")
+            qc_tolerance = gr.Number(value=0.1, label="Tolerance", elem_id="qc-tolerance")
+        with gr.Row():
+            qc_instruction = gr.Textbox(label="Instruction (attention checks: what to answer)",
+                                        elem_id="qc-instruction")
+            qc_explanation = gr.Textbox(label="Explanation shown after a qualification item",
+                                        elem_id="qc-explanation")
+            qc_add = gr.Button("Mark as check item", elem_id="qc-add")
+            qc_remove = gr.Button("Unmark", elem_id="qc-remove")
+        qc_items = gr.Dataframe(headers=CHECK_HEADERS, interactive=False, label="Check items", elem_id="qc-items")
+        qc_people = gr.Dataframe(headers=PARTICIPANT_HEADERS, interactive=False, label="Annotators in the study",
+                                 elem_id="qc-people")
+        with gr.Row():
+            qc_name = gr.Textbox(label="Account", elem_id="qc-name")
+            qc_resume = gr.Button("Resume (end pause)", elem_id="qc-resume")
+            qc_retry = gr.Button("Allow another qualification attempt", elem_id="qc-retry")
+            qc_reviewer = gr.Button("Make reviewer", elem_id="qc-reviewer")
+            qc_not_reviewer = gr.Button("No longer reviewer", elem_id="qc-not-reviewer")
+        qc_reviewers = gr.Textbox(label="Reviewers of this study (researchers and admins review any)",
+                                  interactive=False, elem_id="qc-reviewers")
+
+    qc_outputs = [qc_pass, qc_rate, qc_threshold, qc_min, qc_pause, qc_items, qc_people, qc_reviewers, status]
+
+    def shown(view):
+        settings = view.settings
+        return (settings["qualification_pass"], settings["check_rate"], settings["accuracy_threshold"],
+                settings["min_checks"], settings["pause_flagged"], view.items, view.people,
+                ", ".join(view.reviewers) or "none", view.message)
+
+    def guarded(fn):
+        """A handler whose refused request leaves the panel as it is and says why in the status."""
+        @functools.wraps(fn)  # Gradio reads the signature to pass the gr.Request
+        def wrapper(*args):
+            try:
+                return shown(fn(*args))
+            except (PermissionError, ValueError, LookupError) as exc:
+                return (*[gr.skip()] * (len(qc_outputs) - 1), user_message(exc))
+        return wrapper
+
+    def on_view(collection_name, request: gr.Request):
+        return quality_view(account_id(request), collection_name)
+
+    def on_save_qc(collection_name, pass_mark, rate, threshold, minimum, pause, request: gr.Request):
+        return save_quality(account_id(request), collection_name, pass_mark, rate, threshold, minimum, pause)
+
+    def on_add(collection_name, caption_id, kind, expected, tolerance, instruction, explanation, request: gr.Request):
+        return mark_check_item(account_id(request), collection_name, caption_id, kind, expected, tolerance,
+                               instruction, explanation)
+
+    def on_remove(collection_name, caption_id, request: gr.Request):
+        return unmark_check_item(account_id(request), collection_name, caption_id)
+
+    for trigger in (run.click, collection.change):
+        trigger(guarded(on_view), collection, qc_outputs, api_visibility="private")
+    qc_save.click(guarded(on_save_qc), [collection, qc_pass, qc_rate, qc_threshold, qc_min, qc_pause], qc_outputs,
+                  api_visibility="private")
+    qc_add.click(guarded(on_add), [collection, qc_caption, qc_kind, qc_expected, qc_tolerance, qc_instruction,
+                                   qc_explanation], qc_outputs, api_visibility="private")
+    qc_remove.click(guarded(on_remove), [collection, qc_caption], qc_outputs, api_visibility="private")
+    for button, action in ((qc_resume, "resume"), (qc_retry, "retry"), (qc_reviewer, "reviewer"),
+                           (qc_not_reviewer, "not-reviewer")):
+        def on_manage(collection_name, name_, request: gr.Request, action=action):
+            return manage_annotator(account_id(request), collection_name, name_, action)
+
+        button.click(guarded(on_manage), [collection, qc_name], qc_outputs, api_visibility="private")

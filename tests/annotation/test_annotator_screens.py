@@ -47,6 +47,7 @@ def test_rating_screen_shows_language_and_references_and_stores_no_untouched_asp
 def test_transcreation_in_another_language_is_held_back_once(engine, accounts, rated):
     caption_id, _ = rated
     ann = accounts["ann"].id
+    queue_screens.rate(ann, caption_id, 0.6)  # blind overlap: one transcreates (sees the score) once rated
     english = "a man in a white shirt rides a horse"
     held = queue_screens.transcreate_and_next(ann, "c", "de", caption_id, english)
     assert held.caption_id == caption_id and held.draft == english
@@ -90,6 +91,7 @@ def test_critical_objects_are_clicked_words_stored_as_spans(engine, accounts, ra
 def test_transcreate_and_critical_refuse_a_caption_whose_image_is_missing(engine, accounts, rated):
     caption_id, path = rated
     ann = accounts["ann"].id
+    queue_screens.rate(ann, caption_id, 0.6)  # blind overlap: one transcreates (sees the score) once rated
     path.unlink()
     tc = queue_screens.transcreation_screen(ann, "c", "de")
     assert tc.caption_id == caption_id and not tc.can_submit
