@@ -97,6 +97,20 @@ def register(subparsers, parents) -> None:
     order.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
     order.set_defaults(handler=_queue_order)
 
+    pairs = db_commands.add_parser("pairs", parents=parents,
+                                   help="a pairwise study: make a collection's pairs, import a pair file, export the "
+                                        "judgments as Pascal-50S files (what the app's Pairwise tab does)")
+    pairs.add_argument("--collection", required=True)
+    pairs.add_argument("--make", action="store_true",
+                       help="pair every two captions of one image from different sources (source_model)")
+    pairs.add_argument("--with-references", action="store_true", help="with --make: pair the references too")
+    pairs.add_argument("--import", dest="pair_file", metavar="FILE",
+                       help="a pair file (CSV or JSONL: caption_a, caption_b, optional image, category)")
+    pairs.add_argument("--export", dest="export_dir", metavar="DIR",
+                       help="write pair_pascal.mat and consensus_pascal.mat of the judged pairs to DIR")
+    pairs.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
+    pairs.set_defaults(handler=_pairs)
+
     gc = db_commands.add_parser("gc", parents=parents, help="delete stored image files no database row uses, "
                                 "and the staging of imports that were killed")
     gc.add_argument("--dry-run", action="store_true")
@@ -219,6 +233,28 @@ def _export(args) -> int:
         else:
             summary = export_table(session, user, args.what, args.out, args.fmt, collection)
     print(json.dumps(summary, indent=2, ensure_ascii=False))
+    return 0
+
+
+def _pairs(args) -> int:
+    from annotation import pairwise
+    from annotation.captions import get_collection
+    from annotation.database import database_session
+
+    if not (args.make or args.pair_file or args.export_dir):
+        raise ValueError("give --make, --import FILE or --export DIR")
+    rows = pairwise.read_pair_file(args.pair_file) if args.pair_file else None
+    report = {}
+    with database_session() as session:
+        user, collection = _acting_user(session, args.user), get_collection(session, args.collection)
+        if args.make:
+            report["made"] = pairwise.make_pairs(session, user, collection, args.with_references)
+        if rows is not None:
+            report["imported"] = pairwise.import_pairs(session, user, collection, rows)
+        report["pairs"] = len(pairwise.collection_pairs(session, collection))
+        if args.export_dir:
+            report["exported"] = pairwise.export_pascal50s(session, user, collection, args.export_dir)
+    print(json.dumps(report, indent=2))
     return 0
 
 

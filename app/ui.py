@@ -6,7 +6,7 @@ import gradio as gr
 
 from app import api, engine
 from app.errors import guard_events
-from app.tabs import admin, agreement, analyze, analyze_files, annotate, data, failures, perturb, score, train
+from app.tabs import admin, agreement, analyze, analyze_files, annotate, data, failures, pairwise, perturb, score, train
 
 TITLE = "CapLens"
 # Gradio's cache of uploads and downloads is swept every 5 minutes of the files older than 15
@@ -40,11 +40,14 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
                 train.build(ctx, user_state, score_tab.metrics)
             with gr.Tab("Study", id="agreement"):
                 agreement.build(user_state)
+            with gr.Tab("Pairwise", id="pairwise"):
+                pairwise.build(ctx, user_state)
             with gr.Tab("Admin", id="admin"):
                 admin.build(user_state)
         api.build(ctx)
         restore_login(demo, annotate_tab)
         demo.load(None, None, None, js=annotate.KEYBOARD_JS)
+        demo.load(None, None, None, js=pairwise.KEYBOARD_JS, api_visibility="private")
         # Metric versions registered by training since the app started appear after a reload.
         demo.load(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None, score_tab.metrics,
                   api_visibility="private")

@@ -20,6 +20,7 @@ from annotation.errors import user_message
 from annotation.quality import review_screen, settle_and_next
 from annotation.studies import study_guidelines
 from app.langs import LANGUAGES
+from app.tabs import pairwise as pairwise_view
 from annotation.accounts import ALL_ROLES
 from app.login_notice import login_notice
 from app.session import account_id, collection_dropdown, current_login, login_message, private_copies
@@ -246,6 +247,8 @@ def build(user_state: gr.State):
                         review_next = gr.Button("Load next", elem_id="review-next")
                         review_save = gr.Button("Settle and next →", variant="primary", elem_id="review-save")
                     review_status = gr.Textbox(label="Status", interactive=False, elem_id="review-status")
+
+        pairwise_view.annotator_view(collection)  # a pairwise study's A / B / tie judgments (keys 1, 2, 3)
 
         with gr.Tab("Transcreate", id="transcreate", elem_id="transcreate-panel") as tc_tab:
             target = gr.Dropdown([(n, c) for c, n in LANGUAGES.items() if c != "en"], value="de",

@@ -265,3 +265,25 @@ def test_cli_study_accuracy_equals_the_exported_files_through_analyze_pascal50s(
     files = pd.read_csv(tmp_path / "files.csv")
     assert study["n"].tolist() == [3, 3]
     pd.testing.assert_frame_equal(study, files)
+
+
+def test_db_pairs_command_makes_imports_and_exports(engine, accounts, tmp_path, capsys):
+    from app.cli import main
+
+    _study(engine, accounts, png_bytes)
+    pair_file = tmp_path / "extra.jsonl"
+    pair_file.write_text(json.dumps({"caption_a": "a dog on grass", "caption_b": "a brown dog running on the grass",
+                                     "category": "HM"}) + "\n")
+    assert main(["db", "pairs", "--collection", "duel", "--make", "--import", str(pair_file)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"made": 6, "imported": 1, "pairs": 7}
+    with session_scope(engine) as s:
+        item = pairwise.next_pair(s, accounts["ann"], get_collection(s, "duel"))
+        pairwise.judge_pair(s, accounts["ann"], item.id, "tie")
+    assert main(["db", "pairs", "--collection", "duel", "--export", str(tmp_path / "out")]) == 0
+    assert json.loads(capsys.readouterr().out)["exported"]["judgments"] == 1
+    assert load_pascal50s(tmp_path / "out")[["votes_a", "votes_b"]].values.tolist() == [[0, 0]]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("caption_a,caption_b\na dog on grass,nothing like it\n")
+    assert main(["db", "pairs", "--collection", "duel", "--import", str(bad)]) == 2
+    assert "row 1: caption_b 'nothing like it' is not a caption" in capsys.readouterr().err
+    assert len(_pairs(engine)) == 7
