@@ -26,6 +26,8 @@ from scoring.paths import data_dir
 REGISTRY_DIR = Path(__file__).resolve().parent / "registry"
 BACKBONE_KINDS = ("clip", "openai-clip", "longclip", "st-text", "blip-itm", "caplens-r")
 PRECISIONS = ("fp32", "bf16", "fp16")
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 METRIC_FAMILIES = (
     "clip-s", "refclip-s", "mcs", "specs", "itm", "bleu", "meteor", "rouge-l", "cider", "spice", "caplens-r",
 )
@@ -337,6 +339,15 @@ def _backbone_spec(name: str, fields: dict[str, Any], origin: Path) -> BackboneS
         raise RegistryError(f"{origin}: backbone {name!r} has precision {spec.precision!r}; expected one of {PRECISIONS}")
     if spec.path is None and spec.hub is None:
         raise RegistryError(f"{origin}: backbone {name!r} needs `path` or `hub`")
+    pins = spec.extra.get("sha256")
+    if pins is not None:
+        if not isinstance(pins, dict) or not pins or not all(
+                isinstance(k, str) and isinstance(v, str) and _SHA256.fullmatch(v) for k, v in pins.items()):
+            raise RegistryError(f"{origin}: backbone {name!r}: sha256 must be a table of file name = "
+                                "64-hex-digit SHA-256")
+        if spec.path is None and not _COMMIT.fullmatch(spec.revision or ""):
+            raise RegistryError(f"{origin}: backbone {name!r} pins file hashes of {spec.hub} at revision "
+                                f"{spec.revision or 'main'!r}, which can move: pin `revision` to a 40-hex-digit commit")
     return spec
 
 

@@ -101,7 +101,42 @@ def placement_for(spec: BackboneSpec, placement: Placement) -> Placement:
 
 
 def fetch(spec: BackboneSpec) -> Path:
-    """Local path of the checkpoint: the configured path, or a hub download (cached)."""
+    """Local path of the checkpoint: the configured path, or a hub download (cached), with
+    every file the registry pins by SHA-256 (``sha256``) verified (:func:`verify_checkpoint`)."""
+    return verify_checkpoint(spec, _fetch(spec))
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_checkpoint(spec: BackboneSpec, local: Path) -> Path:
+    """``local`` when every file pinned in the backbone's ``sha256`` table (file name relative
+    to the checkpoint folder; for a single-file checkpoint, its own name) has that SHA-256;
+    BackboneUnavailable naming the file and both digests otherwise, so a checkpoint that changed
+    upstream, in the cache or on disk never scores under the pinned checkpoint's cache keys."""
+    for name, expected in (spec.extra.get("sha256") or {}).items():
+        if local.is_file():
+            file = local if name == local.name else None
+        else:
+            file = local / name
+        if file is None or not file.is_file():
+            raise BackboneUnavailable(
+                f"checkpoint {spec.source}: the registry pins the SHA-256 of {name}, which the checkpoint does not have")
+        actual = file_sha256(file)
+        if actual != expected.lower():
+            raise BackboneUnavailable(
+                f"checkpoint {spec.source}: {name} has SHA-256 {actual}, the registry pins {expected.lower()}: it is "
+                f"not the pinned checkpoint (changed upstream, in the cache or on disk); delete {file} to fetch it "
+                "again, or pin the new file in the registry")
+    return local
+
+
+def _fetch(spec: BackboneSpec) -> Path:
     if spec.path is not None:
         if not spec.path.exists():
             hint = spec.extra.get("missing_hint")

@@ -4,7 +4,7 @@ Fields of a row (JSONL keys, CSV or Parquet columns):
   image        image file (relative to the manifest's folder, or to --image-root) or an
                http(s):// / file:// URL                                      (required)
   candidate    the caption to score (also accepted: caption)                 (required)
-  references   reference captions: a list (JSON text in CSV)                 (optional)
+  references   reference captions: a list (in CSV: JSON text, or separated by "|") (optional)
   id           the row's id, unique per model (default: its 1-based row number)
   model        the captioning model that wrote the candidate (default: "")
   lang         language code (also: language; default: --lang, else en)
@@ -168,14 +168,21 @@ def _first(record: dict, *names: str):
     return None
 
 
+REFERENCE_SEPARATOR = "|"
+
+
 def _references(value) -> list[str]:
+    """A row's references: a list, or in a text cell a JSON list or the references separated by
+    "|" (as the Score tab's table writes them, so a table saved as CSV reads back the same)."""
     if value is None or value == "":
         return []
     if isinstance(value, str):
+        if not value.lstrip().startswith("["):
+            return [part.strip() for part in value.split(REFERENCE_SEPARATOR) if part.strip()]
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise ValueError("references must be a JSON list of strings") from None
+            raise ValueError("references must be a JSON list of strings or text separated by \"|\"") from None
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, (list, tuple)) or not all(isinstance(r, str) for r in value):
