@@ -27,7 +27,7 @@ from annotation.collection_analysis import analyse_collection, collection_failur
 from annotation.queue_screens import rate, rating_screen
 from app import engine, render
 from app.perturb_lab import parse_critical, perturb_caption
-from app.session import account_id, client_address, login_message
+from app.session import account_id, client_address, login_message, request_token
 from app.tabs.score import load_images, split_lines
 from scoring.analysis.report import ANY, DISAGREE, UNMOVED, case_cells, correlation_cells, filter_cases, robustness_cells
 from scoring.language_id import AUTO
@@ -39,6 +39,45 @@ MAX_SEED = 2**32 - 1
 MAX_ID = 2**62
 MAX_FIELD_CHARS = 1_000  # names, codes and lists of metric names
 MAX_LINES_CHARS = 50_000  # captions or references, one per line (each also under caption_max_chars)
+
+
+# What a caller without a token (an agent over MCP, a gradio_client script) is told: the
+# browser's "Log in first (Annotate tab)" names a tab it does not have.
+API_LOGIN = ("Not logged in: call the login tool (over MCP) or the /login endpoint with an account's name and "
+             "password, then send the token it returns as the X-CapLens-Token header of your MCP connection (or "
+             "of gradio_client's Client(url, headers=...)) and call again.")
+
+
+def api_account(request) -> int:
+    """The account a tool call acts as, from its X-CapLens-Token header; gr.Error in words an
+    agent can act on when there is no token or its session ended."""
+    if request_token(request) is None:
+        raise gr.Error(API_LOGIN)
+    try:
+        return account_id(request)
+    except PermissionError as exc:
+        raise gr.Error(f"{str(exc).split(':')[0].rstrip('.')}. {API_LOGIN}") from None
+
+
+def json_answers(server) -> None:
+    """Make Gradio's MCP server answer each tool call with JSON text (its own answer is the
+    Python repr of the result: single quotes, None, True). Files keep Gradio's handling."""
+    import json
+
+    from gradio_client import utils as client_utils
+
+    plain = server.postprocess_output_data
+
+    def postprocess_output_data(data, root_url):
+        answers = []
+        for output in data:
+            if isinstance(output, (dict, list)) and not client_utils.is_file_obj_with_meta(output):
+                answers.append(server.types.TextContent(type="text", text=json.dumps(output, ensure_ascii=False)))
+            else:
+                answers.extend(plain([output], root_url))
+        return answers
+
+    server.postprocess_output_data = postprocess_output_data
 
 
 def refused(message: str) -> gr.Error:
@@ -176,7 +215,7 @@ def analyze_endpoint(profile: str, collection: str, metrics: str, request: gr.Re
     """The Analyze tab's report of a collection (researcher or admin session)."""
     try:
         chosen = _metric_list(metrics) or engine.metric_names(profile)
-        report = analyse_collection(account_id(request), collection, engine.AppScorer(profile), chosen)
+        report = analyse_collection(api_account(request), collection, engine.AppScorer(profile), chosen)
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
     return {"summary": report.summary, "correlations": _records(correlation_cells(report.correlations)),
@@ -193,7 +232,7 @@ def failure_cases_endpoint(profile: str, collection: str, metrics: str, mode: st
         raise gr.Error(f"mode must be one of: {', '.join(FAILURE_MODES)}")
     try:
         chosen = _metric_list(metrics) or engine.metric_names(profile)
-        rows = collection_failure_cases(account_id(request), collection, engine.AppScorer(profile), chosen,
+        rows = collection_failure_cases(api_account(request), collection, engine.AppScorer(profile), chosen,
                                         FAILURE_MODES[mode])
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
@@ -233,7 +272,7 @@ def next_item_endpoint(collection: str, request: gr.Request) -> dict:
         caption_id (null when every item is done), text, language and progress.
     """
     try:
-        screen = rating_screen(account_id(request), collection)
+        screen = rating_screen(api_account(request), collection)
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
     return {"caption_id": screen.caption_id, "text": screen.text, "language": screen.language,
@@ -257,7 +296,7 @@ def rate_endpoint(caption_id: float, overall: float, fluency: float | None = Non
     if caption_id is None or overall is None:
         raise gr.Error("caption_id and overall are required")
     try:
-        return rate(account_id(request), int(caption_id), float(overall), fluency, relevance, descriptiveness)
+        return rate(api_account(request), int(caption_id), float(overall), fluency, relevance, descriptiveness)
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
 

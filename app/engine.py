@@ -18,6 +18,22 @@ class AppContext:
     profile: str
     banner: str  # Markdown, for the top of the page
     console: str  # the same words as plain text, for the operator's console
+    headline: str = ""  # the banner's first words as plain text (its one line when folded)
+
+
+BANNER_FOLD = 120  # a longer banner shows its headline on one line, the rest on a click
+
+
+def banner_markdown(ctx: AppContext) -> str:
+    """The banner for the page: short, as it is; longer (the offline explanation, a storage
+    warning), folded into its headline on one line with the details a click away, so that on a
+    phone it does not fill the first screen."""
+    if len(ctx.banner) <= BANNER_FOLD or not ctx.headline:
+        return ctx.banner
+    import html
+
+    return (f"<details><summary><strong>{html.escape(ctx.headline)}</strong> (details)</summary>\n\n"
+            f"{ctx.banner}\n\n</details>")
 
 
 def get_scorer(profile: str):
@@ -62,12 +78,18 @@ def metric_names(profile: str) -> list[str]:
 def choose_profile(requested: str | None) -> AppContext:
     """The profile to serve (`scoring.profile_choice`) with the banner and the console line that
     say which and why, in the words `caplens score` uses too."""
-    from scoring.profile_choice import choice_line, choice_message, choose_profile as choose
+    from scoring.profile_choice import choose_profile as choose
 
-    choice = choose(requested, score_items)
+    return context_for(choose(requested, score_items))
+
+
+def context_for(choice) -> AppContext:
+    """The AppContext of a `scoring.profile_choice.ProfileChoice`: its banner and console line."""
+    from scoring.profile_choice import choice_line, choice_message
+
     headline, detail = choice_message(choice)
     return AppContext(profile=choice.profile, banner=f"**{_plain(headline)}**: {_plain(detail, 600)}",
-                      console=choice_line(choice))
+                      console=choice_line(choice), headline=public_text(headline))
 
 
 def _plain(text: str, limit: int = 200) -> str:

@@ -4,10 +4,16 @@ Rule for the whole app: captions, file names, user names and any other user-supp
 go only into components that render plain text (Textbox, Dataframe "str" cells,
 HighlightedText, JSON). Never into Markdown or HTML. Plotly hover labels interpret a few
 HTML-like tags, so user text is escaped before it reaches a figure.
+
+Two kinds of Dataframe cell are HTML, and both are built here only: a picture (`picture_cell`:
+an <img> of a data URI the library made from pixels, checked to hold nothing else) and a
+status icon (`status_cell`: a fixed icon whose tooltip is the status, HTML-escaped into an
+attribute, where it can only be text).
 """
 from __future__ import annotations
 
 import html
+import re
 from typing import Iterable, Sequence
 
 import pandas as pd
@@ -88,8 +94,15 @@ def perturbation_segments(perturbation: Perturbation) -> list[tuple[str, str | N
 
 
 # Before anything is scored a table shows these headers (Gradio's default would be "1 | 2 | 3").
-PAIR_COLUMNS = ["#", "image", "caption", "lang", "truncated by"]
-METRIC_ROW_COLUMNS = ["metric", "status", "backbone"]  # one "#n" column per pair goes before backbone
+PICTURE = "picture"
+PAIR_COLUMNS = ["#", PICTURE, "image", "caption", "lang", "truncated by"]
+PAIR_DATATYPES = ["str", "html", "str", "str", "str", "str"]
+# The status as an icon (its words in the tooltip) beside the metric, one "#n" column per pair
+# after it, then the backbone and the status in words (for a phone, where nothing hovers).
+METRIC_ROW_COLUMNS = ["metric", "status", "backbone", "status in words"]
+# Text symbols (not emoji, which a machine without an emoji font draws as empty boxes), coloured.
+STATUS_ICONS = {"ok": ("✓", "#15803d"), "note": ("⚠", "#b45309"), "unavailable": ("✗", "#b91c1c")}
+_DATA_URI = re.compile(r"data:image/(jpeg|png);base64,[A-Za-z0-9+/]+=*")
 TABLE7_COLUMNS = ["metric", "Original", "Average", "Robustness"]  # one column per operation goes before Average
 CORRELATION_COLUMNS = ["lang", "metric", "n", *COEFFICIENT_LABELS.values()]
 
@@ -133,23 +146,57 @@ def column_widths(columns: Sequence[str], wide: Sequence[str] = ("status",)) -> 
     return widths
 
 
-def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availability: Sequence[dict]
-                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The score table split for reading: the scored pairs (#, image, caption, language,
-    truncation), and one row per metric with its status beside its name, a column per pair
-    and the backbone last."""
-    pairs = frame[PAIR_COLUMNS].copy()
+def picture_cell(uri: str | None) -> str:
+    """A picture for an "html" Dataframe cell: `uri` must be a base64 JPEG/PNG data URI (the
+    library's `thumbnail_data_uri`), so the cell holds nothing but the image; "" without one."""
+    if not uri:
+        return ""
+    if not _DATA_URI.fullmatch(uri):
+        raise ValueError("a picture cell takes a base64 image data URI only")
+    return f'<img src="{uri}" alt="" style="max-height:56px;max-width:72px;display:block">'
+
+
+def status_kind(status: str) -> str:
+    """"ok" (available), "note" (available, but with a caveat: not meaningful, or needs an input
+    these rows lack) or "unavailable"."""
+    if status.startswith("unavailable"):
+        return "unavailable"
+    return "ok" if status == "available" else "note"
+
+
+def status_cell(status: str) -> str:
+    """The status as an icon for an "html" Dataframe cell, its words as the tooltip."""
+    words = html.escape(status, quote=True)
+    icon, colour = STATUS_ICONS[status_kind(status)]
+    return f'<span title="{words}" aria-label="{words}" style="color:{colour};font-weight:bold">{icon}</span>'
+
+
+def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availability: Sequence[dict],
+                 thumbnails: dict[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The score table split for reading: the scored pairs (#, the image's picture from
+    `thumbnails` by name, its name, caption, language, truncation), and one row per metric with
+    its status as an icon beside its name, a column per pair, the backbone and the status in
+    words last."""
+    pairs = frame[[c for c in PAIR_COLUMNS if c != PICTURE]].copy()
+    pairs.insert(1, PICTURE, [picture_cell((thumbnails or {}).get(name)) for name in frame["image"]])
     pairs["image"] = pairs["image"].map(short_image_name)
     status = {row["metric"]: row for row in availability}
     rows = []
     for metric in metric_columns:
-        row = {"metric": metric, "status": status.get(metric, {}).get("status", "")}
+        words = status.get(metric, {}).get("status", "")
+        row = {"metric": metric, "status": status_cell(words) if words else ""}
         for number, value in zip(frame["#"], frame[metric]):
             row[f"#{number}"] = None if value is None or pd.isna(value) else format_score(value)
         row["backbone"] = status.get(metric, {}).get("backbone", "")
+        row["status in words"] = words
         rows.append(row)
     columns = [*METRIC_ROW_COLUMNS[:2], *[f"#{n}" for n in frame["#"]], *METRIC_ROW_COLUMNS[2:]]
     return pairs, pd.DataFrame(rows, columns=columns)
+
+
+def metric_table_datatypes(columns: Sequence[str]) -> list[str]:
+    """The per-metric table's column types: the status icon is HTML, the rest text."""
+    return ["html" if c == "status" else "str" for c in columns]
 
 
 def series_labels(frame: pd.DataFrame, limit: int = 32) -> list[str]:
@@ -184,13 +231,14 @@ def scores_bar_chart(frame: pd.DataFrame, metric_columns: Sequence[str], title: 
             hovertext=[plotly_text(f"#{row['#']} {row['image']} · {row['caption']}")] * len(metric_columns),
             hovertemplate="%{x}: %{y:.4f}<br>%{hovertext}<extra></extra>",
         )
+    # The legend goes under the plot, so a narrow screen (a phone) keeps the bars their width.
     fig.update_layout(
         barmode="group",
         title=title,
         xaxis_title="metric",
         yaxis_title="score",
-        legend_title="caption",
+        legend=dict(title="caption", orientation="h", yanchor="top", y=-0.3, xanchor="left", x=0),
         margin=dict(l=40, r=10, t=50, b=40),
-        height=420,
+        height=420 + 22 * len(fig.data),
     )
     return fig

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 from pathlib import Path
 
@@ -24,12 +25,13 @@ def register(subparsers, parents) -> None:
     p.set_defaults(handler=run)
 
 
-def create_app(profile: str | None = None, seed_demo: bool = True):
+def create_app(profile: str | None = None, seed_demo: bool = True, warm_up: bool = True):
     """Prepare the database and the scorer, and build the Blocks app. Returns (demo, ctx).
 
     On first run this creates the database (through the migrations) and, with `seed_demo`,
     starts filling the synthetic-world demo collection beside the server, so every tab has
-    something to show offline without the server waiting for it.
+    something to show offline without the server waiting for it. With `warm_up` the models
+    load and the demo collection is analyzed once in the background (`annotation.warmup`).
     """
     from app import engine
     from app.access import limit_heavy_work
@@ -47,9 +49,21 @@ def create_app(profile: str | None = None, seed_demo: bool = True):
     limit_heavy_work(demo)
     light_sessions()
     start_sweeping()
-    if first.seed_demo:
-        _seed_demo_in_background()
+    seeding = _seed_demo_in_background() if first.seed_demo else None
+    if warm_up:
+        _warm_up(ctx.profile, seeding)
     return demo, ctx
+
+
+def _warm_up(profile: str, seeding):
+    """Load the profile's models and analyze the demo collection once (after `seeding`, the
+    thread filling it) on a daemon thread; the console says when it is done."""
+    from annotation.warmup import start_warm_up
+    from app import engine
+    from scoring.world.demo import DEMO_COLLECTION
+
+    return start_warm_up(engine.AppScorer(profile), engine.metric_names(profile), DEMO_COLLECTION, seeding,
+                         lambda line: print(f"CapLens: {line}", flush=True))
 
 
 DEMO_LOGIN = "demo"
@@ -191,25 +205,42 @@ def launch_kwargs(host: str, port: int | None, share: bool, mcp: bool = False) -
     """Arguments for `Blocks.launch`: uploads capped before they reach our decoder; the data
     directory never served (stored images and exports reach a browser only as copies for its
     session); the login routes and the guard of `app.access`; no run history kept in the browser;
-    Gradio's MCP server only with `mcp` (never from the GRADIO_MCP_SERVER variable alone)."""
+    Gradio's MCP server only with `mcp` (never from the GRADIO_MCP_SERVER variable alone), its
+    tools answering in JSON."""
     from annotation.app_start import unserved_folders
     from app.access import app_kwargs
+    from app.ui import PAGE_CSS
     from app.uploads import max_upload_bytes
 
+    extra = app_kwargs()
+    if mcp:
+        extra["lifespan"] = _mcp_answers_in_json
     return dict(
         server_name=host,
         server_port=port or None,
         share=share,
         max_file_size=max_upload_bytes(),
         blocked_paths=unserved_folders(),
-        app_kwargs=app_kwargs(),
+        app_kwargs=extra,
         run_history=False,
         mcp_server=bool(mcp),
         enable_monitoring=False,  # Gradio's /monitoring would print its key to the log, and its summary is open
         # Handler errors reach users as app/errors.py words them (gr.Error, always shown);
         # anything else Gradio raises shows as a bare "Error", never its text.
         show_error=False,
+        css=PAGE_CSS,
     )
+
+
+@contextlib.asynccontextmanager
+async def _mcp_answers_in_json(app):
+    """When the server starts (Gradio's MCP server exists by then): its tools answer in JSON."""
+    from app.api import json_answers
+
+    server = app.get_blocks().mcp_server_obj
+    if server is not None:
+        json_answers(server)
+    yield
 
 
 def launch(demo, kwargs: dict) -> None:

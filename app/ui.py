@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from annotation.warmup import warm_up_state
 from app import api, engine
 from app.errors import guard_events
 from app.tabs import admin, agreement, analyze, analyze_files, annotate, data, failures, pairwise, perturb, score, train
@@ -13,12 +14,26 @@ TITLE = "CapLens"
 # minutes (and emptied when the server stops), so what strangers upload is gone within minutes;
 # `app.serve.sweep_own_files` does the same for the copies CapLens hands to one session.
 CACHE_SWEEP = (300, 900)
+# The page's own CSS (`app.serve.launch_kwargs` passes it to launch). On a phone (the columns
+# stack) the Score tab's left column lets its two parts take their own places, so that the
+# results come between the rows table with its Score button and the other inputs.
+PAGE_CSS = """
+@media (max-width: 640px) {
+  #score-inputs { display: contents !important; }
+  #score-inputs-top { order: 1; flex: 1 1 100% !important; min-width: 0 !important; }
+  #score-results { order: 2; flex: 1 1 100% !important; min-width: 0 !important; }
+  #score-options { order: 3; flex: 1 1 100% !important; min-width: 0 !important; }
+}
+"""
 
 
 def build_app(ctx: engine.AppContext) -> gr.Blocks:
     with gr.Blocks(title=TITLE, delete_cache=CACHE_SWEEP) as demo:
         gr.Markdown(f"# {TITLE}\nInspect, stress-test and annotate image-caption evaluation metrics.")
-        gr.Markdown(ctx.banner, elem_id="profile-banner")
+        gr.Markdown(engine.banner_markdown(ctx), elem_id="profile-banner")
+        # While the server warms up (annotation.warmup) a line under the banner says how far.
+        warm_up = gr.Markdown("", elem_id="warm-up-status")
+        warm_up_timer = gr.Timer(2.0)
         # Whom the page shows as logged in ({name, role}); tabs refresh when it changes. Actions
         # never trust it: each one acts as the session token its own request carries (app.session).
         user_state = gr.State(None)
@@ -48,6 +63,12 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
         restore_login(demo, annotate_tab)
         demo.load(None, None, None, js=annotate.KEYBOARD_JS)
         demo.load(None, None, None, js=pairwise.KEYBOARD_JS, api_visibility="private")
+        def on_warm_up_tick():
+            line = warm_up_state().line()
+            return line, gr.Timer(active=bool(line))
+
+        warm_up_timer.tick(on_warm_up_tick, None, [warm_up, warm_up_timer], api_visibility="private",
+                           show_progress="hidden")
         # Metric versions registered by training since the app started appear after a reload.
         demo.load(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None, score_tab.metrics,
                   api_visibility="private")

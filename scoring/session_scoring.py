@@ -25,6 +25,7 @@ MAX_CACHED_ROWS = 2000
 TABLE_COLUMNS = ["image", "candidate", "references"]
 REFERENCE_SEPARATOR = " | "
 BATCH = "this batch"
+EXAMPLES = "the examples"
 
 
 class DecodedImage(Protocol):
@@ -83,6 +84,7 @@ class ScoreOutcome:
     availability: list[dict]
     messages: list[str] = field(default_factory=list)
     scored_now: int = 0
+    thumbnails: dict[str, str] = field(default_factory=dict)  # image name -> its picture (a data URI)
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -142,6 +144,31 @@ def rows_from_files(paths: Sequence[str | Path]) -> tuple[list[list[str]], list[
     return table_records(rows), messages
 
 
+def image_thumbnails(images: Sequence[DecodedImage]) -> dict[str, str]:
+    """Each image's picture (`scoring.images.thumbnail_data_uri`) by its name."""
+    from scoring.images import thumbnail_data_uri
+
+    return {image.name: thumbnail_data_uri(image.image) for image in images}
+
+
+def row_thumbnails(records: Sequence[Sequence] | pd.DataFrame | None, images: Sequence[DecodedImage]) -> list[str]:
+    """The picture of each row of the table (as `table_rows` reads it, empty rows included):
+    its image's thumbnail by name; a blank image cell shows the image when exactly one is
+    given; "" where there is none."""
+    if records is None:
+        return []
+    if isinstance(records, pd.DataFrame):
+        records = records.iloc[:, :1].values.tolist()
+    pictures = image_thumbnails(images)
+    out = []
+    for record in records:
+        name = list(record)[0] if len(record) else ""
+        name = "" if name is None or name != name else str(name).strip()
+        image = match_image(name, images) if name else (images[0] if len(images) == 1 else None)
+        out.append(pictures[image.name] if image is not None else "")
+    return out
+
+
 def match_image(name: str, images: Sequence[DecodedImage]) -> DecodedImage | None:
     """The image called `name`: the same file name, else the same name without its extension
     (COCO and CLIPScore ids name images without one)."""
@@ -186,6 +213,20 @@ def batch_document_frequencies(reference_sets) -> DocumentFrequencies | None:
         return DocumentFrequencies(BATCH, reference_document_frequency([list(refs) for refs in reference_sets]))
     except MetricUnavailable:
         return None
+
+
+def example_document_frequencies(examples: Sequence[Sequence[Sequence[str]]]) -> DocumentFrequencies | None:
+    """CIDEr-D document frequencies for ready-made examples: counted over the reference sets of
+    every image of every example (each image once), so that one example of one image still
+    scores CIDEr-D against several images' references. `examples`: each example's table
+    cells (image, candidate, references). Labelled EXAMPLES; None without Java."""
+    sets = {}
+    for records in examples:
+        for row in table_rows(records):
+            if row.references:
+                sets.setdefault((row.image, tuple(row.references)), row.references)
+    found = batch_document_frequencies(list(sets.values()))
+    return None if found is None else DocumentFrequencies(f"{EXAMPLES}' references", found.frequencies)
 
 
 def document_frequency_note(source: DocumentFrequencies) -> str:
@@ -272,7 +313,7 @@ def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> S
     availability = metric_availability(names, meta, [{n: r[n] for n in names} for r in table_rows_out], with_refs,
                                        with_image, {name: cider_note for name in cider_names if cider_note})
     return ScoreOutcome(frame=frame, metric_columns=names, availability=availability, messages=messages,
-                        scored_now=len(unique))
+                        scored_now=len(unique), thumbnails=image_thumbnails(request.images))
 
 
 def metric_availability(names, meta: dict, rows: list[dict], with_references: bool, with_image: bool = True,

@@ -10,7 +10,7 @@ from annotation.errors import user_message
 from app import engine, render
 from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections, private_copies
-from app.tabs.score import ScoreTab
+from app.tabs.score import ScoreTab, with_pictures
 from scoring.session_scoring import ScoreRow, split_references, table_records
 from scoring.analysis.report import ANY, CASE_CELLS, DISAGREE, UNMOVED, case_cells, case_filters, filter_cases
 
@@ -82,7 +82,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
         except PermissionError:
             return (gr.skip(),) * 4
         table = table_records([ScoreRow("", row["candidate"], split_references(row.get("references") or ""))])
-        return image, table, row["lang"], gr.Tabs(selected="score")
+        return image, with_pictures(table, image), row["lang"], gr.Tabs(selected="score")
 
     follow_collections(user_state, refresh, collection, status)
     run.click(on_find, [collection, mode, metric, lang, op],

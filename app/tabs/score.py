@@ -22,8 +22,8 @@ from app.langs import language_choices
 from app.session import account_id, collection_dropdown, private_copies
 from app.uploads import LoadedImage, UploadError, load_upload
 from scoring.language_id import AUTO
-from scoring.session_scoring import BATCH, ScoreRequest, ScoreRow, rows_from_files, score_request, \
-    table_records, table_rows
+from scoring.session_scoring import BATCH, EXAMPLES, ScoreRequest, ScoreRow, example_document_frequencies, \
+    row_thumbnails, rows_from_files, score_request, table_records, table_rows
 from scoring.world.demo import score_examples
 
 COLLECTION = "a collection"
@@ -69,6 +69,20 @@ def load_images(paths: list[str] | None) -> tuple[list[LoadedImage], list[str]]:
     return images, messages
 
 
+ROW_HEADERS = ["image", "candidate", "references (separate with |)", render.PICTURE]
+
+
+def with_pictures(records, paths: list[str] | None) -> list[list[str]]:
+    """The rows table's cells (image, candidate, references) with each row's picture after them,
+    from the images at `paths` (`scoring.session_scoring.row_thumbnails`)."""
+    if hasattr(records, "values"):  # the table's own value (a DataFrame)
+        records = records.values.tolist()
+    cells = [[("" if c is None or c != c else str(c)) for c in list(r)[:3]] for r in records or []]
+    cells = [row + [""] * (3 - len(row)) for row in cells]
+    images, _ = load_images(paths)
+    return [row + [render.picture_cell(picture)] for row, picture in zip(cells, row_thumbnails(cells, images))]
+
+
 def split_lines(text: str | None) -> list[str]:
     return [line.strip() for line in (text or "").splitlines() if line.strip()]
 
@@ -94,9 +108,11 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     names = engine.metric_names(ctx.profile)
     # Made first and placed below, so that the examples can sit at the top of the tab.
     files = gr.File(label="Images (one or more)", file_count="multiple", elem_id="score-images", render=False)
+    # The picture is the last column, drawn from the images (not editable), so the cells typed
+    # into keep their places.
     rows = gr.Dataframe(
-        value=[["", "", ""]], headers=["image", "candidate", "references (separate with |)"],
-        datatype=["str", "str", "str"], column_count=3, interactive=True, wrap=True, column_widths=["28%", "36%", "36%"],
+        value=[["", "", "", ""]], headers=ROW_HEADERS, datatype=["str", "str", "str", "html"], column_count=4,
+        static_columns=[3], interactive=True, wrap=True, column_widths=["22%", "30%", "30%", "18%"],
         label="Rows: image file name (empty: every image), candidate, that image's references",
         elem_id="score-rows", render=False,
     )
@@ -104,47 +120,63 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     # queue like every handler of the page (gr.Examples loads through /gradio_api/run, which
     # `app.access` refuses), then scores.
     examples = score_examples(EXAMPLE_DIR)
+    example_frequencies = {}  # counted (with Java) on the first example's click, then kept
+
+    def examples_df():
+        if "df" not in example_frequencies:
+            example_frequencies["df"] = example_document_frequencies([example["rows"] for example in examples])
+        return example_frequencies["df"]
+
     shown = gr.Dataset(
         components=[files, rows], samples=[[example["images"], example["rows"]] for example in examples],
         sample_labels=[example["label"] for example in examples], type="index",
         label="Examples: world images with captions (one click scores them, no upload needed)",
         elem_id="score-examples",
     )
-    with gr.Row():
-        with gr.Column(scale=1):
-            files.render()
-            rows.render()
-            rows_file = gr.File(
-                label="…or upload rows: CSV or JSONL (image, candidate, references), Parquet, or COCO results + "
-                      "captions JSON", file_count="multiple", file_types=[".csv", ".jsonl", ".ndjson", ".parquet",
-                                                                       ".json"], elem_id="score-rows-file")
-            with gr.Accordion("…or pick an image from a collection (researcher login, Annotate tab)", open=False):
-                pick_collection = gr.Dropdown([], label="Collection", allow_custom_value=True,
-                                              elem_id="score-pick-collection")
-                pick_image = gr.Dropdown([], label="Image", elem_id="score-pick-image")
-                pick_button = gr.Button("Use this image and its captions")
-                pick_status = gr.Textbox(label="", show_label=False, interactive=False)
-                picked = gr.State({})
-            lang = gr.Dropdown(language_choices(), value=AUTO, label="Language")
-            metrics = gr.CheckboxGroup(names, value=names, label="Metrics")
-            df_source = gr.Radio([BATCH, COLLECTION], value=BATCH, elem_id="score-df-source",
-                                 label="CIDEr-D document frequencies from",
-                                 info="From one image every IDF is 0; a collection's references give a wider count.")
-            df_collection = gr.Dropdown([], label="Collection for the document frequencies (researcher login)",
-                                        allow_custom_value=True, visible=False, elem_id="score-df-collection")
-            df_state = gr.State(None)
-            with gr.Row():
-                button = gr.Button("Score", variant="primary", elem_id="score-button", scale=2)
-                live = gr.Checkbox(value=True, label="Score as I edit", elem_id="score-live", scale=1, interactive=True)
-        with gr.Column(scale=2):
+    # Inputs on the left, results on the right. On a phone the columns stack, and the page CSS
+    # (app.ui.PAGE_CSS) puts the results right after the rows table and the Score button, before
+    # the other inputs, so that they start within the second screen.
+    with gr.Row(elem_id="score-main"):
+        with gr.Column(scale=1, elem_id="score-inputs"):
+            with gr.Column(elem_id="score-inputs-top"):
+                files.render()
+                rows.render()
+                with gr.Row():
+                    button = gr.Button("Score", variant="primary", elem_id="score-button", scale=2)
+                    live = gr.Checkbox(value=True, label="Score as I edit", elem_id="score-live", scale=1,
+                                       interactive=True)
+            with gr.Column(elem_id="score-options"):
+                rows_file = gr.File(
+                    label="…or upload rows: CSV or JSONL (image, candidate, references), Parquet, or COCO results + "
+                          "captions JSON", file_count="multiple", file_types=[".csv", ".jsonl", ".ndjson", ".parquet",
+                                                                           ".json"], elem_id="score-rows-file")
+                with gr.Accordion("…or pick an image from a collection (researcher login, Annotate tab)", open=False):
+                    pick_collection = gr.Dropdown([], label="Collection", allow_custom_value=True,
+                                                  elem_id="score-pick-collection")
+                    pick_image = gr.Dropdown([], label="Image", elem_id="score-pick-image")
+                    pick_button = gr.Button("Use this image and its captions")
+                    pick_status = gr.Textbox(label="", show_label=False, interactive=False)
+                    picked = gr.State({})
+                lang = gr.Dropdown(language_choices(), value=AUTO, label="Language")
+                metrics = gr.CheckboxGroup(names, value=names, label="Metrics")
+                df_source = gr.Radio([BATCH, EXAMPLES, COLLECTION], value=BATCH, elem_id="score-df-source",
+                                     label="CIDEr-D document frequencies from",
+                                     info="From one image every IDF is 0. An example counts them over every example "
+                                          "image's references; a collection's references give a wider count.")
+                df_collection = gr.Dropdown([], label="Collection for the document frequencies (researcher login)",
+                                            allow_custom_value=True, visible=False, elem_id="score-df-collection")
+                df_state = gr.State(None)
+        with gr.Column(scale=2, elem_id="score-results"):
             status = gr.Textbox(label="Messages", interactive=False, lines=2, elem_id="score-status")
             table = gr.Dataframe(render.empty_table(render.METRIC_ROW_COLUMNS),
-                                 label="Scores: one row per metric (its status beside it), one column per pair",
-                                 interactive=False, wrap=True, pinned_columns=2, column_widths=["110px", "220px"],
+                                 label="Scores: one row per metric (its status as an icon: hover or see the last "
+                                       "column), one column per pair",
+                                 datatype=render.metric_table_datatypes(render.METRIC_ROW_COLUMNS),
+                                 interactive=False, wrap=True, pinned_columns=2, column_widths=["104px", "72px"],
                                  elem_id="score-table")
             chart = gr.Plot(label="Scores by metric", elem_id="score-chart")
             items = gr.Dataframe(render.empty_table(render.PAIR_COLUMNS), label="Scored pairs", interactive=False,
-                                 wrap=True, elem_id="score-items")
+                                 datatype=render.PAIR_DATATYPES, wrap=True, elem_id="score-items")
     cache = gr.State({})
 
     def on_score(paths, table_value, lang_choice, chosen, source, frequencies, state):
@@ -161,8 +193,10 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         if source == COLLECTION and frequencies is None:
             messages.append("No collection's document frequencies yet (choose one after logging in): CIDEr-D uses "
                             "this batch.")
+        if source == EXAMPLES:
+            frequencies = examples_df()
         request = ScoreRequest(images, score_rows, lang_choice, list(chosen),
-                               frequencies if source == COLLECTION else None)
+                               frequencies if source in (COLLECTION, EXAMPLES) else None)
         try:
             outcome = score_request(engine.AppScorer(ctx.profile), request, state)
         except (ValueError, LookupError, OSError) as exc:  # the scorer's "bad input" signals
@@ -173,7 +207,9 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         messages.append(f"Scored {len(outcome.frame)} image–caption pair(s): {outcome.scored_now} computed now"
                         + (f", {reused} unchanged ones reused." if reused else "."))
         chart_figure = render.scores_bar_chart(outcome.frame, outcome.metric_columns, "Scores by metric")
-        pairs, per_metric = render.score_tables(outcome.frame, outcome.metric_columns, outcome.availability)
+        pairs, per_metric = render.score_tables(outcome.frame, outcome.metric_columns, outcome.availability,
+                                                outcome.thumbnails)
+        per_metric = gr.Dataframe(per_metric, datatype=render.metric_table_datatypes(per_metric.columns))
         return "\n".join(messages), pairs, per_metric, chart_figure, state
 
     inputs = [files, rows, lang, metrics, df_source, df_state, cache]
@@ -184,7 +220,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     for event in (rows.input, lang.input, metrics.input, df_source.input, files.upload, files.clear):
         event(None, None, None, js=LIVE_JS)
 
-    def on_rows_file(paths):
+    def on_rows_file(paths, image_paths):
         if not paths:
             return gr.skip(), ""
         try:
@@ -194,18 +230,23 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         if not records:
             return gr.skip(), "\n".join(problems + ["No usable row in the file."])
         note = [f"{len(records)} row(s) read into the table; upload their images above if they have any."]
-        return records, "\n".join(problems + note)
+        return with_pictures(records, image_paths), "\n".join(problems + note)
 
-    rows_file.upload(on_rows_file, rows_file, [rows, status], api_visibility="private").then(
+    rows_file.upload(on_rows_file, [rows_file, files], [rows, status], api_visibility="private").then(
         None, None, None, js=LIVE_JS)
 
-    def on_images(paths, table_value):
-        """New images and an empty table: one row per image to type its candidate into."""
-        if table_rows(table_value) or not paths:
-            return gr.skip()
-        return [[Path(p).name, "", ""] for p in paths]
+    def on_images(paths, table_value, source):
+        """New images: each row shows its picture; an empty table gets one row per image to type
+        its candidate into. Own images count CIDEr-D's document frequencies as chosen, not the
+        examples'."""
+        if not paths:
+            return gr.skip(), gr.skip()
+        source = BATCH if source == EXAMPLES else gr.skip()
+        if not table_rows(table_value):
+            return with_pictures([[Path(p).name, "", ""] for p in paths], paths), source
+        return with_pictures(table_value, paths), source
 
-    files.upload(on_images, [files, rows], rows, api_visibility="private")
+    files.upload(on_images, [files, rows, df_source], [rows, df_source], api_visibility="private")
 
     def on_df_source(source):
         return gr.Dropdown(visible=source == COLLECTION)
@@ -244,7 +285,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         except PermissionError as exc:
             return (gr.skip(),) * 3 + (user_message(exc),)
         records = table_records([ScoreRow("", caption, list(entry["references"])) for caption in entry["captions"]])
-        return image, records, entry["language"], ""
+        return image, with_pictures(records, image), entry["language"], ""
 
     user_state.change(collection_dropdown, None, pick_collection, api_visibility="private")
     pick_collection.change(on_collection, pick_collection, [pick_image, picked, pick_status],
@@ -253,9 +294,11 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
                       api_visibility="private").then(on_score, inputs, outputs, api_visibility="private")
 
     def on_example(index):
+        """The example's images and rows, and CIDEr-D's document frequencies from every
+        example's references (one example of one image would give every IDF 0)."""
         example = examples[int(index)]
-        return example["images"], example["rows"]
+        return example["images"], with_pictures(example["rows"], example["images"]), EXAMPLES
 
-    shown.click(on_example, shown, [files, rows], api_visibility="private").then(
+    shown.click(on_example, shown, [files, rows, df_source], api_visibility="private").then(
         on_score, inputs, outputs, api_visibility="private")
     return ScoreTab(files, rows, lang, metrics, button, status, items, table, chart, cache, on_score, inputs, outputs)

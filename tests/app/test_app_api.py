@@ -157,13 +157,13 @@ def test_rate_requires_login_then_stores_the_rating(server):
 
     anonymous = Client(server.url, verbose=False)
     caption_id = server.caption_ids["a green field"]
-    with pytest.raises(AppError, match=r"^Log in first \(Annotate tab\)\.$"):
+    with pytest.raises(AppError, match=r"^Not logged in: call the login tool \(over MCP\) or the /login endpoint"):
         anonymous.predict(caption_id, 0.7, None, None, None, api_name="/rate")
     with pytest.raises(AppError, match=r"^Wrong user name or password\.$"):
         anonymous.predict(server.annotator[0], "wrong-password", api_name="/login")
     who = anonymous.predict(*server.annotator, api_name="/login")
     assert who["user"] == server.annotator[0] and who["role"] == "annotator" and len(who["token"]) >= 40
-    with pytest.raises(AppError, match=r"^Log in first \(Annotate tab\)\.$"):  # the token logs in, not the Gradio session that got it
+    with pytest.raises(AppError, match=r"X-CapLens-Token header"):  # the token logs in, not the Gradio session that got it
         anonymous.predict(server.collection, api_name="/next_item")
     client = Client(server.url, verbose=False, headers={TOKEN_HEADER: who["token"]})
     item = client.predict(server.collection, api_name="/next_item")

@@ -90,12 +90,14 @@ def test_upload_then_scores_appear(page, image_file, artifacts, tmp_path):
     status = wait_for_status(page, "Scored 2 image–caption pair(s)")
     assert "holiday.jpg: not an image" in status
     assert "row 3: no image named 'green.png'" in status
-    assert [r[1:3] for r in table_rows(page, "#score-items")] == [["red.png", "a red square"],
+    assert [r[2:4] for r in table_rows(page, "#score-items")] == [["red.png", "a red square"],
                                                                  ["blue.png", "a blue square"]]
     headers = header_cells(page, "#score-table")
-    assert headers[:4] == ["metric", "status", "#1", "#2"] and headers[-1] == "backbone"  # status beside the name
+    assert headers[:4] == ["metric", "status", "#1", "#2"]  # the status (an icon) beside the name
+    assert headers[-2:] == ["backbone", "status in words"]
     table = {r[0]: r for r in table_rows(page, "#score-table")}
-    assert table["BLEU-1"][1] == "available" and table["BLEU-1"][2] == "1"  # red.png's own reference
+    assert table["BLEU-1"][1] == "✓" and table["BLEU-1"][-1] == "available"
+    assert table["BLEU-1"][2] == "1"  # red.png's own reference
     assert all(re.fullmatch(r"\d+(\.\d+)?", v) for v in table["CLIP-S"][2:4]), table["CLIP-S"]
     page.wait_for_timeout(1000)  # let Plotly draw before the screenshot
     legend = page.locator("#score-chart .legendtext").all_text_contents()
@@ -117,7 +119,7 @@ def test_an_example_scores_in_one_click_and_edits_rescore_live(page, artifacts):
     edit_cell(page, "#score-rows [data-testid=cell-1-1]", "a small green square")
     status = wait_for_status(page, "1 computed now")
     assert "Scored 6 image–caption pair(s): 1 computed now, 5 unchanged ones reused." in status
-    assert "a small green square" in [r[2] for r in table_rows(page, "#score-items")]
+    assert "a small green square" in [r[3] for r in table_rows(page, "#score-items")]
     page.screenshot(path=str(artifacts / "score-live-edit.png"), full_page=True)
 
 
@@ -126,9 +128,13 @@ def test_an_example_scores_in_one_click_and_edits_rescore_live(page, artifacts):
 def test_cider_says_why_one_image_gives_zero_and_takes_a_collection(page, server, artifacts):
     page.locator("#score-examples button.gallery-item").nth(1).click()
     wait_for_status(page, "Scored 5 image–caption pair(s)")
+    # The example counts over every example's references; this batch alone (one image) gives 0.
+    page.locator("#score-df-source").get_by_text("this batch", exact=True).click()
+    page.wait_for_function(
+        "() => Array.from(document.querySelectorAll('#score-table [role=gridcell]')).some(td => td.innerText.includes('not meaningful'))")
     cider = {r[0]: r for r in table_rows(page, "#score-table")}["CIDEr"]
-    assert "not meaningful: document frequencies from the references of one image" in cider[1]
-    assert set(cider[2:7]) == {"0"}
+    assert "not meaningful: document frequencies from the references of one image" in cider[-1]
+    assert cider[1] == "⚠" and set(cider[2:7]) == {"0"}
     page.screenshot(path=str(artifacts / "score-cider-one-image.png"), full_page=True)
     log_in(page, *server.researcher)
     page.get_by_role("tab", name="Score").click()
@@ -280,8 +286,11 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
     assert page.get_by_role("tab", name="Score").get_attribute("aria-selected") == "true"
     assert [r[1] for r in table_rows(page, "#score-rows")] == [text]
     page.wait_for_function("() => document.querySelectorAll('#score-items [role=gridcell]').length > 0")
-    image_cell = table_rows(page, "#score-items")[0][1]  # a stored image: its hash name shortened
+    image_cell = table_rows(page, "#score-items")[0][2]  # a stored image: its hash name shortened
     assert len(image_cell) <= 28 and "…" in image_cell, image_cell
+    # … and its picture, in the rows table and in the scored pairs (issue 25: not only a hash name).
+    for table in ("#score-rows", "#score-items"):
+        page.wait_for_function(f"() => document.querySelector('{table} [role=row].virtual-row img')?.naturalWidth > 0")
     assert page.dialogs == []
     page.wait_for_timeout(1000)  # let Plotly draw before the screenshot
     page.screenshot(path=str(artifacts / "failure-opened-in-score.png"), full_page=True)

@@ -3,9 +3,9 @@ protocol (streamable HTTP, the `mcp` client library) against a live local server
 same role checks as the API."""
 from __future__ import annotations
 
-import ast
 import asyncio
 import base64
+import json
 import warnings
 
 import httpx
@@ -48,11 +48,11 @@ def mcp(url: str, work, headers: dict | None = None):
 
 
 def call(url: str, tool: str, arguments: dict, headers: dict | None = None):
-    """(is_error, answer) of one tool call: the answer's value (Gradio writes a tool's JSON
-    answer as a Python literal), or the error's text."""
+    """(is_error, answer) of one tool call: the answer's value, read as JSON (a Python repr, with
+    its single quotes and None, fails here), or the error's text."""
     result = mcp(url, lambda session: session.call_tool(tool, arguments), headers)
     text = result.content[0].text
-    return result.isError, text if result.isError else ast.literal_eval(text)
+    return result.isError, text if result.isError else json.loads(text)
 
 
 def test_the_tools_are_the_api_endpoints_with_typed_documented_arguments(mcp_url):
@@ -141,7 +141,11 @@ def test_calling_perturb_returns_the_library_result_with_its_default_p(mcp_url):
 def test_analysis_tools_need_a_researcher_session(server, mcp_url):
     arguments = {"collection": server.collection, "metrics": "BLEU-1"}
     failed, answer = call(mcp_url, "analyze", arguments)
-    assert failed and "Log in" in answer
+    # An agent is told how to log in through MCP, not to use a browser tab.
+    assert failed and "call the login tool" in answer and "X-CapLens-Token header of your MCP connection" in answer
+    assert "Annotate tab" not in answer
+    failed, answer = call(mcp_url, "analyze", arguments, {TOKEN_HEADER: "no-such-token"})
+    assert failed and "expired or was ended" in answer and "call the login tool" in answer
     failed, answer = call(mcp_url, "login", {"name": server.annotator[0], "password": server.annotator[1]})
     annotator = {TOKEN_HEADER: answer["token"]}
     failed, answer = call(mcp_url, "analyze", arguments, annotator)
@@ -175,3 +179,12 @@ def test_serve_mcp_without_the_mcp_package_is_a_one_line_error(monkeypatch, caps
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a))
     assert main(["serve", "--mcp", "--port", "0"]) == 2
     assert 'needs the mcp package: pip install "gradio[mcp]"' in capsys.readouterr().err
+
+
+def test_tool_answers_are_json_text(server, mcp_url):
+    result = mcp(mcp_url, lambda session: session.call_tool("score", {"captions_text": "a red square",
+                                                                      "metric_list": "BLEU-1,CLIP-S"}))
+    text = result.content[0].text
+    answer = json.loads(text)
+    assert answer["rows"][0]["CLIP-S"] is None and '"CLIP-S": null' in text and "None" not in text
+    assert text.startswith('{"rows": [{"#": 1,')

@@ -36,7 +36,7 @@ def test_plotly_labels_escape_markup():
 def test_score_table_puts_the_status_beside_the_metric_and_the_chart_names_series_by_caption():
     import pandas as pd
 
-    from app.render import score_tables, scores_bar_chart
+    from app.render import score_tables, scores_bar_chart, status_cell
 
     frame = pd.DataFrame([
         {"#": 1, "image": "a.png", "caption": "a dog runs across a very long stretch of green grass", "lang": "en",
@@ -47,8 +47,9 @@ def test_score_table_puts_the_status_beside_the_metric_and_the_chart_names_serie
          "CLIP-S": 0.1, "truncated by": ""},
     ])
     _, per_metric = score_tables(frame, ["CLIP-S"], [{"metric": "CLIP-S", "backbone": "clip", "status": "available"}])
-    assert list(per_metric.columns) == ["metric", "status", "#1", "#2", "#3", "#4", "backbone"]
-    assert per_metric.iloc[0].tolist() == ["CLIP-S", "available", 0.5, 0.25, 0.75, 0.1, "clip"]
+    assert list(per_metric.columns) == ["metric", "status", "#1", "#2", "#3", "#4", "backbone", "status in words"]
+    assert per_metric.iloc[0].tolist() == ["CLIP-S", status_cell("available"), 0.5, 0.25, 0.75, 0.1, "clip",
+                                           "available"]
     names = [trace.name for trace in scores_bar_chart(frame, ["CLIP-S"], "t").data]
     assert names == ["#1 a dog runs across a very long s…", "&lt;b&gt;two&lt;/b&gt; cats (a.png)",
                      "&lt;b&gt;two&lt;/b&gt; cats (b.png)", "#4 a dog runs across a very long s…"]
@@ -100,3 +101,33 @@ def test_removal_shows_the_removed_words_struck_through():
         kept = "".join(text for text, label in segments if label != REMOVED)
         assert kept.split() == removal.text.split()
     assert removed_words(perturb(parent, "jumble", seed=0)) == []
+
+
+def test_status_icons_carry_the_words_escaped_and_pictures_take_only_image_data_uris():
+    import pandas as pd
+    import pytest
+
+    from app.render import picture_cell, score_tables, status_cell
+
+    assert status_cell("available") == ('<span title="available" aria-label="available" '
+                                        'style="color:#15803d;font-weight:bold">✓</span>')
+    unavailable = status_cell("unavailable: no checkpoint")
+    assert unavailable.startswith('<span title="unavailable: no checkpoint"') and unavailable.endswith(">✗</span>")
+    assert status_cell("available (needs an image for these rows)").endswith(">⚠</span>")
+    # A collection's name (user text) in a note: escaped into the attribute, never markup.
+    note = status_cell(f"available; document frequencies from collection '{XSS}\"'")
+    assert note.endswith(">⚠</span>") and "<img" not in note and "&lt;img" in note and "&quot;" in note
+    uri = "data:image/jpeg;base64,/9j/4AAQ+/=="
+    assert picture_cell(uri) == f'<img src="{uri}" alt="" style="max-height:56px;max-width:72px;display:block">'
+    assert picture_cell(None) == picture_cell("") == ""
+    for bad in ('data:image/jpeg;base64,abc" onerror="alert(1)', "https://example.com/a.png", XSS):
+        with pytest.raises(ValueError):
+            picture_cell(bad)
+    frame = pd.DataFrame([{"#": 1, "image": "a.png", "caption": "a dog", "lang": "en", "CLIP-S": 0.5,
+                           "truncated by": ""},
+                          {"#": 2, "image": "b.png", "caption": "a cat", "lang": "en", "CLIP-S": 0.4,
+                           "truncated by": ""}])
+    pairs, _ = score_tables(frame, ["CLIP-S"], [{"metric": "CLIP-S", "status": "available", "backbone": "b"}],
+                            {"a.png": uri})
+    assert list(pairs.columns) == ["#", "picture", "image", "caption", "lang", "truncated by"]
+    assert pairs["picture"].tolist() == [picture_cell(uri), ""]  # b.png has no picture given

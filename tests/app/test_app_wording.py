@@ -31,6 +31,6 @@ def test_no_table_shows_placeholder_headers_before_it_is_filled(tmp_path, monkey
     placeholder = [(t.elem_id, t.label) for t in tables if t.visible and t.value["headers"][:3] == ["1", "2", "3"]]
     assert placeholder == []
     by_id = {t.elem_id: t.value["headers"] for t in tables}
-    assert by_id["score-items"] == ["#", "image", "caption", "lang", "truncated by"]
+    assert by_id["score-items"] == ["#", "picture", "image", "caption", "lang", "truncated by"]
     assert by_id["failures-table"][:4] == ["metric", "metric score", "human", "rank gap"]
     assert by_id["analyze-correlations"][:4] == ["lang", "metric", "n", "Kendall τc"]

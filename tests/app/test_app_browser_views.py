@@ -1,0 +1,131 @@
+"""Issue 25 in Chromium: each Score row shows its picture, the examples count CIDEr-D's document
+frequencies over every example, and the Score tab on a 390 px phone (folded banner, results
+within the second screen, numbers beside the status icon, a readable chart). Screenshots go
+to test-artifacts/."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from tests.app.conftest import free_port
+from tests.app.test_app_browser import CHROMIUM, TIMEOUT_MS, browser, page, table_rows, wait_for_status  # noqa: F401
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not __import__("os").path.exists(CHROMIUM), reason="Debian chromium not installed"),
+]
+PHONE = {"width": 390, "height": 844}
+
+PICTURES_JS = """(selector) => Array.from(document.querySelectorAll(selector + ' [role=row].virtual-row')).map(
+  row => { const img = row.querySelector('img'); return img ? [img.naturalWidth, img.getBoundingClientRect().width] : null; })"""
+
+
+def test_each_row_and_each_scored_pair_shows_its_image(page, artifacts):
+    page.locator("#score-examples button.gallery-item").first.click()
+    wait_for_status(page, "Scored 6 image–caption pair(s)")
+    rows = page.evaluate(PICTURES_JS, "#score-rows")
+    assert len(rows) == 6 and all(r and r[0] > 0 and r[1] >= 24 for r in rows), rows  # decoded, drawn
+    pairs = page.evaluate(PICTURES_JS, "#score-items")
+    assert len(pairs) == 6 and all(p and p[0] > 0 for p in pairs), pairs
+    # The two images' pictures differ, and each row shows its own.
+    sources = page.eval_on_selector_all("#score-items [role=row].virtual-row img", "is => is.map(i => i.src)")
+    names = [r[2] for r in table_rows(page, "#score-items")]
+    assert len(set(sources)) == 2 and len({(n, s) for n, s in zip(names, sources)}) == 2
+    page.wait_for_timeout(800)
+    page.screenshot(path=str(artifacts / "score-pictures.png"), full_page=True)
+
+
+def test_references_stay_bar_separated_after_a_rows_file(page, artifacts, tmp_path, image_file):
+    rows = tmp_path / "rows.csv"
+    rows.write_text("image,candidate,references\n"
+                    'red.png,a red square,"[""a red square"", ""a red block""]"\n'
+                    "red.png,a red box,a red box | a small red square\n", encoding="utf-8")
+    page.locator("#score-live input").uncheck()
+    page.locator("#score-images input[type=file]").set_input_files(str(image_file))
+    page.locator("#score-rows-file input[type=file]").set_input_files(str(rows))
+    wait_for_status(page, "2 row(s) read into the table")
+    cells = table_rows(page, "#score-rows")
+    assert [c[2] for c in cells] == ["a red square | a red block", "a red box | a small red square"], cells
+    page.wait_for_function("() => document.querySelectorAll('#score-rows img').length >= 2")  # red.png's picture
+    page.screenshot(path=str(artifacts / "score-rows-file-references.png"), full_page=True)
+
+
+@pytest.mark.java
+@pytest.mark.skipif(shutil.which("java") is None, reason="CIDEr-D needs a Java runtime (PTB tokenizer)")
+def test_an_example_of_one_image_scores_cider_with_every_examples_references(page, artifacts):
+    page.locator("#score-examples button.gallery-item").nth(1).click()
+    wait_for_status(page, "Scored 5 image–caption pair(s)")
+    assert page.locator("#score-df-source input[value='the examples']").is_checked()
+    cider = {r[0]: r for r in table_rows(page, "#score-table")}["CIDEr"]
+    assert cider[-1] == "available; document frequencies from the examples' references: 3 reference set(s)", cider
+    values = [float(v) for v in cider[2:7]]
+    assert max(values) > 0.5 and values[0] == max(values), values  # the correct caption first
+    title = page.locator("#score-table [role=row].virtual-row").filter(has_text="CIDEr").locator("span[title]").first
+    assert "the examples' references" in title.get_attribute("title")
+    page.screenshot(path=str(artifacts / "score-cider-examples.png"), full_page=True)
+
+
+@pytest.fixture(scope="module")
+def offline_server(server):
+    """The app as an offline start shows it (the hub did not load, the world models score; here
+    the tiny ones), beside the session's server and over its data."""
+    from app.api import check_argument_count
+    from app.engine import context_for
+    from app.serve import launch_kwargs
+    from app.ui import build_app
+    from scoring.profile_choice import ProfileChoice
+
+    ctx = context_for(ProfileChoice("tiny", explicit=False, hub_problem="ConnectError: offline"))
+    demo = build_app(ctx)
+    demo.validate_inputs = check_argument_count
+    kwargs = launch_kwargs("127.0.0.1", free_port(), False)
+    kwargs.update(prevent_thread_lock=True, quiet=True)
+    demo.queue(default_concurrency_limit=2).launch(**kwargs)
+    yield demo.local_url
+    demo.close()
+
+
+def test_the_score_tab_on_a_390_px_phone(browser, offline_server, artifacts):
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(offline_server)
+    page.wait_for_selector("#score-button")
+    banner = page.locator("#profile-banner")
+    page.screenshot(path=str(artifacts / "phone-390-top.png"))
+    # The offline banner: one line, the details on a click.
+    assert banner.inner_text().strip().startswith("offline: using the world models")
+    assert banner.bounding_box()["height"] <= 60, banner.bounding_box()
+    assert not banner.locator("details").first.get_attribute("open")
+    banner.locator("summary").click()
+    assert banner.locator("details").first.get_attribute("open") is not None
+    assert "the small models trained on CapLens's synthetic world" in banner.inner_text()
+    page.screenshot(path=str(artifacts / "phone-390-banner-open.png"))
+    banner.locator("summary").click()
+    page.locator("#score-examples button.gallery-item").first.click()
+    wait_for_status(page, "Scored 6 image–caption pair(s)")
+    page.wait_for_timeout(1000)  # let Plotly draw
+    top = page.evaluate("() => document.querySelector('#score-status').getBoundingClientRect().top + window.scrollY")
+    assert top < 2 * PHONE["height"], top  # results start within the second screen
+    # The scores table: the metric, its status icon and the first pairs' numbers in view.
+    page.locator("#score-table").scroll_into_view_if_needed()
+    box = page.locator("#score-table").bounding_box()
+    right = box["x"] + box["width"] + 1
+    headers = page.eval_on_selector_all(
+        "#score-table th[role=columnheader]",
+        f"ths => ths.filter(t => t.getBoundingClientRect().right <= {right}).map(t => t.title)")
+    assert headers[:4] == ["metric", "status", "#1", "#2"], headers
+    clip = {r[0]: r for r in table_rows(page, "#score-table")}["CLIP-S"]
+    assert re.fullmatch(r"-?\d+(\.\d+)?", clip[2]), clip
+    icon = page.locator("#score-table [role=row].virtual-row").first.locator("span[title]")
+    assert icon.inner_text() in ("✓", "⚠", "✗") and icon.get_attribute("title").startswith(("available", "unavailable"))
+    page.screenshot(path=str(artifacts / "phone-390-scores.png"))
+    # The chart: its plot keeps most of the screen's width (the legend goes under it).
+    page.locator("#score-chart").scroll_into_view_if_needed()
+    plot_width = page.evaluate("() => document.querySelector('#score-chart .nsewdrag').getBoundingClientRect().width")
+    assert plot_width >= 250, plot_width
+    page.screenshot(path=str(artifacts / "phone-390-chart.png"))
+    page.screenshot(path=str(artifacts / "phone-390-score-tab.png"), full_page=True)
+    context.close()
