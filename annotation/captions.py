@@ -102,13 +102,6 @@ def get_caption(session: Session, caption_id: int) -> Caption:
     return caption
 
 
-def delete_caption(session: Session, user: User, caption_id: int) -> None:
-    """Delete a caption with its ratings, annotations and derived captions (researcher or admin)."""
-    require_role(user, *RESEARCH_ROLES)
-    session.delete(get_caption(session, caption_id))
-    session.flush()
-
-
 def in_collection(collection: Collection):
     return Caption.id.in_(
         select(collection_captions.c.caption_id).where(collection_captions.c.collection_id == collection.id)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import pandas as pd
-from sqlalchemy import and_, delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from annotation.accounts import RESEARCH_ROLES, require_role
@@ -85,15 +85,6 @@ def stored_scores(session: Session, caption_ids: Iterable[int]) -> dict[str, dic
         if best is None or (len(by_print[key]), newest[key]) > (len(by_print[best]), newest[best]):
             chosen[key[0]] = key
     return {metric: by_print[key] for metric, key in sorted(chosen.items())}
-
-
-def invalidate_metric_scores(session: Session, user: User, metric: str, keep_fingerprint: str | None = None) -> int:
-    """Drop cached values of `metric` (except those of `keep_fingerprint`); returns how many."""
-    require_role(user, *RESEARCH_ROLES)
-    condition = MetricScore.metric == metric
-    if keep_fingerprint is not None:
-        condition = and_(condition, MetricScore.checkpoint_fingerprint != keep_fingerprint)
-    return session.execute(delete(MetricScore).where(condition)).rowcount
 
 
 

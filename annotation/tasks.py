@@ -493,17 +493,6 @@ def submit_transcreation(session: Session, user: User, source_caption_id: int, t
     return transcreation
 
 
-def list_transcreations(session: Session, user: User, collection: Collection | None = None) -> list[Transcreation]:
-    """Transcreations visible to `user` (annotators: their own)."""
-    require_role(user, *ALL_ROLES)
-    query = select(Transcreation).order_by(Transcreation.id)
-    if user.role not in RESEARCH_ROLES:
-        query = query.where(Transcreation.annotator_id == user.id)
-    if collection is not None:
-        query = query.where(Transcreation.source_caption_id.in_(select(Caption.id).where(in_collection(collection))))
-    return list(session.scalars(query))
-
-
 # ---------------------------------------------------------------------------------------
 # critical objects (for substitution perturbations)
 
