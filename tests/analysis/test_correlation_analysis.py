@@ -129,6 +129,40 @@ def test_williams_test_reproduces_a_published_worked_example():
     assert round(result.p_value, 5) == 1e-05
 
 
+def test_williams_test_with_a_negative_r23_its_fields_and_its_smallest_size():
+    """r12 = 0.5, r13 = 0.3, r23 = -0.4, n = 30, by hand: |R| = 1 - 0.25 - 0.09 - 0.16 + 2(0.5)(0.3)(-0.4)
+    = 0.38 (checked with numpy's determinant below), mean r = 0.4, (1 - r23)^3 = 2.744, so
+    t = 0.2 sqrt(29 x 0.6) / sqrt(2 x 0.38 x 29/27 + 0.16 x 2.744) = 0.834266 / 1.120418 = 0.74460.
+    (1 - r23)^3 is large here, so the (r12 + r13)^2/4 term weighs on t (a mutant of the published
+    example, where it is 0.008, moves t by less than 0.001.)"""
+    target = np.array([[1.0, 0.5, 0.3], [0.5, 1.0, -0.4], [0.3, -0.4, 1.0]])
+    assert np.linalg.det(target) == pytest.approx(0.38)
+    human, a, b = _with_exact_correlations(0.5, 0.3, -0.4, 30)
+    result = williams_test(human, a, b)
+    assert stats.t.isf(result.p_value / 2, 27) == pytest.approx(0.74460, abs=1e-4)
+    assert (result.coefficient, result.test, result.n) == ("pearson", "Williams t-test", 30)
+    assert math.isnan(result.low) and math.isnan(result.high)
+    smallest = williams_test(*_with_exact_correlations(0.5, 0.3, -0.4, 4))  # 4 items: df = 1
+    assert smallest.n == 4 and 0 < smallest.p_value < 1
+    with pytest.raises(ValueError, match="Williams' test needs at least 4 items"):
+        williams_test([1.0, 2.0, 3.0], [1.0, 3.0, 2.0], [2.0, 1.0, 3.0])
+
+
+def test_system_level_correlation_defaults_to_every_metric_column_in_sorted_groups():
+    table = pd.DataFrame({
+        "lang": ["en"] * 6 + ["de"] * 6,
+        "system": ["s1", "s1", "s2", "s2", "s3", "s3"] * 2,
+        "human": [1.0, 3.0, 2.0, 4.0, 5.0, 7.0] * 2,  # system means 2, 3, 6
+        "A": [0.0, 0.2, 0.3, 0.3, 0.5, 0.7] * 2,      # system means 0.1, 0.3, 0.6
+    })
+    result = system_level_correlation(table, group_by=["lang"])
+    assert result["lang"].tolist() == ["de", "en"] and result["metric"].tolist() == ["A", "A"]
+    assert result["systems"].tolist() == [3, 3]
+    # Pearson of (0.1, 0.3, 0.6) with (2, 3, 6) by hand: deviations (-0.2333, -0.0333, 0.2667) and
+    # (-1.6667, -0.6667, 2.3333): 1.03333 / sqrt(0.126667 x 8.66667) = 0.98624
+    assert result["pearson"].tolist() == pytest.approx([0.98624, 0.98624], abs=1e-5)
+
+
 def test_williams_test_is_antisymmetric_and_finds_a_clear_difference():
     rng = np.random.default_rng(2)
     human = rng.normal(size=200)
