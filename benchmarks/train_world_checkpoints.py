@@ -11,9 +11,10 @@ chain).  OUT/<name>/training.json records each run; OUT/summary.json all of them
 The shipped checkpoints: world-prmcs (from world-prmcs-lr2e-4) comes from a --parallel run
 on an H100 over the 700-scene sets; world-pacs from `--only world-pacs` on the
 CPU; world-caplens-r from the caplens-r preset (`caplens finetune caplens-r`, 300 scenes of
-ratings) on the CPU.  world-itm and world-umic are their jobs below (the same presets and
-overrides, by the same trainer, without the time limit) on the CPU with 2 threads (951 s and
-584 s), over a 6,000-scene English set, `write_finetune_sets(SETS, split_scenes("train",
+ratings) on the CPU; world-umic from the umic preset (`caplens finetune umic`: 3,000
+train-range scenes, English, short and long positives, step 300 of 400 kept on validation;
+docs/training.md).  world-itm is its job below (the same preset and overrides, by the same
+trainer, without the time limit) on the CPU with 2 threads (951 s), over a 6,000-scene English set, `write_finetune_sets(SETS, split_scenes("train",
 6000), ("en",))`: on the 700-scene set the ITM base reached 64.5 % held-out pairwise
 accuracy on UMIC's negatives, on 6,000 scenes 79.2 %.  world-specs is a chain of four runs
 of the specs preset on the CPU (2,945 steps, 4,862 s; each run's base is the one before):
