@@ -102,10 +102,12 @@ def bradley_terry_ranking(first: Sequence, second: Sequence, outcome: Sequence[f
     ones = np.ones(result.size)
     wins, games = _tallies(index_a, index_b, result, ones, n)
     point = _fit(wins, games, max_iter * 5, tol)
-    labels, members = np.unique(np.asarray(clusters if clusters is not None else np.arange(result.size)).astype(str),
-                                return_inverse=True)
-    if labels.size != 0 and members.size != result.size:
-        raise ValueError("clusters must have one entry per comparison")
+    if clusters is None:  # every comparison its own cluster, drawn by its position
+        labels = members = np.arange(result.size)
+    else:
+        labels, members = np.unique(np.asarray(clusters).astype(str), return_inverse=True)
+        if members.size != result.size:
+            raise ValueError("clusters must have one entry per comparison")
     low = high = np.full(n, np.nan)
     if n_boot > 0 and labels.size >= 2:
         samples = np.full((n_boot, n), np.nan)

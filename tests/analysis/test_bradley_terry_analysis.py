@@ -94,3 +94,18 @@ def test_bad_comparisons_are_refused(first, second, outcome, message):
 def test_no_interval_without_two_clusters():
     table = bradley_terry_ranking(["A", "A"], ["B", "B"], [1, 0], clusters=[7, 7], n_boot=50).table
     assert np.isnan(table["low"]).all() and table["strength"].tolist() == pytest.approx([0.5, 0.5])
+
+
+def test_two_system_interval_is_the_percentile_of_resampled_win_shares():
+    # With two systems every resample's strength share is its share of A's wins, so the
+    # interval is the 2.5th and 97.5th percentile of those shares over the same draws.
+    outcome = np.array([1.0] * 13 + [0.0] * 6 + [0.5])
+    first, second = ["A"] * outcome.size, ["B"] * outcome.size
+    table = bradley_terry_ranking(first, second, outcome, n_boot=500, seed=11).table.set_index("system")
+    draws = np.random.default_rng(11).integers(0, outcome.size, size=(500, outcome.size))
+    shares = outcome[draws].mean(axis=1)
+    assert table.loc["A", "strength"] == pytest.approx(13.5 / 20)
+    assert [table.loc["A", "low"], table.loc["A", "high"]] == pytest.approx(np.percentile(shares, [2.5, 97.5]),
+                                                                             abs=1e-6)
+    assert [table.loc["B", "low"], table.loc["B", "high"]] == pytest.approx(
+        np.percentile(1 - shares, [2.5, 97.5]), abs=1e-6)
