@@ -13,10 +13,6 @@ def build_metric(spec: MetricSpec) -> Metric:
     """The metric object for a registry entry (no model is loaded here). Every family
     subclasses `Metric`, so the Scorer calls its hooks without asking whether they exist."""
     from scoring.metrics import caplens_r, clip_score, coco, mcs, specs, umic
-    from scoring.metrics.base import Metric
-
-    class CaplensR(caplens_r.CaplensR, Metric):
-        """CapLens-R with the protocol's default hooks (caplens_r.py does not subclass Metric yet)."""
 
     families = {
         "clip-s": clip_score.ClipScore,
@@ -24,7 +20,7 @@ def build_metric(spec: MetricSpec) -> Metric:
         "mcs": mcs.MultilingualClipScore,
         "specs": specs.Specs,
         "itm": umic.ImageTextMatch,
-        "caplens-r": CaplensR,
+        "caplens-r": caplens_r.CaplensR,
         "bleu": coco.Bleu,
         "meteor": coco.Meteor,
         "rouge-l": coco.RougeL,

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from scoring.metrics.base import MetricInfo, MetricOutput, MetricUnavailable, ScoreContext, nothing_scored, rows_with, scatter
+from scoring.metrics.base import (Metric, MetricInfo, MetricOutput, MetricUnavailable, ScoreContext, nothing_scored,
+                                  rows_with, scatter)
 
 CITATION = "CapLens-R (CapLens's own learned metric; in the spirit of Wada et al., Polos, CVPR 2024)"
 SCALARS = 5  # cos(i, c), max_r cos(c, r), mean_r cos(c, r), cos(i, r̄), has references
@@ -110,7 +111,7 @@ def embed_items(text_backbone, vision_backbone, images, image_keys, candidates, 
     return features(image_emb, cand_emb, per_item)
 
 
-class CaplensR:
+class CaplensR(Metric):
     needs_image = True
     needs_references = False  # references help when given; the head was trained with or without them
 
