@@ -60,7 +60,6 @@ def pairwise_tab(page, server) -> None:
 
 
 def judge_all(page, keys: str, artifacts, shot: str) -> None:
-    page.locator("#pair-panel").wait_for(state="attached")
     page.get_by_role("tab", name="Compare", exact=True).click()
     page.locator("#pair-next").click()  # the view may still be open from the previous login
     page.wait_for_function(value_is("pair-status", "You judged 0 of 2 pairs"))
