@@ -43,9 +43,9 @@ MAX_LINES_CHARS = 50_000  # captions or references, one per line (each also unde
 
 # What a caller without a token (an agent over MCP, a gradio_client script) is told: the
 # browser's "Log in first (Annotate tab)" names a tab it does not have.
-API_LOGIN = ("Not logged in: call the login tool (over MCP) or the /login endpoint with an account's name and "
-             "password, then send the token it returns as the X-CapLens-Token header of your MCP connection (or "
-             "of gradio_client's Client(url, headers=...)) and call again.")
+API_LOGIN = ("Not logged in: call the login tool (over MCP) or the /login endpoint with the name and password of "
+             "an account, then send the token it returns as the X-CapLens-Token header of your MCP connection (or "
+             "of a gradio_client Client(url, headers=...)) and call again.")
 
 
 def api_account(request) -> int:
@@ -216,6 +216,8 @@ def analyze_endpoint(profile: str, collection: str, metrics: str, request: gr.Re
     try:
         chosen = _metric_list(metrics) or engine.metric_names(profile)
         report = analyse_collection(api_account(request), collection, engine.AppScorer(profile), chosen)
+    except gr.Error:  # already in words for the caller (gr.Error is a ValueError: str() would quote it)
+        raise
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
     return {"summary": report.summary, "correlations": _records(correlation_cells(report.correlations)),
@@ -234,6 +236,8 @@ def failure_cases_endpoint(profile: str, collection: str, metrics: str, mode: st
         chosen = _metric_list(metrics) or engine.metric_names(profile)
         rows = collection_failure_cases(api_account(request), collection, engine.AppScorer(profile), chosen,
                                         FAILURE_MODES[mode])
+    except gr.Error:  # already in words for the caller (gr.Error is a ValueError: str() would quote it)
+        raise
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
     return _records(case_cells(filter_cases(rows, ANY, ANY, ANY, max(1, int(limit or 20)))))
@@ -273,6 +277,8 @@ def next_item_endpoint(collection: str, request: gr.Request) -> dict:
     """
     try:
         screen = rating_screen(api_account(request), collection)
+    except gr.Error:  # already in words for the caller (gr.Error is a ValueError: str() would quote it)
+        raise
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
     return {"caption_id": screen.caption_id, "text": screen.text, "language": screen.language,
@@ -297,6 +303,8 @@ def rate_endpoint(caption_id: float, overall: float, fluency: float | None = Non
         raise gr.Error("caption_id and overall are required")
     try:
         return rate(api_account(request), int(caption_id), float(overall), fluency, relevance, descriptiveness)
+    except gr.Error:  # already in words for the caller (gr.Error is a ValueError: str() would quote it)
+        raise
     except (PermissionError, ValueError, LookupError) as exc:
         raise gr.Error(str(exc)) from None
 
