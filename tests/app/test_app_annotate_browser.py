@@ -231,6 +231,14 @@ def test_critical_objects_are_chosen_by_clicking_words(page, server, seeded, art
 
 
 def test_transcreate_and_critical_refuse_a_caption_whose_image_is_missing(page, server, seeded, artifacts):
+    from annotation.accounts import get_user
+    from annotation.database import database_session
+    from annotation.tasks import own_rating, submit_rating
+
+    with database_session() as session:  # blind overlap: transcreation offers captions one has rated
+        annotator = get_user(session, server.annotator[0])
+        if own_rating(session, annotator, seeded["zz-missing"]) is None:
+            submit_rating(session, annotator, seeded["zz-missing"], 0.5)
     log_in(page, *server.annotator)
     choose(page, "zz-missing")
     open_tab(page, "Transcreate")

@@ -55,8 +55,11 @@ def test_a_handler_hit_by_a_database_error_answers_with_an_id_and_no_sql(server,
     def failing(*args, **kwargs):
         raise database_failure()
 
+    from app.session import TOKEN_HEADER
+
     monkeypatch.setattr(app.api, "rating_screen", failing)
-    client = Client(server.url, verbose=False)
+    token = Client(server.url, verbose=False).predict(*server.annotator, api_name="/login")["token"]
+    client = Client(server.url, verbose=False, headers={TOKEN_HEADER: token})
     with caplog.at_level(logging.ERROR, logger="annotation.errors"):
         with pytest.raises(AppError, match=r"^Something went wrong \(error id [0-9a-f]{8}\); the server log has the details\.$") as raised:
             client.predict(server.collection, api_name="/next_item")
