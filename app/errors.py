@@ -66,3 +66,15 @@ def guard_events(demo: gr.Blocks) -> gr.Blocks:
         if block_fn.fn is not None and not getattr(block_fn.fn, "caplens_guarded", False):
             block_fn.fn = guarded(block_fn.fn)
     return demo
+
+
+def refused_in_status(fn: Callable, before: int, after: int = 0) -> Callable:
+    """A queue handler whose refused request (no right, no such item) leaves the screen as it
+    is and says why in the status output (`before` outputs precede it, `after` follow it)."""
+    @functools.wraps(fn)  # Gradio reads the signature to pass the gr.Request
+    def wrapper(*args):
+        try:
+            return fn(*args)
+        except (PermissionError, ValueError, LookupError) as exc:
+            return (*[gr.skip()] * before, user_message(exc), *[gr.skip()] * after)
+    return wrapper

@@ -9,7 +9,6 @@ the session token never pass through a Gradio component. The login form collapse
 """
 from __future__ import annotations
 
-import functools
 
 import gradio as gr
 
@@ -17,6 +16,7 @@ from annotation import queue_screens
 from annotation.acting import collection_names
 from annotation.admin import LINK_PARAMETER, link_page
 from annotation.errors import user_message
+from app.errors import refused_in_status
 from annotation.quality import review_screen, settle_and_next
 from annotation.studies import study_guidelines
 from app.langs import LANGUAGES
@@ -127,18 +127,6 @@ KEYBOARD_JS = """
 
 
 ASPECTS = ("fluency", "relevance", "descriptiveness")
-
-
-def _guarded(fn, before: int, after: int = 0):
-    """A queue handler whose bad request (no right, no such item) leaves the screen as it is
-    and says why in the status field (`before` outputs precede it, `after` follow it)."""
-    @functools.wraps(fn)  # Gradio reads the signature to pass the gr.Request
-    def wrapper(*args):
-        try:
-            return fn(*args)
-        except (PermissionError, ValueError, LookupError) as exc:
-            return (*[gr.skip()] * before, user_message(exc), *[gr.skip()] * after)
-    return wrapper
 
 
 def _slider(label: str, value, is_set: bool) -> gr.Slider:
@@ -376,7 +364,7 @@ def build(user_state: gr.State):
     }
     for trigger, handler in ((collection.change, on_next), (save_button.click, on_save), (skip_button.click, on_skip),
                              (back_button.click, on_back)):
-        trigger(_guarded(handler, 7, 8), rating_inputs[handler], rating_outputs, api_visibility="private").then(
+        trigger(refused_in_status(handler, 7, 8), rating_inputs[handler], rating_outputs, api_visibility="private").then(
             None, None, None, js=SCROLL_TOP_JS)
 
     def on_guidelines(collection_name, request: gr.Request):
@@ -415,7 +403,7 @@ def build(user_state: gr.State):
     for trigger, handler, extra in ((review_tab.select, on_review_next, []), (review_next.click, on_review_next, []),
                                     (review_save.click, on_review_save, [review_caption_id, review_value,
                                                                          review_note])):
-        trigger(_guarded(handler, 5, 1), [collection] + extra, review_outputs, api_visibility="private")
+        trigger(refused_in_status(handler, 5, 1), [collection] + extra, review_outputs, api_visibility="private")
 
     # ----- transcreation queue -------------------------------------------------------
     tc_outputs = [instructions, tc_image, tc_source, tc_score, tc_refs, tc_source_id, tc_text, tc_status, tc_submit,
@@ -445,7 +433,7 @@ def build(user_state: gr.State):
                                     (target.change, on_tc_next, []),
                                     (tc_submit.click, on_tc_submit, [tc_source_id, tc_text, held_back]),
                                     (tc_skip.click, on_tc_skip, [tc_source_id])):
-        trigger(_guarded(handler, 7, 2), tc_inputs + extra, tc_outputs, api_visibility="private")
+        trigger(refused_in_status(handler, 7, 2), tc_inputs + extra, tc_outputs, api_visibility="private")
 
     # ----- critical objects ------------------------------------------------------------
     cr_outputs = [from_instructions, cr_image, cr_caption, cr_caption_id, cr_words, cr_group, marks, cr_preview,
@@ -472,7 +460,7 @@ def build(user_state: gr.State):
     for trigger, handler, extra in ((cr_tab.select, on_cr_next, []), (cr_next.click, on_cr_next, []),
                                     (cr_save.click, on_cr_save, [cr_caption_id, marks]),
                                     (cr_skip.click, on_cr_skip, [cr_caption_id])):
-        trigger(_guarded(handler, 8, 1), cr_inputs + extra, cr_outputs, api_visibility="private")
+        trigger(refused_in_status(handler, 8, 1), cr_inputs + extra, cr_outputs, api_visibility="private")
 
     def on_words(text, marked, group, words):
         marked = queue_screens.marking_with(marked, group, words)

@@ -5,7 +5,6 @@ pairwise accuracy and the caption sources' Bradley–Terry ranking, and exports 
 in the Pascal-50S layout. Every action is one call into `annotation.pairwise`."""
 from __future__ import annotations
 
-import functools
 import math
 import tempfile
 from pathlib import Path
@@ -15,6 +14,7 @@ import gradio as gr
 from annotation import pairwise
 from annotation.accounts import RESEARCH_ROLES
 from annotation.errors import user_message
+from app.errors import refused_in_status
 from app import engine
 from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections, private_copies
@@ -41,17 +41,6 @@ KEYBOARD_JS = """
 }
 """
 CHOSEN = {"left": "You chose: left.", "right": "You chose: right.", "tie": "You chose: tie."}
-
-
-def _guarded(fn, before: int, after: int = 0):
-    """A handler whose refused request leaves the screen as it is and says why in the status."""
-    @functools.wraps(fn)
-    def wrapper(*args):
-        try:
-            return fn(*args)
-        except (PermissionError, ValueError, LookupError) as exc:
-            return (*[gr.skip()] * before, user_message(exc), *[gr.skip()] * after)
-    return wrapper
 
 
 def annotator_view(collection: gr.Dropdown) -> gr.Tab:
@@ -101,7 +90,7 @@ def annotator_view(collection: gr.Dropdown) -> gr.Tab:
                                      (left_button.click, judged("left"), [collection, item_id]),
                                      (right_button.click, judged("right"), [collection, item_id]),
                                      (tie_button.click, judged("tie"), [collection, item_id])):
-        trigger(_guarded(handler, 7), inputs, outputs, api_visibility="private")
+        trigger(refused_in_status(handler, 7), inputs, outputs, api_visibility="private")
     return tab
 
 
