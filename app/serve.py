@@ -57,12 +57,14 @@ def create_app(profile: str | None = None, seed_demo: bool = True, warm_up: bool
 
 def _warm_up(profile: str, seeding):
     """Load the profile's models and analyze the demo collection once (after `seeding`, the
-    thread filling it) on a daemon thread; the console says when it is done."""
+    thread filling it; without a demo, the models only) on a daemon thread; the console says
+    when it is done."""
     from annotation.warmup import start_warm_up
     from app import engine
     from scoring.world.demo import DEMO_COLLECTION
 
-    return start_warm_up(engine.AppScorer(profile), engine.metric_names(profile), DEMO_COLLECTION, seeding,
+    return start_warm_up(engine.AppScorer(profile), engine.metric_names(profile),
+                         DEMO_COLLECTION if seeding is not None else None, seeding,
                          lambda line: print(f"CapLens: {line}", flush=True))
 
 
