@@ -65,8 +65,12 @@ def choose(page, collection: str) -> None:
     login) has loaded and the Rate view has scrolled to its item, which would move the list."""
     page.wait_for_function("() => document.querySelector('#rate-status textarea')?.value")
     page.wait_for_timeout(300)
-    page.locator("#annotate-collection input").click()
-    page.get_by_role("option", name=collection, exact=True).click()
+    box = page.locator("#annotate-collection input")
+    box.click()
+    box.fill(collection)  # filters the list to this name, so its option sits right under the box
+    option = page.get_by_role("option", name=collection, exact=True)
+    option.scroll_into_view_if_needed()
+    option.click()
 
 
 def stored_rating(server, caption_id: int):

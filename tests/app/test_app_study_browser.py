@@ -172,8 +172,9 @@ def test_an_admin_invites_an_annotator_who_joins_and_is_refused_admin_actions(br
     open_tab(again, "Annotate")
     again.wait_for_function(value_is("login-status", "already used"))
     page.locator("#admin-refresh").click()
-    page.wait_for_function("() => document.querySelector('#admin-audit')?.innerText.includes('joined')")
-    assert "newbie" in page.locator("#admin-accounts").inner_text()
+    # Both tables come back from one refresh; wait for the account row itself, not only the audit line.
+    page.wait_for_function("() => document.querySelector('#admin-accounts')?.innerText.includes('newbie')")
+    assert "joined" in page.locator("#admin-audit").inner_text()
 
     # Disabled, newbie's next action is refused; re-enabled, newbie logs in again.
     page.locator("#admin-name textarea").fill("newbie")
