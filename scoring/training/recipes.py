@@ -581,6 +581,32 @@ class CaplensRRecipe(Recipe):
             group["captions"].append(entry)
         return list(images.values())
 
+    RANK_FIELDS = ("language", "style")
+
+    def rank_within(self, config: TrainConfig) -> tuple[str, ...]:
+        """Caption fields that split an image's captions into ranking groups (`options.rank_within`).
+        Empty: all captions of an image form one group.  With ["language", "style"] each batch row
+        draws its captions from one language and one caption style of the image, so the ranking
+        loss sees the pairs that the all-caption figure hides (two long captions of one image),
+        not mostly short-against-long pairs that caption length already orders."""
+        fields = tuple(config.options.get("rank_within", ()))
+        unknown = set(fields) - set(self.RANK_FIELDS)
+        if unknown:
+            raise ValueError(f"caplens-r options.rank_within names {', '.join(sorted(unknown))}; known: "
+                             f"{', '.join(self.RANK_FIELDS)}")
+        return fields
+
+    @staticmethod
+    def rank_group(captions: list[dict], fields: tuple[str, ...], rng) -> list[dict]:
+        """The captions of one randomly drawn group (same value of every field), each group equally
+        likely; all captions when `fields` is empty.  A caption without the field is its own value."""
+        if not fields:
+            return captions
+        groups: dict[tuple, list[dict]] = {}
+        for c in captions:
+            groups.setdefault(tuple(c.get(f) for f in fields), []).append(c)
+        return groups[rng.choice(sorted(groups, key=repr))]
+
     @staticmethod
     def _captions(rows: list[dict]) -> list[dict]:
         return [c for r in rows for c in r["captions"]] if rows and "captions" in rows[0] else rows
@@ -613,7 +639,8 @@ class CaplensRRecipe(Recipe):
             return SimpleNamespace(mode="cross", itm=itm, head=head, pixels=PixelCache(itm.image_processor),
                                    trainable=nn.ModuleDict({"itm": itm.model, "head": head}),
                                    weights=self.weights(config), config=config,
-                                   per_image=int(config.options.get("captions_per_image", 8)))
+                                   per_image=int(config.options.get("captions_per_image", 8)),
+                                   rank_within=self.rank_within(config))
         from scoring.metrics.caplens_r import RegressionHead, feature_size
 
         if config.base is None or config.teacher is None:
@@ -669,7 +696,8 @@ class CaplensRRecipe(Recipe):
             return losses.regression_mse(state.head(self.features(state, rows, device)).float(), target), {}
         captions, groups = [], []
         for g, row in enumerate(rows):  # a few captions of each image, so the ranking loss has pairs
-            chosen = rng.sample(row["captions"], min(state.per_image, len(row["captions"])))
+            pool = self.rank_group(row["captions"], state.rank_within, rng)
+            chosen = rng.sample(pool, min(state.per_image, len(pool)))
             captions += chosen
             groups += [g] * len(chosen)
         predicted = self.aspect_scores(state, captions, device)

@@ -91,3 +91,27 @@ def test_weights_stored_in_half_precision_score_as_the_fp32_run_did(tmp_path):
     assert np.allclose(before, after, atol=5e-3) and not np.array_equal(before, after)
     with pytest.raises(ValueError, match="save_dtype"):
         store_weights_as(folder, "int8")
+
+
+def test_rank_within_draws_each_rows_captions_from_one_language_and_style():
+    """With options.rank_within = ["language", "style"] every drawn group is one (language,
+    style) of the image, each group is drawn, and an unknown field is refused."""
+    import random
+
+    from scoring.training import RECIPES, load_config
+
+    recipe = RECIPES["caplens-r"]
+    captions = [{"language": lang, "style": style, "n": n}
+                for lang in ("en", "ja") for style in ("short", "long") for n in range(3)]
+    rng = random.Random(0)
+    seen = set()
+    for _ in range(40):
+        group = recipe.rank_group(captions, ("language", "style"), rng)
+        keys = {(c["language"], c["style"]) for c in group}
+        assert len(keys) == 1 and len(group) == 3
+        seen |= keys
+    assert len(seen) == 4
+    assert recipe.rank_group(captions, (), rng) is captions
+    config = load_config("caplens-r-cross-tiny", options={"rank_within": ["style", "annotator"]})
+    with pytest.raises(ValueError, match="annotator"):
+        recipe.rank_within(config)
