@@ -40,7 +40,7 @@ from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from annotation import tasks
+from annotation import quality, tasks
 from annotation.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
 from annotation.acting import acting
 from annotation.captions import get_collection, in_collection
@@ -260,6 +260,7 @@ def next_pair(session: Session, user: User, collection: Collection, k: int = tas
     require_role(user, *ALL_ROLES)
     if k < 1:
         raise ValueError("k must be at least 1")
+    _require_standing(session, user, collection)
     now = utcnow()
     session.execute(delete(PairwiseJudgment).where(PairwiseJudgment.choice.is_(None),
                                                    PairwiseJudgment.expires_at <= now))
@@ -293,6 +294,14 @@ def next_pair(session: Session, user: User, collection: Collection, k: int = tas
     return None
 
 
+def _require_standing(session: Session, user: User, collection: Collection) -> None:
+    """The study's quality control holds for pairs too: no pair for an annotator who has not
+    passed its qualification round, failed it or is paused (:func:`quality.standing_refusal`)."""
+    reason = quality.standing_refusal(session, user, collection)
+    if reason:
+        raise PermissionError(f"{reason} Nothing was saved.")
+
+
 def _item(session: Session, item_id: int) -> PairwiseItem:
     item = session.get(PairwiseItem, int(item_id))
     if item is None:
@@ -310,6 +319,7 @@ def judge_pair(session: Session, user: User, item_id: int, side: str,
     if side not in SIDES:
         raise ValueError(f"choose left, right or tie, not {side!r}")
     item = _item(session, item_id)
+    _require_standing(session, user, session.get(Collection, item.collection_id))
     a_left = a_on_left(user.id, item.id)
     choice = "tie" if side == "tie" else ("a" if (side == "left") == a_left else "b")
     now = utcnow()
@@ -447,10 +457,15 @@ def _collection(session: Session, name: str) -> Collection:
 
 def pair_screen(account_id: int | None, collection_name: str, item_id: int | None = None,
                 message: str = "") -> PairScreen:
-    """Pair `item_id`, or the next pair of the queue reserved for this annotator."""
+    """Pair `item_id`, or the next pair of the queue reserved for this annotator; none, with
+    the reason, while the study's quality control holds them back."""
     if item_id is None:
         with acting(account_id) as (session, user):
-            item = next_pair(session, user, _collection(session, collection_name))
+            collection = _collection(session, collection_name)
+            reason = quality.standing_refusal(session, user, collection)
+            if reason:
+                return PairScreen(None, reason, "", None, "", message)
+            item = next_pair(session, user, collection)
             item_id = None if item is None else item.id
     with acting(account_id, read_only=True) as (session, user):
         return _pair_screen(session, user, _collection(session, collection_name), item_id, message)

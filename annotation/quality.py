@@ -320,21 +320,30 @@ def _studies_of(session: Session, caption_id: int) -> list[tuple[Collection, Stu
         .where(collection_captions.c.caption_id == caption_id).order_by(Collection.id)).all())
 
 
+def standing_refusal(session: Session, user: User, collection: Collection) -> str | None:
+    """Why this annotator may not work in study `collection` now: the qualification round not
+    yet passed (or failed), or a pause; None when they may, or when it has no quality control.
+    Ratings and pairwise judgments both ask, so a paused annotator cannot go on in the other task."""
+    settings = settings_of(session, collection)
+    if settings is None:
+        return None
+    participant = _participant(session, collection, user)
+    if _has_round(session, settings, collection) and (participant is None or participant.qualification != "passed"):
+        if participant is not None and participant.qualification == "failed":
+            return _failed_message(collection, participant, settings)
+        return f"Pass the qualification round of {collection.name} first: choose the collection in Annotate to start it."
+    if participant is not None and participant.paused_at is not None:
+        return participant.pause_reason or f"You are paused in {collection.name}; ask the researcher."
+    return None
+
+
 def require_may_rate(session: Session, user: User, caption_id: int) -> None:
-    """Refuse a rating of `caption_id` from an annotator who has not passed the qualification
-    round of a study the caption is in, or who is paused there (the API's /rate cannot go
-    around the queue)."""
-    for collection, settings in _studies_of(session, caption_id):
-        participant = _participant(session, collection, user)
-        if _has_round(session, settings, collection) and (participant is None or
-                                                          participant.qualification != "passed"):
-            if participant is not None and participant.qualification == "failed":
-                raise PermissionError(_failed_message(collection, participant, settings))
-            raise PermissionError(f"Pass the qualification round of {collection.name} first: choose the "
-                                  "collection in Annotate to start it. Nothing was saved.")
-        if participant is not None and participant.paused_at is not None:
-            raise PermissionError((participant.pause_reason or f"You are paused in {collection.name}.") +
-                                  " Nothing was saved.")
+    """Refuse a rating of `caption_id` from an annotator who may not work in a study the caption
+    is in (:func:`standing_refusal`): the API's /rate cannot go around the queue."""
+    for collection, _ in _studies_of(session, caption_id):
+        reason = standing_refusal(session, user, collection)
+        if reason:
+            raise PermissionError(f"{reason} Nothing was saved.")
 
 
 @dataclass(frozen=True)

@@ -287,3 +287,38 @@ def test_db_pairs_command_makes_imports_and_exports(engine, accounts, tmp_path, 
     assert main(["db", "pairs", "--collection", "duel", "--import", str(bad)]) == 2
     assert "row 1: caption_b 'nothing like it' is not a caption" in capsys.readouterr().err
     assert len(_pairs(engine)) == 7
+
+
+def test_the_studys_quality_control_holds_for_pairs_too(engine, accounts, make_png):
+    """An annotator who has not passed the qualification round, or is paused, gets no pair and
+    cannot judge one through the library (as the API would); resumed, they get pairs again."""
+    from annotation import quality
+    from db.models import StudyParticipant, utcnow
+
+    ids = _study(engine, accounts, make_png)
+    with session_scope(engine) as s:
+        col = get_collection(s, "duel")
+        pairwise.make_pairs(s, accounts["rita"], col)
+        quality.set_quality(s, accounts["rita"], col, qualification_pass=0.5)
+        quality.add_check_item(s, accounts["rita"], col, ids["x1"], "qualification", 0.8, 0.1)
+        item_id = s.scalars(select(PairwiseItem.id).where(PairwiseItem.collection_id == col.id)).first()
+    ann = accounts["ann"].id
+    screen = pairwise.pair_screen(ann, "duel")
+    assert screen.item_id is None and not screen.can_judge
+    assert screen.left.startswith("Pass the qualification round of duel first")
+    with pytest.raises(PermissionError, match="qualification round"):
+        pairwise.judge_and_next(ann, "duel", item_id, "left")
+
+    with session_scope(engine) as s:  # passed, then paused by the checks
+        col = get_collection(s, "duel")
+        s.add(StudyParticipant(collection_id=col.id, annotator_id=ann, qualification="passed",
+                               paused_at=utcnow(), pause_reason="You are paused in duel: 1 of 4 checks right."))
+    screen = pairwise.pair_screen(ann, "duel")
+    assert screen.item_id is None and screen.left.startswith("You are paused in duel")
+    with pytest.raises(PermissionError, match="paused"):
+        pairwise.judge_and_next(ann, "duel", item_id, "left")
+    with session_scope(engine) as s:
+        quality.resume(s, accounts["rita"], get_collection(s, "duel"), "ann")
+    assert pairwise.pair_screen(ann, "duel").can_judge
+    with session_scope(engine, read_only=True) as s:
+        assert s.scalar(select(PairwiseJudgment.id).where(PairwiseJudgment.choice.is_not(None))) is None
