@@ -24,6 +24,7 @@ import pandas as pd
 
 from annotation.auth_sessions import log_in
 from annotation.collection_analysis import analyse_collection, collection_failure_cases
+from annotation.pairwise import judge_and_next, pair_screen
 from annotation.queue_screens import rate, rating_screen
 from app import engine, render
 from app.perturb_lab import parse_critical, perturb_caption
@@ -200,6 +201,18 @@ def perturb_endpoint(text: str, op: str = "all", p: float | None = None, seed: f
     return [r.to_dict() | {"noop_reason": r.noop_reason} for r in results]
 
 
+def in_words(call, *args):
+    """`call(*args)`, with the library's refusals (PermissionError, ValueError, LookupError) sent
+    to the caller as a gr.Error in words; a gr.Error (a ValueError) passes as it is, since str()
+    of it would quote the message."""
+    try:
+        return call(*args)
+    except gr.Error:
+        raise
+    except (PermissionError, ValueError, LookupError) as exc:
+        raise gr.Error(str(exc)) from None
+
+
 def _records(frame: pd.DataFrame | None) -> list[dict] | None:
     """A table as JSON rows, missing values as null."""
     if frame is None:
@@ -213,13 +226,8 @@ def _metric_list(metrics: str | None) -> list[str]:
 
 def analyze_endpoint(profile: str, collection: str, metrics: str, request: gr.Request) -> dict:
     """The Analyze tab's report of a collection (researcher or admin session)."""
-    try:
-        chosen = _metric_list(metrics) or engine.metric_names(profile)
-        report = analyse_collection(api_account(request), collection, engine.AppScorer(profile), chosen)
-    except gr.Error:  # already in words for the caller (gr.Error is a ValueError: str() would quote it)
-        raise
-    except (PermissionError, ValueError, LookupError) as exc:
-        raise gr.Error(str(exc)) from None
+    chosen = in_words(lambda: _metric_list(metrics) or engine.metric_names(profile))
+    report = in_words(analyse_collection, api_account(request), collection, engine.AppScorer(profile), chosen)
     return {"summary": report.summary, "correlations": _records(correlation_cells(report.correlations)),
             "robustness": _records(robustness_cells(report.robustness))}
 
@@ -232,18 +240,13 @@ def failure_cases_endpoint(profile: str, collection: str, metrics: str, mode: st
     """The Failure cases tab's ranking of a collection (researcher or admin session)."""
     if mode not in FAILURE_MODES:
         raise gr.Error(f"mode must be one of: {', '.join(FAILURE_MODES)}")
-    try:
-        chosen = _metric_list(metrics) or engine.metric_names(profile)
-        rows = collection_failure_cases(api_account(request), collection, engine.AppScorer(profile), chosen,
-                                        FAILURE_MODES[mode])
-    except gr.Error:  # already in words for the caller (gr.Error is a ValueError: str() would quote it)
-        raise
-    except (PermissionError, ValueError, LookupError) as exc:
-        raise gr.Error(str(exc)) from None
+    chosen = in_words(lambda: _metric_list(metrics) or engine.metric_names(profile))
+    rows = in_words(collection_failure_cases, api_account(request), collection, engine.AppScorer(profile), chosen,
+                    FAILURE_MODES[mode])
     return _records(case_cells(filter_cases(rows, ANY, ANY, ANY, max(1, int(limit or 20)))))
 
 
-ENDPOINTS = ("score", "perturb", "login", "next_item", "rate", "analyze", "failure_cases")
+ENDPOINTS = ("score", "perturb", "login", "next_item", "rate", "next_pair", "judge_pair", "analyze", "failure_cases")
 
 
 def login_endpoint(name: str, password: str, request: gr.Request) -> dict:
@@ -273,16 +276,13 @@ def next_item_endpoint(collection: str, request: gr.Request) -> dict:
         collection: the collection's name.
 
     Returns:
-        caption_id (null when every item is done), text, language and progress.
+        caption_id (null when there is nothing to rate now), text, language, progress, and notice:
+        what the study says to the annotator (a qualification round's progress and feedback, an
+        attention check's instruction, or why no item comes: a failed round or a pause).
     """
-    try:
-        screen = rating_screen(api_account(request), collection)
-    except gr.Error:  # already in words for the caller (gr.Error is a ValueError: str() would quote it)
-        raise
-    except (PermissionError, ValueError, LookupError) as exc:
-        raise gr.Error(str(exc)) from None
+    screen = in_words(rating_screen, api_account(request), collection)
     return {"caption_id": screen.caption_id, "text": screen.text, "language": screen.language,
-            "progress": screen.progress}
+            "progress": screen.progress, "notice": screen.notice}
 
 
 def rate_endpoint(caption_id: float, overall: float, fluency: float | None = None, relevance: float | None = None,
@@ -301,12 +301,46 @@ def rate_endpoint(caption_id: float, overall: float, fluency: float | None = Non
     """
     if caption_id is None or overall is None:
         raise gr.Error("caption_id and overall are required")
-    try:
-        return rate(api_account(request), int(caption_id), float(overall), fluency, relevance, descriptiveness)
-    except gr.Error:  # already in words for the caller (gr.Error is a ValueError: str() would quote it)
-        raise
-    except (PermissionError, ValueError, LookupError) as exc:
-        raise gr.Error(str(exc)) from None
+    return in_words(rate, api_account(request), int(caption_id), float(overall), fluency, relevance, descriptiveness)
+
+
+def _pair_json(screen) -> dict:
+    return {"pair_id": screen.item_id, "left": screen.left if screen.item_id is not None else None,
+            "right": screen.right if screen.item_id is not None else None, "chosen": screen.chosen,
+            "progress": screen.progress,
+            "message": " ".join(m for m in (screen.message, "" if screen.item_id is not None else screen.left) if m)}
+
+
+def next_pair_endpoint(collection: str, request: gr.Request) -> dict:
+    """The next pair of captions the logged-in user (X-CapLens-Token header) should compare:
+    which of the two describes the image better. The left/right order is this annotator's own
+    (blind, fixed per pair); judge_pair takes "left", "right" or "tie" in that order.
+
+    Args:
+        collection: the collection's name.
+
+    Returns:
+        pair_id (null when there is nothing to compare now), left, right, progress, and message
+        (why no pair comes: all done, or the study's qualification round or a pause).
+    """
+    return _pair_json(in_words(pair_screen, api_account(request), collection))
+
+
+def judge_pair_endpoint(collection: str, pair_id: float, choice: str, request: gr.Request) -> dict:
+    """Say which caption of a pair is better, as the logged-in user saw it in next_pair; judging
+    a pair again changes the judgment. Answers with the next pair.
+
+    Args:
+        collection: the collection's name.
+        pair_id: the pair's id, from next_pair.
+        choice: "left", "right" or "tie".
+
+    Returns:
+        the next pair, as next_pair gives it; message says the choice was saved.
+    """
+    if pair_id is None or not choice:
+        raise gr.Error("pair_id and choice are required")
+    return _pair_json(in_words(judge_and_next, api_account(request), collection, int(pair_id), choice.strip().lower()))
 
 
 def _endpoint(api_name: str, fn, inputs: list, result_label: str) -> None:
@@ -408,6 +442,10 @@ def build(ctx: engine.AppContext) -> None:
         aspects = [_nullable(number_field(name, value=None)) for name in ("fluency", "relevance", "descriptiveness")]
         _endpoint("rate", rate_endpoint, [number_field("caption_id", whole=True, minimum=1, maximum=MAX_ID),
                                           number_field("overall"), *aspects], "rating")
+        _endpoint("next_pair", next_pair_endpoint, [text_field("collection")], "pair")
+        _endpoint("judge_pair", judge_pair_endpoint,
+                  [text_field("collection"), number_field("pair_id", whole=True, minimum=1, maximum=MAX_ID),
+                   text_field("choice")], "pair")
         _endpoint("analyze", analyze_api, [text_field("collection"), text_field("metrics")], "report")
         _endpoint("failure_cases", failure_cases_api,
                   [text_field("collection"), text_field("metrics"),

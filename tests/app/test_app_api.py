@@ -16,7 +16,8 @@ def client(server):
 
 def test_api_lists_the_named_endpoints(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
-    assert {"/score", "/perturb", "/login", "/next_item", "/rate", "/analyze", "/failure_cases"} <= names
+    assert {"/score", "/perturb", "/login", "/next_item", "/rate", "/next_pair", "/judge_pair", "/analyze",
+            "/failure_cases"} <= names
 
 
 def test_score_returns_every_metric_and_matches_the_library(server, client, image_file):
@@ -168,6 +169,7 @@ def test_rate_requires_login_then_stores_the_rating(server):
     client = Client(server.url, verbose=False, headers={TOKEN_HEADER: who["token"]})
     item = client.predict(server.collection, api_name="/next_item")
     assert isinstance(item["caption_id"], int) and item["text"] and "rated" in item["progress"]
+    assert item["notice"] == ""  # no quality control in this collection
     stored = client.predict(caption_id, 0.7, 0.9, None, 0.4, api_name="/rate")
     assert stored["overall"] == pytest.approx(0.7) and stored["annotator"] == server.annotator[0]
     with database_session() as session:
@@ -178,6 +180,50 @@ def test_rate_requires_login_then_stores_the_rating(server):
         assert mine[caption_id].relevance is None
     with pytest.raises(AppError, match=r"^overall must be between 0 and 1, got 1\.5$"):
         client.predict(caption_id, 1.5, None, None, None, api_name="/rate")
+
+
+def test_pairs_are_judged_over_the_api_in_the_annotators_blind_order(server):
+    """next_pair shows the two captions in this annotator's fixed left/right order, judge_pair
+    stores "left" as the caption that was on the left, and answers with the next pair."""
+    from sqlalchemy import select
+
+    from annotation import pairwise
+    from annotation.accounts import get_user
+    from annotation.captions import add_caption, get_or_create_collection
+    from annotation.database import database_session
+    from annotation.image_store import add_image
+    from db.models import PairwiseItem, PairwiseJudgment
+    from tests.app.conftest import png_bytes
+
+    from app.session import TOKEN_HEADER
+
+    with database_session() as session:
+        researcher = get_user(session, server.researcher[0])
+        collection = get_or_create_collection(session, researcher, "api-pairs")
+        image = add_image(session, png_bytes((90, 90, 10)), original_filename="duel.png")
+        texts = {add_caption(session, researcher, image, text, source_model=model, collection=collection).id: text
+                 for text, model in (("a yellow square", "m1"), ("a blue circle", "m2"))}
+        assert pairwise.make_pairs(session, researcher, collection) == 1
+        item = session.scalar(select(PairwiseItem).where(PairwiseItem.collection_id == collection.id))
+        pair_id, a_text, b_text = item.id, texts[item.caption_a_id], texts[item.caption_b_id]
+    with pytest.raises(AppError, match=r"^Not logged in"):
+        Client(server.url, verbose=False).predict("api-pairs", api_name="/next_pair")
+    token = Client(server.url, verbose=False).predict(*server.annotator, api_name="/login")["token"]
+    client = Client(server.url, verbose=False, headers={TOKEN_HEADER: token})
+    shown = client.predict("api-pairs", api_name="/next_pair")
+    with database_session() as session:
+        annotator = get_user(session, server.annotator[0])
+        a_left = pairwise.a_on_left(annotator.id, pair_id)
+    assert (shown["pair_id"], shown["left"], shown["right"]) == \
+        (pair_id, *((a_text, b_text) if a_left else (b_text, a_text)))
+    with pytest.raises(AppError, match=r"^choose left, right or tie, not 'both'$"):
+        client.predict("api-pairs", pair_id, "both", api_name="/judge_pair")
+    after = client.predict("api-pairs", pair_id, "left", api_name="/judge_pair")
+    assert after["pair_id"] is None and after["message"].startswith(f"Saved your choice on pair {pair_id}.")
+    assert "Nothing left to compare" in after["message"]
+    with database_session() as session:
+        judgment = session.scalar(select(PairwiseJudgment).where(PairwiseJudgment.item_id == pair_id))
+        assert judgment.choice == ("a" if a_left else "b")
 
 
 def test_fifteen_sends_of_a_large_image_keep_one_copy(server, client, tmp_path):
