@@ -125,6 +125,8 @@ def warm_up(scorer, metrics: Sequence[str], collection: str | None, wait_for: th
             wait_for.join()
         analysed = bool(collection) and analyse_once(scorer, metrics, collection)
     except Exception as exc:  # the warm-up is a convenience: the server goes on cold
+        if not threading.main_thread().is_alive():  # the process is exiting under it: nothing to report
+            return _state
         _set(stage=FAILED, finished=time.monotonic(), problem=user_message(exc))
         LOG.warning("warm-up stopped: %s", _state.problem)
         report(f"warm-up stopped: {_state.problem}")
