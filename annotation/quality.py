@@ -757,7 +757,8 @@ def manage_annotator(account_id: int | None, collection_name: str, name: str, ac
 @dataclass
 class ReviewScreen:
     """The reviewer's screen: the item of the review queue with the largest spread (caption_id
-    None when none is left), its ratings' values and how many items wait."""
+    None when none is left), its ratings' values, their mean (where the reviewer's value starts,
+    so the last item's value is never carried over) and how many items wait."""
 
     caption_id: int | None
     text: str
@@ -765,6 +766,7 @@ class ReviewScreen:
     ratings: str
     waiting: int
     message: str = ""
+    mean: float | None = None
 
 
 def review_screen(account_id: int | None, collection_name: str, message: str = "") -> ReviewScreen:
@@ -776,7 +778,7 @@ def review_screen(account_id: int | None, collection_name: str, message: str = "
     shown = ", ".join(f"{v:.2f}" for v in item.values)
     return ReviewScreen(item.caption_id, item.text, item.image_file,
                         f"{len(item.values)} ratings: {shown} (spread {item.spread:.2f}, mean {item.mean:.2f})",
-                        len(items), message)
+                        len(items), message, item.mean)
 
 
 def settle_and_next(account_id: int | None, collection_name: str, caption_id, overall, note: str | None = None

@@ -226,7 +226,7 @@ def build(user_state: gr.State):
                     review_caption = gr.Textbox(label="Caption", interactive=False, lines=2, elem_id="review-caption")
                     review_ratings = gr.Textbox(label="The annotators' ratings", interactive=False,
                                                 elem_id="review-ratings")
-                    review_value = gr.Slider(0, 1, value=0.5, step=0.05, label="Adjudicated overall (0–1)",
+                    review_value = gr.Slider(0, 1, value=0.5, step=0.05, label="Adjudicated overall (0–1; starts at the ratings' mean)",
                                              elem_id="review-value")
                     review_note = gr.Textbox(label="Note (optional)", elem_id="review-note")
                     review_caption_id = gr.Number(label="Caption id", interactive=False, precision=0,
@@ -386,13 +386,14 @@ def build(user_state: gr.State):
 
     # ----- review queue ---------------------------------------------------------------
     review_outputs = [review_image, review_caption, review_caption_id, review_ratings, review_note, review_status,
-                      review_save]
+                      review_save, review_value]
 
     def show_review(screen, request: gr.Request):
         waiting = f"{screen.waiting} item(s) wait for review." if screen.caption_id is not None else ""
         return (private_copies(request, [screen.image_file])[0], screen.text, screen.caption_id, screen.ratings, "",
                 " ".join(part for part in (screen.message, waiting) if part),
-                gr.Button(interactive=screen.caption_id is not None))
+                gr.Button(interactive=screen.caption_id is not None),
+                gr.Slider(value=0.5 if screen.mean is None else screen.mean))
 
     def on_review_next(collection_name, request: gr.Request):
         return show_review(review_screen(account_id(request), collection_name), request)
@@ -403,7 +404,7 @@ def build(user_state: gr.State):
     for trigger, handler, extra in ((review_tab.select, on_review_next, []), (review_next.click, on_review_next, []),
                                     (review_save.click, on_review_save, [review_caption_id, review_value,
                                                                          review_note])):
-        trigger(refused_in_status(handler, 5, 1), [collection] + extra, review_outputs, api_visibility="private")
+        trigger(refused_in_status(handler, 5, 2), [collection] + extra, review_outputs, api_visibility="private")
 
     # ----- transcreation queue -------------------------------------------------------
     tc_outputs = [instructions, tc_image, tc_source, tc_score, tc_refs, tc_source_id, tc_text, tc_status, tc_submit,

@@ -217,7 +217,7 @@ def test_review_queue_puts_the_largest_spread_first_and_adjudication_leaves_rati
                                                                                          tmp_path):
     _rate(engine, accounts, study["r0"], (0.5, 0.55, 0.6))  # spread 0.1
     _rate(engine, accounts, study["r1"], (0.1, 0.9, 0.5))  # spread 0.8
-    _rate(engine, accounts, study["r2"], (0.3, 0.7, 0.5))  # spread 0.4
+    _rate(engine, accounts, study["r2"], (0.3, 0.7, 0.65))  # spread 0.4, mean 0.55
     _rate(engine, accounts, study["r3"], (0.0, 1.0))  # two of three ratings: not yet
     with session_scope(engine) as s:
         rita, col = s.merge(accounts["rita"]), get_collection(s, "q")
@@ -229,8 +229,10 @@ def test_review_queue_puts_the_largest_spread_first_and_adjudication_leaves_rati
     bea = _id(engine, "bea")
     screen = quality.review_screen(bea, "q")
     assert screen.caption_id == study["r1"] and "0.10, 0.50, 0.90" in screen.ratings and screen.waiting == 3
+    assert screen.mean == pytest.approx(0.5)  # where the reviewer's value starts
     after = quality.settle_and_next(bea, "q", study["r1"], 0.7, "the ball is half hidden")
     assert after.caption_id == study["r2"] and after.waiting == 2 and "Settled caption" in after.message
+    assert after.mean == pytest.approx(0.55)
     with pytest.raises(ValueError, match="1 of its 3 ratings|2 of its 3 ratings"):
         quality.settle_and_next(bea, "q", study["r3"], 0.5)
     quality.settle_and_next(bea, "q", study["r1"], 0.75)  # again: replaces the value, one row

@@ -166,6 +166,9 @@ def test_qualification_gold_flag_and_review_in_the_browser(page, server, qc_stud
     page.locator("#review-save").click()
     page.wait_for_function(value_is("review-status", "Settled caption"))
     page.wait_for_function(value_is("review-caption", "zz-qc caption r1"))  # the next largest spread
+    # The value starts again at this item's mean, not at the 0.65 just given to r0.
+    mean = page.locator("#review-ratings textarea").input_value().rsplit("mean ", 1)[1].rstrip(")")
+    assert float(page.locator("#review-value input[type=number]").input_value()) == pytest.approx(float(mean), abs=0.006)
     page.screenshot(path=str(artifacts / "qc-review.png"), full_page=True)
     with database_session() as session:
         settled = session.execute(select(Adjudication.caption_id, Adjudication.overall, Adjudication.note,
