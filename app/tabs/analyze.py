@@ -8,6 +8,7 @@ import gradio as gr
 from annotation.accounts import RESEARCH_ROLES
 from annotation.collection_analysis import analyse_collection
 from annotation.errors import user_message
+from annotation.server_benchmarks import reproduce_on_server, server_benchmarks
 from app import engine, render
 from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections, logged_in
@@ -17,7 +18,8 @@ from scoring.analysis.report import CorrelationFilters, correlation_cells, robus
 
 PURPOSE = ("**Analyze a stored collection**: how every metric correlates with the collection's human ratings, per "
            "language (bootstrap 95 % intervals), a scatter per metric, and how much the collection's stored "
-           "perturbations move each metric. *Analyze from files* at the bottom of this tab needs no login.")
+           "perturbations move each metric. *Reproduce a published benchmark* sets our values beside the papers' "
+           "for benchmark files kept on the server. *Analyze from files* at the bottom of this tab needs no login.")
 
 
 def build(ctx: engine.AppContext, user_state: gr.State) -> None:
@@ -65,6 +67,42 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
         if table is None or metric not in table or not logged_in(request):
             return gr.skip()
         return _scatter(table, metric)
+
+    with gr.Accordion("Reproduce a published benchmark (files kept on the server)", open=False,
+                      elem_id="reproduce-section"):
+        gr.Markdown("Scores a benchmark's items with this server's metrics and sets each value beside the "
+                    "paper's, with a 95 % interval, as `caplens analyze reproduce` does. The list holds the "
+                    "benchmarks an admin put in the server's benchmark folder (`caplens analyze fetch NAME`) and "
+                    "the synthetic world's. ✓ / ✗ (within ±0.1 point) only where a metric runs the published "
+                    "checkpoints. A second run resumes from the stored scores.")
+        with gr.Row():
+            bench = gr.Dropdown([], label="Benchmark", elem_id="reproduce-benchmark")
+            bench_refresh = gr.Button("Refresh list", size="sm", elem_id="reproduce-refresh")
+            bench_run = gr.Button("Reproduce", variant="primary", elem_id="reproduce-button")
+        bench_status = gr.Textbox(label="Status", interactive=False, elem_id="reproduce-status")
+        bench_table = gr.Dataframe(label="Ours beside the paper", interactive=False, wrap=True,
+                                   elem_id="reproduce-table")
+
+    def on_benchmarks(request: gr.Request):
+        if not logged_in(request):
+            return gr.Dropdown(choices=[], value=None), ""
+        try:
+            names_found = server_benchmarks(account_id(request))
+        except PermissionError:  # an annotator: the section's list stays empty (the notice above says why)
+            return gr.Dropdown(choices=[], value=None), ""
+        return gr.Dropdown(choices=names_found, value=names_found[0]), ""
+
+    def on_reproduce(name, request: gr.Request, progress=gr.Progress(track_tqdm=True)):
+        try:
+            done = reproduce_on_server(account_id(request), name, ctx.profile)
+        except Exception as exc:  # in words; an unexpected one is logged under the error id it shows
+            return user_message(exc), gr.skip()
+        return done.summary, done.table
+
+    for trigger in (bench_refresh.click, user_state.change):
+        trigger(on_benchmarks, None, [bench, bench_status], api_visibility="private")
+    bench_run.click(on_reproduce, [bench], [bench_status, bench_table], show_progress_on=[bench_status],
+                    api_visibility="private")
 
     follow_collections(user_state, refresh, collection, status)
     run.click(on_analyse, [collection, metrics, scatter_metric, per_rating],

@@ -382,6 +382,37 @@ def reproduce(name: str, path, *, out, metrics: Sequence[str] | None = None, pro
     return Reproduction(name, frame, len(table), unavailable, errors, registry.profile, scored)
 
 
+def reproduce_found(folder, *, out, **options) -> list[Reproduction]:
+    """`reproduce` every published benchmark whose files are under `folder` (find_benchmarks),
+    each into out/<benchmark>; `options` as for `reproduce`. The CLI's `all` and the app's
+    server folder both run this."""
+    found = find_benchmarks(folder)
+    if not found:
+        raise FileNotFoundError(f"no benchmark's files found under {folder}")
+    return [reproduce(name, path, out=Path(out) / name, **options) for name, path in found.items()]
+
+
+def reproduce_world(out, *, scenes: int = 12, profile: str | None = None, **options) -> tuple[dict[str, int],
+                                                                                              list[Reproduction]]:
+    """Write the world's ratings, pairs and foils for `scenes` held-out scenes under out/data and
+    reproduce each with `profile` (default: world); returns the item counts and the results."""
+    from scoring.world.benchmark import BENCHMARK_FOLDERS, write_world_benchmark
+
+    out = Path(out)
+    counts = write_world_benchmark(out / "data", scenes=scenes)
+    return counts, [reproduce(name, out / "data" / folder, out=out / name, profile=profile or "world", **options)
+                    for name, folder in BENCHMARK_FOLDERS.items()]
+
+
+def summary_line(result: Reproduction) -> str:
+    """One sentence on a reproduction, with no server path: items, profile, what could not run."""
+    parts = [f"{result.benchmark}: {result.items} items scored with profile {result.profile}"]
+    parts += [f"{metric} unavailable: {reason}" for metric, reason in result.unavailable.items()]
+    if result.errors:
+        parts.append(f"{result.errors} rows could not be scored")
+    return "; ".join(parts) + "."
+
+
 def _measures(spec: Benchmark, table: pd.DataFrame, wide: pd.DataFrame, metric: str, n_boot: int,
               seed: int) -> list[Measure]:
     if spec.kind == "ratings":

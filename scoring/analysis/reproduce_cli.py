@@ -70,46 +70,29 @@ def _print_result(result, out: Path) -> None:
 
 
 def run_reproduce(args: argparse.Namespace) -> int:
-    from .reproduce import find_benchmarks, reproduce
+    from .reproduce import reproduce, reproduce_found, reproduce_world
 
-    show = not args.quiet
+    options = dict(metrics=args.metrics, profile=args.profile, device=args.device, n_boot=args.bootstrap,
+                   seed=args.seed, show_progress=not args.quiet)
     if args.benchmark == "world":
-        return _run_world(args)
+        out = args.out or Path("reproduce") / "world"
+        counts, results = reproduce_world(out, scenes=args.scenes, **options)
+        print("wrote the world benchmarks under " + str(out / "data") + ": "
+              + ", ".join(f"{name} {count} items" for name, count in counts.items()))
+        for result in results:
+            _print_result(result, out / result.benchmark)
+        return 0
     if args.dataset_path is None:
         raise ValueError(f"{args.benchmark} needs --dataset-path (its files as published; "
                          "`caplens analyze fetch NAME` downloads those on the Hugging Face hub)")
     if args.benchmark == "all":
-        found = find_benchmarks(args.dataset_path)
-        if not found:
-            raise FileNotFoundError(f"no benchmark's files found under {args.dataset_path}")
-        targets = list(found.items())
-        print("found: " + ", ".join(f"{name} ({path})" for name, path in targets))
-        base = args.out or Path("reproduce")
-    else:
-        targets = [(args.benchmark, args.dataset_path)]
-        base = None
-    for name, path in targets:
-        out = base / name if base is not None else (args.out or Path("reproduce") / name)
-        result = reproduce(name, path, out=out, metrics=args.metrics, profile=args.profile, device=args.device,
-                           image_root=args.image_root, n_boot=args.bootstrap, seed=args.seed, show_progress=show)
-        _print_result(result, out)
-    return 0
-
-
-def _run_world(args: argparse.Namespace) -> int:
-    from scoring.world.benchmark import BENCHMARK_FOLDERS, write_world_benchmark
-
-    from .reproduce import reproduce
-
-    out = args.out or Path("reproduce") / "world"
-    data = out / "data"
-    counts = write_world_benchmark(data, scenes=args.scenes)
-    print("wrote the world benchmarks under " + str(data) + ": "
-          + ", ".join(f"{name} {count} items" for name, count in counts.items()))
-    for name, folder in BENCHMARK_FOLDERS.items():
-        result = reproduce(name, data / folder, out=out / name, metrics=args.metrics, profile=args.profile or "world",
-                           device=args.device, n_boot=args.bootstrap, seed=args.seed, show_progress=not args.quiet)
-        _print_result(result, out / name)
+        out = args.out or Path("reproduce")
+        results = reproduce_found(args.dataset_path, out=out, image_root=args.image_root, **options)
+        for result in results:
+            _print_result(result, out / result.benchmark)
+        return 0
+    out = args.out or Path("reproduce") / args.benchmark
+    _print_result(reproduce(args.benchmark, args.dataset_path, out=out, image_root=args.image_root, **options), out)
     return 0
 
 

@@ -305,6 +305,29 @@ def test_analyze_tab_shows_correlations(page, server, artifacts):
     assert page.dialogs == []
 
 
+def test_a_researcher_reproduces_a_benchmark_kept_on_the_server(page, server, artifacts, tmp_path):
+    """The Analyze tab's offer of `caplens analyze reproduce`: FOIL files in the server's
+    benchmark folder appear in the list after login, and Reproduce shows ours beside the paper."""
+    from annotation.server_benchmarks import benchmark_folder
+    from scoring.world.benchmark import write_world_benchmark
+
+    write_world_benchmark(tmp_path / "made", scenes=2, annotators=3, size=48)
+    shutil.rmtree(benchmark_folder() / "foil", ignore_errors=True)
+    shutil.copytree(tmp_path / "made" / "foil", benchmark_folder() / "foil")
+    log_in(page, *server.researcher)
+    page.get_by_role("tab", name="Analyze").click()
+    page.locator("#reproduce-section").get_by_text("Reproduce a published benchmark").click()
+    page.locator("#reproduce-refresh").click()
+    page.wait_for_function("() => document.querySelector('#reproduce-benchmark input')?.value === 'foil'")
+    page.locator("#reproduce-button").click()
+    page.wait_for_function(
+        "() => document.querySelector('#reproduce-status textarea')?.value.includes('foil: 1 items scored')")
+    rows = table_rows(page, "#reproduce-table")
+    assert {(r[0], r[2]) for r in rows} >= {("foil", "foil_1ref"), ("foil", "foil_4ref")}
+    assert str(benchmark_folder()) not in page.locator("#reproduce-status textarea").input_value()
+    page.screenshot(path=str(artifacts / "analyze-reproduce.png"), full_page=True)
+
+
 def test_perturbations_saved_from_the_lab_are_in_the_collection(page, server, image_file, artifacts):
     from annotation.acting import acting
     from annotation.auth_sessions import log_in as library_log_in
