@@ -200,26 +200,17 @@ def _periodic_evaluation(config: TrainConfig, step: int, metrics: dict[str, floa
     return best
 
 
-def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None = None,
-          log: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
-          resume: bool = False) -> TrainResult:
-    """Run `config` to the end (or until `cancel` is set: raises Cancelled, resumable)."""
-    if config.recipe not in RECIPES:
-        raise ValueError(f"unknown recipe {config.recipe!r}; known: {', '.join(RECIPES)}")
-    recipe = RECIPES[config.recipe]
-    out = Path(config.out)
-    snapshot_path = out / SNAPSHOT
+def _check_out(out: Path, resume: bool) -> None:
+    """Refuse to overwrite a finished run, to resume nothing, or to start over an interrupted one."""
     if (out / RESULT_FILE).is_file():
         raise ValueError(f"{out} already holds a finished run: choose another `out`")
-    if resume and not snapshot_path.is_file():
+    if resume and not (out / SNAPSHOT).is_file():
         raise ValueError(f"nothing to resume in {out}: no snapshot (the run never reached its first one)")
-    if not resume and snapshot_path.is_file():
+    if not resume and (out / SNAPSHOT).is_file():
         raise ValueError(f"{out} holds an interrupted run: resume it, or choose another `out`")
-    say = log or (lambda message: None)
-    tell = progress or (lambda fraction, message: None)
-    started = time.time()
-    device = _device(config)
-    autocast_dtype = _autocast_dtype(config, device)
+
+
+def _seed_everything(config: TrainConfig, device: torch.device) -> None:
     if config.threads:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
@@ -227,148 +218,217 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
     np.random.seed(config.seed)
     torch.use_deterministic_algorithms(device.type == "cpu", warn_only=True)
 
-    tell(0.0, "loading data")
-    train_rows, heldout_rows, data_hash, data_about = split_rows(config)
-    eval_rows = heldout_rows[: config.max_heldout]
-    say(f"{recipe.name}: {len(train_rows)} training rows, {len(heldout_rows)} held-out rows "
-        f"({len({image_key(r) for r in heldout_rows})} images) on {device.type}")
 
-    scratch = out / SCRATCH
-    scratch.mkdir(parents=True, exist_ok=True)
-    state = recipe.setup(config, device, scratch)
-    state.warnings = recipe.warnings(train_rows, config)
-    tell(0.0, "preparing")
-    recipe.prepare(state, train_rows + eval_rows, device)
-    for warning in state.warnings:
-        say(f"warning: {warning}")
-    module = state.trainable.to(device)
-    params = [p for p in module.parameters() if p.requires_grad]
-    order = BatchOrder(train_rows, config.batch_size, config.seed)
-    total = config.max_steps or config.epochs * math.ceil(order.per_epoch / config.grad_accum)
-    optimizer = _optimizer(config, params)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config, total))
-    scaler = torch.amp.GradScaler("cuda") if autocast_dtype == torch.float16 else None
-    autocast = (lambda: torch.autocast("cuda", dtype=autocast_dtype)) if autocast_dtype else contextlib.nullcontext
+class _Run:
+    """One run's moving parts (model, optimizer, schedule, counters) and the steps of `train`:
+    set up, evaluate, optimise one step, snapshot, choose the kept weights, write the record."""
 
-    def evaluate(label: str) -> dict[str, float]:
-        tell(0.0 if label == "before" else 1.0, f"evaluating {label} on {len(eval_rows)} held-out rows")
-        module.eval()
-        with torch.no_grad(), autocast():
-            metrics = recipe.evaluate(state, eval_rows, device)
-        module.train()
-        say(f"{label}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+    def __init__(self, config: TrainConfig, say: Callable[[str], None], tell: Callable[[float, str], None]):
+        self.config, self.say, self.tell = config, say, tell
+        self.recipe = RECIPES[config.recipe]
+        self.out = Path(config.out)
+        self.started = time.time()
+        self.device = _device(config)
+        self.autocast_dtype = _autocast_dtype(config, self.device)
+        _seed_everything(config, self.device)
+
+        tell(0.0, "loading data")
+        self.train_rows, heldout_rows, self.data_hash, self.data_about = split_rows(config)
+        self.heldout_rows = heldout_rows
+        self.eval_rows = heldout_rows[: config.max_heldout]
+        say(f"{self.recipe.name}: {len(self.train_rows)} training rows, {len(heldout_rows)} held-out rows "
+            f"({len({image_key(r) for r in heldout_rows})} images) on {self.device.type}")
+
+        scratch = self.out / SCRATCH
+        scratch.mkdir(parents=True, exist_ok=True)
+        self.state = self.recipe.setup(config, self.device, scratch)
+        self.state.warnings = self.recipe.warnings(self.train_rows, config)
+        tell(0.0, "preparing")
+        self.recipe.prepare(self.state, self.train_rows + self.eval_rows, self.device)
+        for warning in self.state.warnings:
+            say(f"warning: {warning}")
+        self.module = self.state.trainable.to(self.device)
+        self.params = [p for p in self.module.parameters() if p.requires_grad]
+        self.order = BatchOrder(self.train_rows, config.batch_size, config.seed)
+        self.total = config.max_steps or config.epochs * math.ceil(self.order.per_epoch / config.grad_accum)
+        self.optimizer = _optimizer(config, self.params)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _schedule(config, self.total))
+        self.scaler = torch.amp.GradScaler("cuda") if self.autocast_dtype == torch.float16 else None
+        self.step, self.elapsed_before = 0, 0.0
+        self.losses: list[tuple[int, float]] = []
+        # Periodic held-out evaluations, and the best one's step, value and weights (`select_by`).
+        self.history: list[tuple[int, dict[str, float]]] = []
+        self.best: dict | None = None
+        self.before: dict[str, float] = {}
+
+    def autocast(self):
+        if self.autocast_dtype:
+            return torch.autocast("cuda", dtype=self.autocast_dtype)
+        return contextlib.nullcontext()
+
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.time() - self.started
+
+    def evaluate(self, label: str) -> dict[str, float]:
+        self.tell(0.0 if label == "before" else 1.0, f"evaluating {label} on {len(self.eval_rows)} held-out rows")
+        self.module.eval()
+        with torch.no_grad(), self.autocast():
+            metrics = self.recipe.evaluate(self.state, self.eval_rows, self.device)
+        self.module.train()
+        self.say(f"{label}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
         return metrics
 
-    losses: list[tuple[int, float]] = []
-    step, elapsed_before = 0, 0.0
-    # Periodic held-out evaluations, and the best one's step, value and weights (`select_by`).
-    history: list[tuple[int, dict[str, float]]] = []
-    best: dict | None = None
-    if resume:
-        snapshot = torch.load(snapshot_path, map_location=device, weights_only=False)
-        module.load_state_dict(snapshot["model"])
-        optimizer.load_state_dict(snapshot["optimizer"])
-        scheduler.load_state_dict(snapshot["scheduler"])
-        step, losses, before = snapshot["step"], snapshot["losses"], snapshot["before"]
-        history, best = snapshot.get("history", []), snapshot.get("best")
-        elapsed_before = snapshot["elapsed"]
-        _restore_rng(snapshot["rng"], device)
-        say(f"resumed at step {step}/{total}")
-    else:
-        before = evaluate("before")
-        torch.manual_seed(config.seed)  # loading may have drawn random numbers (a model built from scratch)
+    def begin(self, resume: bool) -> None:
+        """The "before" evaluation of a new run, or everything a snapshot holds."""
+        if not resume:
+            self.before = self.evaluate("before")
+            torch.manual_seed(self.config.seed)  # loading may have drawn random numbers (a model built from scratch)
+            return
+        snapshot = torch.load(self.out / SNAPSHOT, map_location=self.device, weights_only=False)
+        self.module.load_state_dict(snapshot["model"])
+        self.optimizer.load_state_dict(snapshot["optimizer"])
+        self.scheduler.load_state_dict(snapshot["scheduler"])
+        self.step, self.losses, self.before = snapshot["step"], snapshot["losses"], snapshot["before"]
+        self.history, self.best = snapshot.get("history", []), snapshot.get("best")
+        self.elapsed_before = snapshot["elapsed"]
+        _restore_rng(snapshot["rng"], self.device)
+        self.say(f"resumed at step {self.step}/{self.total}")
 
-    def save_snapshot() -> None:
-        tmp = snapshot_path.with_suffix(".tmp")
-        torch.save({"model": module.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "step": step, "losses": losses, "before": before,
-                    "history": history, "best": best,
-                    "elapsed": elapsed_before + time.time() - started, "rng": _rng_state(device)}, tmp)
-        tmp.replace(snapshot_path)
+    def save_snapshot(self) -> None:
+        path = self.out / SNAPSHOT
+        tmp = path.with_suffix(".tmp")
+        torch.save({"model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
+                    "scheduler": self.scheduler.state_dict(), "step": self.step, "losses": self.losses,
+                    "before": self.before, "history": self.history, "best": self.best,
+                    "elapsed": self.elapsed(), "rng": _rng_state(self.device)}, tmp)
+        tmp.replace(path)
 
-    module.train()
-    loop_started, first_step = time.time(), step
-    stopped_early = None
-    while step < total:
-        if config.time_limit_s and elapsed_before + time.time() - started > config.time_limit_s:
-            stopped_early = step
-            say(f"time limit of {config.time_limit_s:g} s reached at step {step}/{total}: stopping early")
-            break
-        if cancel is not None and cancel.is_set():
-            save_snapshot()
-            say(f"cancelled at step {step}/{total}; resumable")
-            raise Cancelled(f"cancelled at step {step}/{total}")
-        optimizer.zero_grad(set_to_none=True)
+    def optimise_one_step(self) -> float:
+        """One optimizer step over `grad_accum` micro-batches; returns the step's loss."""
+        config = self.config
+        self.optimizer.zero_grad(set_to_none=True)
         step_loss = 0.0
         for micro in range(config.grad_accum):
-            k = step * config.grad_accum + micro
-            with autocast():
-                loss, parts = recipe.batch_loss(state, order(k), random.Random(f"{config.seed}:{k}"), device)
+            k = self.step * config.grad_accum + micro
+            with self.autocast():
+                loss, _ = self.recipe.batch_loss(self.state, self.order(k), random.Random(f"{config.seed}:{k}"),
+                                                 self.device)
             loss = loss.float() / config.grad_accum
-            (scaler.scale(loss) if scaler else loss).backward()
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
             step_loss += loss.item()
-        if scaler:
-            scaler.unscale_(optimizer)
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
         if config.grad_clip:
-            torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-        if scaler:
-            scaler.step(optimizer)
-            scaler.update()
+            torch.nn.utils.clip_grad_norm_(self.params, config.grad_clip)
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
         else:
-            optimizer.step()
-        scheduler.step()
-        step += 1
-        losses.append((step, round(step_loss, 6)))
-        rate = (time.time() - loop_started) / (step - first_step)
-        message = (f"{recipe.name} step {step}/{total} loss {step_loss:.4f} "
-                   f"{_clock(elapsed_before + time.time() - started)} elapsed, ETA {_clock(rate * (total - step))}")
-        tell(step / total, message)
-        if step == 1 or step % max(1, total // 20) == 0 or step == total:
-            say(message)
-        if config.eval_every and step % config.eval_every == 0 and step < total:
-            best = _periodic_evaluation(config, step, evaluate(f"step {step}"), history, best, module)
-        if step % config.checkpoint_every == 0 and step < total:
-            save_snapshot()
+            self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        self.losses.append((self.step, round(step_loss, 6)))
+        return step_loss
 
-    after = evaluate("after")
-    selected_step = step
-    if config.select_by:
-        final = _periodic_evaluation(config, step, after, history, best, module)
-        if final is not None and final["step"] != step:
-            module.load_state_dict(final["weights"])
-            after, selected_step = final["metrics"], final["step"]
-            say(f"kept the weights of step {selected_step} ({config.select_by} {final['value']:.4f} on the held-out rows)")
-    warnings = state.warnings
-    from transformers.utils import logging as hf_logging
+    def loop(self, cancel: threading.Event | None) -> int | None:
+        """Optimise to the last step; the step a time limit stopped at (None when it did not)."""
+        config, total = self.config, self.total
+        self.module.train()
+        loop_started, first_step = time.time(), self.step
+        while self.step < total:
+            if config.time_limit_s and self.elapsed() > config.time_limit_s:
+                self.say(f"time limit of {config.time_limit_s:g} s reached at step {self.step}/{total}: stopping early")
+                return self.step
+            if cancel is not None and cancel.is_set():
+                self.save_snapshot()
+                self.say(f"cancelled at step {self.step}/{total}; resumable")
+                raise Cancelled(f"cancelled at step {self.step}/{total}")
+            step_loss = self.optimise_one_step()
+            step = self.step
+            rate = (time.time() - loop_started) / (step - first_step)
+            message = (f"{self.recipe.name} step {step}/{total} loss {step_loss:.4f} "
+                       f"{_clock(self.elapsed())} elapsed, ETA {_clock(rate * (total - step))}")
+            self.tell(step / total, message)
+            if step == 1 or step % max(1, total // 20) == 0 or step == total:
+                self.say(message)
+            if config.eval_every and step % config.eval_every == 0 and step < total:
+                self.best = _periodic_evaluation(config, step, self.evaluate(f"step {step}"), self.history,
+                                                 self.best, self.module)
+            if step % config.checkpoint_every == 0 and step < total:
+                self.save_snapshot()
+        return None
 
-    hf_logging.disable_progress_bar()  # no "Writing model shards" bars in logs
-    try:
-        recipe.save(state, out)
-    finally:
-        hf_logging.enable_progress_bar()
-    if config.options.get("save_dtype"):
-        store_weights_as(out, config.options["save_dtype"])
-    wall = elapsed_before + time.time() - started
-    record = {
-        "recipe": recipe.name, "metric": recipe.metric, "backbone_kind": recipe.result_kind(config),
-        "summary": recipe.summary, "config": config.to_dict(),
-        "data": {"hash": data_hash, **data_about, "train_rows": len(train_rows), "heldout_rows": len(heldout_rows),
-                 "heldout_images": len({image_key(r) for r in heldout_rows}), "evaluated_rows": len(eval_rows)},
-        "git_commit": _git_commit(), "device": device.type if device.type == "cpu" else torch.cuda.get_device_name(device),
-        "precision": str(autocast_dtype).removeprefix("torch.") if autocast_dtype else "fp32",
-        "torch": torch.__version__, "steps": total, "stopped_early_at": stopped_early, "wall_s": round(wall, 1), "before": before, "after": after,
-        "selected_step": selected_step, "history": history, "losses": losses, "warnings": warnings, "lineage": lineage(config.base),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    record["budget"] = recipe.budget(train_rows)
-    (out / RESULT_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
-    shutil.rmtree(out / ".resume", ignore_errors=True)
+    def finish(self) -> tuple[dict[str, float], int]:
+        """The "after" evaluation and, with `select_by`, the best evaluated weights put back:
+        (their metrics, their step)."""
+        after = self.evaluate("after")
+        if not self.config.select_by:
+            return after, self.step
+        final = _periodic_evaluation(self.config, self.step, after, self.history, self.best, self.module)
+        if final is None or final["step"] == self.step:
+            return after, self.step
+        self.module.load_state_dict(final["weights"])
+        self.say(f"kept the weights of step {final['step']} ({self.config.select_by} {final['value']:.4f} "
+                 "on the held-out rows)")
+        return final["metrics"], final["step"]
+
+    def save(self, after: dict[str, float], selected_step: int, stopped_early: int | None) -> dict:
+        """The model folder (the recipe's format, optionally in half precision) and training.json."""
+        from transformers.utils import logging as hf_logging
+
+        config, recipe = self.config, self.recipe
+        hf_logging.disable_progress_bar()  # no "Writing model shards" bars in logs
+        try:
+            recipe.save(self.state, self.out)
+        finally:
+            hf_logging.enable_progress_bar()
+        if config.options.get("save_dtype"):
+            store_weights_as(self.out, config.options["save_dtype"])
+        device = self.device
+        record = {
+            "recipe": recipe.name, "metric": recipe.metric, "backbone_kind": recipe.result_kind(config),
+            "summary": recipe.summary, "config": config.to_dict(),
+            "data": {"hash": self.data_hash, **self.data_about, "train_rows": len(self.train_rows),
+                     "heldout_rows": len(self.heldout_rows),
+                     "heldout_images": len({image_key(r) for r in self.heldout_rows}),
+                     "evaluated_rows": len(self.eval_rows)},
+            "git_commit": _git_commit(),
+            "device": device.type if device.type == "cpu" else torch.cuda.get_device_name(device),
+            "precision": str(self.autocast_dtype).removeprefix("torch.") if self.autocast_dtype else "fp32",
+            "torch": torch.__version__, "steps": self.total, "stopped_early_at": stopped_early,
+            "wall_s": round(self.elapsed(), 1), "before": self.before, "after": after,
+            "selected_step": selected_step, "history": self.history, "losses": self.losses,
+            "warnings": self.state.warnings, "lineage": lineage(config.base),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "budget": recipe.budget(self.train_rows),
+        }
+        (self.out / RESULT_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str),
+                                            encoding="utf-8")
+        shutil.rmtree(self.out / ".resume", ignore_errors=True)
+        return record
+
+
+def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None = None,
+          log: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
+          resume: bool = False) -> TrainResult:
+    """Run `config` to the end (or until `cancel` is set: raises Cancelled, resumable)."""
+    if config.recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {config.recipe!r}; known: {', '.join(RECIPES)}")
+    _check_out(Path(config.out), resume)
+    say = log or (lambda message: None)
+    tell = progress or (lambda fraction, message: None)
+    run = _Run(config, say, tell)
+    run.begin(resume)
+    stopped_early = run.loop(cancel)
+    after, selected_step = run.finish()
+    record = run.save(after, selected_step, stopped_early)
     if config.options.get("learning_curve"):
         learning_curve(config, record, log=say, cancel=cancel)
-    tell(1.0, f"{recipe.name} done in {_clock(wall)}")
-    return TrainResult(out_dir=out, recipe=recipe.name, metric=recipe.metric, backbone_kind=recipe.result_kind(config),
-                       before=before, after=after, losses=losses, wall_s=wall, device=record["device"],
-                       warnings=warnings)
+    tell(1.0, f"{run.recipe.name} done in {_clock(record['wall_s'])}")
+    return TrainResult(out_dir=run.out, recipe=run.recipe.name, metric=run.recipe.metric,
+                       backbone_kind=run.recipe.result_kind(config), before=run.before, after=after,
+                       losses=run.losses, wall_s=record["wall_s"], device=record["device"],
+                       warnings=run.state.warnings)
 
 
 STORE_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
