@@ -119,7 +119,7 @@ def register(subparsers, parents) -> None:
     pascal.add_argument("--metrics", nargs="+", help="metrics to report (or to compute when scoring now)")
     pascal.add_argument("--seed", type=int, default=0, help="seed breaking human vote ties and sampling references")
     pascal.add_argument("--references", type=int, default=5, help="references sampled per pair when scoring now")
-    pascal.add_argument("--collection", help="a pairwise study's judgments (annotation.pairwise): each metric's "
+    pascal.add_argument("--collection", help="a pairwise study's judgments (annotation.studies.pairwise): each metric's "
                                              "accuracy against their majority, as the app's Pairwise tab shows it, and "
                                              "the Bradley-Terry ranking of the caption sources")
     pascal.add_argument("--user", help="acting account for --collection (default: local CLI admin)")
@@ -217,7 +217,7 @@ def _wide_scores(scores):
 @contextmanager
 def _database(args):
     """A session (one transaction) and the acting user, as `caplens db` commands get them."""
-    from annotation.accounts import get_user
+    from annotation.people.accounts import get_user
     from annotation.database import database_session
     from db.models import User
 
@@ -231,7 +231,7 @@ def _fill_cache(session, user, args) -> dict[str, str]:
     returns {metric: reason} for those that cannot run (already printed)."""
     if not args.metrics:
         return {}
-    from annotation.score_store import fill_metric_cache
+    from annotation.scores.score_store import fill_metric_cache
 
     unavailable = fill_metric_cache(session, user, _scorer(args), args.collection, args.metrics)
     for metric, reason in unavailable.items():
@@ -325,11 +325,11 @@ def _correlation(args) -> int:
 
 
 def _collection_correlation(args) -> int:
-    """`annotation.collection_analysis.collection_analysis`, the Analyze tab's function, with
+    """`annotation.scores.collection_analysis.collection_analysis`, the Analyze tab's function, with
     the profile the app would choose (unless --profile names one); without --metrics, the
     metrics this profile's checkpoints have cached scores for in the collection."""
-    from annotation.collection_analysis import collection_analysis
-    from annotation.score_store import cached_metric_names
+    from annotation.scores.collection_analysis import collection_analysis
+    from annotation.scores.score_store import cached_metric_names
     from scoring.analysis.report import CorrelationFilters
     from scoring.cli import choose_profile
 
@@ -412,7 +412,7 @@ def _robustness(args) -> int:
     from scoring.perturb.ops import PRMCS_OPS, canonical_op
 
     if args.collection:
-        from annotation.score_store import collection_robustness_scores
+        from annotation.scores.score_store import collection_robustness_scores
 
         with _database(args) as (session, user):
             unavailable = _fill_cache(session, user, args)
@@ -444,7 +444,7 @@ def _specificity(args) -> int:
 
     if args.captions or args.collection:
         if args.collection:
-            from annotation.score_store import collection_captions
+            from annotation.scores.score_store import collection_captions
 
             with _database(args) as (session, user):
                 captions = collection_captions(session, user, args.collection)
@@ -536,9 +536,9 @@ def _pascal50s(args) -> int:
 
 
 def _pairwise_study(args) -> int:
-    """`annotation.pairwise.pairwise_analysis`, the Pairwise tab's function (which computes the
+    """`annotation.studies.pairwise.pairwise_analysis`, the Pairwise tab's function (which computes the
     accuracy with `pascal50s_table`, as above), with the profile the app would choose."""
-    from annotation.pairwise import pairwise_analysis
+    from annotation.studies.pairwise import pairwise_analysis
     from scoring.cli import choose_profile
 
     if args.scores or args.pascal_dir:
@@ -578,7 +578,7 @@ def _length(args) -> int:
     from scoring.analysis.pipeline import length_analysis
 
     if args.collection:
-        from annotation.score_store import collection_table
+        from annotation.scores.score_store import collection_table
 
         with _database(args) as (session, user):
             unavailable = _fill_cache(session, user, args) if args.profile else {}
@@ -599,7 +599,7 @@ def _load(args) -> int:
     if args.collection:
         if not args.image_root:
             raise ValueError("--collection needs --image-root (the images are stored in the database)")
-        from annotation.score_store import into_collection
+        from annotation.scores.score_store import into_collection
 
         with _database(args) as (session, user):
             report = into_collection(session, user, table, args.collection, args.image_root,

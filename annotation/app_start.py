@@ -10,11 +10,11 @@ from typing import Callable
 
 from sqlalchemy import func, select
 
-from annotation.accounts import create_user
+from annotation.people.accounts import create_user
 from annotation.database import database_session, open_database
 from annotation.demo_seed import seed_demo_if_empty
 from annotation.errors import user_message
-from annotation.importers import gc_stagings
+from annotation.transfer.importers import gc_stagings
 from db.models import Collection, User
 from scoring.paths import data_dir
 
@@ -89,5 +89,5 @@ def seed_demo_in_background(report: Callable[[str], None]) -> threading.Thread:
 def unserved_folders() -> list[str]:
     """Folders a server must never serve or copy a file out of: the data directory (database,
     image store, configuration). A stored file reaches a browser only as a copy handed to one
-    session (`annotation.auth_sessions.hand_out`)."""
+    session (`annotation.people.auth_sessions.hand_out`)."""
     return [str(data_dir(create=True))]

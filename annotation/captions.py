@@ -2,7 +2,7 @@
 
 Each function takes an open `Session` (the caller owns the transaction, e.g.
 `annotation.database.database_session()`) and, where it changes data, the acting `User`,
-whose role it checks itself (annotation.accounts): collections, captions and deletion are
+whose role it checks itself (annotation.people.accounts): collections, captions and deletion are
 researcher or admin actions. Bad input raises ValueError, unknown names LookupError.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from annotation.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
+from annotation.people.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
 from db.models import CAPTION_KINDS, Caption, Collection, Image, User, collection_captions
 from scoring.paths import check_caption_length
 

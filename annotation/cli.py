@@ -145,7 +145,7 @@ def register(subparsers, parents) -> None:
 
 
 def _acting_user(session, name: str | None):
-    from annotation.accounts import get_user
+    from annotation.people.accounts import get_user
     from db.models import User
 
     if name:
@@ -197,7 +197,7 @@ def _progress(stage: str, done: int, total: int) -> None:
 
 def _import(args) -> int:
     from annotation.database import database_session
-    from annotation.importers import import_file
+    from annotation.transfer.importers import import_file
 
     with database_session(read_only=True) as session:  # it commits its own short batches
         report = import_file(session, _acting_user(session, args.user), args.file, collection=args.collection,
@@ -209,7 +209,7 @@ def _import(args) -> int:
 
 
 def _import_scores(args) -> int:
-    from annotation.corpus_scores import import_corpus_scores
+    from annotation.scores.corpus_scores import import_corpus_scores
     from db.session import ensure_schema, session_scope
 
     with session_scope(ensure_schema()) as session:
@@ -221,8 +221,8 @@ def _import_scores(args) -> int:
 def _export(args) -> int:
     from annotation.captions import get_collection
     from annotation.database import database_session
-    from annotation.exporters import export_table
-    from annotation.finetune_sets import build_finetune_set
+    from annotation.transfer.exporters import export_table
+    from annotation.transfer.finetune_sets import build_finetune_set
 
     with database_session(read_only=True) as session:
         user = _acting_user(session, args.user)
@@ -237,7 +237,7 @@ def _export(args) -> int:
 
 
 def _pairs(args) -> int:
-    from annotation import pairwise
+    from annotation.studies import pairwise
     from annotation.captions import get_collection
     from annotation.database import database_session
 
@@ -261,8 +261,8 @@ def _pairs(args) -> int:
 def _agreement(args) -> int:
     from dataclasses import asdict
 
-    from annotation.agreement import agreement, study_agreement
-    from annotation.quality import participants
+    from annotation.studies.agreement import agreement, study_agreement
+    from annotation.studies.quality import participants
     from annotation.captions import get_collection
     from annotation.database import database_session
 
@@ -293,7 +293,7 @@ def _perturb(args) -> int:
 
 def _queue_order(args) -> int:
     from annotation.database import database_session
-    from annotation.queue_orders import set_queue_order
+    from annotation.studies.queue_orders import set_queue_order
 
     with database_session() as session:
         collection = set_queue_order(session, _acting_user(session, args.user), args.collection, args.order)
@@ -306,7 +306,7 @@ def _gc(args) -> int:
 
     from annotation.database import database_session
     from annotation.image_store import orphaned_files
-    from annotation.importers import gc_stagings
+    from annotation.transfer.importers import gc_stagings
 
     with database_session() as session:  # a write lock: no import can add rows meanwhile
         stagings = 0 if args.dry_run else gc_stagings(session, timedelta(minutes=args.staging_idle_minutes))
@@ -334,7 +334,7 @@ def _read_password(from_stdin: bool) -> str:
 
 
 def _user_add(args) -> int:
-    from annotation.accounts import create_user
+    from annotation.people.accounts import create_user
     from annotation.database import database_session
 
     password = None if args.no_login else _read_password(args.password_stdin)
@@ -345,7 +345,7 @@ def _user_add(args) -> int:
 
 
 def _user_passwd(args) -> int:
-    from annotation.accounts import get_user, set_password
+    from annotation.people.accounts import get_user, set_password
     from annotation.database import database_session
 
     password = _read_password(args.password_stdin)
@@ -356,7 +356,7 @@ def _user_passwd(args) -> int:
 
 
 def _user_set_role(args) -> int:
-    from annotation.accounts import get_user, set_role
+    from annotation.people.accounts import get_user, set_role
     from annotation.database import database_session
 
     with database_session() as session:
@@ -379,8 +379,8 @@ def _user_list(args) -> int:
 
 
 def _user_sessions(args) -> int:
-    from annotation.accounts import get_user
-    from annotation.auth_sessions import account_sessions
+    from annotation.people.accounts import get_user
+    from annotation.people.auth_sessions import account_sessions
     from annotation.database import database_session
 
     with database_session(read_only=not args.revoke) as session:

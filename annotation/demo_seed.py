@@ -7,9 +7,9 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from annotation.accounts import create_user
+from annotation.people.accounts import create_user
 from annotation.database import database_session
-from annotation.importers import import_rows
+from annotation.transfer.importers import import_rows
 from db.models import Collection, User
 from scoring.world.demo import DEMO_COLLECTION, demo_rows
 

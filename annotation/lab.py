@@ -1,17 +1,19 @@
 """Collections as the Score tab and the Perturbation lab use them: pick a stored image with
 its captions to score, and keep an image, its caption, critical objects and perturbations.
 
-Each function is one transaction as the acting account (`annotation.acting`); reading and
+Each function is one transaction as the acting account (`annotation.people.acting`); reading and
 writing collections is a researcher or admin action, checked by the workflow functions.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-from annotation import captions, tasks
+from annotation import captions
+
+from annotation.studies import tasks
 from annotation.perturbations import store_perturbation
-from annotation.acting import acting
-from annotation.exporters import captions_table
+from annotation.people.acting import acting
+from annotation.transfer.exporters import captions_table
 from annotation.image_store import add_image
 from scoring.language_id import AUTO
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.people.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import add_caption, in_collection
-from annotation.tasks import critical_objects
+from annotation.studies.tasks import critical_objects
 from db.models import Caption, Collection, User
 from scoring.perturb.ops import PRMCS_OPS, canonical_op, perturb
 

@@ -2,9 +2,9 @@
 `caplens finetune register --out RUN_DIR` and `caplens finetune list`.
 
 Lives in `annotation/` because `--collection` first exports the collection's fine-tuning set
-(`annotation.finetune_sets`) and then trains on it with `scoring.training`.  A finished run
+(`annotation.transfer.finetune_sets`) and then trains on it with `scoring.training`.  A finished run
 registers as a new version of its metric (`scoring.user_registry`), under the Train tab's
-rule (`annotation.training_jobs.run_folder`): a smoke/tiny preset trains in its owner's
+rule (`annotation.training.training_jobs.run_folder`): a smoke/tiny preset trains in its owner's
 scratch folder and registers only with `--register` (or later, `caplens finetune register`).
 Ctrl-C cancels cleanly: the run stays resumable with `--resume`.
 """
@@ -45,7 +45,7 @@ def register(subparsers, parents) -> None:
 def _export_collection(name: str, recipe: str, user_name: str | None, seed: int) -> Path:
     from annotation.cli import _acting_user
     from annotation.database import database_session
-    from annotation.training_jobs import export_collection_set
+    from annotation.training.training_jobs import export_collection_set
     from scoring.paths import data_dir
 
     out = data_dir() / "sets" / f"{name}-{recipe}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -93,7 +93,7 @@ def _run_with_progress(config, resume: bool):
 def _finetune(args: argparse.Namespace) -> int:
     from scoring.registry import data_dir
     from scoring.training import Cancelled, list_runs, load_config
-    from annotation.training_jobs import run_folder, run_stamp, scratch_message
+    from annotation.training.training_jobs import run_folder, run_stamp, scratch_message
     from scoring.user_registry import register_run
 
     if args.recipe == "list":

@@ -3,7 +3,7 @@
 After start, `start_warm_up` loads every metric of the profile by scoring one small image and
 caption with each (backbones, tokenisers, Java for the COCO metrics), then, once the demo
 collection exists (a first run fills it beside the server), analyses it once as its owner:
-its scores are stored (`annotation.score_store`), so the first Analyze of it only reads them
+its scores are stored (`annotation.scores.score_store`), so the first Analyze of it only reads them
 and correlates. `warm_up_state` says how far it got, for the page's banner.
 """
 from __future__ import annotations
@@ -95,8 +95,8 @@ def analyse_once(scorer, metrics: Sequence[str], collection: str) -> bool:
     False when it or its owner is not there."""
     from sqlalchemy import select
 
-    from annotation.acting import acting
-    from annotation.collection_analysis import collection_analysis
+    from annotation.people.acting import acting
+    from annotation.scores.collection_analysis import collection_analysis
     from annotation.database import database_session
     from db.models import Collection
 

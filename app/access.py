@@ -40,8 +40,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
-from annotation.acting import NotLoggedIn
-from annotation.auth_sessions import SESSION_LIFETIME, TooManyAttempts, log_in, log_out, may_fetch, session_account
+from annotation.people.acting import NotLoggedIn
+from annotation.people.auth_sessions import SESSION_LIFETIME, TooManyAttempts, log_in, log_out, may_fetch, session_account
 from app import account_routes
 from app.api import ENDPOINTS
 from app.session import TOKEN_COOKIE, client_address, cross_site, login_message, private_files_root, request_token

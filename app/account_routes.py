@@ -2,10 +2,10 @@
 a password never passes through a Gradio component or a Gradio session:
 
 - POST /caplens/join (JSON {token, name, password, again}) uses a one-time link
-  (`annotation.admin.use_link`): an invite makes the account, a reset sets its password. The
+  (`annotation.people.admin.use_link`): an invite makes the account, a reset sets its password. The
   page then logs in through /caplens/login with the same name and password.
 - POST /caplens/password (JSON {current, new, again}) changes the password of the request's
-  own session account (`annotation.admin.change_password`); every login of the account ends,
+  own session account (`annotation.people.admin.change_password`); every login of the account ends,
   so the cookie is deleted and the page asks to log in again.
 
 Both refuse a request another site's page sent (`app.session.cross_site`).
@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from annotation.admin import change_password, use_link
-from annotation.auth_sessions import session_account
+from annotation.people.admin import change_password, use_link
+from annotation.people.auth_sessions import session_account
 from annotation.errors import user_message
 from app.session import TOKEN_COOKIE, cross_site, request_token
 

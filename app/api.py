@@ -22,10 +22,10 @@ import math
 import gradio as gr
 import pandas as pd
 
-from annotation.auth_sessions import log_in
-from annotation.collection_analysis import analyse_collection, collection_failure_cases
-from annotation.pairwise import judge_and_next, pair_screen
-from annotation.queue_screens import rate, rating_screen
+from annotation.people.auth_sessions import log_in
+from annotation.scores.collection_analysis import analyse_collection, collection_failure_cases
+from annotation.studies.pairwise import judge_and_next, pair_screen
+from annotation.studies.queue_screens import rate, rating_screen
 from app import engine, render
 from app.perturb_lab import parse_critical, perturb_caption
 from app.session import account_id, client_address, login_message, request_token

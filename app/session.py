@@ -3,7 +3,7 @@
 A browser holds its session token in an HttpOnly cookie that the login route of `app.access`
 sets; an API client sends the token its /login returned in the `X-CapLens-Token` header. Every
 action reads the token from its own request and the library resolves it again
-(`annotation.auth_sessions`): an expired or ended session must log in again. The `gr.State`
+(`annotation.people.auth_sessions`): an expired or ended session must log in again. The `gr.State`
 the tabs share only says whom the page shows as logged in, and refreshes the tabs when that
 changes; nothing trusts it, so replaying a Gradio session hash logs nobody in.
 """
@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 import gradio as gr
 from gradio.utils import get_upload_folder
 
-from annotation.acting import collection_names
-from annotation.auth_sessions import hand_out, session_account
+from annotation.people.acting import collection_names
+from annotation.people.auth_sessions import hand_out, session_account
 from annotation.errors import user_message
 
 TOKEN_COOKIE = "caplens-session"

@@ -7,7 +7,7 @@ The queue serves least-rated items first, so the first 200 ratings are 200 disti
 one rating each; the order decides which 200:
 
 * random: a seeded permutation of the pool;
-* disagreement-first: `annotation.queue_priority.disagreement_first` on the pool's scores by the
+* disagreement-first: `annotation.studies.queue_priority.disagreement_first` on the pool's scores by the
   world profile's metrics (ties broken by the same seeded permutation).
 
 Each of the 200 ratings comes from one of the three simulated annotators (rotating). CapLens-R
@@ -73,7 +73,7 @@ def pool_scores(items: list[dict], device: str | None) -> dict[str, list[float |
 
 def first_ratings(items, scores, order: str, seed: int, ratings: int) -> list[dict]:
     """The first `ratings` ratings the queue serves in `order`: one row (one annotator) per item."""
-    from annotation.queue_priority import disagreement_first
+    from annotation.studies.queue_priority import disagreement_first
 
     ids = list(range(len(items)))
     random.Random(f"order-{seed}").shuffle(ids)

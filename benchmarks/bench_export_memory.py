@@ -132,7 +132,7 @@ def _child(task: str, data_dir: str, *args: str) -> None:
     from sqlalchemy import select
 
     from annotation.database import database_session
-    from annotation.exporters import export_table
+    from annotation.transfer.exporters import export_table
     from db.models import User
 
     with database_session(read_only=True) as session:

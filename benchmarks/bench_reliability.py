@@ -177,9 +177,9 @@ def crowd_over_http(data: Path, annotators: int, items: int, rows: int, think_s:
     import httpx
     from sqlalchemy import func, select
 
-    from annotation.accounts import create_user
+    from annotation.people.accounts import create_user
     from annotation.database import database_url
-    from annotation.importers import import_rows
+    from annotation.transfer.importers import import_rows
     from db.models import Caption, Collection, Rating, User
     from db.session import get_engine, session_scope, upgrade
 
@@ -294,7 +294,7 @@ def anonymous_costs(data: Path, calls: int = 300) -> list[tuple[str, str]]:
     import httpx
     from sqlalchemy import select
 
-    from annotation.accounts import create_user
+    from annotation.people.accounts import create_user
     from annotation.database import database_session
     from db.models import User
 
@@ -415,8 +415,8 @@ def _outcome(fn, done: str = "accepted") -> str:
 def bad_inputs(data: Path) -> list[tuple[str, str]]:
     from sqlalchemy import select, update
 
-    from annotation.archives import extract_zip
-    from annotation.auth_sessions import TooManyAttempts, log_in, log_out, session_account
+    from annotation.transfer.archives import extract_zip
+    from annotation.people.auth_sessions import TooManyAttempts, log_in, log_out, session_account
     from annotation.database import database_session
     from annotation.image_store import inspect_image
     from db.models import AuthSession, User, utcnow
@@ -430,8 +430,8 @@ def bad_inputs(data: Path) -> list[tuple[str, str]]:
                     _outcome(lambda: inspect_image(_huge_png_header(30000, 30000), "huge.png"))))
 
     def html_caption():
-        from annotation.acting import acting
-        from annotation.importers import import_rows
+        from annotation.people.acting import acting
+        from annotation.transfer.importers import import_rows
 
         (work / "x.png").write_bytes(good)
         html = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
@@ -489,7 +489,7 @@ def bad_inputs(data: Path) -> list[tuple[str, str]]:
     results.append(("wrong password x 8", _outcome(throttled, "throttled")))
 
     def replayed():
-        from annotation.accounts import create_user
+        from annotation.people.accounts import create_user
 
         with database_session() as session:
             for name in ("replay0", "replay1"):

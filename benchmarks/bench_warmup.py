@@ -6,7 +6,7 @@ directory (the `world-demo` collection, as `caplens serve` fills it on a first r
   warm  - `annotation.warmup.warm_up` first (what `caplens serve` does in the background:
           load the profile's models, analyse the demo collection once), then the first
           Analyze a person clicks.
-"Analyze" is the Analyze tab's library call, `annotation.collection_analysis.analyse_collection`
+"Analyze" is the Analyze tab's library call, `annotation.scores.collection_analysis.analyse_collection`
 with every metric of the profile, as a researcher. Issue 25's target: the first Analyze after
 warm-up at most 10 s on 2 cores.
 
@@ -44,7 +44,7 @@ def measure(mode: str, profile: str) -> dict:
     warm-up when `mode` is "warm"."""
     from sqlalchemy import select
 
-    from annotation.collection_analysis import analyse_collection
+    from annotation.scores.collection_analysis import analyse_collection
     from annotation.database import database_session
     from annotation.warmup import warm_up
     from app import engine

@@ -47,7 +47,7 @@ MODULES: dict[str, list[str]] = {
                                         "tests/analysis/test_cluster_bootstrap.py"],
     "scoring/training/trainer.py": ["tests/training/test_trainer_steps.py", "tests/training/test_trainer.py"],
     "scoring/training/losses.py": ["tests/training/test_losses.py"],
-    "annotation/tasks.py": ["tests/annotation/test_tasks.py", "tests/annotation/test_queue_leases.py",
+    "annotation/studies/tasks.py": ["tests/annotation/test_tasks.py", "tests/annotation/test_queue_leases.py",
                             "tests/annotation/test_queue_orders.py"],
     "scoring/fingerprint.py": ["tests/scoring/test_score_cache_keys.py", "tests/annotation/test_score_store_keys.py"],
 }

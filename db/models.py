@@ -91,7 +91,7 @@ class Collection(Base):
     description: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
-    # Which rating item the queue serves first (annotation.queue_orders.QUEUE_ORDERS).
+    # Which rating item the queue serves first (annotation.studies.queue_orders.QUEUE_ORDERS).
     queue_order: Mapped[str] = mapped_column(String(30), default="least-rated", server_default="least-rated")
     # A study's guidelines (Markdown), shown to annotators before their first item and on every item.
     guidelines: Mapped[str | None] = mapped_column(Text)
@@ -456,7 +456,7 @@ QUALIFICATION_RESULTS = ("passed", "failed")
 
 
 class StudySettings(Base):
-    """A study's quality control on a collection (annotation.quality): a qualification round
+    """A study's quality control on a collection (annotation.studies.quality): a qualification round
     (`qualification_pass`: the share of qualification items answered within tolerance needed
     to pass; NULL: no round), gold items and attention checks mixed into the queue at
     `check_rate`, and the gold accuracy below which an annotator is flagged (and, with
@@ -577,7 +577,7 @@ PAIR_CHOICES = ("a", "b", "tie", "skip")
 
 
 class PairwiseItem(Base):
-    """Two captions of one image a study's annotators compare (annotation.pairwise): made from
+    """Two captions of one image a study's annotators compare (annotation.studies.pairwise): made from
     the collection's captions of the same image or imported from a pair file. `category` is
     its Pascal-50S category (HC, HI, HM or MM)."""
 

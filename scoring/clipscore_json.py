@@ -5,7 +5,7 @@ Candidates: ``{"image_id": "caption", ...}``; references (optional): ``{"image_i
 reader allows). Read here for `caplens score` and the Score tab
 (`scoring.corpus.manifest.read_score_rows`), for analysis tables
 (`scoring.analysis.datasets.load_candidates_json`) and for `caplens db import --format
-clipscore` (`annotation.import_sources.clipscore_rows`).
+clipscore` (`annotation.transfer.import_sources.clipscore_rows`).
 """
 from __future__ import annotations
 

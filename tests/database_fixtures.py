@@ -11,7 +11,7 @@ from PIL import Image as PILImage
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from annotation.accounts import create_user
+from annotation.people.accounts import create_user
 from db.session import dispose_engines, get_engine, session_scope, upgrade
 
 PG_URL = os.environ.get("CAPLENS_TEST_PG_URL")

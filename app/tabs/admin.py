@@ -1,6 +1,6 @@
 """Admin tab (admin role): accounts and one-time links, made in the browser, and the audit log.
 
-Each button is one call into `annotation.admin.admin_action` (or `admin_screen` to reload),
+Each button is one call into `annotation.people.admin.admin_action` (or `admin_screen` to reload),
 one transaction as the request's session account; the library refuses anyone but an admin.
 No password passes through here: a new account, an invite or a forced reset gives a one-time
 link, on which its owner sets the password (`app.account_routes`).
@@ -11,8 +11,8 @@ import functools
 
 import gradio as gr
 
-from annotation.accounts import ALL_ROLES
-from annotation.admin import DEFAULT_LINK_HOURS, admin_action, admin_screen
+from annotation.people.accounts import ALL_ROLES
+from annotation.people.admin import DEFAULT_LINK_HOURS, admin_action, admin_screen
 from annotation.errors import user_message
 from app.login_notice import login_notice
 from app.session import account_id

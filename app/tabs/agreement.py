@@ -1,7 +1,7 @@
-"""Study tab (researcher or admin): a collection's guidelines (`annotation.studies`), its
-quality control (`annotation.quality`: qualification round, gold items and attention checks,
+"""Study tab (researcher or admin): a collection's guidelines (`annotation.studies.guidelines`), its
+quality control (`annotation.studies.quality`: qualification round, gold items and attention checks,
 flagged and paused annotators, reviewers), and its agreement dashboard, one call to
-`annotation.agreement.dashboard`; `caplens db agreement` and every ratings export give the same
+`annotation.studies.agreement.dashboard`; `caplens db agreement` and every ratings export give the same
 numbers."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import functools
 
 import gradio as gr
 
-from annotation.accounts import RESEARCH_ROLES
-from annotation.agreement import ANNOTATOR_HEADERS, dashboard
+from annotation.people.accounts import RESEARCH_ROLES
+from annotation.studies.agreement import ANNOTATOR_HEADERS, dashboard
 from annotation.errors import user_message
-from annotation.quality import (
+from annotation.studies.quality import (
     CHECK_HEADERS,
     PARTICIPANT_HEADERS,
     manage_annotator,
@@ -22,8 +22,8 @@ from annotation.quality import (
     unmark_check_item,
 )
 from db.models import CHECK_KINDS
-from annotation.studies import write_guidelines
-from annotation.tasks import RATING_FIELDS
+from annotation.studies.guidelines import write_guidelines
+from annotation.studies.tasks import RATING_FIELDS
 from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections
 

@@ -1,14 +1,14 @@
 """Analyze tab: how each metric agrees with the human ratings of a collection, per language,
-and how much perturbations move it: one call to `annotation.collection_analysis`, figures
+and how much perturbations move it: one call to `annotation.scores.collection_analysis`, figures
 from `scoring.analysis.plots`."""
 from __future__ import annotations
 
 import gradio as gr
 
-from annotation.accounts import RESEARCH_ROLES
-from annotation.collection_analysis import analyse_collection
+from annotation.people.accounts import RESEARCH_ROLES
+from annotation.scores.collection_analysis import analyse_collection
 from annotation.errors import user_message
-from annotation.server_benchmarks import reproduce_on_server, server_benchmarks
+from annotation.scores.server_benchmarks import reproduce_on_server, server_benchmarks
 from app import engine, render
 from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections, logged_in

@@ -2,7 +2,7 @@
 
 Each measure is one call to `scoring.analysis.run`, the orchestration `caplens analyze` uses:
 the files as published are read, scored now with the process-wide scorer, and measured. The
-tab only hands the uploads to `annotation.archives.gathered_uploads` (copied or unzipped, under
+tab only hands the uploads to `annotation.transfer.archives.gathered_uploads` (copied or unzipped, under
 the zip limits, into a folder of this request that is removed when the measure ends), and
 shows progress and the CSV download.
 """
@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import gradio as gr
 import pandas as pd
 
-from annotation.archives import gathered_uploads
+from annotation.transfer.archives import gathered_uploads
 from annotation.errors import public_text, user_message
 from app import engine
 from app.uploads import download_folder

@@ -1,7 +1,7 @@
 """Annotate tab (login required): rating queue, a study's review queue, transcreation queue,
 critical-object marking.
 
-Every action is one call into `annotation.queue_screens`, one database transaction as the
+Every action is one call into `annotation.studies.queue_screens`, one database transaction as the
 account of the request's session (`app.session`); the library checks the account's role
 itself. Logging in and out go from the page to the routes of `app.access`, and joining through
 a one-time link or changing one's password to those of `app.account_routes`, so passwords and
@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import gradio as gr
 
-from annotation import queue_screens
-from annotation.acting import collection_names
-from annotation.admin import LINK_PARAMETER, link_page
+from annotation.studies import queue_screens
+from annotation.people.acting import collection_names
+from annotation.people.admin import LINK_PARAMETER, link_page
 from annotation.errors import user_message
 from app.errors import refused_in_status
-from annotation.quality import review_screen, settle_and_next
-from annotation.studies import study_guidelines
+from annotation.studies.quality import review_screen, settle_and_next
+from annotation.studies.guidelines import study_guidelines
 from app.langs import LANGUAGES
 from app.tabs import pairwise as pairwise_view
-from annotation.accounts import ALL_ROLES
+from annotation.people.accounts import ALL_ROLES
 from app.login_notice import login_notice
 from app.session import account_id, collection_dropdown, current_login, login_message, private_copies
 

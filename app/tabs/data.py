@@ -1,6 +1,6 @@
 """Data tab: import collections, export ratings and captions, build fine-tuning sets.
 
-Everything here is a researcher or admin action of `annotation.transfers`, which checks the
+Everything here is a researcher or admin action of `annotation.transfer.transfers`, which checks the
 role and packs directory outputs into a zip; the tab adds progress bars and offers each
 download as a copy only this session may fetch.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import gradio as gr
 
-from annotation.accounts import RESEARCH_ROLES
+from annotation.people.accounts import RESEARCH_ROLES
 from annotation.errors import user_message
-from annotation.transfers import export_download, finetune_download, import_upload
+from annotation.transfer.transfers import export_download, finetune_download, import_upload
 from app.login_notice import login_notice
 from app.session import account_id, collection_choices, follow_collections, private_copies
 

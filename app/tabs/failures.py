@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from annotation.accounts import RESEARCH_ROLES
-from annotation.collection_analysis import collection_failure_cases
+from annotation.people.accounts import RESEARCH_ROLES
+from annotation.scores.collection_analysis import collection_failure_cases
 from annotation.errors import user_message
 from app import engine, render
 from app.login_notice import login_notice

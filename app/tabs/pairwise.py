@@ -2,7 +2,7 @@
 annotator says which of two captions of an image is better (keys 1, 2, 3), and the Pairwise
 tab, where a researcher makes a collection's pairs, imports a pair file, sees each metric's
 pairwise accuracy and the caption sources' Bradley–Terry ranking, and exports the judgments
-in the Pascal-50S layout. Every action is one call into `annotation.pairwise`."""
+in the Pascal-50S layout. Every action is one call into `annotation.studies.pairwise`."""
 from __future__ import annotations
 
 import math
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from annotation import pairwise
-from annotation.accounts import RESEARCH_ROLES
+from annotation.studies import pairwise
+from annotation.people.accounts import RESEARCH_ROLES
 from annotation.errors import user_message
 from app.errors import refused_in_status
 from app import engine

@@ -1,7 +1,7 @@
 """Train tab (researchers and admins): fine-tune a metric as a background job.
 
 Pick a recipe, a config preset and the data (the preset's own, an uploaded set, or a
-collection's exported set); the run is a job of `annotation.training_jobs` (one per device,
+collection's exported set); the run is a job of `annotation.training.training_jobs` (one per device,
 the rest queued). A timer reads the job's state every second: progress bar with ETA, loss
 curve, log, and at the end the held-out numbers before and after side by side plus the
 metric version it registered. A smoke/tiny preset registers nothing until its owner presses
@@ -20,8 +20,8 @@ import gradio as gr
 import pandas as pd
 import plotly.graph_objects as go
 
-from annotation import training_jobs as jobs
-from annotation.accounts import RESEARCH_ROLES
+from annotation.training import training_jobs as jobs
+from annotation.people.accounts import RESEARCH_ROLES
 from app import engine, render
 from app.login_notice import login_notice
 from app.session import account_id, collection_dropdown

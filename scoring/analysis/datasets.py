@@ -407,7 +407,7 @@ def load_pascal50s(directory) -> pd.DataFrame:
     the winner D, 1 = the first candidate), an equal number of judgements per pair, in pair
     order. Both files may sit in `directory` or its `pyCIDErConsensus/` folder.
 
-    Pairwise judgments exported from a CapLens study (`annotation.pairwise.export_pascal50s`)
+    Pairwise judgments exported from a CapLens study (`annotation.studies.pairwise.export_pascal50s`)
     use the same two files with two additions the published ones lack: a `pair` variable in
     consensus_pascal.mat (per judgement its pair's 1-based number, so pairs may have different
     numbers of judgements) and winner 0 for a tie, which counts as a vote for neither caption.

@@ -54,7 +54,7 @@ def rating_scale(table: pd.DataFrame, scale: tuple[float, float] | None = None) 
 
 
 def import_rows_for(table: pd.DataFrame, image_root, *, scale: tuple[float, float] | None = None) -> list[dict]:
-    """Importer rows (see annotation.importers) for a tidy rating table.
+    """Importer rows (see annotation.transfer.importers) for a tidy rating table.
 
     Each rating row keeps its caption (`caption_id` = the loader's `item_id`, so repeated
     ratings of one caption stay one caption) and its rater (`<collection>-rater<N>`).

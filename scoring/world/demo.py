@@ -20,7 +20,7 @@ DEMO_SPLIT = "validation"  # neither trained on nor used by `caplens world measu
 
 
 def demo_rows(scenes: int, image_dir: Path, langs=LANGUAGES, annotators: int = 3) -> list[dict]:
-    """Importer rows (JSONL fields of annotation.importers) for `scenes` world scenes."""
+    """Importer rows (JSONL fields of annotation.transfer.importers) for `scenes` world scenes."""
     raters = panel(annotators)
     rows: list[dict] = []
     for scene in split_scenes(DEMO_SPLIT, scenes):

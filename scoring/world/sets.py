@@ -5,7 +5,7 @@ Splits use disjoint seed ranges: training scenes never appear in held-out sets.
 - scoring inputs: the CLIPScore command-line JSON (`{"image_id": "candidate"}`,
   `{"image_id": ["ref", ...]}`) plus `images/<image_id>.png`;
 - human-rated collection: `ratings.csv` / `ratings.jsonl`, one row per (candidate, annotator);
-- fine-tuning sets (JSONL, the row fields of `annotation.finetune_sets`): MCS teacher pairs,
+- fine-tuning sets (JSONL, the row fields of `annotation.transfer.finetune_sets`): MCS teacher pairs,
   PR-MCS perturbation triplets, SPECS detail-unit triplets, UMIC positive + four
   controlled-error negatives, PAC-S pairs with generated caption and re-rendered image;
 - retrieval split in the COCO-SM spirit: `meta/world.json` with one caption per language per image.
@@ -178,7 +178,7 @@ def _shuffled_unit(unit: str, lang: str, rng: random.Random) -> tuple[str, bool]
 
 
 def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: int = 128, seed: int = 0) -> dict[str, int]:
-    """Fine-tuning sets with the row fields of `annotation.finetune_sets`, plus the world's ground truth.
+    """Fine-tuning sets with the row fields of `annotation.transfer.finetune_sets`, plus the world's ground truth.
 
     teacher: MCS teacher learning pairs (caption in a language, its English source);
     prmcs: PR-MCS triplets (original, perturbed, operation) from scoring.perturb.ops;

@@ -102,7 +102,7 @@ def test_a_collection_metric_unavailable_now_shows_no_cached_numbers(tmp_path, m
     from annotation.captions import get_collection
     from annotation.database import open_database
     from annotation.perturbations import store_perturbation
-    from annotation.score_store import fill_metric_cache
+    from annotation.scores.score_store import fill_metric_cache
     from db.models import User
     from db.session import dispose_engines, session_scope
     from scoring.api import get_scorer

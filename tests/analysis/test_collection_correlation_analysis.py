@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from annotation.accounts import create_user
+from annotation.people.accounts import create_user
 from annotation.captions import add_caption, get_or_create_collection
-from annotation.collection_analysis import CORRELATING, analyse_collection
+from annotation.scores.collection_analysis import CORRELATING, analyse_collection
 from annotation.database import database_session, open_database
 from annotation.image_store import add_image
 from annotation.perturbations import store_perturbation
-from annotation.tasks import submit_rating
+from annotation.studies.tasks import submit_rating
 from app.cli import main
 from db.session import dispose_engines
 from scoring.analysis.report import CorrelationFilters
@@ -161,7 +161,7 @@ def test_cider_of_a_caption_does_not_depend_on_its_scoring_batch(collection, mon
     frequencies from one image make every value 0) give the values of one batch of all."""
     from sqlalchemy import delete
 
-    from annotation import score_store
+    from annotation.scores import score_store
     from db.models import MetricScore
 
     filters = CorrelationFilters(n_boot=0)

@@ -10,7 +10,7 @@ from PIL import Image
 from annotation.captions import get_collection
 from annotation.database import open_database
 from annotation.perturbations import store_perturbation
-from annotation.score_store import collection_scores, fill_metric_cache, into_collection
+from annotation.scores.score_store import collection_scores, fill_metric_cache, into_collection
 from db.models import MetricScore, User
 from db.session import dispose_engines, session_scope
 from scoring.analysis.datasets import load_flickr8k_json

@@ -6,7 +6,7 @@ from PIL import Image
 from annotation.captions import get_collection
 from annotation.database import open_database
 from annotation.perturbations import store_perturbation
-from annotation.score_store import collection_robustness_scores, collection_table, fill_metric_cache, into_collection
+from annotation.scores.score_store import collection_robustness_scores, collection_table, fill_metric_cache, into_collection
 from app.cli import main
 from db.models import User
 from db.session import dispose_engines, session_scope

@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from annotation import admin
-from annotation.acting import NotLoggedIn, acting
-from annotation.accounts import authenticate
-from annotation.auth_sessions import log_in, session_account
+from annotation.people import admin
+from annotation.people.acting import NotLoggedIn, acting
+from annotation.people.accounts import authenticate
+from annotation.people.auth_sessions import log_in, session_account
 from db.models import Invite, User
 from db.session import session_scope
 

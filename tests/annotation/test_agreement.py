@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import pearsonr, spearmanr
 
-from annotation.agreement import agreement, krippendorff_alpha_interval
+from annotation.studies.agreement import agreement, krippendorff_alpha_interval
 from annotation.captions import add_caption, get_or_create_collection
 from annotation.image_store import add_image
-from annotation.tasks import submit_rating
+from annotation.studies.tasks import submit_rating
 from db.session import session_scope
 
 

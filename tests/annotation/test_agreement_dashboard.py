@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from sqlalchemy import select, update
 
-from annotation.agreement import (
+from annotation.studies.agreement import (
     bootstrap_interval,
     category_counts,
     fleiss_kappa,
@@ -22,9 +22,9 @@ from annotation.agreement import (
     study_agreement,
 )
 from annotation.captions import add_caption, get_collection, get_or_create_collection
-from annotation.exporters import agreement_path, export_table
+from annotation.transfer.exporters import agreement_path, export_table
 from annotation.image_store import add_image
-from annotation.tasks import submit_rating
+from annotation.studies.tasks import submit_rating
 from db.models import Rating, User
 from db.session import get_engine, session_scope
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from annotation.accounts import authenticate
+from annotation.people.accounts import authenticate
 from db.models import Collection, User
 from db.session import get_engine, head_revision, session_scope
 
@@ -96,7 +96,7 @@ def test_empty_database_is_created_through_the_migrations(empty_db_url):
 
 
 def test_user_sessions_lists_and_revokes_an_accounts_logins(db_url):
-    from annotation.auth_sessions import log_in, session_account
+    from annotation.people.auth_sessions import log_in, session_account
 
     assert caplens("user", "add", "amy", "--role", "annotator", "--password-stdin",
                    stdin="amy-password-1\n").returncode == 0

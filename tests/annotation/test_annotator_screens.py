@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from annotation import queue_screens, tasks
+from annotation.studies import queue_screens
+
+from annotation.studies import tasks
 from annotation.captions import add_caption, get_or_create_collection
 from annotation.image_store import add_image, image_path
 from db.models import CriticalAnnotation, Rating, Transcreation

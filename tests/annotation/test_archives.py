@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from annotation.archives import (ArchiveError, ZipLimits, check_archive, extract_zip, gathered_uploads, upload_folder,
+from annotation.transfer.archives import (ArchiveError, ZipLimits, check_archive, extract_zip, gathered_uploads, upload_folder,
                                  zip_limits)
 
 

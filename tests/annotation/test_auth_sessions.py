@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import delete, select
 
-from annotation import auth_sessions
-from annotation.accounts import create_user, get_user, login_account, set_password, set_role
-from annotation.acting import NotLoggedIn
-from annotation.auth_sessions import (
+from annotation.people import auth_sessions
+from annotation.people.accounts import create_user, get_user, login_account, set_password, set_role
+from annotation.people.acting import NotLoggedIn
+from annotation.people.auth_sessions import (
     FREE_FAILURES_PER_ACCOUNT,
     FREE_FAILURES_PER_CLIENT,
     FREE_UNKNOWN_PER_CLIENT,

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from annotation.corpus_scores import import_corpus_scores
-from annotation.score_store import collection_scores
+from annotation.scores.corpus_scores import import_corpus_scores
+from annotation.scores.score_store import collection_scores
 from db.models import Caption
 from db.session import session_scope
 from scoring.api import Scorer

@@ -8,13 +8,13 @@ import json
 import pytest
 from sqlalchemy import select
 
-from annotation import exporters
+from annotation.transfer import exporters
 from annotation.captions import add_caption, get_or_create_collection
-from annotation.exporters import export_table
-from annotation.finetune_sets import build_finetune_set
+from annotation.transfer.exporters import export_table
+from annotation.transfer.finetune_sets import build_finetune_set
 from annotation.image_store import add_image
-from annotation.score_store import cache_metric_scores
-from annotation.tasks import submit_rating, submit_transcreation
+from annotation.scores.score_store import cache_metric_scores
+from annotation.studies.tasks import submit_rating, submit_transcreation
 from db.models import Caption, User
 from db.session import session_scope
 from scoring.csv_safe import unescape_cell

@@ -9,11 +9,11 @@ import pytest
 from sqlalchemy import func, select
 
 from annotation.captions import add_caption, get_collection
-from annotation.exporters import export_table
-from annotation.finetune_sets import build_finetune_set
-from annotation.importers import ImportRejected, import_file, import_rows
+from annotation.transfer.exporters import export_table
+from annotation.transfer.finetune_sets import build_finetune_set
+from annotation.transfer.importers import ImportRejected, import_file, import_rows
 from annotation.perturbations import perturb_collection
-from annotation.score_store import cache_metric_scores
+from annotation.scores.score_store import cache_metric_scores
 from db.models import Base, Caption, CriticalAnnotation, Image, User
 from db.session import session_scope
 

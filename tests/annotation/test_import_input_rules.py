@@ -8,7 +8,7 @@ import json
 import pytest
 from sqlalchemy import select
 
-from annotation.importers import ImportRejected, import_file
+from annotation.transfer.importers import ImportRejected, import_file
 from db.models import Caption, User
 from db.session import session_scope
 from scoring.paths import DEFAULT_CAPTION_MAX_CHARS
@@ -73,7 +73,7 @@ def test_the_server_start_deletes_the_staging_a_killed_import_left(engine, accou
     from datetime import timedelta
 
     from annotation.app_start import prepare_database
-    from annotation.importers import STAGING_IDLE
+    from annotation.transfer.importers import STAGING_IDLE
     from db.models import ImportStaging, utcnow
 
     with session_scope(engine) as session:
@@ -85,7 +85,7 @@ def test_the_server_start_deletes_the_staging_a_killed_import_left(engine, accou
 
 
 def test_the_web_import_report_names_the_upload_not_the_servers_folder(engine, accounts, tmp_path, make_png):
-    from annotation.transfers import import_upload
+    from annotation.transfer.transfers import import_upload
 
     folder = tmp_path / "gradio" / "0d7131729eb0e056"
     folder.mkdir(parents=True)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import select
 
-from annotation import pairwise
+from annotation.studies import pairwise
 from annotation.captions import add_caption, get_collection, get_or_create_collection
 from annotation.image_store import add_image
 from db.models import PairwiseItem, PairwiseJudgment
@@ -292,7 +292,7 @@ def test_db_pairs_command_makes_imports_and_exports(engine, accounts, tmp_path, 
 def test_the_studys_quality_control_holds_for_pairs_too(engine, accounts, make_png):
     """An annotator who has not passed the qualification round, or is paused, gets no pair and
     cannot judge one through the library (as the API would); resumed, they get pairs again."""
-    from annotation import quality
+    from annotation.studies import quality
     from db.models import StudyParticipant, utcnow
 
     ids = _study(engine, accounts, make_png)

@@ -16,7 +16,7 @@ from annotation import persistence
 from annotation.captions import add_caption, get_or_create_collection
 from annotation.database import database_session, image_store_dir
 from annotation.image_store import add_image
-from annotation.tasks import mark_critical, submit_rating
+from annotation.studies.tasks import mark_critical, submit_rating
 from db.models import Base, Rating
 from db.session import dispose_engines
 

@@ -1,4 +1,4 @@
-"""Study quality control (issue 24, annotation.quality): the qualification round with feedback
+"""Study quality control (issue 24, annotation.studies.quality): the qualification round with feedback
 and its pass mark, gold items and attention checks at the study's rate, flagging and pausing,
 blind overlap, the review queue and adjudicated values beside the raw ratings, gold accuracy
 in the dashboard, `caplens db agreement` and the exports, and the role checks."""
@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from annotation import queue_screens, quality
-from annotation.agreement import study_agreement
+from annotation.studies import queue_screens
+
+from annotation.studies import quality
+from annotation.studies.agreement import study_agreement
 from annotation.captions import add_caption, get_collection, get_or_create_collection
-from annotation.exporters import captions_table, export_table, ratings_table
+from annotation.transfer.exporters import captions_table, export_table, ratings_table
 from annotation.image_store import add_image
-from annotation.tasks import rating_progress, submit_rating
+from annotation.studies.tasks import rating_progress, submit_rating
 from db.models import Adjudication, CheckAnswer, Rating, StudyParticipant, User
 from db.session import get_engine, session_scope
 

@@ -11,12 +11,12 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from annotation.accounts import create_user
+from annotation.people.accounts import create_user
 from annotation.captions import add_caption, get_collection, get_or_create_collection, in_collection
 from annotation.image_store import add_image
-from annotation.queue_screens import rate, rating_screen
-from annotation import tasks
-from annotation.tasks import next_rating_item, submit_rating
+from annotation.studies.queue_screens import rate, rating_screen
+from annotation.studies import tasks
+from annotation.studies.tasks import next_rating_item, submit_rating
 from db.models import Caption, Rating, RatingLease, User, utcnow
 from db.session import session_scope
 

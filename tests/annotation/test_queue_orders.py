@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from annotation import queue_screens
+from annotation.studies import queue_screens
 from annotation.captions import add_caption, get_collection, get_or_create_collection
 from annotation.image_store import add_image
-from annotation.queue_orders import set_queue_order
-from annotation.score_store import cache_metric_scores, stored_scores
-from annotation.tasks import next_rating_item
+from annotation.studies.queue_orders import set_queue_order
+from annotation.scores.score_store import cache_metric_scores, stored_scores
+from annotation.studies.tasks import next_rating_item
 from db.session import session_scope
 
 # Stored scores of captions t0..t3 (t4 has none). Normalised ranks: X 0, 1/3, 2/3, 1;

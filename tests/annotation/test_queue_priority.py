@@ -1,4 +1,4 @@
-"""Disagreement-first rating priority (annotation.queue_priority): values worked out by hand."""
+"""Disagreement-first rating priority (annotation.studies.queue_priority): values worked out by hand."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from annotation.queue_priority import disagreement, disagreement_first, rank_normalise
+from annotation.studies.queue_priority import disagreement, disagreement_first, rank_normalise
 
 # Three metrics on four items. Normalised ranks (lowest 0, highest 1, ties averaged):
 #   A: 0, 1/3, 2/3, 1      B: 0, 2/3, 1/3, 1      C: -, 0.75, 0.75, 0   (5 and 5 tie: rank 2.5 of 3)

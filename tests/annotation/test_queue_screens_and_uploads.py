@@ -7,7 +7,7 @@ import pytest
 from PIL import Image as PILImage
 from sqlalchemy import func, select
 
-from annotation import queue_screens
+from annotation.studies import queue_screens
 from annotation.captions import add_caption, get_or_create_collection
 from annotation.image_store import add_image, image_path
 from db.models import Rating

@@ -12,8 +12,8 @@ import shutil
 import pytest
 from PIL import Image
 
-from annotation.importers import import_rows
-from annotation.score_store import cached_metric_names, collection_scores
+from annotation.transfer.importers import import_rows
+from annotation.scores.score_store import cached_metric_names, collection_scores
 from db.models import MetricScore
 from db.session import session_scope
 from scoring.api import ScoreItem, Scorer

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from annotation import server_benchmarks
+from annotation.scores import server_benchmarks
 from scoring.analysis.datasets import load_foil
 from scoring.analysis.pairwise import foil_accuracy
 from scoring.corpus.run import current_scores

@@ -7,8 +7,8 @@ from sqlalchemy import select
 
 from annotation.captions import add_caption, get_collection, get_or_create_collection
 from annotation.image_store import add_image
-from annotation.studies import study_guidelines, write_guidelines
-from annotation.tasks import skip_item, submit_rating
+from annotation.studies.guidelines import study_guidelines, write_guidelines
+from annotation.studies.tasks import skip_item, submit_rating
 from db.models import User
 from db.session import session_scope
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from annotation import queue_screens
+from annotation.studies import queue_screens
 from annotation.captions import add_caption, get_or_create_collection, validate_language
-from annotation.exporters import export_table
+from annotation.transfer.exporters import export_table
 from annotation.image_store import add_image
-from annotation.importers import ImportRejected, import_file
-from annotation.tasks import mark_critical, next_rating_item, skip_item, submit_rating
+from annotation.transfer.importers import ImportRejected, import_file
+from annotation.studies.tasks import mark_critical, next_rating_item, skip_item, submit_rating
 from db.models import Rating, RatingLease, User
 from db.session import session_scope
 

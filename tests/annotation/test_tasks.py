@@ -7,10 +7,10 @@ import io
 import pytest
 from PIL import Image as PILImage
 
-from annotation.agreement import agreement
+from annotation.studies.agreement import agreement
 from annotation.captions import add_caption, get_collection, get_or_create_collection
-from annotation.score_store import cache_metric_scores, cached_metric_scores
-from annotation.tasks import (
+from annotation.scores.score_store import cache_metric_scores, cached_metric_scores
+from annotation.studies.tasks import (
     critical_objects,
     delete_rating,
     edit_rating,
@@ -26,9 +26,9 @@ from annotation.tasks import (
     submit_rating,
     submit_transcreation,
 )
-from annotation.accounts import authenticate, create_user
-from annotation.exporters import export_table
-from annotation.finetune_sets import build_finetune_set
+from annotation.people.accounts import authenticate, create_user
+from annotation.transfer.exporters import export_table
+from annotation.transfer.finetune_sets import build_finetune_set
 from annotation.image_store import add_image, image_path, inspect_image, stored_path
 from db.models import Caption, Rating, Transcreation
 from db.session import session_scope

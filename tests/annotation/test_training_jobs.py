@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from annotation import training_jobs as tj
+from annotation.training import training_jobs as tj
 from scoring.api import metric_names
 
 
@@ -149,7 +149,7 @@ def test_a_failing_run_says_why_without_server_paths(data_dir, tmp_path):
 
 
 def test_roles_are_checked_by_the_library(accounts, engine, tmp_path):
-    from annotation.accounts import create_user
+    from annotation.people.accounts import create_user
     from db.session import session_scope
 
     with session_scope(engine) as session:
@@ -291,7 +291,7 @@ def test_a_run_and_its_version_can_be_deleted(data_dir, tmp_path):
 
 
 def test_a_registered_version_is_deleted_by_its_owner_or_an_admin(accounts, engine, tmp_path):
-    from annotation.accounts import create_user
+    from annotation.people.accounts import create_user
     from db.session import session_scope
 
     with session_scope(engine) as session:

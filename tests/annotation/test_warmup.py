@@ -37,7 +37,7 @@ def test_warm_up_loads_each_metric_then_analyses_the_demo_collection_so_analyze_
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path))
     from sqlalchemy import select
 
-    from annotation.collection_analysis import analyse_collection
+    from annotation.scores.collection_analysis import analyse_collection
     from annotation.database import database_session
     from annotation.demo_seed import seed_demo
     from db.models import Collection, MetricScore

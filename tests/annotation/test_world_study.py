@@ -1,5 +1,5 @@
 """Ratings that teach, end to end at tiny size: simulated annotators rate world captions through
-the queue (`annotation.tasks`), the ratings are exported with `build_finetune_set`, CapLens-R
+the queue (`annotation.studies.tasks`), the ratings are exported with `build_finetune_set`, CapLens-R
 (cross mode) trains on that set, registers and scores."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ EXPORTED_FIELDS = {"candidate", "language", "kind", "references", "human_score",
 
 @pytest.fixture
 def study_set(accounts, engine, tmp_path):
-    from annotation.world_study import export_study, run_world_study
+    from annotation.training.world_study import export_study, run_world_study
     from db.session import session_scope
 
     scenes = generate_scenes(1_000_000, 2)

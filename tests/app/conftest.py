@@ -53,12 +53,12 @@ def server():
 
 def seed_annotation_data() -> dict:
     """Accounts and a small collection, written through the library's own functions."""
-    from annotation.accounts import create_user
+    from annotation.people.accounts import create_user
     from annotation.captions import add_caption, get_caption, get_or_create_collection
     from annotation.database import database_session
     from annotation.image_store import add_image
     from annotation.perturbations import store_perturbation
-    from annotation.tasks import submit_rating
+    from annotation.studies.tasks import submit_rating
 
     from scoring.perturb.ops import PRMCS_OPS, perturb
 

@@ -112,8 +112,8 @@ def test_roles_are_checked_server_side_for_page_handlers_and_api_tokens(server):
 
 
 def test_exports_and_stored_images_are_served_only_to_their_session(server):
-    from annotation.acting import acting
-    from annotation.auth_sessions import session_account
+    from annotation.people.acting import acting
+    from annotation.people.auth_sessions import session_account
     from annotation.image_store import image_path
     from db.models import Image
 
@@ -165,8 +165,8 @@ def test_login_route_sets_an_http_only_cookie_and_says_why_it_refused(server):
 def test_the_login_route_throttles_and_says_when_to_retry(server, monkeypatch):
     from sqlalchemy import delete
 
-    from annotation import auth_sessions
-    from annotation.auth_sessions import FREE_FAILURES_PER_ACCOUNT
+    from annotation.people import auth_sessions
+    from annotation.people.auth_sessions import FREE_FAILURES_PER_ACCOUNT
 
     from annotation.database import database_session
     from db.models import LoginFailure

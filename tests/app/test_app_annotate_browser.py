@@ -18,11 +18,11 @@ CAPTION = "a man in a white shirt rides a horse"
 def seeded(server):
     """Collections of their own: zz-annotate (one rated English candidate and a reference),
     zz-critical (one caption to mark), zz-missing (a rated caption whose image file is gone)."""
-    from annotation.accounts import get_user
+    from annotation.people.accounts import get_user
     from annotation.captions import add_caption, get_or_create_collection
     from annotation.database import database_session
     from annotation.image_store import add_image, image_path
-    from annotation.tasks import submit_rating
+    from annotation.studies.tasks import submit_rating
 
     ids = {}
     with database_session() as session:
@@ -74,9 +74,9 @@ def choose(page, collection: str) -> None:
 
 
 def stored_rating(server, caption_id: int):
-    from annotation.accounts import get_user
+    from annotation.people.accounts import get_user
     from annotation.database import database_session
-    from annotation.tasks import list_ratings
+    from annotation.studies.tasks import list_ratings
 
     with database_session() as session:
         user = get_user(session, server.annotator[0])
@@ -165,9 +165,9 @@ def test_the_rate_view_fits_a_390_px_phone(browser, server, seeded, artifacts): 
 
 
 def test_transcreation_in_the_wrong_language_is_held_back_until_submitted_again(page, server, seeded, artifacts):
-    from annotation.accounts import get_user
+    from annotation.people.accounts import get_user
     from annotation.database import database_session
-    from annotation.tasks import own_rating, submit_rating
+    from annotation.studies.tasks import own_rating, submit_rating
     from db.models import Transcreation
 
     with database_session() as session:  # blind overlap: one transcreates (sees the score) once rated
@@ -235,9 +235,9 @@ def test_critical_objects_are_chosen_by_clicking_words(page, server, seeded, art
 
 
 def test_transcreate_and_critical_refuse_a_caption_whose_image_is_missing(page, server, seeded, artifacts):
-    from annotation.accounts import get_user
+    from annotation.people.accounts import get_user
     from annotation.database import database_session
-    from annotation.tasks import own_rating, submit_rating
+    from annotation.studies.tasks import own_rating, submit_rating
 
     with database_session() as session:  # blind overlap: transcreation offers captions one has rated
         annotator = get_user(session, server.annotator[0])

@@ -150,9 +150,9 @@ def test_perturb_rejects_empty_text(client):
 
 
 def test_rate_requires_login_then_stores_the_rating(server):
-    from annotation.accounts import get_user
+    from annotation.people.accounts import get_user
     from annotation.database import database_session
-    from annotation.tasks import list_ratings
+    from annotation.studies.tasks import list_ratings
 
     from app.session import TOKEN_HEADER
 
@@ -187,8 +187,8 @@ def test_pairs_are_judged_over_the_api_in_the_annotators_blind_order(server):
     stores "left" as the caption that was on the left, and answers with the next pair."""
     from sqlalchemy import select
 
-    from annotation import pairwise
-    from annotation.accounts import get_user
+    from annotation.studies import pairwise
+    from annotation.people.accounts import get_user
     from annotation.captions import add_caption, get_or_create_collection
     from annotation.database import database_session
     from annotation.image_store import add_image

@@ -170,9 +170,9 @@ def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts)
 
 
 def test_login_rate_and_rating_is_in_the_database(page, server, artifacts):
-    from annotation.accounts import get_user
+    from annotation.people.accounts import get_user
     from annotation.database import database_session
-    from annotation.tasks import list_ratings
+    from annotation.studies.tasks import list_ratings
 
     page.get_by_role("tab", name="Annotate").click()
     page.locator("#login-name textarea").fill(server.annotator[0])
@@ -308,7 +308,7 @@ def test_analyze_tab_shows_correlations(page, server, artifacts):
 def test_a_researcher_reproduces_a_benchmark_kept_on_the_server(page, server, artifacts, tmp_path):
     """The Analyze tab's offer of `caplens analyze reproduce`: FOIL files in the server's
     benchmark folder appear in the list after login, and Reproduce shows ours beside the paper."""
-    from annotation.server_benchmarks import benchmark_folder
+    from annotation.scores.server_benchmarks import benchmark_folder
     from scoring.world.benchmark import write_world_benchmark
 
     write_world_benchmark(tmp_path / "made", scenes=2, annotators=3, size=48)
@@ -329,10 +329,10 @@ def test_a_researcher_reproduces_a_benchmark_kept_on_the_server(page, server, ar
 
 
 def test_perturbations_saved_from_the_lab_are_in_the_collection(page, server, image_file, artifacts):
-    from annotation.acting import acting
-    from annotation.auth_sessions import log_in as library_log_in
+    from annotation.people.acting import acting
+    from annotation.people.auth_sessions import log_in as library_log_in
     from annotation.captions import get_caption
-    from annotation.tasks import critical_objects
+    from annotation.studies.tasks import critical_objects
 
     log_in(page, *server.researcher)
     page.get_by_role("tab", name="Perturbation lab").click()
@@ -436,7 +436,7 @@ def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts,
 
 
 def test_annotators_may_not_train(page, server):
-    from annotation.training_jobs import runner
+    from annotation.training.training_jobs import runner
 
     jobs_before = len(runner().jobs())
     log_in(page, *server.annotator)
@@ -458,8 +458,8 @@ def test_transcreate_and_critical_objects_load_their_first_item_when_opened(page
 
     from sqlalchemy import func
 
-    from annotation.accounts import get_user
-    from annotation.tasks import DEFAULT_RATINGS_PER_ITEM
+    from annotation.people.accounts import get_user
+    from annotation.studies.tasks import DEFAULT_RATINGS_PER_ITEM
     from db.models import Rating
 
     rated = set(server.caption_ids.values())

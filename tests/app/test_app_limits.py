@@ -125,7 +125,7 @@ def test_one_client_runs_one_heavy_request_at_a_time_and_annotators_are_not_kept
 
 
 def test_forty_simultaneous_correct_logins_from_one_address_all_succeed(server, forget_failures):
-    from annotation.accounts import create_user
+    from annotation.people.accounts import create_user
     from annotation.database import database_session
 
     with database_session() as session:
@@ -146,7 +146,7 @@ def test_forty_simultaneous_correct_logins_from_one_address_all_succeed(server, 
 
 
 def test_made_up_names_do_not_lock_real_accounts_out_of_an_address(server, forget_failures):
-    from annotation.auth_sessions import FREE_UNKNOWN_PER_CLIENT
+    from annotation.people.auth_sessions import FREE_UNKNOWN_PER_CLIENT
 
     codes = [httpx.post(f"{server.url}caplens/login", timeout=60,
                         json={"name": f"made-up-{n}", "password": "whatever-1"}).status_code
@@ -158,7 +158,7 @@ def test_made_up_names_do_not_lock_real_accounts_out_of_an_address(server, forge
 
 
 def test_a_token_is_refused_at_once_after_its_password_or_role_changes(server):
-    from annotation.accounts import create_user, get_user, set_password, set_role
+    from annotation.people.accounts import create_user, get_user, set_password, set_role
     from annotation.database import database_session
 
     name = f"temp-{uuid.uuid4().hex[:8]}"

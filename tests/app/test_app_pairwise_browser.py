@@ -22,7 +22,7 @@ JUDGES = (("judge-one", "judge-one-password"), ("judge-two", "judge-two-password
 @pytest.fixture(scope="module")
 def pairs_study(server):
     """Two images, each with a caption of system m1 and one of m2, and two annotators."""
-    from annotation.accounts import create_user, get_user
+    from annotation.people.accounts import create_user, get_user
     from annotation.captions import add_caption, get_or_create_collection
     from annotation.database import database_session
     from annotation.image_store import add_image

@@ -23,11 +23,11 @@ COLLECTION = "zz-qc"
 def qc_study(server):
     """Collection zz-qc: captions q0 (to be the qualification item), g0 (the gold item), r0 (rated
     0.1, 0.5 and 0.9 by three raters: the largest spread), r1 (0.4, 0.5, 0.5) and r2, r3."""
-    from annotation.accounts import create_user, get_user
+    from annotation.people.accounts import create_user, get_user
     from annotation.captions import add_caption, get_or_create_collection
     from annotation.database import database_session
     from annotation.image_store import add_image
-    from annotation.tasks import submit_rating
+    from annotation.studies.tasks import submit_rating
 
     ids = {}
     with database_session() as session:

@@ -12,10 +12,10 @@ import zipfile
 import pytest
 from scipy.stats import rankdata
 
-from annotation.acting import acting
-from annotation.auth_sessions import log_in
-from annotation.collection_analysis import analyse_collection, collection_failure_cases, collection_scores_for
-from annotation.transfers import export_download, finetune_download, import_upload
+from annotation.people.acting import acting
+from annotation.people.auth_sessions import log_in
+from annotation.scores.collection_analysis import analyse_collection, collection_failure_cases, collection_scores_for
+from annotation.transfer.transfers import export_download, finetune_download, import_upload
 from scoring.analysis.report import ANY, UNMOVED, CorrelationFilters, correlation_cells, filter_cases, robustness_cells
 from scoring.api import get_scorer
 
@@ -154,7 +154,7 @@ def test_pick_an_image_from_a_collection(server, researcher):
 def test_perturbation_lab_saves_original_critical_objects_and_perturbations(server, researcher, image_file):
     from annotation.lab import save_perturbations
     from annotation.captions import get_caption
-    from annotation.tasks import critical_objects
+    from annotation.studies.tasks import critical_objects
     from app.perturb_lab import perturb_caption
 
     text = "a man in a white shirt rides a brown horse"
@@ -174,10 +174,10 @@ def test_perturbation_lab_saves_original_critical_objects_and_perturbations(serv
 
 
 def test_annotate_queue_screens_as_a_fresh_annotator(server):
-    from annotation import queue_screens as qs
-    from annotation.accounts import create_user
+    from annotation.studies import queue_screens as qs
+    from annotation.people.accounts import create_user
     from annotation.database import database_session
-    from annotation.tasks import CRITICAL_INSTRUCTIONS
+    from annotation.studies.tasks import CRITICAL_INSTRUCTIONS
 
     with database_session() as session:
         create_user(session, "queue-tester", "annotator", "queue-tester-password")
@@ -208,8 +208,8 @@ def test_annotate_queue_screens_as_a_fresh_annotator(server):
     assert qs.mark_and_next(me, server.collection, critical.caption_id, [span]).message == "Saved."
 
     with database_session() as session:  # blind overlap: transcreation offers captions one has rated
-        from annotation.accounts import get_user
-        from annotation.tasks import own_rating, submit_rating
+        from annotation.people.accounts import get_user
+        from annotation.studies.tasks import own_rating, submit_rating
 
         tester = get_user(session, "queue-tester")
         if own_rating(session, tester, server.caption_ids["a green field"]) is None:

@@ -79,7 +79,7 @@ def test_library_reasons_in_the_banner_are_escaped():
 def test_first_run_gives_the_operator_a_login_and_seeds_the_demo_beside_the_server(tmp_path, monkeypatch, capsys):
     import re
 
-    from annotation.accounts import authenticate
+    from annotation.people.accounts import authenticate
     from annotation.database import database_session
     from app import serve
 
@@ -117,7 +117,7 @@ def test_a_failed_demo_seeding_leaves_the_server_a_line_not_a_crash(tmp_path, mo
 
 
 def test_space_owner_account_is_made_once(tmp_path, monkeypatch):
-    from annotation.auth_sessions import log_in
+    from annotation.people.auth_sessions import log_in
     from annotation.app_start import ensure_account
 
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))

@@ -24,7 +24,7 @@ PHONE = {"width": 390, "height": 844}
 def study(server):
     """An admin, an annotator of its own, and the collections zz-phone and zz-skip (three
     captions each, each of its own image)."""
-    from annotation.accounts import create_user, get_user
+    from annotation.people.accounts import create_user, get_user
     from annotation.captions import add_caption, get_or_create_collection
     from annotation.database import database_session
     from annotation.image_store import add_image
@@ -189,8 +189,8 @@ def test_an_admin_invites_an_annotator_who_joins_and_is_refused_admin_actions(br
 
 
 def test_an_annotator_changes_their_own_password(page, server, study):
-    from annotation.admin import create_account, use_link
-    from annotation.accounts import get_user
+    from annotation.people.admin import create_account, use_link
+    from annotation.people.accounts import get_user
     from annotation.database import database_session
 
     with database_session() as session:
@@ -226,8 +226,8 @@ def test_a_collection_imported_in_data_appears_in_annotate(page, server, study, 
 
 
 def test_the_agreement_tab_shows_the_dashboards_numbers(page, server, study, artifacts):
-    from annotation.agreement import study_agreement
-    from annotation.accounts import get_user
+    from annotation.studies.agreement import study_agreement
+    from annotation.people.accounts import get_user
     from annotation.captions import get_collection
     from annotation.database import database_session
     from tests.app.test_app_browser import table_rows

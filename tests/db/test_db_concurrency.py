@@ -6,10 +6,10 @@ import time
 
 from sqlalchemy import func, select
 
-from annotation.accounts import create_user
+from annotation.people.accounts import create_user
 from annotation.captions import add_caption, get_collection, get_or_create_collection
 from annotation.image_store import add_image
-from annotation.tasks import next_rating_item, submit_rating
+from annotation.studies.tasks import next_rating_item, submit_rating
 from db.models import Rating, User
 from db.session import dispose_engines, get_engine, session_scope
 

@@ -9,13 +9,13 @@ import time
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from annotation.accounts import create_user
-from annotation.acting import collection_names
-from annotation.auth_sessions import log_in, session_account
+from annotation.people.accounts import create_user
+from annotation.people.acting import collection_names
+from annotation.people.auth_sessions import log_in, session_account
 from annotation.captions import add_caption, get_or_create_collection
 from annotation.errors import BUSY_MESSAGE, user_message
 from annotation.image_store import add_image
-from annotation.queue_screens import critical_screen, rate, rating_screen
+from annotation.studies.queue_screens import critical_screen, rate, rating_screen
 from db.session import dispose_engines, get_engine, session_scope
 
 BUSY_MS = 400

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from annotation.import_sources import clipscore_rows
+from annotation.transfer.import_sources import clipscore_rows
 from scoring.analysis.datasets import load_candidates_json
 from scoring.clipscore_json import clipscore_entries, is_candidates, is_references, references_of
 from scoring.corpus.manifest import read_score_rows

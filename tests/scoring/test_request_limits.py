@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from annotation.archives import ArchiveError, ZipLimits, check_archive, extract_zip
+from annotation.transfer.archives import ArchiveError, ZipLimits, check_archive, extract_zip
 from app.perturb_lab import perturb_caption
 from scoring.paths import DEFAULT_CAPTION_MAX_CHARS, TextTooLong, caption_max_chars, check_caption_length
 

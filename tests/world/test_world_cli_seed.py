@@ -54,9 +54,9 @@ def test_seed_fills_an_empty_database_once(tmp_path, monkeypatch):
 
 def test_rated_collection_imports_through_the_importer(tmp_path, monkeypatch):
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
-    from annotation.accounts import create_user
+    from annotation.people.accounts import create_user
     from annotation.database import database_session
-    from annotation.importers import import_file
+    from annotation.transfer.importers import import_file
     from db.session import dispose_engines
     from scoring.world.sets import split_scenes, write_rated_collection
 

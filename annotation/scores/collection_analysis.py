@@ -6,7 +6,7 @@ ratings: the Analyze tab (`analyse_collection`, as the logged-in account) and
 `caplens analyze correlation --collection` (as the CLI's account) both call it, so both
 correlate the same rows (`scoring.analysis.report.CorrelationFilters`) with the same scores.
 Each call reads the collection in one transaction as a researcher or admin (checked by
-`annotation.score_store.collection_scores`).
+`annotation.scores.score_store.collection_scores`).
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from annotation.acting import acting
-from annotation.score_store import collection_ratings, collection_scores
+from annotation.people.acting import acting
+from annotation.scores.score_store import collection_ratings, collection_scores
 from scoring.analysis.report import CollectionReport, CorrelationFilters, collection_report, failure_cases
 
 Progress = Callable[..., object]

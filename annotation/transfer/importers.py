@@ -44,12 +44,12 @@ from pathlib import Path
 from sqlalchemy import DateTime, Integer, String, case, delete, func, insert, literal, select, text, union, update
 from sqlalchemy.orm import Session
 
-from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.people.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import get_or_create_collection, validate_caption_text
 from annotation.image_store import display_name, stored_copy, write_to_store
-from annotation.import_checks import Progress, Row, validate_rows
-from annotation.import_sources import FORMATS, FileImages, RawRows, ZipImages, detect_format, open_source
-from annotation.tasks import marked_phrases
+from annotation.transfer.import_checks import Progress, Row, validate_rows
+from annotation.transfer.import_sources import FORMATS, FileImages, RawRows, ZipImages, detect_format, open_source
+from annotation.studies.tasks import marked_phrases
 from db.models import (
     Caption,
     Collection,

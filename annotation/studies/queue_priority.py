@@ -8,7 +8,7 @@ ranks over the metrics that scored it: 0 when every metric puts it at the same p
 metrics have no disagreement (NaN) and come after every item that has one.
 
 Pure functions of the scores: no database, no model. The rating queue
-(`annotation.tasks.next_rating_item`, order `disagreement-first`) calls them with the
+(`annotation.studies.tasks.next_rating_item`, order `disagreement-first`) calls them with the
 collection's stored scores; `benchmarks/bench_active_queue.py` with freshly scored ones.
 """
 from __future__ import annotations

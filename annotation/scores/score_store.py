@@ -20,10 +20,10 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.people.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import get_collection, in_collection
-from annotation.exporters import captions_table, ratings_table
-from annotation.importers import import_rows
+from annotation.transfer.exporters import captions_table, ratings_table
+from annotation.transfer.importers import import_rows
 from db.models import Caption, MetricScore, User, utcnow
 from scoring.analysis.robustness import ORIGINAL
 from scoring.analysis.tables import RATING_DIMENSIONS, import_rows_for, score_columns

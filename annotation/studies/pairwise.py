@@ -6,7 +6,7 @@ and caption sources.
   collection's captions of each image that come from different sources (`make_pairs`), or read
   from a pair file (`import_pairs`). Each carries its Pascal-50S category: H for a human
   caption (a reference), M for a machine one (HC, HM, MM; HI only from a pair file).
-* **The queue** works as the rating queue (`annotation.tasks`): least-judged first in the same
+* **The queue** works as the rating queue (`annotation.studies.tasks`): least-judged first in the same
   per-annotator order (`tasks.queue_order`), k-way overlap (`tasks.DEFAULT_RATINGS_PER_ITEM`)
   with an offered pair reserved for `tasks.LEASE_SECONDS` (it counts towards k while live), a
   skipped pair never offered again, and Back through this annotator's judged and skipped
@@ -40,11 +40,13 @@ from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from annotation import quality, tasks
-from annotation.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
-from annotation.acting import acting
+from annotation.studies import quality
+
+from annotation.studies import tasks
+from annotation.people.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
+from annotation.people.acting import acting
 from annotation.captions import get_collection, in_collection
-from annotation.queue_screens import _image_file, _missing_image_message
+from annotation.studies.queue_screens import _image_file, _missing_image_message
 from db.models import Caption, Collection, Image, PairwiseItem, PairwiseJudgment, User, utcnow
 from scoring.analysis.bradley_terry import Ranking, bradley_terry_ranking
 from scoring.analysis.pairwise import PASCAL_CATEGORIES, pascal50s_table
@@ -611,7 +613,7 @@ def pairwise_analysis(session: Session, user: User, collection_name: str, scorer
     judgments (the Pascal-50S measure: `scoring.analysis.pairwise.pascal50s_table`, the same
     function as `caplens analyze pascal50s`), per category and their mean, with the scorer's
     cached or new scores of both captions; and the sources' Bradley–Terry ranking."""
-    from annotation.score_store import collection_scores  # score_store imports the importer, which imports tasks
+    from annotation.scores.score_store import collection_scores  # score_store imports the importer, which imports tasks
 
     require_role(user, *RESEARCH_ROLES)
     collection = _collection(session, collection_name)
@@ -712,7 +714,7 @@ def pascal50s_download(account_id: int | None, collection_name: str, folder: Pat
     collection's judged pairs (`export_pascal50s`)."""
     import tempfile
 
-    from annotation.transfers import _downloadable
+    from annotation.transfer.transfers import _downloadable
 
     with tempfile.TemporaryDirectory(prefix=".pascal-", dir=folder) as staging:
         out = Path(staging) / f"{collection_name}-pascal50s"

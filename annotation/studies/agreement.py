@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.people.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import in_collection
-from annotation.quality import check_accuracy
-from annotation.tasks import RATING_FIELDS
+from annotation.studies.quality import check_accuracy
+from annotation.studies.tasks import RATING_FIELDS
 from db.models import Caption, Collection, Rating, User
 
 if TYPE_CHECKING:
@@ -334,7 +334,7 @@ def study_agreement(session: Session, user: User, collection: Collection, field:
     items every annotator rated, and Fleiss' kappa with each distinct value as a category, each
     with a `samples`-resample bootstrap interval over items (seeded: the same numbers every
     time), and per annotator: items rated, median seconds per item, bias, leave-one-out tau and
-    gold accuracy (gold items and attention checks within tolerance, `annotation.quality`)."""
+    gold accuracy (gold items and attention checks within tolerance, `annotation.studies.quality`)."""
     import numpy as np
 
     names, _captions, matrix = reliability_matrix(session, user, collection, field)
@@ -374,7 +374,7 @@ def study_agreement(session: Session, user: User, collection: Collection, field:
 
 def dashboard(account_id: int | None, collection_name: str, field: str = "overall") -> StudyAgreement:
     """`study_agreement` of a collection, as the acting account (researcher or admin)."""
-    from annotation.acting import acting
+    from annotation.people.acting import acting
     from annotation.captions import get_collection
 
     if not collection_name:

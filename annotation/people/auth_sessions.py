@@ -39,8 +39,8 @@ from typing import Sequence
 
 from sqlalchemy import delete, func, select, update
 
-from annotation.accounts import authenticate, rehashed, revoke_sessions
-from annotation.acting import Account, NotLoggedIn
+from annotation.people.accounts import authenticate, rehashed, revoke_sessions
+from annotation.people.acting import Account, NotLoggedIn
 from annotation.database import database_session
 from db.models import AuthSession, LoginFailure, User, utcnow
 
@@ -187,7 +187,7 @@ class SessionInfo:
 
 def account_sessions(session, user: User, revoke: bool = False) -> list[SessionInfo]:
     """The account's sessions not yet expired, newest first, with whether each is live; with
-    `revoke`, every one of them is ended first (`annotation.accounts.revoke_sessions`)."""
+    `revoke`, every one of them is ended first (`annotation.people.accounts.revoke_sessions`)."""
     if revoke:
         revoke_sessions(session, user)
         session.flush()

@@ -14,8 +14,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from annotation.accounts import RESEARCH_ROLES, require_role
-from annotation.acting import acting
+from annotation.people.accounts import RESEARCH_ROLES, require_role
+from annotation.people.acting import acting
 from scoring.analysis.reproduce import (Reproduction, find_benchmarks, format_table, reproduce, reproduce_world,
                                         summary_line, write_results)
 from scoring.paths import data_dir

@@ -21,8 +21,8 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from annotation import queue_orders
-from annotation.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
+from annotation.studies import queue_orders
+from annotation.people.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
 from annotation.captions import get_caption, in_collection, validate_caption_text, validate_language
 from db.models import (
     Caption,
@@ -110,11 +110,11 @@ def _taken(session: Session, caption_id: int, user: User) -> int:
 def next_rating_item(session: Session, user: User, collection: Collection,
                      k: int = DEFAULT_RATINGS_PER_ITEM, lease_seconds: float = LEASE_SECONDS) -> Caption | None:
     """The next caption this annotator has neither rated nor skipped, least-rated first (then
-    in the collection's queue order, `annotation.queue_orders`), reserved for them with a lease of `lease_seconds` (the one they already hold comes first).
+    in the collection's queue order, `annotation.studies.queue_orders`), reserved for them with a lease of `lease_seconds` (the one they already hold comes first).
 
     Items whose ratings plus other annotators' live leases reach `k` are not offered, so work
     goes where it is needed until every item has exactly `k`. Reference captions are context,
-    not rated, nor are check items (`annotation.quality` serves those). Needs a writing
+    not rated, nor are check items (`annotation.studies.quality` serves those). Needs a writing
     transaction (the lease is written).
     """
     require_role(user, *ALL_ROLES)
@@ -173,7 +173,7 @@ def _lease(session: Session, user: User, caption_id: int, expires_at) -> None:
 
 def reserve_item(session: Session, user: User, caption_id: int, lease_seconds: float = LEASE_SECONDS) -> None:
     """Reserve `caption_id` for this annotator as the queue's offer (their one lease), e.g. a
-    check item `annotation.quality` serves; the seconds to its save count from the first offer."""
+    check item `annotation.studies.quality` serves; the seconds to its save count from the first offer."""
     _lease(session, user, caption_id, utcnow() + timedelta(seconds=lease_seconds))
 
 

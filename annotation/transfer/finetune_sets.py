@@ -30,9 +30,9 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
-from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.people.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import in_collection
-from annotation.exporters import TABLE_FORMATS, Table, copy_image, stored_image_reader, write_table
+from annotation.transfer.exporters import TABLE_FORMATS, Table, copy_image, stored_image_reader, write_table
 from db.models import Caption, Collection, Image, Rating, User
 from scoring.perturb.ops import PRMCS_OPS
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from annotation.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
-from annotation.acting import acting
+from annotation.people.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
+from annotation.people.acting import acting
 from annotation.captions import get_collection, in_collection
 from db.models import Caption, Collection, QueueSkip, Rating, User
 

@@ -9,7 +9,7 @@ scoring again.
 A row matches a caption of the collection whose external id is `corpus_caption_id(model, id)`,
 or is the row's id with the same source model (a manifest imported with `caplens db import`).
 Rows without a matching caption are imported from the run's manifest first (all or nothing,
-through `annotation.importers.import_rows`); rows whose image is a URL cannot be and are
+through `annotation.transfer.importers.import_rows`); rows whose image is a URL cannot be and are
 counted as skipped.
 """
 from __future__ import annotations
@@ -21,10 +21,10 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.people.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import get_or_create_collection
-from annotation.importers import import_rows
-from annotation.score_store import cache_metric_scores
+from annotation.transfer.importers import import_rows
+from annotation.scores.score_store import cache_metric_scores
 from db.models import Caption, Collection, User
 
 

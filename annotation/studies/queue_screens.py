@@ -2,15 +2,19 @@
 objects), and the actions on it, each one transaction as the acting account.
 
 Any front end (the Annotate tab, the API's /next_item and /rate) calls these with the
-logged-in account's id; the queue and permission rules live in `annotation.tasks`.
+logged-in account's id; the queue and permission rules live in `annotation.studies.tasks`.
 Images are given as the stored file's path, for display.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from annotation import captions, quality, tasks
-from annotation.acting import acting
+from annotation import captions
+
+from annotation.studies import quality
+
+from annotation.studies import tasks
+from annotation.people.acting import acting
 from annotation.image_store import image_path
 from scoring.language_id import LANGUAGES, UNKNOWN, detect_language
 

@@ -2,7 +2,7 @@
 that account in one transaction.
 
 A front end resolves its session token to the account on every request
-(`annotation.auth_sessions`, which also logs in and out) and passes the account's id here;
+(`annotation.people.auth_sessions`, which also logs in and out) and passes the account's id here;
 every action re-reads the account from the database (`acting`), so a deleted or disabled
 account or a changed role takes effect at once. Role checks stay in the library functions each action calls.
 """

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from annotation.accounts import (
+from annotation.people.accounts import (
     authenticate,
     create_user,
     hash_password,
@@ -28,8 +28,8 @@ from annotation.accounts import (
     validate_name,
     validate_role,
 )
-from annotation.acting import acting
-from annotation.auth_sessions import token_hash
+from annotation.people.acting import acting
+from annotation.people.auth_sessions import token_hash
 from annotation.database import database_session
 from db.models import AuditEvent, Invite, User, utcnow
 

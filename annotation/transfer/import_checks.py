@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from annotation.accounts import validate_name
+from annotation.people.accounts import validate_name
 from annotation.captions import validate_caption_text, validate_language
 from annotation.image_store import inspect_image
-from annotation.import_sources import CAPTION_TEXT_FIELDS, FileImages, ImageSource, RawRows, ZipImages, parse_json
-from annotation.tasks import validate_rating_values
+from annotation.transfer.import_sources import CAPTION_TEXT_FIELDS, FileImages, ImageSource, RawRows, ZipImages, parse_json
+from annotation.studies.tasks import validate_rating_values
 from db.models import CAPTION_KINDS, Image
 
 BATCH_SIZE = 50  # rows between progress reports (and flushes while writing)

@@ -1,12 +1,12 @@
 """The orders a collection's rating queue can serve items in, and setting a collection's order.
 
 * `least-rated` (default): items with the fewest ratings first, a per-annotator shuffle
-  among equals (`annotation.tasks.queue_order`).
+  among equals (`annotation.studies.tasks.queue_order`).
 * `disagreement-first`: still fewest ratings first, but among equals the caption on which the
-  collection's stored metric scores disagree most (`annotation.queue_priority`, rank-normalised
+  collection's stored metric scores disagree most (`annotation.studies.queue_priority`, rank-normalised
   spread over metrics) comes first, so each rating teaches the most; captions with scores
   from fewer than two metrics follow in the least-rated order. Scores are read from the
-  MetricScore store (`annotation.score_store.stored_scores`: fill it with Analyze or
+  MetricScore store (`annotation.scores.score_store.stored_scores`: fill it with Analyze or
   `caplens db import-scores`); with none stored the order is the least-rated one.
 """
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.people.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import get_collection, in_collection
-from annotation.queue_priority import disagreement_first
+from annotation.studies.queue_priority import disagreement_first
 from db.models import Caption, Collection, MetricScore, User
 
 LEAST_RATED = "least-rated"
@@ -44,8 +44,8 @@ def by_disagreement(session: Session, user: User, collection: Collection,
     """The caption ids of `eligible` ((caption id, rating count, held by this annotator) in
     the least-rated order) re-ordered disagreement-first: the one the annotator holds a lease
     on stays first, then fewest ratings, then the largest disagreement."""
-    from annotation.score_store import stored_scores  # score_store imports the importer, which imports tasks
-    from annotation.tasks import queue_order
+    from annotation.scores.score_store import stored_scores  # score_store imports the importer, which imports tasks
+    from annotation.studies.tasks import queue_order
 
     if not eligible:
         return []

@@ -27,7 +27,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
-from annotation.accounts import RESEARCH_ROLES, require_role
+from annotation.people.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import in_collection
 from annotation.database import image_store_dir
 from annotation.image_store import image_path, read_stored_bytes, stored_path
@@ -51,7 +51,7 @@ CAPTION_COLUMNS = {
     "image_sha256": "str", "image_file": "str", "image_format": "str", "image_width": "int", "image_height": "int",
     "image_filename": "str", "image_external_id": "str",
 }
-# A reviewer's settled overall value of the caption (annotation.quality), beside its raw ratings.
+# A reviewer's settled overall value of the caption (annotation.studies.quality), beside its raw ratings.
 ADJUDICATION_COLUMNS = {"adjudicated_overall": "float", "adjudicated_by": "str"}
 RATING_COLUMNS = {
     "rating_id": "int", "annotator": "str", "overall": "float", "fluency": "float", "relevance": "float",
@@ -157,7 +157,7 @@ def _joined_rows(session: Session, query, score_columns: list[str], row_fields,
     """The rows of `query`, read READ_CHUNK at a time, each chunk joined with its captions'
     collections, references and scores; `row_fields(row, image_root)` gives a row's own fields.
     With `adjudicated` (a collection, or True for any), also each caption's adjudicated value."""
-    from annotation.quality import adjudicated_values
+    from annotation.studies.quality import adjudicated_values
 
     image_root = image_store_dir()
     result = session.execute(query.execution_options(yield_per=READ_CHUNK))
@@ -438,7 +438,7 @@ def write_agreement(session: Session, user: User, collection: Collection | None,
     """The agreement dashboard's numbers (`agreement.study_agreement`, overall score) of the
     exported collection, or of every collection with ratings, as JSON beside the export
     (`agreement_path`); returns them, by collection name."""
-    from annotation.agreement import study_agreement
+    from annotation.studies.agreement import study_agreement
 
     if collection is not None:
         chosen = [collection]

@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from annotation.archives import extract_zip
+from annotation.transfer.archives import extract_zip
 from annotation.errors import public_text, user_message
 from scoring.api import metric_names
 from scoring.paths import data_dir
@@ -350,8 +350,8 @@ def runner() -> JobRunner:
 
 def _researcher(user_id: int | None) -> tuple[int, str, bool]:
     """(id, name, is_admin) of a researcher or admin; PermissionError otherwise."""
-    from annotation.accounts import RESEARCH_ROLES, require_role
-    from annotation.acting import acting
+    from annotation.people.accounts import RESEARCH_ROLES, require_role
+    from annotation.people.acting import acting
 
     with acting(user_id, read_only=True) as (_session, user):
         require_role(user, *RESEARCH_ROLES)
@@ -399,7 +399,7 @@ def start_training(user_id: int | None, recipe: str, preset: str, *, set_file: s
     (a set folder zipped, or its JSONL/Parquet/CSV data file) or a collection's exported set.
     ``profile`` (the app's) is where the result registers if the run names no profile. A
     smoke/tiny preset runs in the owner's scratch folder and registers only on request."""
-    from annotation.acting import acting
+    from annotation.people.acting import acting
     from scoring.training import RECIPES, load_config
 
     owner_id, owner, _ = _researcher(user_id)
@@ -514,7 +514,7 @@ def _slug(text: str) -> str:
 def export_collection_set(session, user, recipe: str, collection: str, out_dir: Path, seed: int = 0) -> Path:
     """Export the collection's fine-tuning set of the kind ``recipe`` trains on (its
     ``set_kind``; the trainer's "ratings" is the exported "human" set) into ``out_dir``."""
-    from annotation.finetune_sets import SET_KINDS, build_finetune_set
+    from annotation.transfer.finetune_sets import SET_KINDS, build_finetune_set
     from annotation.captions import get_collection
     from scoring.training import RECIPES
 
@@ -528,7 +528,7 @@ def export_collection_set(session, user, recipe: str, collection: str, out_dir: 
 
 def _unpack_set(upload: Path, target: Path) -> Path:
     """The uploaded set in the data directory: a zipped set folder is unpacked under the zip
-    limits (`annotation.archives`; members outside the folder refused, nothing kept on failure),
+    limits (`annotation.transfer.archives`; members outside the folder refused, nothing kept on failure),
     a data file is copied with the manifest beside it if any."""
     if upload.suffix.lower() == ".zip":
         try:

@@ -1,5 +1,5 @@
 """Import an uploaded file, and export tables or build fine-tuning sets as one downloadable
-file, each one transaction as the acting account (`annotation.acting`).
+file, each one transaction as the acting account (`annotation.people.acting`).
 
 Downloads are written into the caller's folder for that download, as one file: a directory
 output (a Hugging Face dataset, a fine-tuning set) is packed into a zip; the working files
@@ -12,10 +12,10 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from annotation.acting import acting
-from annotation.exporters import export_table
-from annotation.finetune_sets import build_finetune_set
-from annotation.importers import import_file
+from annotation.people.acting import acting
+from annotation.transfer.exporters import export_table
+from annotation.transfer.finetune_sets import build_finetune_set
+from annotation.transfer.importers import import_file
 from annotation.captions import get_collection
 
 EXPORT_SUFFIXES = {"csv": ".csv", "jsonl": ".jsonl", "parquet": ".parquet", "hf": ""}

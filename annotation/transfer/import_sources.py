@@ -1,9 +1,9 @@
 """Import sources read into raw rows: CSV, JSONL, a zip with a manifest, CLIPScore / PAC-S JSON.
 
-A raw row is (label, record) where record is a dict of the fields annotation.importers
+A raw row is (label, record) where record is a dict of the fields annotation.transfer.importers
 documents, or a string saying why that row could not be read. Images are looked up through
 a `FileImages` (a folder, confined to it) or a `ZipImages` (members of the zip, never
-extracted to disk paths; the zip is checked against `annotation.archives` limits first, and an
+extracted to disk paths; the zip is checked against `annotation.transfer.archives` limits first, and an
 image path with '..' is refused in both).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from annotation.archives import ArchiveError, check_archive, member_path, open_zip
+from annotation.transfer.archives import ArchiveError, check_archive, member_path, open_zip
 from annotation.image_store import ImageFacts
 from scoring.clipscore_json import clipscore_entries
 from scoring.images import image_limits

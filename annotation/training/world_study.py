@@ -1,5 +1,5 @@
 """A rating study of world captions, rated by the world's simulated annotators through the
-same queue people use (`annotation.tasks.next_rating_item` / `submit_rating`) and exported with
+same queue people use (`annotation.studies.tasks.next_rating_item` / `submit_rating`) and exported with
 `build_finetune_set`, so a metric trained on it learns from ratings exactly as a study would
 deliver them: images, captions, references and ratings, nothing of the generator's truth.
 
@@ -15,10 +15,10 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from annotation.accounts import create_user
-from annotation.finetune_sets import build_finetune_set
-from annotation.importers import import_rows
-from annotation.tasks import next_rating_item, submit_rating
+from annotation.people.accounts import create_user
+from annotation.transfer.finetune_sets import build_finetune_set
+from annotation.transfer.importers import import_rows
+from annotation.studies.tasks import next_rating_item, submit_rating
 from db.models import Collection, User
 from scoring.world.annotators import panel
 from scoring.world.errors import Candidate

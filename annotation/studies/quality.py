@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from sqlalchemy import case, delete, func, select
 from sqlalchemy.orm import Session
 
-from annotation import tasks
-from annotation.accounts import ALL_ROLES, RESEARCH_ROLES, get_user, require_role
-from annotation.acting import acting
+from annotation.studies import tasks
+from annotation.people.accounts import ALL_ROLES, RESEARCH_ROLES, get_user, require_role
+from annotation.people.acting import acting
 from annotation.captions import get_caption, get_collection, in_collection
 from annotation.image_store import image_path
 from db.models import (
