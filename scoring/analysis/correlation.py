@@ -108,22 +108,34 @@ def _tie_pairs(ranks: np.ndarray) -> int:
 
 def _kendall_parts(x: np.ndarray, y: np.ndarray) -> tuple[int, int, int, int, int, int]:
     """(n, S = concordant - discordant, pairs tied in x, tied in y, classes x, classes y)."""
-    rx = _dense_ranks(x)
-    ry = _dense_ranks(y)
-    n = x.size
-    classes_x, classes_y = int(rx.max()) + 1, int(ry.max()) + 1
+    return _kendall_parts_of_codes(_dense_ranks(x), _dense_ranks(y))
+
+
+def _kendall_parts_of_codes(rx: np.ndarray, ry: np.ndarray) -> tuple[int, int, int, int, int, int]:
+    """`_kendall_parts` from order-preserving integer codes of x and y (0-based; gaps allowed,
+    as in a bootstrap resample of the full sample's dense ranks, so no resample sorts them again)."""
+    n = rx.size
+    width_x, width_y = int(rx.max()) + 1, int(ry.max()) + 1
+    count_x, count_y = np.bincount(rx), np.bincount(ry)
+    classes_x, classes_y = int(np.count_nonzero(count_x)), int(np.count_nonzero(count_y))
     # Discordant pairs are the strict inversions of one list once the items are sorted by
     # the other (ties broken by the first, so tied pairs never count); scan the list with
     # fewer distinct values, which a rating scale makes cheap.
-    lead, scanned, classes = (rx, ry, classes_y) if classes_y <= classes_x else (ry, rx, classes_x)
-    sequence = scanned[np.lexsort((scanned, lead))]
+    lead, scanned, width, classes = ((rx, ry, width_y, classes_y) if classes_y <= classes_x
+                                     else (ry, rx, width_x, classes_x))
+    order = np.lexsort((scanned, lead))
+    sequence, led = scanned[order], lead[order]
     if classes <= SMALL_ALPHABET:
-        discordant = _count_inversions_few_values(sequence, classes)
+        if width > SMALL_ALPHABET:  # few values, but spread-out codes: close the gaps first
+            sequence, width = _dense_ranks(sequence), classes
+        discordant = _count_inversions_few_values(sequence, width)
     else:
         discordant = _count_inversions(sequence)
-    tied_x = _tie_pairs(rx)
-    tied_y = _tie_pairs(ry)
-    tied_both = _tie_pairs(_dense_ranks(rx * (int(ry.max()) + 1) + ry))
+    tied_x = int((count_x * (count_x - 1) // 2).sum())
+    tied_y = int((count_y * (count_y - 1) // 2).sum())
+    # Pairs tied in both are runs of equal (lead, scanned) in the lexsorted order.
+    runs = np.diff(np.flatnonzero(np.r_[True, (led[1:] != led[:-1]) | (sequence[1:] != sequence[:-1]), True]))
+    tied_both = int((runs * (runs - 1) // 2).sum())
     all_pairs = n * (n - 1) // 2
     concordant = all_pairs - tied_x - tied_y + tied_both - discordant
     return n, concordant - discordant, tied_x, tied_y, classes_x, classes_y
@@ -188,6 +200,13 @@ def spearman(x, y) -> float:
     return pearson(average_ranks(x), average_ranks(y))
 
 
+def _average_ranks_of_codes(codes: np.ndarray) -> np.ndarray:
+    """`average_ranks` of values given by order-preserving integer codes, by counting (no sort)."""
+    counts = np.bincount(codes)
+    ends = np.cumsum(counts)
+    return ((ends - counts + 1 + ends) / 2.0)[codes]
+
+
 _COEFFICIENT_FUNCTIONS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
     "kendall_b": lambda x, y: kendall_tau(x, y, "b"),
     "kendall_c": lambda x, y: kendall_tau(x, y, "c"),
@@ -218,20 +237,67 @@ def _bootstrap_indices(n: int, n_boot: int, seed: int) -> np.ndarray:
     return rng.integers(0, n, size=(n_boot, n))
 
 
-def _coefficients(x: np.ndarray, y: np.ndarray, names: Sequence[str]) -> dict[str, float]:
-    """Several coefficients at once; tau-b and tau-c share one concordance count."""
+def _coefficients(x: np.ndarray, y: np.ndarray, names: Sequence[str], rx: np.ndarray | None = None,
+                  ry: np.ndarray | None = None) -> dict[str, float]:
+    """Several coefficients at once; tau-b and tau-c share one concordance count. `rx`, `ry`:
+    order-preserving integer codes of x and y when the caller has them (bootstrap resamples)."""
     values = {}
-    if {"kendall_b", "kendall_c"} <= set(names) and x.size >= 2 and not (np.isnan(x).any() or np.isnan(y).any()):
-        n, s, tied_x, tied_y, classes_x, classes_y = _kendall_parts(x, y)
+    if x.size < 2 or np.isnan(x).any() or np.isnan(y).any():
+        return {name: coefficient(name)(x, y) for name in names}
+    if rx is None:
+        rx, ry = _dense_ranks(x), _dense_ranks(y)
+    if {"kendall_b", "kendall_c"} & set(names):
+        n, s, tied_x, tied_y, classes_x, classes_y = _kendall_parts_of_codes(rx, ry)
         all_pairs = n * (n - 1) // 2
         denominator = math.sqrt((all_pairs - tied_x) * (all_pairs - tied_y))
         values["kendall_b"] = math.nan if denominator == 0 else s / denominator
         classes = min(classes_x, classes_y)
         values["kendall_c"] = math.nan if classes < 2 else 2.0 * s / (n * n * (classes - 1) / classes)
-    for name in names:
-        if name not in values:
-            values[name] = coefficient(name)(x, y)
-    return values
+    if "spearman" in names:
+        values["spearman"] = pearson(_average_ranks_of_codes(rx), _average_ranks_of_codes(ry))
+    if "pearson" in names:
+        values["pearson"] = pearson(x, y)
+    return {name: values[name] if name in values else coefficient(name)(x, y) for name in names}
+
+
+def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`pearson` of each row pair of two (B, n) arrays at once (nan where a row is constant)."""
+    da = a - a.mean(axis=1, keepdims=True)
+    db = b - b.mean(axis=1, keepdims=True)
+    da = da / np.where(np.abs(da).max(axis=1, keepdims=True) > 0, np.abs(da).max(axis=1, keepdims=True), 1.0)
+    db = db / np.where(np.abs(db).max(axis=1, keepdims=True) > 0, np.abs(db).max(axis=1, keepdims=True), 1.0)
+    denominator = np.sqrt((da * da).sum(axis=1) * (db * db).sum(axis=1))
+    constant = (np.ptp(a, axis=1) == 0) | (np.ptp(b, axis=1) == 0) | (denominator == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(constant, np.nan, (da * db).sum(axis=1) / np.where(constant, 1.0, denominator))
+
+
+def _average_ranks_rows(codes: np.ndarray) -> np.ndarray:
+    """`_average_ranks_of_codes` of each row of a (B, n) array of integer codes, by one bincount."""
+    rows, width = codes.shape[0], int(codes.max()) + 1
+    counts = np.bincount((codes + width * np.arange(rows)[:, None]).ravel(), minlength=rows * width)
+    counts = counts.reshape(rows, width)
+    ends = np.cumsum(counts, axis=1)
+    return np.take_along_axis((2 * ends - counts + 1) / 2.0, codes, axis=1)
+
+
+def _bootstrap_samples(x: np.ndarray, y: np.ndarray, names: Sequence[str], index: np.ndarray) -> dict[str, np.ndarray]:
+    """Each coefficient on every resample (rows of `index`): Pearson and Spearman for all rows at
+    once, Kendall's concordance count per row from the full sample's dense ranks (no re-sorting)."""
+    if np.isnan(x).any() or np.isnan(y).any():  # each resample as it comes (those without a nan count)
+        replicates = [_coefficients(x[i], y[i], names) for i in index]
+        return {name: np.array([r[name] for r in replicates]) for name in names}
+    rx, ry = _dense_ranks(x), _dense_ranks(y)
+    out = {}
+    if "pearson" in names:
+        out["pearson"] = _pearson_rows(x[index], y[index])
+    if "spearman" in names:
+        out["spearman"] = _pearson_rows(_average_ranks_rows(rx[index]), _average_ranks_rows(ry[index]))
+    kendall = [name for name in names if name in ("kendall_b", "kendall_c")]
+    if kendall:
+        replicates = [_coefficients(x[i], y[i], kendall, rx[i], ry[i]) for i in index]
+        out |= {name: np.array([r[name] for r in replicates]) for name in kendall}
+    return out
 
 
 def bootstrap_estimates(
@@ -247,11 +313,11 @@ def bootstrap_estimates(
     point = _coefficients(x, y, names)
     if n_boot <= 0 or x.size < 2:
         return {name: Estimate(point[name], math.nan, math.nan, x.size) for name in names}
-    replicates = [_coefficients(x[i], y[i], names) for i in _bootstrap_indices(x.size, n_boot, seed)]
+    samples_of = _bootstrap_samples(x, y, names, _bootstrap_indices(x.size, n_boot, seed))
     tail = (1.0 - confidence) / 2.0 * 100.0
     estimates = {}
     for name in names:
-        samples = np.array([replicate[name] for replicate in replicates])
+        samples = samples_of[name]
         samples = samples[~np.isnan(samples)]
         if samples.size == 0:
             estimates[name] = Estimate(point[name], math.nan, math.nan, x.size)

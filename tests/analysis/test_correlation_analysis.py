@@ -343,3 +343,24 @@ def test_system_level_correlation_correlates_the_per_system_means():
     means_m, means_h = [0.2, 0.5, 0.4], [1.5, 3.5, 3.0]
     assert row["pearson"] == pytest.approx(stats.pearsonr(means_m, means_h)[0])
     assert row["spearman"] == pytest.approx(1.0) and row["kendall_b"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("human_levels", [5, 90])  # a rating scale; a mean of ratings with many values
+def test_every_bootstrap_resample_equals_scipy_on_that_resample(human_levels):
+    """The bootstrap computes its resamples from the full sample's dense ranks (codes with gaps),
+    Pearson and Spearman for all resamples at once: each resample's value still equals scipy's
+    on the resampled lists, ties, gaps and constant resamples included."""
+    from scoring.analysis.correlation import _bootstrap_indices, _bootstrap_samples
+
+    rng = np.random.default_rng(3)
+    x = np.round(rng.normal(size=40), 1)  # ties in the metric
+    y = rng.integers(0, human_levels, size=40) / (human_levels - 1)
+    index = np.vstack([_bootstrap_indices(40, 30, 5), np.zeros((1, 40), dtype=int)])  # the last: constant
+    samples = _bootstrap_samples(x, y, ["kendall_b", "kendall_c", "pearson", "spearman"], index)
+    for row, i in enumerate(index[:-1]):
+        a, b = x[i], y[i]
+        assert samples["kendall_b"][row] == pytest.approx(stats.kendalltau(a, b, variant="b").statistic, abs=1e-12)
+        assert samples["kendall_c"][row] == pytest.approx(stats.kendalltau(a, b, variant="c").statistic, abs=1e-12)
+        assert samples["pearson"][row] == pytest.approx(stats.pearsonr(a, b).statistic, abs=1e-12)
+        assert samples["spearman"][row] == pytest.approx(stats.spearmanr(a, b).statistic, abs=1e-12)
+    assert all(math.isnan(samples[name][-1]) for name in samples)
