@@ -264,8 +264,6 @@ def next_pair(session: Session, user: User, collection: Collection, k: int = tas
         raise ValueError("k must be at least 1")
     _require_standing(session, user, collection)
     now = utcnow()
-    session.execute(delete(PairwiseJudgment).where(PairwiseJudgment.choice.is_(None),
-                                                   PairwiseJudgment.expires_at <= now))
     items = select(PairwiseItem.id).where(PairwiseItem.collection_id == collection.id)
     judged = (select(PairwiseJudgment.item_id, func.count(PairwiseJudgment.id).label("n"))
               .where(PairwiseJudgment.item_id.in_(items), _verdicts()).group_by(PairwiseJudgment.item_id).subquery())
@@ -287,13 +285,22 @@ def next_pair(session: Session, user: User, collection: Collection, k: int = tas
         .order_by(PairwiseItem.id.in_(held).desc(), n_judged, tasks.queue_order(user, PairwiseItem.id),
                   PairwiseItem.id)
         .limit(8)).all()
-    for item_id in candidates:
+    offered = None
+    for item_id in candidates:  # as `tasks.next_rating_item`: never wait on a pair while holding another
+        candidate = session.begin_nested()
         _lock_item(session, item_id)
         if _taken(session, item_id, user, now) >= k:  # PostgreSQL: another annotator got it meanwhile
+            candidate.rollback()
             continue
+        candidate.commit()
         _offer(session, user, item_id, now, lease_seconds)
-        return session.get(PairwiseItem, item_id)
-    return None
+        offered = session.get(PairwiseItem, item_id)
+        break
+    # Expired offers count for nothing; deleted last, skipping rows another transaction holds.
+    session.execute(delete(PairwiseJudgment).where(PairwiseJudgment.id.in_(
+        select(PairwiseJudgment.id).where(PairwiseJudgment.choice.is_(None), PairwiseJudgment.expires_at <= now)
+        .with_for_update(skip_locked=True))))
+    return offered
 
 
 def _require_standing(session: Session, user: User, collection: Collection) -> None:

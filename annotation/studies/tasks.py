@@ -121,7 +121,6 @@ def next_rating_item(session: Session, user: User, collection: Collection,
     if k < 1:
         raise ValueError("k must be at least 1")
     now = utcnow()
-    session.execute(delete(RatingLease).where(RatingLease.expires_at <= now))
     in_coll = select(Caption.id).where(in_collection(collection))
     counts = (select(Rating.caption_id, func.count(Rating.id).label("n"))
               .where(Rating.caption_id.in_(in_coll))
@@ -149,13 +148,30 @@ def next_rating_item(session: Session, user: User, collection: Collection,
         candidates = queue_orders.by_disagreement(session, user, collection, [tuple(r) for r in rows])[:8]
     else:
         candidates = session.scalars(query.with_only_columns(Caption.id).limit(8)).all()
+    # PostgreSQL: a full candidate's row lock is let go (its savepoint rolled back) before the
+    # next is locked, so this transaction never waits for a caption while holding another; two
+    # annotators whose queue orders cross would otherwise deadlock.
+    offered = None
     for caption_id in candidates:
+        candidate = session.begin_nested()
         _lock_caption(session, caption_id)
-        if _taken(session, caption_id, user) >= k:  # PostgreSQL: another annotator got it meanwhile
+        if _taken(session, caption_id, user) >= k:  # another annotator got it meanwhile
+            candidate.rollback()
             continue
+        candidate.commit()
         _lease(session, user, caption_id, now + timedelta(seconds=lease_seconds))
-        return session.get(Caption, caption_id)
-    return None
+        offered = session.get(Caption, caption_id)
+        break
+    _drop_expired_leases(session, now)
+    return offered
+
+
+def _drop_expired_leases(session: Session, now) -> None:
+    """Delete expired leases (they already count for nothing), skipping rows another transaction
+    holds, so this clean-up never waits: done last, it cannot close a lock cycle with an
+    annotator who is saving a rating and ending their own lease meanwhile."""
+    session.execute(delete(RatingLease).where(RatingLease.id.in_(
+        select(RatingLease.id).where(RatingLease.expires_at <= now).with_for_update(skip_locked=True))))
 
 
 def _lease(session: Session, user: User, caption_id: int, expires_at) -> None:
