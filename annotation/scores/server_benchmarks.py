@@ -21,6 +21,8 @@ from scoring.analysis.reproduce import (Reproduction, find_benchmarks, format_ta
 from scoring.paths import data_dir
 
 WORLD = "world"
+TABLE_COLUMNS = ["benchmark", "metric", "coefficient", "ours", "95% interval", "n", "paper", "difference", "±0.1",
+                 "note"]  # the app's table: `format_table`'s columns, the benchmark first
 WORLD_SCENES = 12  # as `caplens analyze reproduce world`'s default
 _running: set[str] = set()
 _running_lock = threading.Lock()
@@ -87,5 +89,5 @@ def reproduce_on_server(account_id: int | None, name: str, profile: str | None =
             _running.discard(name)
     table = pd.concat([format_table(r.table).rename(columns={"": "±0.1"}).assign(benchmark=r.benchmark)
                        for r in results], ignore_index=True)
-    table = table[["benchmark", *[c for c in table.columns if c != "benchmark"]]]
+    table = table[TABLE_COLUMNS]
     return ServerReproduction(" ".join(summary_line(r) for r in results), table, tuple(results))

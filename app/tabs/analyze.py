@@ -8,7 +8,7 @@ import gradio as gr
 from annotation.people.accounts import RESEARCH_ROLES
 from annotation.scores.collection_analysis import analyse_collection
 from annotation.errors import user_message
-from annotation.scores.server_benchmarks import reproduce_on_server, server_benchmarks
+from annotation.scores.server_benchmarks import TABLE_COLUMNS, reproduce_on_server, server_benchmarks
 from app import engine, render
 from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections, logged_in
@@ -80,7 +80,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
             bench_refresh = gr.Button("Refresh list", size="sm", elem_id="reproduce-refresh")
             bench_run = gr.Button("Reproduce", variant="primary", elem_id="reproduce-button")
         bench_status = gr.Textbox(label="Status", interactive=False, elem_id="reproduce-status")
-        bench_table = gr.Dataframe(label="Ours beside the paper", interactive=False, wrap=True,
+        bench_table = gr.Dataframe(render.empty_table(TABLE_COLUMNS), label="Ours beside the paper",
+                                   interactive=False, wrap=True,
                                    elem_id="reproduce-table")
 
     def on_benchmarks(request: gr.Request):

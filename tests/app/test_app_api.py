@@ -199,7 +199,7 @@ def test_pairs_are_judged_over_the_api_in_the_annotators_blind_order(server):
 
     with database_session() as session:
         researcher = get_user(session, server.researcher[0])
-        collection = get_or_create_collection(session, researcher, "api-pairs")
+        collection = get_or_create_collection(session, researcher, "zz-api-pairs")
         image = add_image(session, png_bytes((90, 90, 10)), original_filename="duel.png")
         texts = {add_caption(session, researcher, image, text, source_model=model, collection=collection).id: text
                  for text, model in (("a yellow square", "m1"), ("a blue circle", "m2"))}
@@ -207,18 +207,18 @@ def test_pairs_are_judged_over_the_api_in_the_annotators_blind_order(server):
         item = session.scalar(select(PairwiseItem).where(PairwiseItem.collection_id == collection.id))
         pair_id, a_text, b_text = item.id, texts[item.caption_a_id], texts[item.caption_b_id]
     with pytest.raises(AppError, match=r"^Not logged in"):
-        Client(server.url, verbose=False).predict("api-pairs", api_name="/next_pair")
+        Client(server.url, verbose=False).predict("zz-api-pairs", api_name="/next_pair")
     token = Client(server.url, verbose=False).predict(*server.annotator, api_name="/login")["token"]
     client = Client(server.url, verbose=False, headers={TOKEN_HEADER: token})
-    shown = client.predict("api-pairs", api_name="/next_pair")
+    shown = client.predict("zz-api-pairs", api_name="/next_pair")
     with database_session() as session:
         annotator = get_user(session, server.annotator[0])
         a_left = pairwise.a_on_left(annotator.id, pair_id)
     assert (shown["pair_id"], shown["left"], shown["right"]) == \
         (pair_id, *((a_text, b_text) if a_left else (b_text, a_text)))
     with pytest.raises(AppError, match=r"^choose left, right or tie, not 'both'$"):
-        client.predict("api-pairs", pair_id, "both", api_name="/judge_pair")
-    after = client.predict("api-pairs", pair_id, "left", api_name="/judge_pair")
+        client.predict("zz-api-pairs", pair_id, "both", api_name="/judge_pair")
+    after = client.predict("zz-api-pairs", pair_id, "left", api_name="/judge_pair")
     assert after["pair_id"] is None and after["message"].startswith(f"Saved your choice on pair {pair_id}.")
     assert "Nothing left to compare" in after["message"]
     with database_session() as session:
