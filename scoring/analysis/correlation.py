@@ -168,15 +168,9 @@ def kendall_tau(x, y, variant: str = "b") -> float:
 def pearson(x, y) -> float:
     """Pearson's r; nan when either list is constant or shorter than two."""
     x, y = _paired(x, y)
-    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+    if x.size < 2:
         return math.nan
-    dx = x - x.mean()
-    dy = y - y.mean()
-    # r is scale free; rescaling keeps tiny (subnormal) spreads from underflowing to 0.
-    dx = dx / (np.abs(dx).max() or 1.0)
-    dy = dy / (np.abs(dy).max() or 1.0)
-    denominator = math.sqrt(float(dx @ dx) * float(dy @ dy))
-    return math.nan if denominator == 0 else float(dx @ dy) / denominator
+    return float(_pearson_rows(x[None], y[None])[0])
 
 
 def average_ranks(values) -> np.ndarray:
@@ -198,13 +192,6 @@ def spearman(x, y) -> float:
     """Spearman's rho: Pearson's r of average ranks."""
     x, y = _paired(x, y)
     return pearson(average_ranks(x), average_ranks(y))
-
-
-def _average_ranks_of_codes(codes: np.ndarray) -> np.ndarray:
-    """`average_ranks` of values given by order-preserving integer codes, by counting (no sort)."""
-    counts = np.bincount(codes)
-    ends = np.cumsum(counts)
-    return ((ends - counts + 1 + ends) / 2.0)[codes]
 
 
 _COEFFICIENT_FUNCTIONS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
@@ -239,8 +226,8 @@ def _bootstrap_indices(n: int, n_boot: int, seed: int) -> np.ndarray:
 
 def _coefficients(x: np.ndarray, y: np.ndarray, names: Sequence[str], rx: np.ndarray | None = None,
                   ry: np.ndarray | None = None) -> dict[str, float]:
-    """Several coefficients at once; tau-b and tau-c share one concordance count. `rx`, `ry`:
-    order-preserving integer codes of x and y when the caller has them (bootstrap resamples)."""
+    """Several coefficients at once; tau-b and tau-c share one concordance count, taken from
+    `rx`, `ry` (order-preserving integer codes of x and y) when the caller has them."""
     values = {}
     if x.size < 2 or np.isnan(x).any() or np.isnan(y).any():
         return {name: coefficient(name)(x, y) for name in names}
@@ -253,19 +240,17 @@ def _coefficients(x: np.ndarray, y: np.ndarray, names: Sequence[str], rx: np.nda
         values["kendall_b"] = math.nan if denominator == 0 else s / denominator
         classes = min(classes_x, classes_y)
         values["kendall_c"] = math.nan if classes < 2 else 2.0 * s / (n * n * (classes - 1) / classes)
-    if "spearman" in names:
-        values["spearman"] = pearson(_average_ranks_of_codes(rx), _average_ranks_of_codes(ry))
-    if "pearson" in names:
-        values["pearson"] = pearson(x, y)
     return {name: values[name] if name in values else coefficient(name)(x, y) for name in names}
 
 
 def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """`pearson` of each row pair of two (B, n) arrays at once (nan where a row is constant)."""
-    da = a - a.mean(axis=1, keepdims=True)
-    db = b - b.mean(axis=1, keepdims=True)
-    da = da / np.where(np.abs(da).max(axis=1, keepdims=True) > 0, np.abs(da).max(axis=1, keepdims=True), 1.0)
-    db = db / np.where(np.abs(db).max(axis=1, keepdims=True) > 0, np.abs(db).max(axis=1, keepdims=True), 1.0)
+    def centred(rows: np.ndarray) -> np.ndarray:  # r is scale free: rescaling keeps subnormal spreads off 0
+        d = rows - rows.mean(axis=1, keepdims=True)
+        spread = np.abs(d).max(axis=1, keepdims=True)
+        return d / np.where(spread > 0, spread, 1.0)
+
+    da, db = centred(a), centred(b)
     denominator = np.sqrt((da * da).sum(axis=1) * (db * db).sum(axis=1))
     constant = (np.ptp(a, axis=1) == 0) | (np.ptp(b, axis=1) == 0) | (denominator == 0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -273,7 +258,8 @@ def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _average_ranks_rows(codes: np.ndarray) -> np.ndarray:
-    """`_average_ranks_of_codes` of each row of a (B, n) array of integer codes, by one bincount."""
+    """`average_ranks` of each row of a (B, n) array of order-preserving integer codes, by
+    counting (one bincount, no sort)."""
     rows, width = codes.shape[0], int(codes.max()) + 1
     counts = np.bincount((codes + width * np.arange(rows)[:, None]).ravel(), minlength=rows * width)
     counts = counts.reshape(rows, width)
