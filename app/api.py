@@ -27,6 +27,7 @@ from annotation.scores.collection_analysis import analyse_collection, collection
 from annotation.studies.pairwise import judge_and_next, pair_screen
 from annotation.studies.queue_screens import rate, rating_screen
 from app import engine, render
+from app.errors import as_gradio_error
 from app.perturb_lab import parse_critical, perturb_caption
 from app.session import account_id, client_address, login_message, request_token
 from app.tabs.score import load_images, split_lines
@@ -168,11 +169,8 @@ def score_endpoint(profile: str, image_path: str | None, captions: str, referenc
     if not caption_list:
         raise gr.Error("captions: give at least one caption (one per line)")
     chosen = [m.strip() for m in (metrics or "").split(",") if m.strip()] or None
-    try:
-        request = ScoreRequest.grid(images, caption_list, split_lines(references), lang or AUTO, chosen)
-        outcome = score_request(engine.AppScorer(profile), request, cache)
-    except LookupError as exc:
-        raise gr.Error(str(exc)) from None
+    request = in_words(ScoreRequest.grid, images, caption_list, split_lines(references), lang or AUTO, chosen)
+    outcome = in_words(score_request, engine.AppScorer(profile), request, cache)
     outcome.messages = messages
     return outcome_to_json(outcome)
 
@@ -193,24 +191,18 @@ def perturb_endpoint(text: str, op: str = "all", p: float | None = None, seed: f
         one object per operation: text, op, p, seed, lang, parent, changed_spans (character
         offsets into text; zero width where words were removed), noop and noop_reason.
     """
-    try:
-        results = perturb_caption(text, op or "all", None if p is None else float(p), int(seed or 0), lang or AUTO,
-                                  parse_critical(critical))
-    except (ValueError, LookupError) as exc:
-        raise gr.Error(str(exc)) from None
+    results = in_words(lambda: perturb_caption(text, op or "all", None if p is None else float(p), int(seed or 0),
+                                               lang or AUTO, parse_critical(critical)))
     return [r.to_dict() | {"noop_reason": r.noop_reason} for r in results]
 
 
 def in_words(call, *args):
-    """`call(*args)`, with the library's refusals (PermissionError, ValueError, LookupError) sent
-    to the caller as a gr.Error in words; a gr.Error (a ValueError) passes as it is, since str()
-    of it would quote the message."""
+    """`call(*args)`, with the library's refusals (PermissionError, ValueError, LookupError; a
+    gr.Error is a ValueError and keeps its words) sent to the caller as the app's gr.Error."""
     try:
         return call(*args)
-    except gr.Error:
-        raise
     except (PermissionError, ValueError, LookupError) as exc:
-        raise gr.Error(str(exc)) from None
+        raise as_gradio_error(exc) from None
 
 
 def _records(frame: pd.DataFrame | None) -> list[dict] | None:
@@ -260,10 +252,7 @@ def login_endpoint(name: str, password: str, request: gr.Request) -> dict:
     Returns:
         user, role, token, expires_at (ISO 8601) and a message.
     """
-    try:
-        login = log_in(name, password, client_address(request))
-    except PermissionError as exc:
-        raise gr.Error(str(exc)) from None
+    login = in_words(log_in, name, password, client_address(request))
     return {"user": login.account.name, "role": login.account.role, "token": login.token,
             "expires_at": login.expires_at.isoformat(),
             "message": login_message(login.account.name, login.account.role)}
