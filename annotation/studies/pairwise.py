@@ -285,22 +285,14 @@ def next_pair(session: Session, user: User, collection: Collection, k: int = tas
         .order_by(PairwiseItem.id.in_(held).desc(), n_judged, tasks.queue_order(user, PairwiseItem.id),
                   PairwiseItem.id)
         .limit(8)).all()
-    offered = None
-    for item_id in candidates:  # as `tasks.next_rating_item`: never wait on a pair while holding another
-        candidate = session.begin_nested()
-        _lock_item(session, item_id)
-        if _taken(session, item_id, user, now) >= k:  # PostgreSQL: another annotator got it meanwhile
-            candidate.rollback()
-            continue
-        candidate.commit()
+    item_id = tasks.first_open(session, candidates, _lock_item, lambda i: _taken(session, i, user, now) >= k)
+    if item_id is not None:
         _offer(session, user, item_id, now, lease_seconds)
-        offered = session.get(PairwiseItem, item_id)
-        break
     # Expired offers count for nothing; deleted last, skipping rows another transaction holds.
     session.execute(delete(PairwiseJudgment).where(PairwiseJudgment.id.in_(
         select(PairwiseJudgment.id).where(PairwiseJudgment.choice.is_(None), PairwiseJudgment.expires_at <= now)
         .with_for_update(skip_locked=True))))
-    return offered
+    return None if item_id is None else session.get(PairwiseItem, item_id)
 
 
 def _require_standing(session: Session, user: User, collection: Collection) -> None:

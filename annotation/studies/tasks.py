@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from datetime import timedelta, timezone
@@ -148,22 +148,29 @@ def next_rating_item(session: Session, user: User, collection: Collection,
         candidates = queue_orders.by_disagreement(session, user, collection, [tuple(r) for r in rows])[:8]
     else:
         candidates = session.scalars(query.with_only_columns(Caption.id).limit(8)).all()
-    # PostgreSQL: a full candidate's row lock is let go (its savepoint rolled back) before the
-    # next is locked, so this transaction never waits for a caption while holding another; two
-    # annotators whose queue orders cross would otherwise deadlock.
-    offered = None
-    for caption_id in candidates:
-        candidate = session.begin_nested()
-        _lock_caption(session, caption_id)
-        if _taken(session, caption_id, user) >= k:  # another annotator got it meanwhile
-            candidate.rollback()
-            continue
-        candidate.commit()
+    caption_id = first_open(session, candidates, _lock_caption, lambda c: _taken(session, c, user) >= k)
+    if caption_id is not None:
         _lease(session, user, caption_id, now + timedelta(seconds=lease_seconds))
-        offered = session.get(Caption, caption_id)
-        break
     _drop_expired_leases(session, now)
-    return offered
+    return None if caption_id is None else session.get(Caption, caption_id)
+
+
+def first_open(session: Session, candidates, lock: Callable[[Session, int], None],
+               full: Callable[[int], bool]) -> int | None:
+    """The first candidate that is not `full` once `lock` holds its row (another annotator may
+    have filled it since the queue's query), locked for the rest of the transaction. A full
+    candidate's lock is let go (its savepoint rolled back) before the next is locked, so a
+    queue never waits for one item while holding another: on PostgreSQL two annotators whose
+    orders cross would otherwise deadlock. The rating and the pairwise queues share it."""
+    for item_id in candidates:
+        savepoint = session.begin_nested()
+        lock(session, item_id)
+        if full(item_id):
+            savepoint.rollback()
+            continue
+        savepoint.commit()
+        return item_id
+    return None
 
 
 def _drop_expired_leases(session: Session, now) -> None:

@@ -233,11 +233,10 @@ class _Run:
         _seed_everything(config, self.device)
 
         tell(0.0, "loading data")
-        self.train_rows, heldout_rows, self.data_hash, self.data_about = split_rows(config)
-        self.heldout_rows = heldout_rows
-        self.eval_rows = heldout_rows[: config.max_heldout]
-        say(f"{self.recipe.name}: {len(self.train_rows)} training rows, {len(heldout_rows)} held-out rows "
-            f"({len({image_key(r) for r in heldout_rows})} images) on {self.device.type}")
+        self.train_rows, self.heldout_rows, self.data_hash, self.data_about = split_rows(config)
+        self.eval_rows = self.heldout_rows[: config.max_heldout]
+        say(f"{self.recipe.name}: {len(self.train_rows)} training rows, {len(self.heldout_rows)} held-out rows "
+            f"({len({image_key(r) for r in self.heldout_rows})} images) on {self.device.type}")
 
         scratch = self.out / SCRATCH
         scratch.mkdir(parents=True, exist_ok=True)
