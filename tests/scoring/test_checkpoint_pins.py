@@ -31,10 +31,12 @@ w = 2.5
     return str(path)
 
 
-def test_hub_profile_pins_clip_and_blip_itm_to_commits():
+def test_every_hub_backbone_of_the_hub_profile_is_pinned_to_a_commit():
     backbones = load_registry("hub", overrides=[]).backbones
-    for name in ("clip", "blip-itm"):
-        assert COMMIT.fullmatch(backbones[name].revision), name
+    from_hub = [name for name, spec in backbones.items() if spec.hub]
+    assert {"clip", "blip-itm", "mclip-text"} <= set(from_hub)
+    for name in from_hub:
+        assert COMMIT.fullmatch(backbones[name].revision or ""), name
         assert backbones[name].source == f"{backbones[name].hub}@{backbones[name].revision}"
 
 
