@@ -79,8 +79,11 @@ async (current, fresh, again) => {
 # After an item is shown (saved, skipped, back, another collection) the page scrolls back up to
 # the top of the Rate view: on a 390 px phone its image, caption, slider and Save then fill the
 # first screen, wherever the annotator had scrolled to.
+# After a rating screen is shown: a digit typed on the previous caption no longer counts, and the
+# panel scrolls back to the top.
 SCROLL_TOP_JS = """
 () => {
+  window.caplensKeyed = null;
   const panel = document.getElementById("rate-panel");
   if (panel && panel.offsetParent !== null) panel.scrollIntoView({block: "start"});
 }
@@ -96,6 +99,22 @@ async () => {
 }
 """
 
+# Save: a digit key sets the overall box in the page at once, but the slider's own event (which
+# notes "overall" as set and carries the value) is asynchronous, so an Alt+N right after the key
+# could save before it lands. The save therefore takes "overall" as set when a key set it on this
+# caption, with the value the box shows (a later drag of the slider shows there too).
+SAVE_JS = """
+(collection, captionId, overall, use, fluency, relevance, descriptiveness, touched, skipped) => {
+  const keyed = window.caplensKeyed;
+  const box = document.querySelector('#rate-overall input[type=number]');
+  if (keyed && box && String(keyed.caption) === String(captionId)) {
+    overall = Number(box.value);
+    touched = [...new Set([...(touched || '').split(',').filter(Boolean), 'overall'])].join(',');
+  }
+  return [collection, captionId, overall, use, fluency, relevance, descriptiveness, touched, skipped];
+}
+"""
+
 # Alt+N save and next, Alt+S skip, Alt+B back; digits 0-9 set the overall score to 0.0-0.9
 # and "m" to 1.0 when no text field has the focus. Arrow keys move a focused slider.
 KEYBOARD_JS = """
@@ -106,6 +125,7 @@ KEYBOARD_JS = """
   const setOverall = (value) => {
     const input = document.querySelector('#rate-overall input[type=number]');
     if (!input) return;
+    window.caplensKeyed = {caption: document.querySelector('#rate-caption-id input')?.value};
     input.value = value;
     input.dispatchEvent(new Event('input', {bubbles: true}));
     input.dispatchEvent(new Event('change', {bubbles: true}));
@@ -364,8 +384,8 @@ def build(user_state: gr.State):
     }
     for trigger, handler in ((collection.change, on_next), (save_button.click, on_save), (skip_button.click, on_skip),
                              (back_button.click, on_back)):
-        trigger(refused_in_status(handler, 7, 8), rating_inputs[handler], rating_outputs, api_visibility="private").then(
-            None, None, None, js=SCROLL_TOP_JS)
+        trigger(refused_in_status(handler, 7, 8), rating_inputs[handler], rating_outputs, api_visibility="private",
+                js=SAVE_JS if handler is on_save else None).then(None, None, None, js=SCROLL_TOP_JS)
 
     def on_guidelines(collection_name, request: gr.Request):
         try:
