@@ -133,6 +133,77 @@ def earlier_rating_screen(account_id: int | None, collection_name: str, caption_
         return _rating_screen(session, user, collection_name, earlier, "Showing your earlier item; saving edits your rating.")
 
 
+@dataclass
+class MyRating:
+    """One of this annotator's ratings, as "My ratings" lists it (`edits`: times changed)."""
+
+    caption_id: int
+    text: str
+    values: dict
+    edits: int
+    changed: str  # last change, UTC to the minute
+
+
+def my_ratings(account_id: int | None, collection_name: str) -> list[MyRating]:
+    """This annotator's own ratings in the collection, newest change first, to open one again
+    (`own_rating_screen`) or withdraw it (`withdraw_rating`). Check items' answers are not
+    ratings and are not listed."""
+    if not collection_name:
+        raise ValueError("Choose a collection.")
+    with acting(account_id, read_only=True) as (session, user):
+        collection = captions.get_collection(session, collection_name)
+        rows = tasks.list_ratings(session, user, collection, annotator=user)
+        rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
+        return [MyRating(r.caption_id, r.caption.text, {f: getattr(r, f) for f in tasks.RATING_FIELDS},
+                         r.version - 1, r.updated_at.strftime("%Y-%m-%d %H:%M")) for r in rows]
+
+
+def _own_rating_in(session, user, collection_name: str, caption_id) -> tasks.Rating:
+    if caption_id is None or str(caption_id).strip() == "":
+        raise ValueError("Enter the caption id of one of your ratings (listed under My ratings).")
+    try:
+        number = float(caption_id)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not number.is_integer():
+        raise ValueError(f"A caption id is a whole number, not {str(caption_id)[:40]!r}.")
+    caption_id = int(number)
+    collection = captions.get_collection(session, collection_name)
+    for rating in tasks.list_ratings(session, user, collection, annotator=user):
+        if rating.caption_id == caption_id:
+            return rating
+    raise LookupError(f"You have no rating of caption {caption_id} in {collection_name}.")
+
+
+def _history_text(rating) -> str:
+    values = [f"{revision.overall:g}" for revision in rating.revisions] + [f"{rating.overall:g}"]
+    return "" if len(values) == 1 else f" Overall so far: {' → '.join(values)}."
+
+
+def own_rating_screen(account_id: int | None, collection_name: str, caption_id) -> RatingScreen:
+    """One of this annotator's rated captions shown again with their values, to edit (saving
+    edits the rating and keeps the earlier values as its history, which the message sums up)."""
+    if not collection_name:
+        raise ValueError("Choose a collection.")
+    with acting(account_id, read_only=True) as (session, user):
+        rating = _own_rating_in(session, user, collection_name, caption_id)
+        return _rating_screen(session, user, collection_name, rating.caption_id,
+                              f"Showing your rating of caption {rating.caption_id}; saving edits it."
+                              + _history_text(rating))
+
+
+def withdraw_rating(account_id: int | None, collection_name: str, caption_id) -> RatingScreen:
+    """Delete this annotator's own rating of a caption (with its history): the caption goes back
+    to the queue for whoever needs it. Then the next item of the queue."""
+    if not collection_name:
+        raise ValueError("Choose a collection.")
+    with acting(account_id) as (session, user):
+        rating = _own_rating_in(session, user, collection_name, caption_id)
+        withdrawn = rating.caption_id
+        tasks.delete_rating(session, user, rating.id)
+    return rating_screen(account_id, collection_name, message=f"Withdrew your rating of caption {withdrawn}.")
+
+
 def rate(account_id: int | None, caption_id: int, overall: float, fluency: float | None = None,
          relevance: float | None = None, descriptiveness: float | None = None) -> dict:
     """Store this annotator's rating (editing an earlier one keeps its history); the stored

@@ -378,14 +378,6 @@ def get_rating(session: Session, user: User, rating_id: int) -> Rating:
     return rating
 
 
-def edit_rating(session: Session, user: User, rating_id: int, **values) -> Rating:
-    """Change some fields of a rating. Only its author may edit it; the old values are kept."""
-    rating = get_rating(session, user, rating_id)
-    if rating.annotator_id != user.id:
-        raise PermissionError(f"{user.name} may only edit their own ratings")
-    return _apply_edit(session, rating, validate_rating_values(values))
-
-
 def rating_history(session: Session, user: User, rating_id: int) -> list[RatingRevision]:
     """Earlier versions of a rating, oldest first (same read rules as `get_rating`)."""
     return list(get_rating(session, user, rating_id).revisions)
@@ -408,11 +400,14 @@ def list_ratings(session: Session, user: User, collection: Collection | None = N
 
 
 def delete_rating(session: Session, user: User, rating_id: int) -> None:
-    """Delete a rating (researcher or admin)."""
-    require_role(user, *RESEARCH_ROLES)
+    """Delete a rating: its author withdraws their own (the caption goes back to the queue),
+    a researcher or admin deletes anyone's. Its edit history goes with it."""
+    require_role(user, *ALL_ROLES)
     rating = session.get(Rating, rating_id)
     if rating is None:
         raise LookupError(f"no rating with id {rating_id}")
+    if rating.annotator_id != user.id and user.role not in RESEARCH_ROLES:
+        raise PermissionError(f"{user.name} may only withdraw their own ratings")
     session.delete(rating)
     session.flush()
 

@@ -89,6 +89,8 @@ SCROLL_TOP_JS = """
 }
 """
 OVERALL_LABEL = "Overall (0–1)"
+MY_RATING_HEADERS = ["caption id", "caption", "overall", "fluency", "relevance", "descriptiveness", "edits",
+                     "last change (UTC)"]
 NOT_SET = " — not set yet"
 COOKIE_REFUSED = ("Logged in, but this browser did not keep the login cookie. If the app is embedded in another "
                   "site (a Space on huggingface.co), open it at its own address, or allow its cookies.")
@@ -235,6 +237,19 @@ def build(user_state: gr.State):
                                                     elem_id="rate-caption-id", min_width=120)
                     rate_references = gr.Textbox(label="Reference captions of this image", interactive=False,
                                                  lines=2, visible=False, elem_id="rate-references")
+            with gr.Accordion("My ratings in this collection", open=False, elem_id="my-ratings") as my_box:
+                gr.Markdown("Click a row to choose it. **Open** shows it above to edit (your earlier values are "
+                            "kept as its history); **Withdraw** deletes your rating and returns the caption to "
+                            "the queue.")
+                my_table = gr.Dataframe(headers=MY_RATING_HEADERS, interactive=False, wrap=True,
+                                        elem_id="my-ratings-table")
+                with gr.Row():
+                    my_caption_id = gr.Number(label="Caption id", precision=0, elem_id="my-caption-id",
+                                              min_width=120)
+                    my_refresh = gr.Button("Refresh", elem_id="my-refresh", min_width=80)
+                    my_open = gr.Button("Open to edit", elem_id="my-open", min_width=100)
+                    my_withdraw = gr.Button("Withdraw my rating", variant="stop", elem_id="my-withdraw",
+                                            min_width=120)
 
         with gr.Tab("Review", id="review", elem_id="review-panel") as review_tab:
             gr.Markdown("Reviewers settle the items annotators disagree on most: each item has its k ratings "
@@ -375,6 +390,14 @@ def build(user_state: gr.State):
     def on_back(collection_name, caption_id, request: gr.Request):
         return show(queue_screens.earlier_rating_screen(account_id(request), collection_name, caption_id), request)
 
+    def on_my_ratings(collection_name, request: gr.Request):
+        try:
+            rows = queue_screens.my_ratings(account_id(request), collection_name)
+        except (PermissionError, ValueError, LookupError):
+            rows = []
+        return [[r.caption_id, r.text, *[r.values[f] for f in queue_screens.tasks.RATING_FIELDS], r.edits, r.changed]
+                for r in rows]
+
     rating_inputs = {
         on_next: [collection],
         on_save: [collection, rate_caption_id, overall, use_aspects, fluency, relevance, descriptiveness, touched,
@@ -384,8 +407,30 @@ def build(user_state: gr.State):
     }
     for trigger, handler in ((collection.change, on_next), (save_button.click, on_save), (skip_button.click, on_skip),
                              (back_button.click, on_back)):
-        trigger(refused_in_status(handler, 7, 8), rating_inputs[handler], rating_outputs, api_visibility="private",
-                js=SAVE_JS if handler is on_save else None).then(None, None, None, js=SCROLL_TOP_JS)
+        shown = trigger(refused_in_status(handler, 7, 8), rating_inputs[handler], rating_outputs,
+                        api_visibility="private", js=SAVE_JS if handler is on_save else None)
+        shown.then(None, None, None, js=SCROLL_TOP_JS)
+        if handler is on_save:
+            shown.then(on_my_ratings, collection, my_table, api_visibility="private")
+
+    # ----- my ratings ------------------------------------------------------------------
+    def on_open(collection_name, caption_id, request: gr.Request):
+        return show(queue_screens.own_rating_screen(account_id(request), collection_name, caption_id), request)
+
+    def on_withdraw(collection_name, caption_id, request: gr.Request):
+        return show(queue_screens.withdraw_rating(account_id(request), collection_name, caption_id), request)
+
+    for trigger in (my_box.expand, my_refresh.click, collection.change):
+        trigger(on_my_ratings, collection, my_table, api_visibility="private")
+
+    def on_row(event: gr.SelectData):
+        return event.row_value[0] if event.row_value else gr.skip()
+
+    my_table.select(on_row, None, my_caption_id, api_visibility="private")
+    my_open.click(refused_in_status(on_open, 7, 8), [collection, my_caption_id], rating_outputs,
+                  api_visibility="private").then(None, None, None, js=SCROLL_TOP_JS)
+    my_withdraw.click(refused_in_status(on_withdraw, 7, 8), [collection, my_caption_id], rating_outputs,
+                      api_visibility="private").then(on_my_ratings, collection, my_table, api_visibility="private")
 
     def on_guidelines(collection_name, request: gr.Request):
         try:

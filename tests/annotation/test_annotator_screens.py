@@ -135,3 +135,42 @@ def test_back_steps_through_the_annotators_own_ratings_and_needs_no_session_memo
     # Editing an earlier rating keeps the order: back from the first-rated item is still nothing.
     queue_screens.rate(ann, first.caption_id, 0.4)
     assert queue_screens.earlier_rating_screen(ann, "three", second.caption_id).caption_id == first.caption_id
+
+
+def test_my_ratings_open_one_to_edit_with_its_history_and_withdraw_it(engine, accounts, rated):
+    caption_id, _ = rated
+    ann, bea = accounts["ann"].id, accounts["bea"].id
+    assert queue_screens.my_ratings(ann, "c") == []
+    queue_screens.rate(ann, caption_id, 0.3)
+    queue_screens.rate(ann, caption_id, 0.5, fluency=0.9)  # rating again edits it
+    [mine] = queue_screens.my_ratings(ann, "c")
+    assert (mine.caption_id, mine.edits, mine.text) == (caption_id, 1, "a man in a white shirt, rides a horse")
+    assert mine.values == {"overall": 0.5, "fluency": 0.9, "relevance": None, "descriptiveness": None}
+    screen = queue_screens.own_rating_screen(ann, "c", float(caption_id))
+    assert screen.caption_id == caption_id and screen.values["overall"] == 0.5
+    assert screen.message == f"Showing your rating of caption {caption_id}; saving edits it. Overall so far: 0.3 → 0.5."
+    # Only one's own ratings, only in this collection, only whole caption ids
+    for account, name, value, refusal in ((bea + 99, "c", caption_id, PermissionError),
+                                          (ann, "c", caption_id + 1, LookupError),
+                                          (ann, "c", caption_id + 0.5, ValueError),
+                                          (ann, "c", "abc", ValueError), (ann, "c", "", ValueError)):
+        with pytest.raises(refusal):
+            queue_screens.own_rating_screen(account, name, value)
+    after = queue_screens.withdraw_rating(ann, "c", caption_id)
+    assert after.message == f"Withdrew your rating of caption {caption_id}."
+    assert queue_screens.my_ratings(ann, "c") == []
+    assert after.caption_id == caption_id  # back in the queue, and this annotator is next to rate it
+    with session_scope(engine) as session:  # bea's rating of the same caption stays; ann's history went with it
+        assert session.scalars(select(Rating.annotator_id)).all() == [bea]
+    with pytest.raises(LookupError, match="no rating of caption"):
+        queue_screens.withdraw_rating(ann, "c", caption_id)
+
+
+def test_an_annotator_cannot_withdraw_someone_elses_rating(engine, accounts, rated):
+    caption_id, _ = rated
+    with session_scope(engine) as session:
+        beas = session.scalar(select(Rating).where(Rating.annotator_id == accounts["bea"].id))
+        with pytest.raises(PermissionError, match="only withdraw their own"):
+            tasks.delete_rating(session, accounts["ann"], beas.id)
+    with pytest.raises(LookupError):  # through the screen: ann has no rating of it to withdraw
+        queue_screens.withdraw_rating(accounts["ann"].id, "c", caption_id)

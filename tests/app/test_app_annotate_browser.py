@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from tests.app.conftest import png_bytes
-from tests.app.test_app_browser import TIMEOUT_MS, browser, page  # noqa: F401 (fixtures)
+from tests.app.test_app_browser import TIMEOUT_MS, browser, page, table_rows  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser
 CAPTION = "a man in a white shirt rides a horse"
@@ -17,7 +17,8 @@ CAPTION = "a man in a white shirt rides a horse"
 @pytest.fixture(scope="module")
 def seeded(server):
     """Collections of their own: zz-annotate (one rated English candidate and a reference),
-    zz-critical (one caption to mark), zz-missing (a rated caption whose image file is gone)."""
+    zz-critical (one caption to mark), zz-missing (a rated caption whose image file is gone),
+    zz-mine (one caption for My ratings)."""
     from annotation.people.accounts import get_user
     from annotation.captions import add_caption, get_or_create_collection
     from annotation.database import database_session
@@ -27,7 +28,7 @@ def seeded(server):
     ids = {}
     with database_session() as session:
         researcher, rater = get_user(session, server.researcher[0]), get_user(session, "rater1")
-        for n, name in enumerate(("zz-annotate", "zz-critical", "zz-missing")):
+        for n, name in enumerate(("zz-annotate", "zz-critical", "zz-missing", "zz-mine")):
             collection = get_or_create_collection(session, researcher, name)
             image = add_image(session, png_bytes((10 + n, 120, 60), (50 + n, 30)), original_filename=f"{name}.png")
             add_caption(session, researcher, image, "a man riding a horse", kind="reference", collection=collection)
@@ -254,3 +255,45 @@ def test_transcreate_and_critical_refuse_a_caption_whose_image_is_missing(page, 
     page.wait_for_function(value_is("critical-status", "cannot be marked"))
     assert page.locator("#critical-save").is_disabled()
     page.screenshot(path=str(artifacts / "annotate-critical-missing-image.png"), full_page=True)
+
+
+def test_my_ratings_lists_opens_for_editing_and_withdraws_ones_own_rating(page, server, seeded, artifacts):
+    from annotation.people.accounts import get_user
+    from annotation.database import database_session
+    from annotation.studies.tasks import list_ratings
+
+    caption_id = seeded["zz-mine"]
+    open_rate(page, server, "zz-mine")
+    page.locator("#rate-panel").get_by_text("Rate how well").click()
+    page.keyboard.press("4")
+    page.keyboard.press("Alt+n")
+    page.wait_for_function(value_is("rate-status", "Saved rating"))
+
+    page.locator("#my-ratings").get_by_text("My ratings in this collection").click()
+    page.wait_for_function(f"() => document.querySelector('#my-ratings-table [data-testid=cell-0-1]')"
+                           f"?.innerText.includes({CAPTION!r})")
+    page.locator("#my-ratings-table [data-testid=cell-0-1]").click()  # choosing a row fills in its caption id
+    page.wait_for_function(f"() => document.querySelector('#my-caption-id input')?.value === '{caption_id}'")
+    page.locator("#my-open").click()
+    page.wait_for_function(value_is("rate-status", f"Showing your rating of caption {caption_id}; saving edits it"))
+    assert page.locator("#rate-overall input[type=number]").input_value() == "0.4"
+    page.locator("#rate-panel").get_by_text("Rate how well").click()
+    page.keyboard.press("9")
+    page.keyboard.press("Alt+n")
+    page.wait_for_function(value_is("rate-status", "Saved rating"))
+    assert stored_rating(server, caption_id)[0] == pytest.approx(0.9)
+    page.wait_for_function("() => document.querySelector('#my-ratings-table [data-testid=cell-0-6]')"
+                           "?.innerText.trim() === '1'")  # one edit: the table refreshed after the save
+    row = table_rows(page, "#my-ratings-table")[0]
+    assert row[:3] == [str(caption_id), CAPTION, "0.9"], row
+    page.screenshot(path=str(artifacts / "annotate-my-ratings.png"), full_page=True)
+
+    page.locator("#my-withdraw").click()
+    page.wait_for_function(value_is("rate-status", f"Withdrew your rating of caption {caption_id}"))
+    page.wait_for_function("() => !document.querySelector('#my-ratings-table [data-testid=cell-0-1]')")
+    with database_session() as session:
+        user = get_user(session, server.annotator[0])
+        assert caption_id not in {r.caption_id for r in list_ratings(session, user, annotator=user)}
+    # Withdrawing again is refused in words; the screen stays
+    page.locator("#my-withdraw").click()
+    page.wait_for_function(value_is("rate-status", f"You have no rating of caption {caption_id} in zz-mine"))
