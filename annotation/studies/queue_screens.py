@@ -175,8 +175,8 @@ def _own_rating_in(session, user, collection_name: str, caption_id) -> tasks.Rat
     raise LookupError(f"You have no rating of caption {caption_id} in {collection_name}.")
 
 
-def _history_text(rating) -> str:
-    values = [f"{revision.overall:g}" for revision in rating.revisions] + [f"{rating.overall:g}"]
+def _history_text(revisions, rating) -> str:
+    values = [f"{revision.overall:g}" for revision in revisions] + [f"{rating.overall:g}"]
     return "" if len(values) == 1 else f" Overall so far: {' → '.join(values)}."
 
 
@@ -189,7 +189,7 @@ def own_rating_screen(account_id: int | None, collection_name: str, caption_id) 
         rating = _own_rating_in(session, user, collection_name, caption_id)
         return _rating_screen(session, user, collection_name, rating.caption_id,
                               f"Showing your rating of caption {rating.caption_id}; saving edits it."
-                              + _history_text(rating))
+                              + _history_text(tasks.rating_history(session, user, rating.id), rating))
 
 
 def withdraw_rating(account_id: int | None, collection_name: str, caption_id) -> RatingScreen:

@@ -142,13 +142,14 @@ def test_my_ratings_open_one_to_edit_with_its_history_and_withdraw_it(engine, ac
     ann, bea = accounts["ann"].id, accounts["bea"].id
     assert queue_screens.my_ratings(ann, "c") == []
     queue_screens.rate(ann, caption_id, 0.3)
-    queue_screens.rate(ann, caption_id, 0.5, fluency=0.9)  # rating again edits it
+    queue_screens.rate(ann, caption_id, 0.7)  # rating again edits it
+    queue_screens.rate(ann, caption_id, 0.5, fluency=0.9)
     [mine] = queue_screens.my_ratings(ann, "c")
-    assert (mine.caption_id, mine.edits, mine.text) == (caption_id, 1, "a man in a white shirt, rides a horse")
+    assert (mine.caption_id, mine.edits, mine.text) == (caption_id, 2, "a man in a white shirt, rides a horse")
     assert mine.values == {"overall": 0.5, "fluency": 0.9, "relevance": None, "descriptiveness": None}
     screen = queue_screens.own_rating_screen(ann, "c", float(caption_id))
     assert screen.caption_id == caption_id and screen.values["overall"] == 0.5
-    assert screen.message == f"Showing your rating of caption {caption_id}; saving edits it. Overall so far: 0.3 → 0.5."
+    assert screen.message == f"Showing your rating of caption {caption_id}; saving edits it. Overall so far: 0.3 → 0.7 → 0.5."
     # Only one's own ratings, only in this collection, only whole caption ids
     for account, name, value, refusal in ((bea + 99, "c", caption_id, PermissionError),
                                           (ann, "c", caption_id + 1, LookupError),
