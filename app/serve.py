@@ -252,10 +252,27 @@ def launch(demo, kwargs: dict) -> None:
     about MCP tools with a State input says, so that one warning is not shown."""
     import warnings
 
+    _stop_on_sigterm()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="This MCP server includes a tool that has a gr.State input",
                                 category=UserWarning)
         demo.queue(default_concurrency_limit=2).launch(**kwargs)
+
+
+def _stop_on_sigterm() -> None:
+    """A Space, Docker or systemd stops the server with SIGTERM, whose default ends the process
+    at once: Gradio's shutdown (which empties its cache of uploads and downloads) and the exit
+    sweep (`start_sweeping`) never ran, so what strangers uploaded stayed on disk. SIGTERM now
+    interrupts the main thread as Ctrl+C does, which Gradio answers by closing the server."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(_signum, _frame):
+    raise KeyboardInterrupt
 
 
 def require_mcp() -> None:

@@ -1,6 +1,7 @@
 """`caplens serve` as a user runs it: a subprocess on a free port, first run on an empty data dir."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -20,9 +21,23 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_serve_creates_the_database_and_names_the_profile(tmp_path):
+def _upload(port: int, name: str, data: bytes) -> str:
+    """POST one file to Gradio's upload route as an anonymous visitor; the path it stored."""
+    boundary = "caplens-test-boundary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"{name}\"\r\n"
+            f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/gradio_api/upload", data=body, method="POST",
+                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    return json.loads(urllib.request.urlopen(request, timeout=30).read())[0]
+
+
+def test_serve_creates_the_database_and_names_the_profile_and_sigterm_removes_uploads(tmp_path):
+    """Also: SIGTERM (how a Space, Docker or systemd stops it) ends the server cleanly, and
+    what an anonymous visitor uploaded is gone from disk afterwards."""
     port = free_port()
-    env = {**os.environ, "CAPLENS_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1"}
+    cache = tmp_path / "gradio"
+    env = {**os.environ, "CAPLENS_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1",
+           "GRADIO_TEMP_DIR": str(cache)}
     env.pop("CAPLENS_PROFILE", None)
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
@@ -42,9 +57,13 @@ def test_serve_creates_the_database_and_names_the_profile(tmp_path):
         assert "CapLens" in page
         assert "CapLens: profile tiny: chosen explicitly" in output
         assert (tmp_path / "data" / "caplens.db").is_file()
+        stored = Path(_upload(port, "junk.bin", b"x" * 5000))
+        assert stored.is_file() and cache in stored.parents
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        proc.terminate()  # SIGTERM
+        code = proc.wait(timeout=30)
+    assert code == 0, log.read_text()
+    assert not stored.exists() and not [p for p in cache.rglob("*") if p.is_file()]
 
 
 def test_profile_choice_says_why_hub_is_not_used(monkeypatch):
