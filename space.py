@@ -7,7 +7,7 @@ when set, create that admin account on first start so the owner can log in and a
 """
 import os
 
-from app.serve import configure_logging, create_app, launch_kwargs
+from app.serve import configure_logging, create_app, launch, launch_kwargs
 
 
 def ensure_admin_from_secrets() -> None:
@@ -26,4 +26,4 @@ if __name__ == "__main__":
     print(f"CapLens: profile '{ctx.profile}' in use.", flush=True)
     host = os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0")
     port = int(os.environ.get("GRADIO_SERVER_PORT", "7860"))
-    demo.queue(default_concurrency_limit=2).launch(**launch_kwargs(host, port, False))
+    launch(demo, launch_kwargs(host, port, False))  # as `caplens serve` does (SIGTERM closes it cleanly)
