@@ -49,11 +49,17 @@ MODULES: dict[str, list[str]] = {
     "scoring/training/losses.py": ["tests/training/test_losses.py"],
     "annotation/studies/tasks.py": ["tests/annotation/test_tasks.py", "tests/annotation/test_queue_leases.py",
                             "tests/annotation/test_queue_orders.py"],
-    "scoring/fingerprint.py": ["tests/scoring/test_score_cache_keys.py", "tests/annotation/test_score_store_keys.py"],
+    "scoring/fingerprint.py": ["tests/scoring/test_score_cache_keys.py", "tests/annotation/test_score_store_keys.py",
+                               "tests/scoring/test_fingerprint_parts.py"],
 }
 
 # Why the survivors that no test can kill change no result (equivalent mutants), per module.
 NOTES: dict[str, str] = {
+    "scoring/fingerprint.py": (
+        "Equivalent survivors: `encode('UTF-8')` is `encode('utf-8')`; `spec.tokenizer if ... or True` "
+        "also stats a tokenizer named by a string (a Hugging Face name or \"@clip\"), which is no file "
+        "in the working folder, so nothing is added; the timeout (`name = None`) loops forever, which "
+        "the time limit catches."),
     "scoring/training/losses.py": (
         "Equivalent survivors: every tensor here is 2-D, so `dim=-1` -> `dim=+1` and a dropped `dim=-1` "
         "(F.normalize, F.cosine_similarity and sum default to dim 1) compute the same thing; `device=None` "
