@@ -22,6 +22,9 @@ What runs, all in a throwaway data directory with a SQLite database (WAL):
   staging rows stay invisible, and `caplens db gc` deletes them).
 - the big export's peak RSS: `bench_export_memory.measure_export(--export-rows, "hf")`.
 - bad inputs, each through the library function or middleware that handles it.
+- exports left on disk: a researcher clicks Export (ratings, hf) 3 times in Chromium on a
+  `--click-rows` collection, then the server gets SIGTERM (as a Space stops it); the bytes in
+  its Gradio cache folder during and after (`--only-export-clicks` runs this part alone).
 """
 from __future__ import annotations
 
@@ -139,8 +142,8 @@ class Server:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGINT)
+    def stop(self, how: int = signal.SIGINT) -> None:
+        self.proc.send_signal(how)
         try:
             self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -391,6 +394,80 @@ def big_export(rows: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _bytes_under(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
+
+
+def exports_left_after_stop(data: Path, rows: int, clicks: int = 3) -> dict:
+    """A researcher clicks Export (ratings, format hf) `clicks` times in Chromium on a running
+    `caplens serve` (its own Gradio cache folder), which is then stopped with SIGTERM, as a
+    Space, Docker or systemd stop it: bytes in that cache folder after the clicks and after
+    the stop."""
+    from playwright.sync_api import sync_playwright
+    from sqlalchemy import select
+
+    from annotation.people.accounts import create_user
+    from annotation.database import database_url
+    from annotation.transfer.importers import import_rows
+    from db.models import User
+    from db.session import get_engine, session_scope, upgrade
+
+    url = database_url()
+    upgrade(url)
+    tag = f"export{int(time.time())}"
+    images = data.parent / f"{tag}-images"
+    images.mkdir()
+    for i in range(50):
+        (images / f"{i}.png").write_bytes(_png((5 * i, 90, 200), (320, 240)))
+    with session_scope(get_engine(url)) as s:
+        rita = s.scalar(select(User).where(User.name == "rita")) or create_user(s, "rita", "researcher", PASSWORD)
+        import_rows(s, rita, [{"image": f"{i % 50}.png", "caption": f"{tag} item {i}", "caption_id": f"c{i}",
+                               "annotator": f"rater{i % 3}", "score": (i % 10) / 10} for i in range(rows)],
+                    collection=tag, base_dir=images)
+    cache = data.parent / f"{tag}-gradio-cache"
+    os.environ["GRADIO_TEMP_DIR"] = str(cache)
+    try:
+        server = Server(data)
+    finally:
+        del os.environ["GRADIO_TEMP_DIR"]
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=os.environ.get("CAPLENS_CHROMIUM", "/usr/bin/chromium"))
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.set_default_timeout(120_000)
+            page.goto(server.url)
+            page.get_by_role("tab", name="Annotate").click()
+            page.locator("#login-name textarea").fill("rita")
+            page.locator("#login-password input, #login-password textarea").first.fill(PASSWORD)
+            page.locator("#login-button").click()
+            page.wait_for_function("() => document.querySelector('#login-status textarea')?.value"
+                                   ".startsWith('Logged in')")
+            page.get_by_role("tab", name="Data").click()
+            page.get_by_role("tab", name="Export").click()
+            box = page.locator("#data-export-format input")
+            box.click()
+            box.fill("hf")
+            page.get_by_role("option", name="hf", exact=True).click()
+            statuses, link = [], "#data-export-file a[href]"
+            try:
+                for click in range(clicks):  # each export is handed out as a new file: its link changes
+                    before = page.locator(link).first.get_attribute("href") if page.locator(link).count() else ""
+                    page.locator("#data-export-button").click()
+                    page.wait_for_function("([link, before]) => { const a = document.querySelector(link); "
+                                           "return a && a.getAttribute('href') !== before; }", arg=[link, before])
+                    statuses.append(page.locator("#data-status textarea").input_value())
+            except Exception:
+                page.screenshot(path=str(data.parent / "export-failure.png"), full_page=True)
+                raise
+            status = " / ".join(statuses)
+            browser.close()
+        during = _bytes_under(cache)
+    finally:
+        server.stop(signal.SIGTERM)
+    return {"clicks": clicks, "rows": rows, "status": status, "during_mb": during / 2**20,
+            "after_mb": _bytes_under(cache) / 2**20, "exit_code": server.proc.returncode}
+
+
 def _huge_png_header(width: int, height: int) -> bytes:
     """A valid PNG signature and IHDR declaring width x height, and a tiny IDAT."""
     def chunk(kind: bytes, body: bytes) -> bytes:
@@ -531,6 +608,13 @@ def _latency_row(label: str, values: list[float]) -> tuple[str, str]:
     return (label, f"{_p95(values):.2f} s (max {max(values):.2f} s, {len(values)} calls)" if values else "no calls")
 
 
+def _export_clicks_row(left: dict) -> tuple[str, str]:
+    return (f"disk left in Gradio's cache by {left['clicks']} `hf` export clicks ({left['rows']:,} ratings each, "
+            f"Chromium) after a SIGTERM stop",
+            f"{left['after_mb']:.2f} MB (during: {left['during_mb']:.2f} MB; exit code {left['exit_code']}; "
+            f"{left['status']})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=200_000, help="rows of the big import")
@@ -543,10 +627,17 @@ def main() -> int:
     parser.add_argument("--anonymous-calls", type=int, default=300)
     parser.add_argument("--kill-rows", type=int, default=20_000)
     parser.add_argument("--export-rows", type=int, default=22_000)
+    parser.add_argument("--click-rows", type=int, default=20_000, help="rows of the collection exported by clicks")
+    parser.add_argument("--only-export-clicks", action="store_true",
+                        help="only the disk left by 3 hf export clicks after a SIGTERM stop")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="caplens-bench-reliability-"))
     data = work / "data"
     os.environ.update(_env(data))
+    clicks = _export_clicks_row(exports_left_after_stop(data, args.click_rows))
+    if args.only_export_clicks:
+        print(f"| {clicks[0]} | {clicks[1]} |")
+        return 0
     began = time.perf_counter()
     crowd = crowd_over_http(data, args.annotators, args.items, args.rows, args.think)
     print(f"crowd during the import done in {time.perf_counter() - began:.0f}s", file=sys.stderr, flush=True)
@@ -587,6 +678,7 @@ def main() -> int:
                  f"{export['peak_rss_mb']:,.0f} MB in {export['seconds']} s, exported {export['exported']}"
                  if not export["error"] else f"FAILED: {export['error']}"))
     rows.extend((f"bad input: {name}", outcome) for name, outcome in bad)
+    rows.append(clicks)
     print("| check | outcome |")
     print("|---|---|")
     for name, outcome in rows:

@@ -59,10 +59,11 @@ def build(user_state: gr.State) -> None:
         import_report = gr.Textbox(label="Import report", interactive=False, lines=8, elem_id="data-import-report")
     with gr.Tab("Export"):
         with gr.Row():
-            what = gr.Dropdown(EXPORT_WHAT, value="ratings", label="What")
-            export_format = gr.Dropdown(EXPORT_FORMATS, value="csv", label="Format (hf = Hugging Face dataset, zipped)")
-        export_button = gr.Button("Export", variant="primary")
-        export_file = gr.File(label="Download", interactive=False)
+            what = gr.Dropdown(EXPORT_WHAT, value="ratings", label="What", elem_id="data-export-what")
+            export_format = gr.Dropdown(EXPORT_FORMATS, value="csv", label="Format (hf = Hugging Face dataset, zipped)",
+                                        elem_id="data-export-format")
+        export_button = gr.Button("Export", variant="primary", elem_id="data-export-button")
+        export_file = gr.File(label="Download", interactive=False, elem_id="data-export-file")
         export_summary = gr.JSON(label="Summary")
     with gr.Tab("Fine-tuning sets"):
         with gr.Row():
