@@ -135,3 +135,106 @@ def test_umic_repeat_remove_samples_30_percent_and_splits_them_50_50():
     sampled = repeated + removed
     assert 0.27 <= sampled / (200 * len(words)) <= 0.33
     assert 0.45 <= repeated / sampled <= 0.55
+
+
+# Provenance: each negative records what it was made from, so a fine-tuning set can be
+# traced and rebuilt; every field is checked, not only the text.
+
+def test_random_and_hard_negatives_record_their_provenance():
+    parent = CAPTIONS["beach"][0]
+    rnd = random_caption_negative("beach", CAPTIONS, parent=parent, seed=7)
+    assert (rnd.kind, rnd.parent, rnd.image_id, rnd.seed, rnd.similarity) == ("random", parent, "beach", 7, None)
+    assert rnd.text in CAPTIONS[rnd.source_image_id] and rnd.source_image_id != "beach"
+    assert (rnd.changed_spans, rnd.noop, rnd.noop_reason) == ((), False, None)
+    default = random_caption_negative("beach", CAPTIONS)
+    assert (default.parent, default.seed) == ("", 0)
+    assert default == random_caption_negative("beach", CAPTIONS, seed=0)
+    hard = hard_negative("beach", CAPTIONS, IDS, EMBEDDINGS, parent=parent, seed=7)
+    assert (hard.kind, hard.parent, hard.image_id, hard.seed) == ("hard", parent, "beach", 7)
+    expected = dict(most_similar_images("beach", IDS, EMBEDDINGS))
+    assert hard.similarity == pytest.approx(expected[hard.source_image_id])
+    default = hard_negative("beach", CAPTIONS, IDS, EMBEDDINGS)
+    assert (default.parent, default.seed) == ("", 0)
+    assert default == hard_negative("beach", CAPTIONS, IDS, EMBEDDINGS, seed=0)
+    assert rnd.to_dict()["text"] == rnd.text and rnd.to_dict()["changed_spans"] == []
+
+
+def test_word_level_negatives_record_the_perturbation():
+    from scoring.perturb.ops import perturb
+
+    caption = "a tall old man rides a brown horse near a green field"
+    captions = {"horse": [caption], "woman": [OTHER_IMAGE]}
+    negatives = umic_negatives("horse", caption, captions, seed=3)
+    corpus = [caption, OTHER_IMAGE]  # the default corpus: every caption, images in sorted order
+    for negative, op, op_corpus in ((negatives[0], "keyword-substitution", corpus),
+                                    (negatives[2], "repeat-remove", None), (negatives[3], "permutation", None)):
+        result = perturb(caption, op, seed=3, lang="en", corpus=op_corpus)
+        assert (negative.kind, negative.parent, negative.image_id, negative.seed) == (op, caption, "horse", 3)
+        assert negative.text == result.text
+        assert negative.changed_spans == tuple(result.changed_spans) and negative.changed_spans
+        assert (negative.noop, negative.noop_reason) == (False, None)
+    # A caption the operation cannot change says so
+    single = umic_negatives("horse", "horse", {"horse": ["horse"], "woman": [OTHER_IMAGE]}, seed=0)[3]
+    assert single.noop and single.noop_reason and single.changed_spans == ()
+
+
+def test_the_language_and_corpus_reach_keyword_substitution():
+    """German keywords are replaced by German words of the corpus given (not by the default)."""
+    caption = "ein großer Hund läuft über eine grüne Wiese"
+    corpus = ["eine kleine Katze schläft auf einem roten Sofa"]
+    captions = {"hund": [caption], "katze": corpus}
+    from scoring.perturb.ops import perturb
+
+    words = set(corpus[0].split()) | set(caption.split())
+    read_as_english = 0
+    for seed in range(5):
+        negative = umic_negatives("hund", caption, captions, lang="de", seed=seed, corpus=corpus)[0]
+        assert not negative.noop, negative.noop_reason
+        new = set(negative.text.split()) - set(caption.split())
+        assert new and new <= words, negative.text  # replacements come from the corpus given
+        assert negative.text == perturb(caption, "keyword-substitution", seed=seed, lang="de", corpus=corpus).text
+        english = perturb(caption, "keyword-substitution", seed=seed, lang="en", corpus=corpus)
+        read_as_english += english.text != negative.text or english.noop
+    assert read_as_english  # the language matters here, so passing it on is checked
+
+
+def test_hard_negatives_only_borrow_from_images_with_captions():
+    """The most similar image (sand) has only blank captions: it is never a source."""
+    captions = {**CAPTIONS, "sand": ["", "   "]}
+    sources = {hard_negative("beach", captions, IDS, EMBEDDINGS, seed=s).source_image_id for s in range(30)}
+    assert sources == {"park", "street", "kitchen"}
+    assert {random_caption_negative("beach", captions, seed=s).text for s in range(40)}.isdisjoint({"", "   "})
+    only_blank = {"beach": ["a dog"], "sand": ["", " "]}
+    with pytest.raises(ValueError, match="^negatives from other images need at least one other captioned image$"):
+        random_caption_negative("beach", only_blank)
+    with pytest.raises(LookupError, match="^image 'moon' is not in captions_by_image$"):
+        random_caption_negative("moon", CAPTIONS)
+    with pytest.raises(ValueError, match="^no other captioned image has an embedding$"):
+        hard_negative("beach", {"beach": ["a dog"], "mars": ["a red planet"]}, IDS, EMBEDDINGS)
+
+
+def test_most_similar_images_bounds_and_messages():
+    assert most_similar_images("beach", IDS, EMBEDDINGS, top_k=1) == [("sand", pytest.approx(0.9535, abs=1e-4))]
+    assert [i for i, _ in most_similar_images("beach", IDS, EMBEDDINGS, top_k=2)] == ["sand", "park"]
+    assert [i for i, _ in most_similar_images("beach", IDS, EMBEDDINGS, candidates=["street", "kitchen"])] == [
+        "street", "kitchen"]
+    for kwargs, message in ((dict(top_k=0), "^top_k must be at least 1$"),):
+        with pytest.raises(ValueError, match=message):
+            most_similar_images("beach", IDS, EMBEDDINGS, **kwargs)
+    with pytest.raises(ValueError, match="^image_ids contains duplicates$"):
+        most_similar_images("beach", ["beach", "beach", "street", "kitchen", "park"], EMBEDDINGS)
+    zero = EMBEDDINGS.copy()
+    zero[2] = 0.0
+    nan = EMBEDDINGS.copy()
+    nan[3, 1] = np.nan
+    for bad in (zero, nan):
+        with pytest.raises(ValueError, match="^embeddings must be finite and non-zero$"):
+            most_similar_images("beach", IDS, bad)
+
+
+def test_integer_embeddings_rank_as_floats_and_ties_break_by_id():
+    ids = ["q", "b", "a", "c"]
+    ints = [[2, 0], [1, 1], [1, 1], [0, 3]]  # a and b tie exactly
+    ranked = most_similar_images("q", ids, ints, top_k=3)
+    assert [i for i, _ in ranked] == ["a", "b", "c"]
+    assert ranked[0][1] == pytest.approx(2 ** -0.5) and ranked[2][1] == pytest.approx(0.0)
