@@ -29,20 +29,31 @@ from scoring.world.demo import score_examples
 COLLECTION = "a collection"
 DEBOUNCE_MS = 800
 # Runs in the browser on an edit: unless live scoring is off, press Score once the edits stop.
-# While keys are being typed into the rows table the press waits (a key in the last DEBOUNCE_MS):
-# the score's answer redraws the page around the table, which cut the cell being typed into.
+# The press waits while the rows table is in use: a key or a click in it in the last DEBOUNCE_MS,
+# or a cell's editor open (opened by a double click, nothing typed yet): the score's answer
+# redraws the page around the table, which cut the cell being typed into.
 LIVE_JS = f"""() => {{
   if (!window.__caplensKeys) {{
     window.__caplensKeys = true;
-    document.addEventListener('keydown', (event) => {{
-      if (event.target?.closest?.('#score-rows')) window.__caplensLastKey = Date.now();
-    }}, true);
+    for (const kind of ['keydown', 'pointerdown']) {{
+      document.addEventListener(kind, (event) => {{
+        if (event.target?.closest?.('#score-rows')) window.__caplensLastKey = Date.now();
+      }}, true);
+    }}
   }}
   const live = document.querySelector('#score-live input');
   if (live && !live.checked) return;
   clearTimeout(window.__caplensScoreTimer);
+  const editing = () => {{
+    const active = document.activeElement;
+    return ['INPUT', 'TEXTAREA'].includes(active?.tagName) && !!active.closest('#score-rows [data-testid^=cell-]');
+  }};
   const press = () => {{
     const quiet = Date.now() - (window.__caplensLastKey || 0);
+    if (editing()) {{
+      window.__caplensScoreTimer = setTimeout(press, {DEBOUNCE_MS});
+      return;
+    }}
     if (quiet < {DEBOUNCE_MS}) {{
       window.__caplensScoreTimer = setTimeout(press, {DEBOUNCE_MS} - quiet);
       return;

@@ -51,3 +51,37 @@ def test_typing_at_30_ms_per_key_across_cells_keeps_every_character(page, artifa
             lost.append((run, cells[1:3]))
     page.screenshot(path=str(artifacts / "score-typing.png"), full_page=True)
     assert lost == [], (lost, f"keyboard hop to the next cell missed in runs {keyboard_missed}")
+
+
+GAPS_S = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75)
+
+
+def test_a_cell_opened_just_before_the_live_score_keeps_what_is_typed(page):
+    """The new-user trial's case: Enter commits a cell, and 0.5-0.75 s later (just before the
+    0.8 s live score would start) a double click opens the next cell, then typing starts. The
+    open editor (not only a key) holds the score back, so its answer cannot cut the cell."""
+    page.locator("#score-examples button.gallery-item").first.click()
+    page.wait_for_function(
+        "() => document.querySelector('#score-status textarea')?.value.includes('Scored 6')", timeout=240_000)
+    lost = []
+    for run, gap in enumerate(GAPS_S):
+        first, second = run % 6, (run + 1) % 6
+        text_a, text_b = f"a green cross number {run}", f"a purple diamond above a red triangle {run}"
+        page.locator(f"#score-rows [data-testid=cell-{first}-1]").dblclick()
+        page.wait_for_function("() => ['INPUT', 'TEXTAREA'].includes(document.activeElement?.tagName)")
+        page.keyboard.press("Control+a")
+        page.keyboard.type(text_a, delay=KEY_DELAY_MS)
+        page.keyboard.press("Enter")
+        page.wait_for_timeout(int(gap * 1000))
+        page.locator(f"#score-rows [data-testid=cell-{second}-1]").dblclick()
+        page.wait_for_timeout(150)
+        page.keyboard.press("Control+a")
+        page.keyboard.type(text_b, delay=KEY_DELAY_MS)
+        page.keyboard.press("Enter")
+        page.wait_for_function(
+            f"() => document.querySelector('#score-items')?.innerText.includes({text_b!r})", timeout=TIMEOUT_MS)
+        page.wait_for_timeout(500)
+        cells = [row[1].removesuffix("⋮").rstrip("\n") for row in table_rows(page, "#score-rows")]
+        if cells[first] != text_a or cells[second] != text_b:
+            lost.append((gap, cells[first], cells[second]))
+    assert lost == []
