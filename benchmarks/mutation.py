@@ -30,15 +30,19 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 PACKAGES = ("scoring", "annotation", "db", "app")
 
+# Every metric of every shipped profile, through the public scorer: split, reordered, caches on
+# and off, the protocol's declarations, rows without an image, unavailable backbones.
+_EVERY_METRIC = ["tests/scoring/test_metric_invariance.py", "tests/scoring/test_metric_protocol.py",
+                 "tests/scoring/test_unavailable.py", "tests/scoring/test_profile_constants.py"]
+
 # module -> the tests that cover it (only these run for its mutants)
 MODULES: dict[str, list[str]] = {
-    "scoring/metrics/base.py": ["tests/scoring/test_registry.py", "tests/scoring/test_learned_metrics.py"],
-    "scoring/metrics/clip_score.py": ["tests/scoring/test_learned_metrics.py", "tests/scoring/test_clip_parity.py",
-                                      "tests/scoring/test_profile_constants.py"],
-    "scoring/metrics/mcs.py": ["tests/scoring/test_learned_metrics.py"],
-    "scoring/metrics/specs.py": ["tests/scoring/test_umic_specs_fidelity.py", "tests/scoring/test_learned_metrics.py"],
-    "scoring/metrics/umic.py": ["tests/scoring/test_umic_specs_fidelity.py", "tests/scoring/test_learned_metrics.py"],
-    "scoring/metrics/caplens_r.py": ["tests/scoring/test_learned_metrics.py", "tests/training/test_losses.py"],
+    "scoring/metrics/base.py": [*_EVERY_METRIC, "tests/scoring/test_registry.py", "tests/scoring/test_learned_metrics.py"],
+    "scoring/metrics/clip_score.py": [*_EVERY_METRIC, "tests/scoring/test_learned_metrics.py", "tests/scoring/test_clip_parity.py"],
+    "scoring/metrics/mcs.py": [*_EVERY_METRIC, "tests/scoring/test_learned_metrics.py"],
+    "scoring/metrics/specs.py": [*_EVERY_METRIC, "tests/scoring/test_umic_specs_fidelity.py", "tests/scoring/test_learned_metrics.py"],
+    "scoring/metrics/umic.py": [*_EVERY_METRIC, "tests/scoring/test_umic_specs_fidelity.py", "tests/scoring/test_learned_metrics.py"],
+    "scoring/metrics/caplens_r.py": [*_EVERY_METRIC, "tests/scoring/test_learned_metrics.py", "tests/training/test_losses.py"],
     "scoring/metrics/coco.py": ["tests/scoring/test_ngram_metrics.py", "tests/scoring/test_ptb_line_separators.py"],
     "scoring/perturb/ops.py": ["tests/perturb/test_perturb_examples.py", "tests/perturb/test_perturb_properties.py",
                                "tests/perturb/test_negatives.py"],

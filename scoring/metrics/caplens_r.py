@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from scoring.metrics.base import (Metric, MetricInfo, MetricOutput, MetricUnavailable, ScoreContext, nothing_scored,
+from scoring.metrics.base import (EmbeddingRequest, Metric, MetricInfo, MetricOutput, MetricUnavailable, ScoreContext, nothing_scored,
                                   rows_with, scatter)
 
 CITATION = "CapLens-R (CapLens's own learned metric; in the spirit of Wada et al., Polos, CVPR 2024)"
@@ -129,6 +129,19 @@ class CaplensR(Metric):
             ),
             range=(0.0, 1.0), citation=CITATION, w=self.spec.w, prefix=self.spec.prefix,
         )
+
+    def embedding_requests(self, context: ScoreContext) -> list[EmbeddingRequest]:
+        """The images, candidates and references `embed_items` reads, so they are encoded with
+        the other metrics' (the references in the same text batch as MCS's candidates). Only
+        towers the registry row names: one read from the head's training.json is found when
+        the metric runs (loading the head here could fail for every metric)."""
+        text_name, vision_name = self.spec.extra.get("text_backbone"), self.spec.vision_backbone
+        if self.spec.variant == "cross" or not (text_name and vision_name):
+            return []
+        rows = rows_with(context, image=True)
+        texts = [context.items[i].candidate for i in rows] + [r for i in rows for r in context.items[i].references]
+        return [EmbeddingRequest(vision_name, "image", tuple(context.image_keys[i] for i in rows)),
+                EmbeddingRequest(text_name, "text", tuple(texts))]
 
     def compute(self, context: ScoreContext) -> MetricOutput:
         rows = rows_with(context, image=True)

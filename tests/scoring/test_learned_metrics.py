@@ -106,6 +106,8 @@ def test_specs_reads_248_tokens(tiny_scorer, images):
     )
     assert results["CLIP-S"].truncated == [True, True, False]
     assert results["SPECS"].truncated == [False, True, False]
+    assert results["MCS"].truncated == [True, True, False]  # longer than the multilingual text encoder reads
+    assert results["UMIC-C"].truncated == [True, True, False]
     assert all(isinstance(v, float) for r in results.values() for v in r.values)
     assert tiny_scorer.backbone("specs").max_tokens == 248
 

@@ -89,3 +89,45 @@ def test_the_scorer_calls_check_available_and_warm_up(tiny_scorer, monkeypatch):
     assert tiny_scorer.warm_up([name]) == {name: "no tool here"} and calls == []  # not warmed when unavailable
     monkeypatch.setattr(metric, "check_available", lambda: None, raising=False)
     assert tiny_scorer.warm_up([name]) == {name: None} and calls == ["warm"]
+
+
+@pytest.mark.parametrize("profile", ["tiny", "world"])
+def test_embedding_requests_cover_everything_compute_encodes(profile, monkeypatch):
+    """Each metric lists the embeddings it reads (`embedding_requests`), the Scorer encodes them
+    all first, and then no metric encodes anything more: a request of the wrong kind, backbone
+    or rows would show as an embedding stored while the metrics run."""
+    from PIL import Image
+
+    from scoring.api import ScoreItem, Scorer
+    from scoring.cache import LRUCache
+
+    scorer = Scorer(profile, device="cpu")
+    names = [n for n in scorer.metric_names() if scorer.unavailable_reason(n) is None]
+    phase = {"now": "before"}
+    stored_late = []
+    original_put, original_embed = LRUCache.put, Scorer._embed_requested
+
+    def put(cache, key, value):
+        if phase["now"] == "metrics":
+            stored_late.append((cache, key[-1] if isinstance(key, tuple) else key))
+        return original_put(cache, key, value)
+
+    def embed(self, chosen, context):
+        original_embed(self, chosen, context)
+        phase["now"] = "metrics"
+
+    monkeypatch.setattr(LRUCache, "put", put)
+    monkeypatch.setattr(Scorer, "_embed_requested", embed)
+    picture = [Image.new("RGB", (40, 32), colour) for colour in ((200, 30, 30), (30, 200, 30))]
+    items = [ScoreItem(picture[0], "a red square on a table", ["a red square", "a square"]),
+             ScoreItem(None, "a caption without an image", ["a reference"]),
+             ScoreItem(picture[1], "ein grünes Feld", ["a green field"], lang="de")]
+    results = scorer.score(items, names)
+    loaded = scorer._backbones  # every backbone the metrics used, loaded by now
+    embedding_caches = {id(getattr(backbone, kind)): f"{name} {kind}" for name, backbone in loaded.items()
+                        for kind in ("image_cache", "text_cache") if hasattr(backbone, kind)}
+    assert len(embedding_caches) >= 3  # image and text towers of the profile were watched
+    late = [(embedding_caches[id(cache)], key) for cache, key in stored_late if id(cache) in embedding_caches]
+    assert phase["now"] == "metrics" and late == []
+    learned = [n for n in names if scorer.info(n).needs_image]
+    assert learned and all(results[n].values[0] == results[n].values[0] for n in learned)  # scored, not NaN
