@@ -131,3 +131,54 @@ def test_embedding_requests_cover_everything_compute_encodes(profile, monkeypatc
     assert phase["now"] == "metrics" and late == []
     learned = [n for n in names if scorer.info(n).needs_image]
     assert learned and all(results[n].values[0] == results[n].values[0] for n in learned)  # scored, not NaN
+
+
+# What each family says about itself (SPEC.md and the papers): inputs, languages, the attainable
+# range as a function of w, words its description starts and ends with, and its citation's
+# first author. The description words are checked case-sensitively: they are what users read.
+N_GRAM = (False, True, ("en",))
+FAMILIES = {
+    "clip-s": ((True, False, ("en",)), lambda w: (0.0, w), "Image-caption compatibility: cosine between",
+               "No references.", ("Hessel et al., CLIPScore", "Sarto et al.")),
+    "refclip-s": ((True, True, ("en",)), lambda w: (0.0, 2 * w / (w + 1)), "Harmonic mean of",
+                  "needs references.", ("Hessel et al., CLIPScore", "Sarto et al.")),
+    "mcs": ((True, False, None), lambda w: (0.0, w), "Multilingual CLIPScore: cosine between the CLIP image",
+            "Any language; no references.", ("Kim et al., PR-MCS",)),
+    "specs": ((True, False, ("en",)), lambda w: (0.0, 1.0), "Cosine between image and caption embeddings of a "
+              "specificity-enhanced LongCLIP (248 text tokens)", "Suited to long captions.", ("SPECS: ",)),
+    "itm": ((True, False, ("en",)), lambda w: (0.0, 1.0), "", "needs detector region features.", ("Lee et al., UMIC",)),
+    "caplens-r": ((True, False, None), lambda w: (0.0, 1.0), "Predicted human rating:",
+                  "Only as good as the ratings it learned from.", ("CapLens-R",)),
+    "bleu": (N_GRAM, lambda w: (0.0, 1.0), "BLEU-n: geometric mean", "pools counts over all items.",
+             ("Papineni et al.",)),
+    "meteor": (N_GRAM, lambda w: (0.0, 1.0), "METEOR 1.5:", "(Java, as in the COCO toolkit).", ("Denkowski & Lavie",)),
+    "rouge-l": (N_GRAM, lambda w: (0.0, 1.0), "ROUGE-L: F-measure (β = 1.2)", "best over references.", ("Lin, ROUGE",)),
+    "cider": (N_GRAM, lambda w: (0.0, 10.0), "CIDEr-D: TF-IDF weighted 1..4-gram cosine", "`caplens score-corpus`).",
+              ("Vedantam et al.",)),
+    "spice": (N_GRAM, lambda w: (0.0, 1.0), "SPICE: F-score over scene-graph tuples",
+              "parsed from candidate and references.", ("Anderson et al.",)),
+}
+
+
+@pytest.mark.parametrize("profile", ["tiny", "world", "hub"])
+def test_every_metric_describes_itself_as_its_family_does(profile):
+    registry = load_registry(profile)
+    for name, spec in registry.metrics.items():
+        (needs_image, needs_references, languages), span, starts, ends, cited = FAMILIES[spec.family]
+        info = build_metric(spec).info("the backbone's label")
+        assert (info.name, info.family) == (name, spec.family), name
+        assert (info.needs_image, info.needs_references, info.languages) == (needs_image, needs_references,
+                                                                             languages), name
+        assert info.range == pytest.approx(span(spec.w)), name
+        assert info.description.startswith(starts) and info.description.endswith(ends), (name, info.description)
+        assert any(info.citation.startswith(c) for c in cited), (name, info.citation)
+        assert (info.w, info.prefix) == (spec.w, spec.prefix), name
+        if needs_image:  # learned metrics name the checkpoint they run on; n-gram metrics their toolkit
+            assert info.backbone == "the backbone's label", name
+        else:
+            assert info.backbone == "COCO caption toolkit (pycocoevalcap)", name
+    specs = registry.metrics["SPECS"]
+    scale = specs.extra.get("scale", "paper")
+    assert f"on the {scale} scale" in build_metric(specs).info("x").description
+    mcs = {name: build_metric(registry.metrics[name]).info("x").description for name in ("MCS", "PR-MCS")}
+    assert "perturbation robust" in mcs["PR-MCS"] and "perturbation robust" not in mcs["MCS"]

@@ -118,3 +118,30 @@ def test_unknown_specs_scale_is_a_registry_error(monkeypatch, tmp_path, tiny_dir
 
     with pytest.raises(RegistryError, match="scale 'percent'"):
         _scorer_with(monkeypatch, tmp_path, '[profiles.tiny.metrics.SPECS]\nscale = "percent"\n')
+
+
+def test_specs_values_on_both_scales_in_float64():
+    """By hand: cosines 0.6, -0.8 and 1/3 (float32 inputs, summed in float64)."""
+    from scoring.metrics.specs import specs_values
+
+    third = np.float32(1 / 3) ** 0.5
+    image = np.array([[1, 0], [0, 1], [third, third]], dtype=np.float32)
+    text = np.array([[0.6, 0.8], [0, -0.8], [third, third]], dtype=np.float32)
+    cos = np.sum(image.astype(np.float64) * text.astype(np.float64), axis=1)
+    assert cos[:2] == pytest.approx([0.6, -0.8])
+    paper = specs_values(image, text)  # the default scale is the paper's
+    assert paper.dtype == np.float64
+    np.testing.assert_array_equal(paper, np.clip(cos, 0, None))  # exactly: no float32 rounding
+    np.testing.assert_array_equal(specs_values(image, text, "released"), np.clip((cos + 1) / 2, 0, None))
+    with pytest.raises(ValueError, match=r"^SPECS scale must be one of paper, released, not 'log'$"):
+        specs_values(image, text, "log")
+
+
+def test_a_specs_entry_with_an_unknown_scale_is_refused_naming_the_scales():
+    from scoring.metrics.specs import Specs
+    from scoring.registry import RegistryError, load_registry
+
+    spec = load_registry("tiny").metrics["SPECS"]
+    bad = type(spec)(**{**spec.__dict__, "extra": {**spec.extra, "scale": "log"}})
+    with pytest.raises(RegistryError, match=r"^metric 'SPECS': scale 'log'; expected one of paper, released$"):
+        Specs(bad)
