@@ -8,7 +8,11 @@ become unavailable.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import os
+import socket
+from urllib.parse import urlparse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -136,24 +140,53 @@ def verify_checkpoint(spec: BackboneSpec, local: Path) -> Path:
     return local
 
 
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+@functools.cache
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Whether the hub's host accepts a connection (asked once per process). Offline, a hub
+    download otherwise spends about 23 s in huggingface_hub's retries before it fails, in
+    every command; unreachable, checkpoints come from the local cache only. Behind a proxy the
+    proxy decides, so the answer is yes; HF_HUB_OFFLINE=1 means no."""
+    import huggingface_hub.constants as hub
+
+    if hub.HF_HUB_OFFLINE:
+        return False
+    if any(os.environ.get(name) for name in PROXY_VARIABLES):
+        return True
+    endpoint = urlparse(hub.ENDPOINT)
+    port = endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((endpoint.hostname, port), timeout=timeout_s).close()
+    except OSError:
+        return False
+    return True
+
+
 def _fetch(spec: BackboneSpec) -> Path:
     if spec.path is not None:
         if not spec.path.exists():
             hint = spec.extra.get("missing_hint")
             raise BackboneUnavailable(f"checkpoint not found: {spec.path}" + (f" ({hint})" if hint else ""))
         return spec.path
+    local_only = not hub_reachable()  # the cached copy, or at once "not in the local cache"
     try:
         import huggingface_hub
 
         if spec.file:
-            return Path(huggingface_hub.hf_hub_download(spec.hub, spec.file, revision=spec.revision))
-        folder = Path(huggingface_hub.snapshot_download(spec.hub, revision=spec.revision, allow_patterns=_HUB_FILES))
+            return Path(huggingface_hub.hf_hub_download(spec.hub, spec.file, revision=spec.revision,
+                                                        local_files_only=local_only))
+        folder = Path(huggingface_hub.snapshot_download(spec.hub, revision=spec.revision, allow_patterns=_HUB_FILES,
+                                                        local_files_only=local_only))
         if not any(folder.glob("*.safetensors")):
-            folder = Path(
-                huggingface_hub.snapshot_download(spec.hub, revision=spec.revision, allow_patterns=_HUB_BIN_FALLBACK)
-            )
+            folder = Path(huggingface_hub.snapshot_download(spec.hub, revision=spec.revision,
+                                                            allow_patterns=_HUB_BIN_FALLBACK, local_files_only=local_only))
         return folder
     except Exception as exc:  # offline, unknown repo, gated, network error: all mean "cannot have it"
+        if local_only:
+            raise BackboneUnavailable(f"cannot fetch {spec.source}: the hub is not reachable (offline) and there is "
+                                      "no cached copy") from exc
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BackboneUnavailable(f"cannot fetch {spec.source} from the hub: {detail[:200]}") from exc
 

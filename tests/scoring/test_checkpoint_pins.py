@@ -128,3 +128,89 @@ backbone = "clip"
 ''')
     with pytest.raises(RegistryError, match="revision 'main', which can move: pin `revision` to a 40-hex-digit commit"):
         load_registry(str(path), overrides=[])
+
+
+# -- offline: the hub is asked once per process, and an unreachable hub means the cache only --
+
+@pytest.fixture
+def fresh_probe():
+    from scoring.backbones import hub_reachable
+
+    hub_reachable.cache_clear()
+    yield hub_reachable
+    hub_reachable.cache_clear()
+
+
+@pytest.fixture
+def unreachable(monkeypatch, fresh_probe):
+    """No proxy, not marked offline, and every connection refused; counts the attempts."""
+    import socket
+
+    import huggingface_hub.constants
+
+    attempts = []
+
+    def refuse(address, timeout=None, *args, **kwargs):
+        attempts.append(address)
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    return attempts
+
+
+def test_the_hub_is_probed_once_and_a_proxy_or_offline_setting_decides_without_a_probe(unreachable, monkeypatch,
+                                                                                      fresh_probe):
+    import huggingface_hub.constants
+
+    assert fresh_probe() is False and fresh_probe() is False
+    assert len(unreachable) == 1 and unreachable[0][0] == "huggingface.co"
+    fresh_probe.cache_clear()
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert fresh_probe() is True and len(unreachable) == 1  # the proxy decides: not probed
+    fresh_probe.cache_clear()
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    assert fresh_probe() is False and len(unreachable) == 1
+
+
+def _hub_spec(tmp_path, revision: str):
+    path = tmp_path / "hub.toml"
+    path.write_text(f'''
+[backbones.clip]
+kind = "clip"
+label = "a hub CLIP"
+hub = "example/clip"
+revision = "{revision}"
+
+[metrics."CLIP-S"]
+family = "clip-s"
+backbone = "clip"
+w = 2.5
+''')
+    return load_registry(str(path), overrides=[]).backbones["clip"]
+
+
+def test_an_unreachable_hub_fails_at_once_in_words_without_a_cached_copy(unreachable, tmp_path, monkeypatch):
+    import time
+
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    started = time.perf_counter()
+    with pytest.raises(BackboneUnavailable, match="the hub is not reachable \\(offline\\) and there is no cached copy"):
+        fetch(_hub_spec(tmp_path, "a" * 40))
+    assert time.perf_counter() - started < 5  # huggingface_hub's retries took about 23 s here
+
+
+def test_an_unreachable_hub_serves_the_cached_copy(unreachable, tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    commit = "b" * 40
+    snapshot = tmp_path / "cache" / "models--example--clip" / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (snapshot / "model.safetensors").write_bytes(b"weights")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    assert fetch(_hub_spec(tmp_path, commit)) == snapshot
