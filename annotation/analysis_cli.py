@@ -22,7 +22,7 @@ def register(subparsers, parents) -> None:
     """Add `analyze` and its subcommands to the `caplens` parser."""
     analyze = subparsers.add_parser(
         "analyze", parents=parents, help="correlation with humans, robustness, specificity, retrieval",
-        description="Analyse metric scores against human judgments and perturbations.",
+        description="Analyze metric scores against human judgments and perturbations.",
     )
     commands = analyze.add_subparsers(dest="analysis", metavar="ANALYSIS", required=True)
     reproduce_cli.register(commands, parents)  # `reproduce` and `fetch` (scoring/analysis/reproduce_cli.py)

@@ -91,7 +91,7 @@ def load_models(scorer, metrics: Sequence[str]) -> dict[str, str]:
 
 
 def analyse_once(scorer, metrics: Sequence[str], collection: str) -> bool:
-    """Analyse `collection` as the account that made it (its scores are stored on the way);
+    """Analyze `collection` as the account that made it (its scores are stored on the way);
     False when it or its owner is not there."""
     from sqlalchemy import select
 

@@ -1,5 +1,5 @@
 """The analyses from published files, end to end: read a benchmark as published, score it now
-with a scorer, and compute its measure. `caplens analyze` and the app's "Analyse from files"
+with a scorer, and compute its measure. `caplens analyze` and the app's "Analyze from files"
 both call these, so a measure is orchestrated in one place.
 
 Every measure takes (scorer, the file or folder as published, metrics, options) and returns
