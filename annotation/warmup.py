@@ -90,7 +90,7 @@ def load_models(scorer, metrics: Sequence[str]) -> dict[str, str]:
     return unavailable
 
 
-def analyse_once(scorer, metrics: Sequence[str], collection: str) -> bool:
+def analyze_once(scorer, metrics: Sequence[str], collection: str) -> bool:
     """Analyze `collection` as the account that made it (its scores are stored on the way);
     False when it or its owner is not there."""
     from sqlalchemy import select
@@ -116,14 +116,14 @@ def analyse_once(scorer, metrics: Sequence[str], collection: str) -> bool:
 
 def warm_up(scorer, metrics: Sequence[str], collection: str | None, wait_for: threading.Thread | None = None,
             report: Callable[[str], None] = lambda line: None) -> WarmUpState:
-    """Load the models, then (after `wait_for`, the demo's seeding) analyse `collection` once;
+    """Load the models, then (after `wait_for`, the demo's seeding) analyze `collection` once;
     `report` gets one line at the end. Failures end the warm-up, never the server."""
     _set(stage=LOADING, started=time.monotonic(), finished=None, problem="")
     try:
         load_models(scorer, metrics)
         if wait_for is not None:
             wait_for.join()
-        analysed = bool(collection) and analyse_once(scorer, metrics, collection)
+        analyzed = bool(collection) and analyze_once(scorer, metrics, collection)
     except Exception as exc:  # the warm-up is a convenience: the server goes on cold
         if not threading.main_thread().is_alive():  # the process is exiting under it: nothing to report
             return _state
@@ -133,7 +133,7 @@ def warm_up(scorer, metrics: Sequence[str], collection: str | None, wait_for: th
         return _state
     _set(stage=READY, finished=time.monotonic())
     took = _state.finished - _state.started
-    report(f"warmed up in {took:.0f} s: models loaded" + (f", collection {collection!r} scored." if analysed else "."))
+    report(f"warmed up in {took:.0f} s: models loaded" + (f", collection {collection!r} scored." if analyzed else "."))
     return _state
 
 

@@ -18,7 +18,7 @@ through `launch(app_kwargs=app_kwargs())`.
   at most `ANONYMOUS_UPLOADS` files and `ANONYMOUS_UPLOAD_BYTES` bytes per
   `UPLOAD_WINDOW_S`; more is answered 429 in words (Gradio's sweep, `app.ui.CACHE_SWEEP`,
   removes them within minutes). A logged-in session's uploads are not counted.
-- CPU-heavy work (scoring, perturbing, analysing uploaded files: `HEAVY_HANDLERS`) runs in one
+- CPU-heavy work (scoring, perturbing, analyzing uploaded files: `HEAVY_HANDLERS`) runs in one
   concurrency group of `HEAVY_WORKERS` workers, apart from the annotators' events, and each
   client (a logged-in account, else an address) has at most `HEAVY_PER_CLIENT` such requests
   running; a further one is refused at once in words (`limit_heavy_work`). So a visitor

@@ -4,7 +4,7 @@ Each measurement runs in a fresh Python process over its own copy of one seeded 
 directory (the `world-demo` collection, as `caplens serve` fills it on a first run):
   cold  - the first Analyze right after start: backbones load and every caption is scored;
   warm  - `annotation.warmup.warm_up` first (what `caplens serve` does in the background:
-          load the profile's models, analyse the demo collection once), then the first
+          load the profile's models, analyze the demo collection once), then the first
           Analyze a person clicks.
 "Analyze" is the Analyze tab's library call, `annotation.scores.collection_analysis.analyse_collection`
 with every metric of the profile, as a researcher. Issue 25's target: the first Analyze after

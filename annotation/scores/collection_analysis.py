@@ -1,4 +1,4 @@
-"""A stored collection analysed for an account: its scores (cached, or scored now and
+"""A stored collection analyzed for an account: its scores (cached, or scored now and
 cached), the correlation and robustness report, and its failure cases.
 
 `collection_analysis` is the one path from a collection to its correlation with the human

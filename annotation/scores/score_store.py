@@ -260,7 +260,7 @@ def collection_scores(session, user, collection: str, scorer, metrics: Sequence[
         raise ValueError("Choose a collection.")
     rows = [r for r in captions_table(session, user, get_collection(session, collection)) if r["kind"] != "reference"]
     if not rows:
-        raise ValueError(f"Collection {collection!r} has no captions to analyse.")
+        raise ValueError(f"Collection {collection!r} has no captions to analyze.")
     values, unavailable = _cached_or_scored(session, scorer, rows, metrics, progress)
     table = pd.DataFrame({
         "caption_id": [r["caption_id"] for r in rows],

@@ -1,6 +1,6 @@
 """Uploaded zip archives, opened under limits, and the per-request folders they unpack into.
 
-Every zip CapLens accepts (benchmark files and images to analyse, fine-tuning sets, imports)
+Every zip CapLens accepts (benchmark files and images to analyze, fine-tuning sets, imports)
 is checked by :func:`check_archive` before any member is read: the number of members, their
 total uncompressed size, each member's compression ratio and the whole archive's are bounded
 (a zip bomb is refused from its directory, before anything is decompressed, whether it is one

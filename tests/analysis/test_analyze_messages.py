@@ -78,7 +78,7 @@ def test_the_readme_serve_sample_is_what_serve_prints(tmp_path, monkeypatch, cap
     # The background warm-up's closing line, with its model loading and analysis stubbed (the
     # warm-up itself is tested in tests/annotation/test_warmup.py).
     monkeypatch.setattr(warmup, "load_models", lambda scorer, metrics: {})
-    monkeypatch.setattr(warmup, "analyse_once", lambda scorer, metrics, collection: True)
+    monkeypatch.setattr(warmup, "analyze_once", lambda scorer, metrics, collection: True)
     serve._warm_up(engine.choose_profile(None).profile, seeding).join(timeout=60)
     printed = capsys.readouterr().out.splitlines()
     volatile = [(re.compile(r"password '[^']+'"), "password '…'"), (re.compile(r"warmed up in \d+ s"), "warmed up in … s")]

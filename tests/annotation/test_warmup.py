@@ -1,5 +1,5 @@
 """The server's background warm-up (`annotation.warmup`, issue 25): every metric loaded, the demo
-collection analysed once, so that the first Analyze of it scores nothing."""
+collection analyzed once, so that the first Analyze of it scores nothing."""
 from __future__ import annotations
 
 import threading
