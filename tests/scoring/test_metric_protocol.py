@@ -182,3 +182,17 @@ def test_every_metric_describes_itself_as_its_family_does(profile):
     assert f"on the {scale} scale" in build_metric(specs).info("x").description
     mcs = {name: build_metric(registry.metrics[name]).info("x").description for name in ("MCS", "PR-MCS")}
     assert "perturbation robust" in mcs["PR-MCS"] and "perturbation robust" not in mcs["MCS"]
+
+
+@pytest.mark.parametrize("profile", ["tiny", "world"])
+def test_a_batch_without_any_image_gives_image_metrics_no_value_and_no_error(profile):
+    from scoring.api import ScoreItem, Scorer
+
+    scorer = Scorer(profile, device="cpu")
+    learned = [n for n in scorer.metric_names() if scorer.info(n).needs_image and scorer.unavailable_reason(n) is None]
+    results = scorer.score([ScoreItem(None, "a red square", ["a red square"]),
+                            ScoreItem(None, "a dog", ["a cat"])], learned)
+    assert len(learned) >= 8
+    for name in learned:
+        assert results[name].unavailable is None and results[name].values == [None, None], name
+        assert results[name].truncated == [False, False], name
