@@ -216,28 +216,36 @@ def series_labels(frame: pd.DataFrame, limit: int = 32) -> list[str]:
     return [f"#{n} {label}" if labels.count(label) > 1 else label for n, label in zip(frame["#"], labels)]
 
 
-def scores_bar_chart(frame: pd.DataFrame, metric_columns: Sequence[str], title: str) -> go.Figure:
+def scores_bar_chart(frame: pd.DataFrame, metric_columns: Sequence[str], title: str,
+                     ranges: dict[str, tuple[float, float]] | None = None) -> go.Figure:
     """Grouped bars: one group per metric, one bar per scored (image, caption) row, named by
-    its caption."""
+    its caption. With `ranges` (metric -> attainable range) a bar is the score's share of its
+    metric's range, so CIDEr-D (0-10) and CLIP-S (0-2.5) sit beside BLEU (0-1) on one axis
+    instead of flattening it; the hover gives the score itself."""
+    ranges = ranges or {}
+    top = {m: (ranges[m][1] if m in ranges and ranges[m][1] > 0 else 1.0) for m in metric_columns}
     fig = go.Figure()
     for label, (_, row) in zip(series_labels(frame), frame.iterrows()):
         values = [row.get(m) for m in metric_columns]
         if all(v is None or pd.isna(v) for v in values):
             continue
+        raw = [None if v is None or pd.isna(v) else float(v) for v in values]
         fig.add_bar(
             name=plotly_text(label),
             x=list(metric_columns),
-            y=[None if v is None or pd.isna(v) else v for v in values],
+            y=[None if v is None else v / top[m] for v, m in zip(raw, metric_columns)],
+            customdata=[[v, top[m]] for v, m in zip(raw, metric_columns)],
             hovertext=[plotly_text(f"#{row['#']} {row['image']} · {row['caption']}")] * len(metric_columns),
-            hovertemplate="%{x}: %{y:.4f}<br>%{hovertext}<extra></extra>",
+            hovertemplate="%{x}: %{customdata[0]:.4f} of at most %{customdata[1]:g}<br>%{hovertext}<extra></extra>",
         )
-    # The legend goes under the plot, so a narrow screen (a phone) keeps the bars their width.
+    # The legend goes under the plot, so a narrow screen (a phone) keeps the bars their width;
+    # the metric names are the axis (no axis title to collide with the legend).
     fig.update_layout(
         barmode="group",
         title=title,
-        xaxis_title="metric",
-        yaxis_title="score",
-        legend=dict(title="caption", orientation="h", yanchor="top", y=-0.3, xanchor="left", x=0),
+        yaxis_title="share of the metric's range" if ranges else "score",
+        xaxis=dict(tickangle=-45),
+        legend=dict(title="caption", orientation="h", yanchor="top", y=-0.35, xanchor="left", x=0),
         margin=dict(l=40, r=10, t=50, b=40),
         height=420 + 22 * len(fig.data),
     )

@@ -85,6 +85,7 @@ class ScoreOutcome:
     messages: list[str] = field(default_factory=list)
     scored_now: int = 0
     thumbnails: dict[str, str] = field(default_factory=dict)  # image name -> its picture (a data URI)
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> its attainable range
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -313,7 +314,8 @@ def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> S
     availability = metric_availability(names, meta, [{n: r[n] for n in names} for r in table_rows_out], with_refs,
                                        with_image, {name: cider_note for name in cider_names if cider_note})
     return ScoreOutcome(frame=frame, metric_columns=names, availability=availability, messages=messages,
-                        scored_now=len(unique), thumbnails=image_thumbnails(request.images))
+                        scored_now=len(unique), thumbnails=image_thumbnails(request.images),
+                        ranges={name: tuple(scorer.info(name).range) for name in names})
 
 
 def metric_availability(names, meta: dict, rows: list[dict], with_references: bool, with_image: bool = True,

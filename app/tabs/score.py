@@ -217,7 +217,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         reused = len(outcome.frame) - outcome.scored_now
         messages.append(f"Scored {len(outcome.frame)} image–caption pair(s): {outcome.scored_now} computed now"
                         + (f", {reused} unchanged ones reused." if reused else "."))
-        chart_figure = render.scores_bar_chart(outcome.frame, outcome.metric_columns, "Scores by metric")
+        chart_figure = render.scores_bar_chart(outcome.frame, outcome.metric_columns,
+                                               "Scores by metric", outcome.ranges)
         pairs, per_metric = render.score_tables(outcome.frame, outcome.metric_columns, outcome.availability,
                                                 outcome.thumbnails)
         per_metric = gr.Dataframe(per_metric, datatype=render.metric_table_datatypes(per_metric.columns))

@@ -1,4 +1,5 @@
 """Rendering helpers: highlighted spans cover the caption exactly; user text reaches Plotly inert."""
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -131,3 +132,20 @@ def test_status_icons_carry_the_words_escaped_and_pictures_take_only_image_data_
                             {"a.png": uri})
     assert list(pairs.columns) == ["#", "picture", "image", "caption", "lang", "truncated by"]
     assert pairs["picture"].tolist() == [picture_cell(uri), ""]  # b.png has no picture given
+
+
+def test_the_chart_draws_each_score_as_a_share_of_its_metrics_range():
+    """CIDEr-D 10 (its maximum) no longer flattens BLEU-1 0.5 and CLIP-S 1.25 (half of w = 2.5):
+    all three are drawn against their own maximum, and the hover keeps the score itself."""
+    import pandas as pd
+
+    from app.render import scores_bar_chart
+
+    frame = pd.DataFrame([{"#": 1, "image": "a.png", "caption": "a dog", "lang": "en", "CIDEr": 10.0, "BLEU-1": 0.5,
+                           "CLIP-S": 1.25, "truncated by": ""}])
+    ranges = {"CIDEr": (0.0, 10.0), "BLEU-1": (0.0, 1.0), "CLIP-S": (0.0, 2.5)}
+    [bars] = scores_bar_chart(frame, ["CIDEr", "BLEU-1", "CLIP-S"], "t", ranges).data
+    assert list(bars.y) == pytest.approx([1.0, 0.5, 0.5])
+    assert [list(c) for c in bars.customdata] == [[10.0, 10.0], [0.5, 1.0], [1.25, 2.5]]
+    [plain] = scores_bar_chart(frame, ["CIDEr", "BLEU-1"], "t").data  # no ranges: the scores themselves
+    assert list(plain.y) == [10.0, 0.5]
