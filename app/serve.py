@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import os
+import sys
 from pathlib import Path
 
 
@@ -257,6 +259,26 @@ def launch(demo, kwargs: dict) -> None:
         warnings.filterwarnings("ignore", message="This MCP server includes a tool that has a gr.State input",
                                 category=UserWarning)
         demo.queue(default_concurrency_limit=2).launch(**kwargs)
+    _exit_if_busy_threads()  # the server has closed (Ctrl+C or SIGTERM)
+
+
+def _exit_if_busy_threads() -> None:
+    """After the server closed: when the warm-up or the demo seeding is still running (a stop
+    soon after start), end the process here. Their daemon threads may be inside torch's C++
+    code, and the interpreter's shutdown under them aborts the process ("terminate called
+    without an active exception", exit -6). The exit handlers (the sweep, Gradio's) run first."""
+    import atexit
+    import logging
+    import threading
+
+    busy = [t for t in threading.enumerate() if t.is_alive() and t.name in ("caplens-warm-up", "caplens-demo-seed")]
+    if not busy:
+        return
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _stop_on_sigterm() -> None:
