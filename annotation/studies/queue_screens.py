@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sqlalchemy import select
+
 from annotation import captions
 
 from annotation.studies import quality
@@ -16,6 +18,7 @@ from annotation.studies import quality
 from annotation.studies import tasks
 from annotation.people.acting import acting
 from annotation.image_store import image_path
+from db.models import Caption
 from scoring.language_id import LANGUAGES, UNKNOWN, detect_language
 
 
@@ -154,7 +157,11 @@ def my_ratings(account_id: int | None, collection_name: str) -> list[MyRating]:
         collection = captions.get_collection(session, collection_name)
         rows = tasks.list_ratings(session, user, collection, annotator=user)
         rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
-        return [MyRating(r.caption_id, r.caption.text, {f: getattr(r, f) for f in tasks.RATING_FIELDS},
+        # The captions' texts in one query: the table refreshes after every save, so one lazy
+        # load per rating would grow with the annotator's work.
+        wanted = select(Caption.id, Caption.text).where(Caption.id.in_([r.caption_id for r in rows]))
+        texts = {caption_id: text for caption_id, text in session.execute(wanted)}
+        return [MyRating(r.caption_id, texts[r.caption_id], {f: getattr(r, f) for f in tasks.RATING_FIELDS},
                          r.version - 1, r.updated_at.strftime("%Y-%m-%d %H:%M")) for r in rows]
 
 
