@@ -18,6 +18,9 @@ CACHE_SWEEP = (300, 900)
 # stack) the Score tab's left column lets its two parts take their own places, so that the
 # results come between the rows table with its Score button and the other inputs.
 PAGE_CSS = """
+/* Score's rows table: a long list of references makes a tall row, and the row's picture sat
+   centred far below the fold; cells keep to a few lines (scrolling inside) and start at the top. */
+#score-rows .body-cell .cell-wrap { align-items: flex-start; max-height: 7.5em; overflow-y: auto; }
 @media (max-width: 640px) {
   #score-inputs { display: contents !important; }
   #score-inputs-top { order: 1; flex: 1 1 100% !important; min-width: 0 !important; }

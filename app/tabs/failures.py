@@ -34,7 +34,10 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
     thumbnails = gr.Gallery(label="Top cases (click to open in Score)", columns=6, height=220,
                             allow_preview=False, elem_id="failures-gallery")
     table = gr.Dataframe(render.empty_table(CASE_CELLS), label="Cases (click a row to open it in Score)",
-                         interactive=False, wrap=True, pinned_columns=2, elem_id="failures-table")
+                         interactive=False, wrap=True, pinned_columns=2, elem_id="failures-table",
+                         # narrow number columns, so that on a phone (390 px) the metric, its language
+                         # and both values stay in view; the caption is read by opening the case
+                         column_widths=["84px", "48px", "66px", "60px", "60px", "66px", "84px", "280px", "90px", "90px"])
     all_rows = gr.State(None)
     shown_rows = gr.State(None)
 

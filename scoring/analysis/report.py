@@ -22,7 +22,7 @@ UNMOVED = "perturbation barely moved the metric"
 ANY = "(any)"
 # What a case table shows, the columns that decide a case first (they stay in view on a narrow
 # screen); the image file and references stay in the rows for opening the case.
-CASE_CELLS = ["metric", "metric score", "human", "rank gap", "change %", "lang", "op", "candidate", "caption_id",
+CASE_CELLS = ["metric", "lang", "metric score", "human", "rank gap", "change %", "op", "candidate", "caption_id",
               "image_id"]
 
 

@@ -25,5 +25,5 @@ def test_any_metric_shows_each_caption_once_with_its_worst_metric():
 
 def test_the_deciding_columns_come_first():
     shown = case_cells(filter_cases(cases(), ANY, ANY, ANY, 10))
-    assert list(shown.columns)[:7] == ["metric", "metric score", "human", "rank gap", "change %", "lang", "op"]
+    assert list(shown.columns)[:7] == ["metric", "lang", "metric score", "human", "rank gap", "change %", "op"]
     assert "image_file" not in shown.columns and shown.loc[0, "rank gap"] == 0.8

@@ -262,7 +262,7 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
     page.locator("#failures-table").scroll_into_view_if_needed()  # the table renders rows in view only
     headers = header_cells(page, "#failures-table")
     # The deciding columns come first, so they are in view without scrolling sideways.
-    assert headers[:6] == ["metric", "metric score", "human", "rank gap", "change %", "lang"], headers
+    assert headers[:6] == ["metric", "lang", "metric score", "human", "rank gap", "change %"], headers
     for width in (1400, 390):
         page.set_viewport_size({"width": width, "height": 1000 if width > 400 else 844})
         page.locator("#failures-table").scroll_into_view_if_needed()
@@ -270,7 +270,7 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
         visible = page.eval_on_selector_all(
             "#failures-table th[role=columnheader]",
             f"ths => ths.filter(t => t.getBoundingClientRect().right <= {box['x'] + box['width'] + 1}).map(t => t.title)")
-        assert {"metric", "metric score", "human", "rank gap"} <= set(visible), (width, visible)
+        assert {"metric", "lang", "metric score", "human", "rank gap"} <= set(visible), (width, visible)
         page.screenshot(path=str(artifacts / f"failure-cases-{width}px.png"), full_page=True)
     page.set_viewport_size({"width": 1400, "height": 1000})
     rows = table_rows(page, "#failures-table")
