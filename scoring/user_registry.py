@@ -40,9 +40,10 @@ TRAINING_FILE = "training.json"
 # A registry reference in a training config: PROFILE:BACKBONE (world:clip).
 _REF = re.compile(r"[A-Za-z0-9_-]{2,}:[^/\\].*")
 # Backbones a metric family reads besides the trained one: metric field -> training config key.
+# A dotted key reads a nested table (architecture.cross: the cross-encoder a CapLens-R head reads).
 COMPANIONS = {"mcs": {"vision_backbone": "teacher"},
-              "caplens-r": {"text_backbone": "base", "vision_backbone": "teacher"}}
-COMPANION_FIELDS = ("vision_backbone", "text_backbone")
+              "caplens-r": {"text_backbone": "base", "vision_backbone": "teacher", "cross_backbone": "architecture.cross"}}
+COMPANION_FIELDS = ("vision_backbone", "text_backbone", "cross_backbone")
 # Metric-spec fields a registered version carries for its card (not formula parameters).
 CARD_FIELDS = ("recipe", "trained_on", "trained_at", "run", "device", "before", "after", "registered_by")
 # Held-out rows a new version scores before it is written (the registration check).
@@ -324,7 +325,9 @@ def _companions(base: MetricSpec, backbone: str, config: dict[str, Any]) -> dict
     if base.family == "caplens-r" and not config.get("teacher"):
         return found  # a cross-mode CapLens-R reads no other backbone
     for field_name, config_key in COMPANIONS.get(base.family, {}).items():
-        ref = config.get(config_key)
+        ref = config
+        for part in config_key.split("."):
+            ref = ref.get(part) if isinstance(ref, dict) else None
         if not isinstance(ref, str) or not ref:
             continue
         if _REF.fullmatch(ref):

@@ -117,7 +117,8 @@ class ItmBackbone(TextModelBackbone):
                 states[key] = row
         return torch.stack([states[key] for key in keys])
 
-    def _match_chunk(self, pairs: list[tuple[str, ImageInput, str]], head: str) -> tuple[np.ndarray, list[bool]]:
+    def _cls_chunk(self, pairs: list[tuple[str, ImageInput, str]]) -> tuple[torch.Tensor, list[bool]]:
+        """[CLS] states of the text encoder cross-attending to each pair's image."""
         states = self._vision_states([key for key, _, _ in pairs], [image for _, image, _ in pairs])
         ids, mask, flags = tokenize_truncating(self.tokenizer, [text for _, _, text in pairs], self.max_tokens)
         with stages.stage("text"), inference():
@@ -127,7 +128,24 @@ class ItmBackbone(TextModelBackbone):
                 input_ids=ids.to(device), attention_mask=mask.to(device),
                 encoder_hidden_states=states, encoder_attention_mask=image_mask,
             ).last_hidden_state
-            return self._probability(encoded[:, 0, :], head).cpu().numpy(), flags
+            return encoded[:, 0, :], flags
+
+    def _match_chunk(self, pairs: list[tuple[str, ImageInput, str]], head: str) -> tuple[np.ndarray, list[bool]]:
+        cls_states, flags = self._cls_chunk(pairs)
+        with inference():
+            return self._probability(cls_states, head).cpu().numpy(), flags
+
+    def cls_states(self, images: Sequence[ImageInput], texts: Sequence[str],
+                   keys: Sequence[str] | None = None) -> np.ndarray:
+        """(N, hidden) float32 [CLS] states of the pairs: what the heads read, as features for a
+        head trained elsewhere (CapLens-R reading a rating-trained cross-encoder)."""
+        keys = list(keys) if keys is not None else [image_key(im) for im in images]
+        pairs = list(zip(keys, images, texts))
+        outputs, self.batch_size = map_halving(self._cls_chunk, pairs, self.batch_size)
+        hidden = self.model.itm_head.in_features
+        if not outputs:
+            return np.zeros((0, hidden), dtype=np.float32)
+        return torch.cat([states for states, _ in outputs]).float().cpu().numpy()
 
     def _probability(self, cls_states: torch.Tensor, head: str) -> torch.Tensor:
         if head == "pair":

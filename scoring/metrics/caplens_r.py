@@ -2,9 +2,12 @@
 
 Not from a paper (in the spirit of Polos, CVPR 2024): the head reads the image, candidate and
 reference embeddings of frozen backbones (a text encoder and a CLIP vision tower) through
-:func:`features` and predicts the mean human rating of the caption.  The head folder
-(`caplens_r.json` + `model.safetensors`) is written by the `caplens-r` training recipe and
-says what it was trained on; trained on too few ratings it carries a warning.
+:func:`features` and predicts the mean human rating of the caption.  It may also read the
+[CLS] state of an image-text cross-encoder (a `blip-itm` backbone, e.g. one trained on
+ratings in the recipe's cross mode), which sees word order and which words go with which
+object: what separate embeddings cannot.  The head folder (`caplens_r.json` +
+`model.safetensors`) is written by the `caplens-r` training recipe and says what it was
+trained on; trained on too few ratings it carries a warning.
 """
 from __future__ import annotations
 
@@ -23,8 +26,8 @@ CITATION = "CapLens-R (CapLens's own learned metric; in the spirit of Wada et al
 SCALARS = 5  # cos(i, c), max_r cos(c, r), mean_r cos(c, r), cos(i, r̄), has references
 
 
-def feature_size(dim: int) -> int:
-    return SCALARS + 3 * dim
+def feature_size(dim: int, cross_dim: int = 0) -> int:
+    return SCALARS + 3 * dim + cross_dim
 
 
 def features(image: np.ndarray, candidate: np.ndarray, references: list[np.ndarray]) -> np.ndarray:
@@ -96,8 +99,10 @@ class CaplensRHead:
             return self.head(torch.from_numpy(np.asarray(x, dtype=np.float32))).double().numpy()
 
 
-def embed_items(text_backbone, vision_backbone, images, image_keys, candidates, references) -> np.ndarray:
-    """Features of items through the loaded backbones (shared by the metric and the training recipe)."""
+def embed_items(text_backbone, vision_backbone, images, image_keys, candidates, references,
+                cross_backbone=None) -> np.ndarray:
+    """Features of items through the loaded backbones (shared by the metric and the training
+    recipe): :func:`features`, then the cross-encoder's [CLS] states when one is given."""
     image_emb = vision_backbone.image_embeddings(images, image_keys)
     cand_emb, _ = text_backbone.text_embeddings(list(candidates))
     flat = [r for refs in references for r in refs]
@@ -108,7 +113,10 @@ def embed_items(text_backbone, vision_backbone, images, image_keys, candidates, 
         start += len(refs)
     if image_emb.shape[1] != cand_emb.shape[1]:
         raise MetricUnavailable(f"text encoder outputs {cand_emb.shape[1]} dims but the vision tower {image_emb.shape[1]}")
-    return features(image_emb, cand_emb, per_item)
+    x = features(image_emb, cand_emb, per_item)
+    if cross_backbone is None:
+        return x
+    return np.concatenate([x, cross_backbone.cls_states(images, list(candidates), image_keys)], axis=1)
 
 
 class CaplensR(Metric):
@@ -124,7 +132,8 @@ class CaplensR(Metric):
             languages=None, backbone=backbone_label,
             description=(
                 "Predicted human rating: a small regression head on frozen image, candidate and reference "
-                "embeddings, trained on a collection's human ratings (see its training.json for the collection, "
+                "embeddings (and, for a head trained so, an image-text cross-encoder's reading of the pair), "
+                "trained on a collection's human ratings (see its training.json for the collection, "
                 "the number of ratings and tau_c on held-out images). Only as good as the ratings it learned from."
             ),
             range=(0.0, 1.0), citation=CITATION, w=self.spec.w, prefix=self.spec.prefix,
@@ -158,9 +167,19 @@ class CaplensR(Metric):
         vision_name = self.spec.vision_backbone or head.about.get("vision_backbone")
         if not text_name or not vision_name:
             raise MetricUnavailable("the CapLens-R entry names no text_backbone / vision_backbone")
+        cross_name = None
+        if head.about.get("cross_model"):  # the head was trained on a cross-encoder's states too
+            cross_name = self.spec.extra.get("cross_backbone") or head.about.get("cross_backbone")
+            if not cross_name:
+                raise MetricUnavailable(f"the head reads the cross-encoder {head.about['cross_model']}, but the "
+                                        "CapLens-R entry names no cross_backbone")
         items = [context.items[i] for i in rows]
         x = embed_items(context.backbone(text_name), context.backbone(vision_name), [it.image for it in items],
                         [context.image_keys[i] for i in rows], [it.candidate for it in items],
-                        [list(it.references) for it in items])
+                        [list(it.references) for it in items],
+                        context.backbone(cross_name) if cross_name else None)
+        if x.shape[1] != head.head.net[0].in_features:
+            raise MetricUnavailable(f"the head reads {head.head.net[0].in_features} features but its backbones "
+                                    f"give {x.shape[1]}")
         values, truncated = scatter(len(context.items), rows, np.clip(head.predict(x), 0.0, 1.0), [False] * len(rows))
         return MetricOutput(values, truncated)

@@ -100,6 +100,8 @@ def config_from_dict(values: dict[str, Any], base_dir: Path) -> TrainConfig:
     for key in ("data", "heldout"):
         if isinstance(values.get(key), str):
             values[key] = _resolve(values[key], base_dir)
+    if isinstance((values.get("architecture") or {}).get("cross"), str):  # CapLens-R's cross-encoder checkpoint
+        values["architecture"] = values["architecture"] | {"cross": _resolve(values["architecture"]["cross"], base_dir)}
     for key in ("recipe", "data", "out"):
         if key not in values:
             raise ValueError(f"config lacks {key!r}")

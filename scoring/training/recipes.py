@@ -647,10 +647,14 @@ class CaplensRRecipe(Recipe):
             raise ValueError("recipe caplens-r needs `base` (the text encoder) and `teacher` (the CLIP vision tower)")
         text = load_trainable(config.base, device, ("st-text", "clip"))
         vision = load_trainable(config.teacher, device, ("clip",))
+        cross_ref = config.architecture.get("cross")  # a cross-encoder whose [CLS] states the head reads too
+        cross = load_trainable(cross_ref, device, ("blip-itm",)) if cross_ref else None
+        cross_dim = cross.model.itm_head.in_features if cross is not None else 0
         torch.manual_seed(config.seed)
-        head = RegressionHead(feature_size(vision.embedding_dim), int(config.architecture.get("hidden", 128))).to(device)
-        return SimpleNamespace(mode="frozen", text=text, vision=vision, head=head, trainable=head, cache={},
-                               config=config)
+        head = RegressionHead(feature_size(vision.embedding_dim, cross_dim),
+                              int(config.architecture.get("hidden", 128))).to(device)
+        return SimpleNamespace(mode="frozen", text=text, vision=vision, cross=cross, cross_ref=cross_ref, head=head,
+                               trainable=head, cache={}, config=config)
 
     @torch.no_grad()
     def prepare(self, state, rows, device):
@@ -662,7 +666,7 @@ class CaplensRRecipe(Recipe):
         for i in range(0, len(rows), 512):
             chunk = rows[i:i + 512]
             x = embed_items(state.text, state.vision, [r["image"] for r in chunk], [image_key(r) for r in chunk],
-                            [r["candidate"] for r in chunk], [r["references"] for r in chunk])
+                            [r["candidate"] for r in chunk], [r["references"] for r in chunk], state.cross)
             for r, row in zip(chunk, x):
                 state.cache[self.key(r)] = torch.from_numpy(row)
 
@@ -748,9 +752,10 @@ class CaplensRRecipe(Recipe):
             return
         from scoring.metrics.caplens_r import save_head
 
+        cross = {"cross_backbone": _backbone_name(state.cross_ref), "cross_model": state.cross_ref} if state.cross_ref else {}
         save_head(state.head, about | {
             "text_backbone": _backbone_name(config.base), "vision_backbone": _backbone_name(config.teacher),
-            "text_model": config.base, "vision_model": config.teacher}, out)
+            "text_model": config.base, "vision_model": config.teacher} | cross, out)
 
 
 def _backbone_name(ref: str) -> str | None:

@@ -99,7 +99,7 @@ def test_a_metric_reads_its_backbone_and_the_one_it_borrows_a_tokenizer_from(tmp
 def test_caplens_r_reads_each_backbone_once_across_extra_fields_and_tokenizers():
     scorer = Scorer("world", device="cpu")
     read = _backbones_read(scorer.registry, scorer.registry.metrics["CapLens-R"])
-    assert read == ["caplens-r-head", "clip", "mclip-text"]
+    assert read == ["caplens-r-head", "clip", "mclip-text", "caplens-r-cross"]
 
 
 def _local(tmp_path) -> str:

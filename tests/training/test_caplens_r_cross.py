@@ -2,6 +2,8 @@
 it starts from exactly that rating."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -115,3 +117,58 @@ def test_rank_within_draws_each_rows_captions_from_one_language_and_style():
     config = load_config("caplens-r-cross-tiny", options={"rank_within": ["style", "annotator"]})
     with pytest.raises(ValueError, match="annotator"):
         recipe.rank_within(config)
+
+
+def test_a_head_reading_a_cross_encoder_scores_what_the_recipe_predicted(tmp_path, monkeypatch):
+    """architecture.cross: the frozen-feature head also reads a cross-encoder's [CLS] states.
+    The saved head names that encoder, registering the run brings it along as the metric's
+    cross_backbone, and the Scorer gives exactly the recipe's predictions; with other [CLS]
+    states (a planted swap of the encoder) the scores change."""
+    from scoring.api import ScoreItem, Scorer
+    from scoring.metrics.caplens_r import feature_size
+    from scoring.tiny import ensure_tiny_checkpoints
+    from scoring.training import RECIPES, load_config, train
+    from scoring.training.trainer import split_rows
+    from scoring.user_registry import register_run
+
+    tiny = ensure_tiny_checkpoints()
+    config = load_config("caplens-r-hybrid-tiny", out=str(tmp_path / "run"))
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))  # where the run registers
+    result = train(config)
+    about = json.loads((result.out_dir / "caplens_r.json").read_text(encoding="utf-8"))
+    recipe = RECIPES["caplens-r"]
+    state = recipe.setup(config, torch.device("cpu"), tmp_path / "scratch")
+    cross_dim = state.cross.model.itm_head.in_features
+    assert about["cross_model"] == str(tiny / "blip-itm")
+    assert about["in_features"] == feature_size(state.vision.embedding_dim, cross_dim) == feature_size(state.vision.embedding_dim) + cross_dim
+    from safetensors.torch import load_file
+
+    state.head.load_state_dict(load_file(str(result.out_dir / "model.safetensors")))
+    _, held, _, _ = split_rows(config)
+    rows = held[:10]
+    recipe.prepare(state, rows, torch.device("cpu"))
+    with torch.no_grad():
+        predicted = np.clip(recipe.predict(state, rows, torch.device("cpu")), 0.0, 1.0)
+    # The head's last columns are each pair's own [CLS] state, the one the ITM pair head reads.
+    from scoring.training.data import image_key
+
+    keys = [image_key(r) for r in rows]
+    own = np.concatenate([state.cross.cls_states([r["image"]], [r["candidate"]], [k]) for r, k in zip(rows, keys)])
+    assert np.allclose(recipe.features(state, rows, torch.device("cpu")).numpy()[:, -cross_dim:], own, atol=1e-5)
+    with torch.no_grad():
+        read = torch.softmax(state.cross.model.itm_head(torch.from_numpy(own)), -1)[:, 1].numpy()
+    matched, _ = state.cross.match_probability([r["image"] for r in rows], [r["candidate"] for r in rows], keys)
+    assert np.allclose(read, matched, atol=1e-5)
+
+    name = register_run(result.out_dir, profile="tiny", check=False)
+    items = [ScoreItem(r["image"], r["candidate"], references=r["references"], lang=r["language"]) for r in rows]
+    scored = np.array(Scorer("tiny", "cpu").score(items, [name])[name].values, dtype=float)
+    assert np.allclose(scored, predicted, atol=1e-5) and np.ptp(scored) > 0
+
+    registry = (tmp_path / "data" / "registry.toml").read_text(encoding="utf-8")
+    assert "cross_backbone" in registry
+    swapped = registry.replace(str(tiny / "blip-itm"), str(tiny / "umic-itm"))
+    assert swapped != registry
+    (tmp_path / "data" / "registry.toml").write_text(swapped, encoding="utf-8")
+    other = np.array(Scorer("tiny", "cpu").score(items, [name])[name].values, dtype=float)
+    assert not np.allclose(other, scored, atol=1e-4)

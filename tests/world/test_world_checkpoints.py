@@ -19,7 +19,8 @@ def scorer():
     return Scorer("world", device="cpu")
 
 
-FINE_TUNED = ("world-pacs", "world-specs", "world-itm", "world-umic", "world-prmcs", "world-caplens-r")
+FINE_TUNED = ("world-pacs", "world-specs", "world-itm", "world-umic", "world-prmcs", "world-caplens-r",
+              "world-caplens-r-cross")
 
 
 def test_checkpoints_fit_the_size_budget():
