@@ -36,8 +36,9 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
     table = gr.Dataframe(render.empty_table(CASE_CELLS), label="Cases (click a row to open it in Score)",
                          interactive=False, wrap=True, pinned_columns=2, elem_id="failures-table",
                          # narrow number columns, so that on a phone (390 px) the metric, its language
-                         # and both values stay in view; the caption is read by opening the case
-                         column_widths=["84px", "48px", "66px", "60px", "60px", "66px", "84px", "280px", "90px", "90px"])
+                         # and both values (or the change and its operation) stay in view; the
+                         # caption is read by opening the case
+                         column_widths=["80px", "44px", "62px", "80px", "60px", "60px", "66px", "280px", "90px", "90px"])
     all_rows = gr.State(None)
     shown_rows = gr.State(None)
 

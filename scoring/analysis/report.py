@@ -24,6 +24,9 @@ ANY = "(any)"
 # screen); the image file and references stay in the rows for opening the case.
 CASE_CELLS = ["metric", "lang", "metric score", "human", "rank gap", "change %", "op", "candidate", "caption_id",
               "image_id"]
+# Perturbation cases have no human rating: their change and operation decide, so they come first.
+UNMOVED_CELLS = ["metric", "lang", "change %", "op", "metric score", "human", "rank gap", "candidate", "caption_id",
+                 "image_id"]
 
 
 @dataclass(frozen=True)
@@ -154,8 +157,13 @@ def filter_cases(rows: pd.DataFrame, metric: str, lang: str, op: str, limit: int
 
 
 def case_cells(rows: pd.DataFrame) -> pd.DataFrame:
-    """The case columns a table shows, numbers rounded to 3 digits."""
-    shown = rows.reindex(columns=CASE_CELLS).copy()
+    """The case columns a table shows, the deciding ones first (CASE_CELLS, or UNMOVED_CELLS for
+    perturbation cases: a change but no rank gap), numbers rounded to 3 digits."""
+    def filled(column: str) -> bool:
+        return column in rows and pd.to_numeric(rows[column], errors="coerce").notna().any()
+
+    perturbation = filled("change %") and not filled("rank gap")
+    shown = rows.reindex(columns=UNMOVED_CELLS if perturbation else CASE_CELLS).copy()
     for column in ("metric score", "human", "rank gap", "change %"):
         shown[column] = pd.to_numeric(shown[column], errors="coerce").round(3)
     return shown

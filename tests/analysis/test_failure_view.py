@@ -27,3 +27,15 @@ def test_the_deciding_columns_come_first():
     shown = case_cells(filter_cases(cases(), ANY, ANY, ANY, 10))
     assert list(shown.columns)[:7] == ["metric", "lang", "metric score", "human", "rank gap", "change %", "op"]
     assert "image_file" not in shown.columns and shown.loc[0, "rank gap"] == 0.8
+
+
+def test_perturbation_cases_put_the_change_and_the_operation_first():
+    """A perturbation case has no human rating or rank gap: its change % and operation decide it,
+    so they come right after the metric and language (in view on a 390 px phone)."""
+    rows = pd.DataFrame({"caption_id": [1, 2], "image_id": [1, 1], "candidate": ["a b", "c d"], "lang": ["en", "de"],
+                         "op": ["jumble", "removal"], "metric": ["MCS", "MCS"], "metric score": [0.51234, 0.4],
+                         "human": [None, None], "rank gap": [None, None], "change %": [-0.04321, 1.0]})
+    shown = case_cells(rows)
+    assert list(shown.columns)[:5] == ["metric", "lang", "change %", "op", "metric score"]
+    assert shown.loc[0, "change %"] == -0.043 and shown.loc[1, "op"] == "removal"
+    assert list(case_cells(rows.assign(**{"rank gap": [0.5, -0.2]})).columns)[:3] == ["metric", "lang", "metric score"]

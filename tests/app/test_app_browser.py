@@ -297,6 +297,27 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
     page.screenshot(path=str(artifacts / "failure-opened-in-score.png"), full_page=True)
 
 
+def test_perturbation_cases_keep_the_change_and_the_operation_in_view_on_a_phone(page, server, artifacts):
+    """The perturbation view has no human rating: its change % and operation come right after
+    the metric and language, inside the table's edge at 390 px (they were past it)."""
+    log_in(page, *server.researcher)
+    page.get_by_role("tab", name="Failure cases").click()
+    choose(page, "failures-collection", server.collection)
+    page.get_by_text("perturbation barely moved the metric").click()
+    page.locator("#failures-button").click()
+    page.wait_for_function("() => document.querySelector('#failures-status textarea')?.value.includes('cases')")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#failures-table").scroll_into_view_if_needed()
+    box = page.locator("#failures-table").bounding_box()
+    visible = page.eval_on_selector_all(
+        "#failures-table th[role=columnheader]",
+        f"ths => ths.filter(t => t.getBoundingClientRect().right <= {box['x'] + box['width'] + 1}).map(t => t.title)")
+    assert {"metric", "lang", "change %", "op"} <= set(visible), visible
+    assert any(row[3] for row in table_rows(page, "#failures-table")), "no operation shown"
+    page.screenshot(path=str(artifacts / "failure-cases-perturbation-390px.png"), full_page=True)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
 def test_analyze_tab_shows_correlations(page, server, artifacts):
     run_on_the_collection(page, server, "Analyze", "analyze", "with human ratings")
     table = page.locator("#analyze-correlations").inner_text()
