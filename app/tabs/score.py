@@ -194,8 +194,11 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
                                  interactive=False, wrap=True, pinned_columns=2, column_widths=["104px", "72px"],
                                  elem_id="score-table")
             chart = gr.Plot(label="Scores by metric", elem_id="score-chart")
+            # Fixed widths: left to itself the table gave "truncated by" 32 px, its header one
+            # letter a line (a 247 px header row), and pushed lang past the box's edge.
             items = gr.Dataframe(render.empty_table(render.PAIR_COLUMNS), label="Scored pairs", interactive=False,
-                                 datatype=render.PAIR_DATATYPES, wrap=True, elem_id="score-items")
+                                 datatype=render.PAIR_DATATYPES, wrap=True, elem_id="score-items",
+                                 column_widths=["44px", "76px", "140px", "340px", "56px", "112px"])
     cache = gr.State({})
 
     def on_score(paths, table_value, lang_choice, chosen, source, frequencies, state):

@@ -33,6 +33,16 @@ def test_each_row_and_each_scored_pair_shows_its_image(page, artifacts):
     sources = page.eval_on_selector_all("#score-items [role=row].virtual-row img", "is => is.map(i => i.src)")
     names = [r[2] for r in table_rows(page, "#score-items")]
     assert len(set(sources)) == 2 and len({(n, s) for n, s in zip(names, sources)}) == 2
+    # Every column of the scored pairs is inside its box, under a header one or two lines high,
+    # also for the example of long captions.
+    for example, pairs in ((0, 6), (1, 5)):
+        if example:
+            page.locator("#score-examples button.gallery-item").nth(example).click()
+            wait_for_status(page, f"Scored {pairs} image–caption pair(s)")
+        box = page.locator("#score-items").bounding_box()
+        headers = page.eval_on_selector_all("#score-items th[role=columnheader]", "ths => ths.map(t => { "
+                                            "const b = t.getBoundingClientRect(); return [t.title, b.right, b.height]; })")
+        assert all(right <= box["x"] + box["width"] + 1 and height < 80 for _, right, height in headers), (box, headers)
     page.wait_for_timeout(800)
     page.screenshot(path=str(artifacts / "score-pictures.png"), full_page=True)
 
