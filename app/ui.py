@@ -18,10 +18,6 @@ CACHE_SWEEP = (300, 900)
 # stack) the Score tab's left column lets its two parts take their own places, so that the
 # results come between the rows table with its Score button and the other inputs.
 PAGE_CSS = """
-/* Score's rows table: a long list of references makes a tall row, and the row's picture sat
-   centred far below the fold; cells start at the top. (Capping a cell's height with a scroll
-   made the grid miss keyboard moves between cells: tests/app/test_app_browser_typing.py.) */
-#score-rows .body-cell .cell-wrap { align-items: flex-start; }
 @media (max-width: 640px) {
   #score-inputs { display: contents !important; }
   #score-inputs-top { order: 1; flex: 1 1 100% !important; min-width: 0 !important; }

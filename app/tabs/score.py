@@ -31,9 +31,7 @@ DEBOUNCE_MS = 800
 # Runs in the browser on an edit: unless live scoring is off, press Score once the edits stop.
 # The press waits while the rows table is in use: a key or a click in it in the last DEBOUNCE_MS,
 # or a cell's editor open (opened by a double click, nothing typed yet): the score's answer
-# redraws the page around the table, which cut the cell being typed into. The press is a
-# click kept from the document, where the table listens for clicks outside it to drop its
-# selection: a keyboard move to the next cell just after the press went nowhere.
+# redraws the page around the table, which cut the cell being typed into.
 LIVE_JS = f"""() => {{
   if (!window.__caplensKeys) {{
     window.__caplensKeys = true;
@@ -60,13 +58,7 @@ LIVE_JS = f"""() => {{
       window.__caplensScoreTimer = setTimeout(press, {DEBOUNCE_MS} - quiet);
       return;
     }}
-    // The click must not reach the document: the rows table drops its selected cell on any
-    // click outside it (a listener on the document), and the keyboard then moves nowhere.
-    const button = document.querySelector('#score-button');
-    if (!button) return;
-    const keep = (event) => event.stopPropagation();
-    document.body.addEventListener('click', keep);
-    try {{ button.click(); }} finally {{ document.body.removeEventListener('click', keep); }}
+    document.querySelector('#score-button')?.click();
   }};
   window.__caplensScoreTimer = setTimeout(press, {DEBOUNCE_MS});
 }}"""

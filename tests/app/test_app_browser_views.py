@@ -62,25 +62,6 @@ def test_references_stay_bar_separated_after_a_rows_file(page, artifacts, tmp_pa
     page.screenshot(path=str(artifacts / "score-rows-file-references.png"), full_page=True)
 
 
-def test_a_row_with_long_references_shows_its_picture_at_the_top(page, artifacts, tmp_path, image_file):
-    """Issue 25: a failure case with a world scene's long references made its row several screens
-    tall, the picture centred far below, out of view. The picture sits at the top of its row."""
-    long_refs = " | ".join(["a small white triangle is at the top right of a grey background and a yellow star "
-                            "is to the left of the blue circle below it"] * 6)
-    rows = tmp_path / "rows.csv"
-    rows.write_text(f"image,candidate,references\nred.png,a red square,{long_refs}\n", encoding="utf-8")
-    page.locator("#score-live input").uncheck()
-    page.locator("#score-images input[type=file]").set_input_files(str(image_file))
-    page.locator("#score-rows-file input[type=file]").set_input_files(str(rows))
-    wait_for_status(page, "1 row(s) read into the table")
-    page.wait_for_function("() => document.querySelector('#score-rows [role=row].virtual-row img')?.naturalWidth > 0")
-    offset, height = page.evaluate("""() => { const img = document.querySelector('#score-rows [role=row].virtual-row img');
-        const row = img.closest('[role=row]').getBoundingClientRect();
-        return [img.getBoundingClientRect().top - row.top, row.height]; }""")
-    assert 0 <= offset < 24 and height > 300, (offset, height)  # a tall row, its picture at the top
-    page.screenshot(path=str(artifacts / "score-rows-long-references.png"), full_page=True)
-
-
 @pytest.mark.java
 @pytest.mark.skipif(shutil.which("java") is None, reason="CIDEr-D needs a Java runtime (PTB tokenizer)")
 def test_an_example_of_one_image_scores_cider_with_every_examples_references(page, artifacts):
