@@ -35,5 +35,5 @@ def test_no_table_shows_placeholder_headers_before_it_is_filled(tmp_path, monkey
     assert placeholder == []
     by_id = {t.elem_id: t.value["headers"] for t in tables}
     assert by_id["score-items"] == ["#", "picture", "image", "caption", "lang", "truncated by"]
-    assert by_id["failures-table"][:4] == ["metric", "metric score", "human", "rank gap"]
+    assert by_id["failures-table"][:5] == ["metric", "lang", "metric score", "human", "rank gap"]
     assert by_id["analyze-correlations"][:4] == ["lang", "metric", "n", "Kendall τc"]
