@@ -85,4 +85,3 @@ def test_a_cell_opened_just_before_the_live_score_keeps_what_is_typed(page):
         if cells[first] != text_a or cells[second] != text_b:
             lost.append((gap, cells[first], cells[second]))
     assert lost == []
-
