@@ -7,7 +7,9 @@ functions, `save` writes the folder the normal loader reads.  Losses: `losses.py
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import random
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -510,6 +512,54 @@ def _mean_or_nan(values: list[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
+FEATURE_LAYOUT = "caplens-r-features-1"  # bump when `features` or `embed_items` changes what a row's vector holds
+
+
+def feature_cache_dir(config: TrainConfig) -> Path | None:
+    """Where CapLens-R keeps prepared frozen features: `options.feature_cache` (a folder, or false
+    for none), by default `<data dir>/cache/caplens-r-features`."""
+    from scoring.paths import data_dir
+
+    chosen = config.options.get("feature_cache", True)
+    if chosen is False:
+        return None
+    folder = data_dir() / "cache" / "caplens-r-features" if chosen is True else Path(str(chosen)).expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _image_identity(image) -> str | None:
+    """The image as the cache key sees it: its path with the file's size and change time (a file
+    replaced in place gets new features); None for an in-memory image, which is not cached."""
+    if not isinstance(image, (str, Path)):
+        return None
+    path = Path(image)
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def feature_chunk_digest(towers: str, chunk: list[dict]) -> str | None:
+    """The cache name of a chunk's features, or None when one of its images is not a file."""
+    digest = hashlib.sha256(f"{FEATURE_LAYOUT}|{towers}".encode())
+    for r in chunk:
+        identity = _image_identity(r["image"])
+        if identity is None:
+            return None
+        digest.update(json.dumps([image_key(r), identity, r["candidate"], list(r["references"])],
+                                 ensure_ascii=False).encode())
+    return digest.hexdigest()[:32]
+
+
+def write_atomically(path: Path, array: np.ndarray) -> None:
+    """np.save through a temporary name, so a killed run never leaves half a chunk behind."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
+    np.save(tmp, array)
+    os.replace(tmp, path)
+
+
 class CaplensRRecipe(Recipe):
     """CapLens-R: the mean human rating of a caption, learned from ratings.
 
@@ -656,19 +706,34 @@ class CaplensRRecipe(Recipe):
         return SimpleNamespace(mode="frozen", text=text, vision=vision, cross=cross, cross_ref=cross_ref, head=head,
                                trainable=head, cache={}, config=config)
 
+    FEATURE_CHUNK = 512
+
     @torch.no_grad()
     def prepare(self, state, rows, device):
-        """Frozen mode: features of every row, once, in a fixed order (the backbones are frozen)."""
+        """Frozen mode: features of every row, once, in a fixed order (the backbones are frozen).
+        Each chunk of rows is also kept on disk (`feature_cache_dir`), keyed by the backbones'
+        fingerprints and the chunk's images and texts, so a second head on the same set (another
+        learning rate, size or loss) and a preparation cut short skip what was computed: on 2
+        cores the features of 200,000 rated captions take 40 minutes, the head a minute."""
         if state.mode == "cross":
             return
         from scoring.metrics.caplens_r import embed_items
 
-        for i in range(0, len(rows), 512):
-            chunk = rows[i:i + 512]
-            x = embed_items(state.text, state.vision, [r["image"] for r in chunk], [image_key(r) for r in chunk],
-                            [r["candidate"] for r in chunk], [r["references"] for r in chunk], state.cross)
+        folder = feature_cache_dir(state.config)
+        towers = "|".join(b.fingerprint if b is not None else "-" for b in (state.text, state.vision, state.cross))
+        for i in range(0, len(rows), self.FEATURE_CHUNK):
+            chunk = rows[i:i + self.FEATURE_CHUNK]
+            name = feature_chunk_digest(towers, chunk) if folder else None
+            path = folder / f"{name}.npy" if name else None
+            if path is not None and path.exists():
+                x = np.load(path)
+            else:
+                x = embed_items(state.text, state.vision, [r["image"] for r in chunk], [image_key(r) for r in chunk],
+                                [r["candidate"] for r in chunk], [r["references"] for r in chunk], state.cross)
+                if path is not None:
+                    write_atomically(path, x)
             for r, row in zip(chunk, x):
-                state.cache[self.key(r)] = torch.from_numpy(row)
+                state.cache[self.key(r)] = torch.from_numpy(np.array(row))
 
     @staticmethod
     def key(row: dict) -> tuple:

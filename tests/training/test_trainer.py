@@ -1,8 +1,11 @@
 """The trainer on tiny models: it learns, resumes to identical weights, splits by image, and
 what it saves loads and scores through the registry."""
 import json
+import os
 import threading
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -153,3 +156,33 @@ def test_a_continued_run_records_the_runs_it_continues(tmp_path):
     (second.out_dir / "training.json").write_text(json.dumps(older))
     assert [r["steps"] for r in lineage(str(third.out_dir))] == [2, 3, 1]
     assert lineage("world:clip") == [] and lineage(None) == []
+
+
+def test_caplens_r_features_are_kept_on_disk_and_recomputed_when_an_image_changes(tmp_path, monkeypatch):
+    """A second head on the same set reads the prepared features instead of running the towers,
+    gets exactly the same weights, and an image replaced in place is embedded again."""
+    import scoring.metrics.caplens_r as caplens_r
+    from scoring.training.recipes import CaplensRRecipe
+
+    monkeypatch.setattr(CaplensRRecipe, "FEATURE_CHUNK", 32)  # several chunks from the tiny set
+    cache = tmp_path / "features"
+    first = train(_config("caplens-r-tiny", tmp_path / "a", max_steps=3, options={"feature_cache": str(cache)}))
+    chunks = sorted(cache.glob("*.npy"))
+    assert len(chunks) > 3 and not list(cache.glob(".*tmp*"))
+    computed = []
+    real = caplens_r.embed_items
+    monkeypatch.setattr(caplens_r, "embed_items", lambda *a, **k: computed.append(len(a[4])) or real(*a, **k))
+    second = train(_config("caplens-r-tiny", tmp_path / "b", max_steps=3, options={"feature_cache": str(cache)}))
+    assert computed == []  # every chunk came from disk
+    a, b = _weights(first.out_dir), _weights(second.out_dir)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+    rows, _, _ = world_set("ratings", {"scenes": 12, "size": 32, "languages": ["en", "de"]})
+    image = Path(rows[0]["image"])
+    os.utime(image, ns=(image.stat().st_atime_ns, image.stat().st_mtime_ns + 1_000_000))
+    train(_config("caplens-r-tiny", tmp_path / "c", max_steps=1, options={"feature_cache": str(cache)}))
+    assert 0 < sum(computed) < sum(len(np.load(c)) for c in chunks)  # only the chunks holding that image's captions
+    uncached = []
+    monkeypatch.setattr(caplens_r, "embed_items", lambda *a, **k: uncached.append(1) or real(*a, **k))
+    train(_config("caplens-r-tiny", tmp_path / "d", max_steps=1, options={"feature_cache": False}))
+    assert uncached
