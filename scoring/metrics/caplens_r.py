@@ -5,9 +5,10 @@ reference embeddings of frozen backbones (a text encoder and a CLIP vision tower
 :func:`features` and predicts the mean human rating of the caption.  It may also read the
 [CLS] state of an image-text cross-encoder (a `blip-itm` backbone, e.g. one trained on
 ratings in the recipe's cross mode), which sees word order and which words go with which
-object: what separate embeddings cannot.  The head folder (`caplens_r.json` +
-`model.safetensors`) is written by the `caplens-r` training recipe and says what it was
-trained on; trained on too few ratings it carries a warning.
+object: what separate embeddings cannot; and the features of a fluency model fitted on the
+texts the raters judged fluent (:mod:`scoring.metrics.fluency`, kept in the head folder). The
+head folder (`caplens_r.json` + `model.safetensors`) is written by the `caplens-r` training
+recipe and says what it was trained on; trained on too few ratings it carries a warning.
 """
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ CITATION = "CapLens-R (CapLens's own learned metric; in the spirit of Wada et al
 SCALARS = 5  # cos(i, c), max_r cos(c, r), mean_r cos(c, r), cos(i, r̄), has references
 
 
-def feature_size(dim: int, cross_dim: int = 0) -> int:
-    return SCALARS + 3 * dim + cross_dim
+def feature_size(dim: int, cross_dim: int = 0, fluency: bool = False) -> int:
+    from scoring.metrics.fluency import FEATURES
+
+    return SCALARS + 3 * dim + cross_dim + (FEATURES if fluency else 0)
 
 
 def features(image: np.ndarray, candidate: np.ndarray, references: list[np.ndarray]) -> np.ndarray:
@@ -76,12 +79,13 @@ def save_head(head: RegressionHead, about: dict, out: Path) -> None:
 class CaplensRHead:
     """A loaded head folder: predicts ratings from :func:`features`."""
 
-    def __init__(self, spec, head: RegressionHead, about: dict, print_: str):
+    def __init__(self, spec, head: RegressionHead, about: dict, print_: str, fluency=None):
         self.spec = spec
         self.label = spec.label
         self.head = head.eval()
         self.about = about
         self.fingerprint = print_
+        self.fluency = fluency  # scoring.metrics.fluency.FluencyModel, for a head trained with one
 
     @classmethod
     def from_folder(cls, spec, local: Path, placement, resolve: Callable[[str], Path]):
@@ -92,7 +96,12 @@ class CaplensRHead:
         about = json.loads((local / "caplens_r.json").read_text(encoding="utf-8"))
         head = RegressionHead(int(about["in_features"]), int(about["hidden"]))
         head.load_state_dict(load_file(str(local / "model.safetensors")))
-        return cls(spec, head, about, fingerprint(spec, local))
+        fluency = None
+        if about.get("fluency"):
+            from scoring.metrics.fluency import FluencyModel
+
+            fluency = FluencyModel.load(local)
+        return cls(spec, head, about, fingerprint(spec, local), fluency)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
@@ -119,6 +128,14 @@ def embed_items(text_backbone, vision_backbone, images, image_keys, candidates, 
     return np.concatenate([x, cross_backbone.cls_states(images, list(candidates), image_keys)], axis=1)
 
 
+def with_fluency(x: np.ndarray, fluency, candidates, languages) -> np.ndarray:
+    """The features of :func:`embed_items` and, for a head trained with a fluency model, its
+    standardised fluency features of each candidate in its language."""
+    if fluency is None:
+        return x
+    return np.concatenate([x, fluency.features(list(candidates), list(languages))], axis=1)
+
+
 class CaplensR(Metric):
     needs_image = True
     needs_references = False  # references help when given; the head was trained with or without them
@@ -132,7 +149,8 @@ class CaplensR(Metric):
             languages=None, backbone=backbone_label,
             description=(
                 "Predicted human rating: a small regression head on frozen image, candidate and reference "
-                "embeddings (and, for a head trained so, an image-text cross-encoder's reading of the pair), "
+                "embeddings (and, for a head trained so, an image-text cross-encoder's reading of the pair "
+                "and a word trigram model of the texts its raters judged fluent), "
                 "trained on a collection's human ratings (see its training.json for the collection, "
                 "the number of ratings and tau_c on held-out images). Only as good as the ratings it learned from."
             ),
@@ -178,6 +196,7 @@ class CaplensR(Metric):
                         [context.image_keys[i] for i in rows], [it.candidate for it in items],
                         [list(it.references) for it in items],
                         context.backbone(cross_name) if cross_name else None)
+        x = with_fluency(x, head.fluency, [it.candidate for it in items], [it.lang for it in items])
         if x.shape[1] != head.head.net[0].in_features:
             raise MetricUnavailable(f"the head reads {head.head.net[0].in_features} features but its backbones "
                                     f"give {x.shape[1]}")

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import random
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +71,9 @@ class Recipe:
     def warnings(self, train_rows: list[dict], config: TrainConfig) -> list[str]:
         """What a user of the result must know about how it was trained (none by default)."""
         return []
+
+    def fit_on(self, state, train_rows: list[dict]) -> None:
+        """Anything fitted on the training rows alone before training (nothing by default)."""
 
     def result_kind(self, config: TrainConfig) -> str:
         """The backbone kind of the folder `save` writes (the loader that reads it)."""
@@ -700,11 +704,53 @@ class CaplensRRecipe(Recipe):
         cross_ref = config.architecture.get("cross")  # a cross-encoder whose [CLS] states the head reads too
         cross = load_trainable(cross_ref, device, ("blip-itm",)) if cross_ref else None
         cross_dim = cross.model.itm_head.in_features if cross is not None else 0
+        threshold = config.options.get("fluency_threshold")
         torch.manual_seed(config.seed)
-        head = RegressionHead(feature_size(vision.embedding_dim, cross_dim),
+        head = RegressionHead(feature_size(vision.embedding_dim, cross_dim, fluency=threshold is not None),
                               int(config.architecture.get("hidden", 128))).to(device)
         return SimpleNamespace(mode="frozen", text=text, vision=vision, cross=cross, cross_ref=cross_ref, head=head,
-                               trainable=head, cache={}, config=config)
+                               trainable=head, cache={}, config=config, fluency=None, fluency_threshold=threshold,
+                               fluency_folds=int(config.options.get("fluency_folds", 5)), fluency_train={})
+
+    @staticmethod
+    def fluent_texts(rows: list[dict], threshold: float) -> dict[str, list[str]]:
+        """Per language, what the raters' data says is fluent text: every distinct reference and
+        every caption whose mean fluency rating is at least `threshold`."""
+        texts: dict[str, dict[str, None]] = {}
+        for r in rows:
+            chosen = texts.setdefault(r.get("language") or "", {})
+            chosen.update(dict.fromkeys(r["references"]))
+            fluency = r["targets"][ASPECTS.index("fluency")]
+            if fluency == fluency and fluency >= threshold:  # nan: the caption's fluency was not rated
+                chosen[r["candidate"]] = None
+        return {lang: list(t) for lang, t in texts.items()}
+
+    def fit_on(self, state, train_rows: list[dict]) -> None:
+        """Frozen mode with `options.fluency_threshold`: the fluency model of the training rows.
+        Each training caption's features come from a model fitted without its image's fold
+        (`options.fluency_folds`), so the head learns from features distributed as those of
+        captions it has never seen; held-out rows and scoring use the model of all rows."""
+        if state.mode != "frozen" or state.fluency_threshold is None:
+            return
+        from scoring.metrics.fluency import FEATURES, FluencyModel
+
+        threshold = float(state.fluency_threshold)
+        full = self.fluent_texts(train_rows, threshold)
+        fold = [zlib.crc32(image_key(r).encode("utf-8")) % state.fluency_folds for r in train_rows]
+        raw = np.zeros((len(train_rows), FEATURES))
+        for k in range(state.fluency_folds):
+            inside = [i for i, f in enumerate(fold) if f == k]
+            if not inside:
+                continue
+            model = FluencyModel.fit(self.fluent_texts([r for r, f in zip(train_rows, fold) if f != k], threshold))
+            raw[inside] = model.raw([train_rows[i]["candidate"] for i in inside],
+                                    [train_rows[i].get("language") for i in inside])
+        state.fluency = FluencyModel.fit(full, about={
+            "threshold": threshold, "folds": state.fluency_folds,
+            "texts": {lang: len(texts) for lang, texts in full.items()}})
+        state.fluency.standardise_on(raw)
+        features = state.fluency.standardised(raw)
+        state.fluency_train = {self.key(r): f for r, f in zip(train_rows, features)}
 
     FEATURE_CHUNK = 512
 
@@ -732,8 +778,28 @@ class CaplensRRecipe(Recipe):
                                 [r["candidate"] for r in chunk], [r["references"] for r in chunk], state.cross)
                 if path is not None:
                     write_atomically(path, x)
+            if state.fluency is not None:
+                x = np.concatenate([x, self.fluency_features(state, chunk)], axis=1)
             for r, row in zip(chunk, x):
                 state.cache[self.key(r)] = torch.from_numpy(np.array(row))
+
+    def fluency_features(self, state, rows: list[dict]) -> np.ndarray:
+        """Training rows: their cross-fitted features; other rows: the full model's, computed as the
+        metric computes them (`FluencyModel.features`)."""
+        from scoring.metrics.fluency import FEATURES
+
+        out = np.zeros((len(rows), FEATURES), dtype=np.float32)
+        unseen = []
+        for k, r in enumerate(rows):
+            known = state.fluency_train.get(self.key(r))
+            if known is None:
+                unseen.append(k)
+            else:
+                out[k] = known
+        if unseen:
+            out[unseen] = state.fluency.features([rows[k]["candidate"] for k in unseen],
+                                                 [rows[k].get("language") for k in unseen])
+        return out
 
     @staticmethod
     def key(row: dict) -> tuple:
@@ -817,10 +883,15 @@ class CaplensRRecipe(Recipe):
             return
         from scoring.metrics.caplens_r import save_head
 
+        from scoring.metrics.fluency import FILE_NAME
+
         cross = {"cross_backbone": _backbone_name(state.cross_ref), "cross_model": state.cross_ref} if state.cross_ref else {}
+        fluency = {"fluency": state.fluency.about | {"file": FILE_NAME}} if state.fluency is not None else {}
         save_head(state.head, about | {
             "text_backbone": _backbone_name(config.base), "vision_backbone": _backbone_name(config.teacher),
-            "text_model": config.base, "vision_model": config.teacher} | cross, out)
+            "text_model": config.base, "vision_model": config.teacher} | cross | fluency, out)
+        if state.fluency is not None:
+            state.fluency.save(out)
 
 
 def _backbone_name(ref: str) -> str | None:

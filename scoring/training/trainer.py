@@ -243,6 +243,7 @@ class _Run:
         self.state = self.recipe.setup(config, self.device, scratch)
         self.state.warnings = self.recipe.warnings(self.train_rows, config)
         tell(0.0, "preparing")
+        self.recipe.fit_on(self.state, self.train_rows)
         self.recipe.prepare(self.state, self.train_rows + self.eval_rows, self.device)
         for warning in self.state.warnings:
             say(f"warning: {warning}")
