@@ -145,6 +145,13 @@ class Panel:
         return [getattr(self, f.name) for f in fields(self)]
 
 
+def delete_label(view) -> str:
+    """Say what Delete removes: the job, and its metric version only when it registered one."""
+    if view is not None and view.metric_name:
+        return f"Delete this job and its version {view.metric_name}"
+    return "Delete this job"
+
+
 def show(panel: Panel, view: jobs.JobView | None, listed: list[jobs.JobView] | None = None) -> dict:
     """Every component of the panel for a job view; the job list stays as it is when not given."""
     return {
@@ -159,7 +166,8 @@ def show(panel: Panel, view: jobs.JobView | None, listed: list[jobs.JobView] | N
         panel.listed: gr.skip() if listed is None else jobs_table(listed),
         panel.registry_event: f"+{view.metric_name}" if view is not None and view.metric_name else gr.skip(),
         panel.register: gr.Button(visible=bool(view and view.registerable)),
-        panel.delete: gr.Button(visible=bool(view and not view.active)),
+        panel.delete: gr.Button(visible=bool(view and not view.active),
+                                value=delete_label(view)),
     }
 
 
@@ -208,7 +216,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
             with gr.Row():
                 register = gr.Button("Register as a metric version", variant="primary", visible=False,
                                      elem_id="train-register")
-                delete = gr.Button("Delete this job and its version", variant="stop", visible=False,
+                delete = gr.Button(delete_label(None), variant="stop", visible=False,
                                    elem_id="train-delete")
             curve = gr.Plot(loss_figure(None), label="Loss curve", elem_id="train-loss")
             learning = gr.Plot(learning_curve_figure(None), label="Learning curve", visible=False,

@@ -34,3 +34,15 @@ def test_the_learning_curve_plots_held_out_tau_c_against_ratings():
     assert list(trace.x) == [507, 2004, 31998] and list(trace.y) == [0.21, 0.33, 0.52]
     assert figure.layout.xaxis.title.text == "ratings" and figure.layout.xaxis.type == "log"
     assert learning_curve_figure(None).data == ()
+
+
+def test_delete_names_the_version_only_when_the_job_registered_one():
+    """A smoke run kept in scratch registers nothing: its Delete must not promise to delete a version."""
+    from types import SimpleNamespace
+
+    from app.tabs.train import delete_label
+
+    assert delete_label(SimpleNamespace(metric_name=None)) == "Delete this job"
+    assert delete_label(None) == "Delete this job"
+    assert delete_label(SimpleNamespace(metric_name="PR-MCS@world-2026-11-26")) == \
+        "Delete this job and its version PR-MCS@world-2026-11-26"
