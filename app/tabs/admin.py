@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 import gradio as gr
+import pandas as pd
 
 from annotation.people.accounts import ALL_ROLES
 from annotation.people.admin import DEFAULT_LINK_HOURS, admin_action, admin_screen
@@ -75,5 +76,13 @@ def build(user_state: gr.State) -> None:
     for button, kind in ((create, "create"), (invite, "invite"), (set_role, "role"), (reset, "reset"),
                          (disable, "disable"), (enable, "enable")):
         button.click(guarded(action(kind)), [name, role, hours], outputs, api_visibility="private")
-    for trigger in (refresh.click, user_state.change):
-        trigger(guarded(on_refresh), None, outputs, api_visibility="private")
+    def on_login(request: gr.Request):
+        """A login loads the tables for an admin; anyone else sees no error before acting (the
+        tab's notice says who may use it), and the server still refuses their clicks."""
+        try:
+            return on_refresh(request)
+        except PermissionError:
+            return pd.DataFrame(columns=ACCOUNT_HEADERS), pd.DataFrame(columns=AUDIT_HEADERS), "", ""
+
+    refresh.click(guarded(on_refresh), None, outputs, api_visibility="private")
+    user_state.change(guarded(on_login), None, outputs, api_visibility="private")

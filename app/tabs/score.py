@@ -171,7 +171,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
                 lang = gr.Dropdown(language_choices(), value=AUTO, label="Language")
                 metrics = gr.CheckboxGroup(names, value=names, label="Metrics")
                 df_source = gr.Radio([BATCH, EXAMPLES, COLLECTION], value=BATCH, elem_id="score-df-source",
-                                     label="CIDEr-D document frequencies from",
+                                     label="CIDEr document frequencies from",
                                      info="From one image every IDF is 0. An example counts them over every example "
                                           "image's references; a collection's references give a wider count.")
                 df_collection = gr.Dropdown([], label="Collection for the document frequencies (researcher login)",
@@ -205,7 +205,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         if paths and not images:
             messages.append("No usable image: only text metrics can score.")
         if source == COLLECTION and frequencies is None:
-            messages.append("No collection's document frequencies yet (choose one after logging in): CIDEr-D uses "
+            messages.append("No collection's document frequencies yet (choose one after logging in): CIDEr uses "
                             "this batch.")
         if source == EXAMPLES:
             frequencies = examples_df()
@@ -273,7 +273,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
             frequencies = collection_document_frequency(account_id(request), name)
         except (PermissionError, ValueError, LookupError) as exc:
             return None, user_message(exc)
-        return frequencies, (f"CIDEr-D document frequencies from {frequencies.label}: "
+        return frequencies, (f"CIDEr document frequencies from {frequencies.label}: "
                              f"{frequencies.frequencies.reference_sets} reference sets.")
 
     df_source.change(on_df_source, df_source, df_collection, api_visibility="private")

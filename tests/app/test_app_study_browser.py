@@ -172,6 +172,7 @@ def test_an_admin_invites_an_annotator_who_joins_and_is_refused_admin_actions(br
 
     # The annotator's own admin requests are refused by the server, whatever the page shows.
     open_tab(guest, "Admin")
+    assert guest.locator("#admin-status textarea").input_value() == ""  # no refusal before any click
     guest.locator("#admin-invite").click()
     guest.wait_for_function(value_is("admin-status", "may not do this"))
     assert guest.locator("#admin-link textarea").input_value() == ""
