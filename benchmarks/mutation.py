@@ -43,6 +43,7 @@ MODULES: dict[str, list[str]] = {
     "scoring/metrics/specs.py": [*_EVERY_METRIC, "tests/scoring/test_umic_specs_fidelity.py", "tests/scoring/test_learned_metrics.py"],
     "scoring/metrics/umic.py": [*_EVERY_METRIC, "tests/scoring/test_umic_specs_fidelity.py", "tests/scoring/test_learned_metrics.py"],
     "scoring/metrics/caplens_r.py": [*_EVERY_METRIC, "tests/scoring/test_learned_metrics.py", "tests/training/test_losses.py"],
+    "scoring/metrics/fluency.py": ["tests/training/test_caplens_r_fluency.py"],
     "scoring/metrics/coco.py": ["tests/scoring/test_ngram_metrics.py", "tests/scoring/test_ptb_line_separators.py"],
     "scoring/perturb/ops.py": ["tests/perturb/test_perturb_examples.py", "tests/perturb/test_perturb_properties.py",
                                "tests/perturb/test_negatives.py"],

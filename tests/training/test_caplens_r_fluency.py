@@ -64,7 +64,12 @@ def test_a_fluency_model_reads_each_language_with_its_own_model_and_round_trips(
     assert raw[0, 2] == 0.0 and raw[1, 2] == 0.0  # each seen in its own language
     assert np.allclose(raw[2], model.models[ANY_LANGUAGE].features("a red ball"))  # unknown language: all together
     assert model.raw(["ein roter Ball"], ["en"])[0, 2] > 0  # German text by the English model
+    assert np.array_equal(model.features(["a red ball"], ["en"]), model.raw(["a red ball"], ["en"]).astype(np.float32))
     model.standardise_on(np.array([[1.0, 2, 3, 4, 5], [3.0, 2, 5, 4, 7]]))
+    assert np.allclose(model.mean, [2, 2, 4, 4, 6]) and np.allclose(model.scale, [1, 1e-6, 1, 1e-6, 1])
+    standardised = model.features(["a red ball"], ["en"])
+    assert standardised.dtype == np.float32
+    assert np.allclose(standardised, (model.raw(["a red ball"], ["en"]) - [2, 2, 4, 4, 6]) / [1, 1e-6, 1, 1e-6, 1])
     model.save(tmp_path)
     again = FluencyModel.load(tmp_path)
     texts, langs = ["a red ball", "a ball red", "ein Ball"], ["en", "en", "de"]
@@ -73,7 +78,8 @@ def test_a_fluency_model_reads_each_language_with_its_own_model_and_round_trips(
     first = (tmp_path / "fluency_lm.json.gz").read_bytes()
     model.save(tmp_path)
     assert (tmp_path / "fluency_lm.json.gz").read_bytes() == first  # same model, same bytes
-    with pytest.raises(ValueError, match="no fluent text"):
+    with pytest.raises(ValueError, match="^the fluency model has no fluent text to learn from: the set has no "
+                                         "references and no caption rated fluent$"):
         FluencyModel.fit({"en": []})
 
 
