@@ -683,6 +683,9 @@ class CaplensRRecipe(Recipe):
         if self.mode(config) == "cross":
             if config.base is None:
                 raise ValueError("caplens-r in cross mode needs `base`: an image-text matching (BLIP ITM) checkpoint")
+            if config.options.get("fluency_threshold") is not None:
+                raise ValueError("options.fluency_threshold adds features to the frozen mode's head; the cross mode "
+                                 "reads word order itself and has no such input")
             itm = load_trainable(config.base, device, ("blip-itm",))
             torch.manual_seed(config.seed)
             head = nn.Linear(itm.model.itm_head.in_features, len(ASPECTS)).to(device)

@@ -152,3 +152,13 @@ def test_a_head_with_a_fluency_model_scores_what_the_recipe_predicted(tmp_path, 
     damaged = " ".join(words[1:] + words[:1])
     f = saved.raw([fluent["candidate"], damaged], ["en", "en"])
     assert f[1, 0] < f[0, 0] and f[1, 2] > f[0, 2]
+
+
+def test_the_cross_mode_refuses_a_fluency_threshold_it_would_ignore(tmp_path):
+    from scoring.tiny import ensure_tiny_checkpoints
+    from scoring.training import RECIPES, load_config
+
+    ensure_tiny_checkpoints()
+    config = load_config("caplens-r-cross-tiny", out=str(tmp_path / "run"), options={"fluency_threshold": 0.8})
+    with pytest.raises(ValueError, match="fluency_threshold adds features to the frozen mode"):
+        RECIPES["caplens-r"].setup(config, torch.device("cpu"), tmp_path / "scratch")
