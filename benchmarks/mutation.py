@@ -65,6 +65,12 @@ NOTES: dict[str, str] = {
         "also stats a tokenizer named by a string (a Hugging Face name or \"@clip\"), which is no file "
         "in the working folder, so nothing is added; the timeout (`name = None`) loops forever, which "
         "the time limit catches."),
+    "scoring/metrics/fluency.py": (
+        "Equivalent survivors: a dropped `dtype=np.float64` (numpy's default for float lists and zeros), "
+        "`'UTF-8'` for `'utf-8'`, another key than `''` for a caption without a language (neither is a "
+        "language of the model, so both fall back to the all-languages model), and the JSON layout options "
+        "of the saved file (`ensure_ascii`, `separators`: the same payload is read back); `mtime=1` is as "
+        "deterministic as `mtime=0`."),
     "scoring/training/losses.py": (
         "Equivalent survivors: every tensor here is 2-D, so `dim=-1` -> `dim=+1` and a dropped `dim=-1` "
         "(F.normalize, F.cosine_similarity and sum default to dim 1) compute the same thing; `device=None` "

@@ -53,6 +53,8 @@ def test_damaged_text_scores_lower_and_its_unseen_pairs_are_counted():
     # of its five triples only (<s> <s> a) was seen.
     assert damaged[2] == pytest.approx(3 / 5) and damaged[3] == pytest.approx(4 / 5)
     assert damaged[4] == 1.0
+    one = model.features("a large red square")  # only (large, red) is an unseen pair
+    assert one[2] == pytest.approx(1 / 5) and one[4] == 1.0
     logs = [math.log(model.probability(*t)) for t in
             zip(tokens("a green small square"), tokens("a green small square")[1:], tokens("a green small square")[2:])]
     assert damaged[0] == pytest.approx(sum(logs) / len(logs)) and damaged[1] == pytest.approx(min(logs))
@@ -78,6 +80,7 @@ def test_a_fluency_model_reads_each_language_with_its_own_model_and_round_trips(
     first = (tmp_path / "fluency_lm.json.gz").read_bytes()
     model.save(tmp_path)
     assert (tmp_path / "fluency_lm.json.gz").read_bytes() == first  # same model, same bytes
+    assert first[4:8] == b"\0\0\0\0"  # no time stamp in the gzip header, whenever it is written
     with pytest.raises(ValueError, match="^the fluency model has no fluent text to learn from: the set has no "
                                          "references and no caption rated fluent$"):
         FluencyModel.fit({"en": []})
