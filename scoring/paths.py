@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
+from typing import Callable
 
 CONFIG_FILE_NAME = "config.toml"
 LIMITS_TABLE = "limits"
@@ -96,3 +97,15 @@ def check_caption_length(text: str, field: str) -> str:
         raise TextTooLong(f"{field}: {len(text):,} characters; the limit is {limit:,} per caption "
                           f"(caption_max_chars).")
     return text
+
+
+def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """`write(temporary)` then a rename onto `path`: a reader (or a run killed half-way) never sees
+    half a file. The temporary name carries the process id, so two writers of one path never
+    share it."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

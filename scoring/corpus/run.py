@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import sys
 import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -41,6 +40,7 @@ import pandas as pd
 from scoring.corpus.manifest import CorpusRow, Manifest, read_manifest
 from scoring.csv_safe import frame_to_csv
 from scoring.fingerprint import score_fingerprint
+from scoring.paths import write_atomically
 
 SCORE_COLUMNS = ["id", "model", "metric", "score", "metric_version", "checkpoint_hash"]
 ERROR_COLUMNS = ["row", "id", "model", "image", "reason"]
@@ -224,7 +224,7 @@ def plan_corpus(manifest: Manifest, out: Path, *, profile: str | None = None, me
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     run = {"manifest": manifest.describe(), "profile": scorer.profile, "metrics": [asdict(m) for m in plans]}
-    _atomic_write(out / RUN_FILE, lambda p: p.write_text(json.dumps(run, indent=1), encoding="utf-8"))
+    write_atomically(out / RUN_FILE, lambda p: p.write_text(json.dumps(run, indent=1), encoding="utf-8"))
     scored, failed = _completed(out)
     # A metric an earlier run found unavailable at this version does not keep rows pending.
     known = _read_json(out / UNAVAILABLE_FILE)
@@ -385,12 +385,6 @@ def _part_path(folder: Path, batch: int, suffix: str) -> Path:
     return path
 
 
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    write(temporary)
-    os.replace(temporary, path)
-
-
 def _scores_table(scores: pd.DataFrame):
     """The records as an Arrow table of one fixed schema, whatever frame types an engine
     returned, so every engine writes byte-identical parts."""
@@ -433,11 +427,11 @@ class ResultWriter:
                     json.dumps({"row": int(r), "id": str(i), "model": str(m), "image": str(p), "reason": str(why)},
                                ensure_ascii=False) + "\n"
                     for r, i, m, p, why in zip(*(errors[c] for c in ERROR_COLUMNS)))
-                _atomic_write(_part_path(self.out / "errors", int(batch), ".jsonl"),
+                write_atomically(_part_path(self.out / "errors", int(batch), ".jsonl"),
                               lambda p: p.write_text(lines, encoding="utf-8"))
             if len(scores):
                 table = _scores_table(scores)
-                _atomic_write(_part_path(self.out / "scores", int(batch), ".parquet"), lambda p: pq.write_table(table, p))
+                write_atomically(_part_path(self.out / "scores", int(batch), ".parquet"), lambda p: pq.write_table(table, p))
             rows += group.loc[group["status"] != "unavailable", "row"].nunique()
         return rows
 
@@ -496,20 +490,20 @@ def summarize(out: Path, metrics: Sequence[MetricPlan], n_boot: int = 1000) -> p
 
 def _finish(out: Path, plan: CorpusPlan, writer: ResultWriter, n_boot: int) -> tuple[pd.DataFrame, int]:
     errors = read_errors(out)
-    _atomic_write(out / "errors.jsonl", lambda p: p.write_text(
+    write_atomically(out / "errors.jsonl", lambda p: p.write_text(
         "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in errors), encoding="utf-8"))
     summary = summarize(out, plan.metrics, n_boot)
-    _atomic_write(out / "summary.csv", lambda p: frame_to_csv(summary, p))
+    write_atomically(out / "summary.csv", lambda p: frame_to_csv(summary, p))
     payload = {
         "profile": plan.profile, "rows": plan.total_rows, "errors": len(errors),
         "metrics": [asdict(m) for m in plan.metrics], "unavailable": writer.unavailable,
         "summary": json.loads(summary.to_json(orient="records")),
     }
-    _atomic_write(out / "summary.json", lambda p: p.write_text(json.dumps(payload, indent=1), encoding="utf-8"))
+    write_atomically(out / "summary.json", lambda p: p.write_text(json.dumps(payload, indent=1), encoding="utf-8"))
     versions = {m.name: m.version for m in plan.metrics}
     record = {**_read_json(out / UNAVAILABLE_FILE),
               **{name: {"version": versions[name], "reason": why} for name, why in writer.unavailable.items()}}
-    _atomic_write(out / UNAVAILABLE_FILE, lambda p: p.write_text(json.dumps(record, indent=1), encoding="utf-8"))
+    write_atomically(out / UNAVAILABLE_FILE, lambda p: p.write_text(json.dumps(record, indent=1), encoding="utf-8"))
     shutil.rmtree(out / "work", ignore_errors=True)
     return summary, len(errors)
 

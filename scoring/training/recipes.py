@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import zlib
 from collections import defaultdict
@@ -22,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from scoring.paths import write_atomically
 from scoring.training import losses
 from scoring.training.config import TrainConfig, _is_registry_ref
 from scoring.training.data import image_key, load_set, world_set
@@ -557,11 +557,11 @@ def feature_chunk_digest(towers: str, chunk: list[dict]) -> str | None:
     return digest.hexdigest()[:32]
 
 
-def write_atomically(path: Path, array: np.ndarray) -> None:
-    """np.save through a temporary name, so a killed run never leaves half a chunk behind."""
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
-    np.save(tmp, array)
-    os.replace(tmp, path)
+def _save_array(array: np.ndarray):
+    def write(path: Path) -> None:
+        with path.open("wb") as handle:  # a handle: np.save given a name would append ".npy"
+            np.save(handle, array)
+    return write
 
 
 class CaplensRRecipe(Recipe):
@@ -780,11 +780,11 @@ class CaplensRRecipe(Recipe):
                 x = embed_items(state.text, state.vision, [r["image"] for r in chunk], [image_key(r) for r in chunk],
                                 [r["candidate"] for r in chunk], [r["references"] for r in chunk], state.cross)
                 if path is not None:
-                    write_atomically(path, x)
+                    write_atomically(path, _save_array(x))
             if state.fluency is not None:
                 x = np.concatenate([x, self.fluency_features(state, chunk)], axis=1)
             for r, row in zip(chunk, x):
-                state.cache[self.key(r)] = torch.from_numpy(np.array(row))
+                state.cache[self.key(r)] = torch.from_numpy(row)
 
     def fluency_features(self, state, rows: list[dict]) -> np.ndarray:
         """Training rows: their cross-fitted features; other rows: the full model's, computed as the
