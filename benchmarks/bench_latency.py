@@ -122,6 +122,14 @@ def in_process(profile: str, metrics: list[str], repeats: int, folder: Path, pro
         f"{k} {1000 * v:.1f}" for k, v in times.items()) + f", rest {1000 * max(0.0, synced - total):.1f} ms")
     print("each metric alone, warm (new image and captions): " + ", ".join(
         f"{name} {1000 * seconds:.1f}" for name, seconds in alone.items()) + " ms")
+    graphed = [getattr(backbone, kind) for backbone in scorer._backbones.values()
+               for kind in ("text_graph", "image_graph", "pair_graph") if hasattr(backbone, kind)]
+    if any(g.enabled for g in graphed):
+        print(f"CUDA graphs: {sum(g.captured for g in graphed)} captured over {len(graphed)} tower forwards; "
+              + ("eager after a failed capture: " + "; ".join(f"{g.name}: {g.failure}" for g in graphed if g.failure)
+                 if any(g.failure for g in graphed) else "no capture failed"))
+    else:
+        print("CUDA graphs: off")
     if profile_top:
         print("an edit round under cProfile, by own time:")
         pstats.Stats(profiler).sort_stats("tottime").print_stats(profile_top)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Everything that needs a CUDA GPU, in one go: the CUDA parity tests, the CLIP-S throughput
-# benchmark (256 pairs over 64 images, 4,096 pairs over 1,024), the 1 x 5 latency of the
-# nine embedding metrics on the hub-sized `bench` profile, and the precision measurement.
+# Everything that needs a CUDA GPU, in one go, most telling first (a lease may end early): the
+# 1 x 5 latency of the nine embedding metrics on the hub-sized `bench` profile (with CUDA graphs,
+# then without), the CLIP-S throughput benchmark (256 pairs over 64 images, 4,096 pairs over
+# 1,024), the decoding stages, the CUDA tests and the precision measurement.
 # Logs go to $OUT (default ./gpu-suite-out); SKIP="precision ..." leaves steps out. From the repository root:
 #     bash benchmarks/gpu_suite.sh
 set -u
@@ -24,10 +25,11 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAM
 {
     nvidia-smi --query-gpu=name,memory.total,memory.used,utilization.gpu,clocks.sm --format=csv
     $PY -c "import torch, torchvision, transformers; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__, 'cpus', __import__('os').cpu_count())"
-} > "$OUT/env.log" 2>&1
-cat "$OUT/env.log"
-step tests 100 $PY -m pytest -q -p no:cacheprovider ${TESTS:-tests/scoring/test_gpu.py tests/scoring/test_pixels.py tests/scoring/test_batching.py tests/scoring/test_clip_parity.py tests/scoring/test_learned_metrics.py}
+} 2>&1
 step build 90 $PY -m scoring.bench "$CAPLENS_BENCH_DIR"
-step clipscore 200 $PY benchmarks/bench_clipscore.py --sizes ${SIZES:-256:64,4096:1024} --repeats ${REPEATS:-5} --baseline-repeats ${BASELINE_REPEATS:-2} --cprofile 25 --json "$OUT/clipscore.json"
-step latency 90 $PY benchmarks/bench_latency.py --profile bench --repeats 10 --api --cprofile 25
+step latency 100 $PY benchmarks/bench_latency.py --profile bench --repeats 10 --api --cprofile 25
+CAPLENS_CUDA_GRAPHS=0 step latency-eager 70 $PY benchmarks/bench_latency.py --profile bench --repeats 5
+step clipscore 150 $PY benchmarks/bench_clipscore.py --sizes ${SIZES:-256:64,4096:1024} --repeats ${REPEATS:-5} --baseline-repeats ${BASELINE_REPEATS:-2} --cprofile 25 --json "$OUT/clipscore.json"
+step decode 60 $PY benchmarks/bench_decode.py --images 1024 --repeats 3
+step tests 100 $PY -m pytest -q -p no:cacheprovider ${TESTS:-tests/scoring/test_gpu.py tests/scoring/test_pixels.py tests/scoring/test_graphs.py tests/scoring/test_batching.py tests/scoring/test_clip_parity.py tests/scoring/test_learned_metrics.py}
 step precision 100 $PY benchmarks/bench_precision.py --profiles world,bench --pairs 256

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -242,10 +242,7 @@ class Scorer:
         names = self.metric_names() if metrics is None else [self.canonical_name(m) for m in metrics]
         names = [n for n in self.metric_names() if n in set(names)]
         _validate(items)
-        keys, sources = self.images.identify([item.image for item in items])
-        context = ScoreContext(items=items, image_keys=keys, backbone=self.backbone, sources=sources,
-                               cider_document_frequency=cider_document_frequency)
-        self._embed_requested(names, context)
+        context = self._embed_requested(names, items, cider_document_frequency)
         results: dict[str, MetricResult] = {}
         for index, name in enumerate(names):
             if progress is not None:
@@ -255,41 +252,69 @@ class Scorer:
             progress(1.0, desc="done")
         return results
 
-    def _embed_requested(self, names: list[str], context: ScoreContext) -> None:
-        """Every metric's embeddings at once: one batch of texts per text tower, one pass
-        over the images for all image towers. A backbone that cannot load is skipped here;
-        its metrics report why when they run."""
-        texts: dict[str, dict[str, None]] = defaultdict(dict)
-        images: dict[str, dict[str, None]] = defaultdict(dict)
+    def _embed_requested(self, names: list[str], items: list[ScoreItem], cider_document_frequency) -> ScoreContext:
+        """Read the images and compute every metric's embeddings at once, before any metric
+        runs: one batch of texts per text tower (started first, on a second thread), one pass
+        over the images for all image towers. Returns the context the metrics score from."""
+        texts_done = self._encode_requested_texts(names, items)
+        keys, sources = self.images.identify([item.image for item in items])
+        context = ScoreContext(items=items, image_keys=keys, backbone=self.backbone, sources=sources,
+                               cider_document_frequency=cider_document_frequency)
+        self._encode_requested_images(names, context)
+        texts_done.result()
+        return context
+
+    def _requests(self, names: list[str], context: ScoreContext, kind: str) -> dict[str, dict[str, None]]:
+        """Per backbone, the distinct inputs of one kind that the metrics will read."""
+        wanted: dict[str, dict[str, None]] = defaultdict(dict)
         for name in names:
             for request in self._metrics[name].embedding_requests(context):
-                (texts if request.kind == "text" else images)[request.backbone].update(dict.fromkeys(request.inputs))
+                if request.kind == kind:
+                    wanted[request.backbone].update(dict.fromkeys(request.inputs))
+        return wanted
+
+    def _loaded(self, backbones) -> dict[str, object]:
+        """The backbones that load; one that cannot is skipped here and its metrics say why when they run."""
         loaded = {}
-        for backbone in {**texts, **images}:
+        for backbone in backbones:
             try:
                 loaded[backbone] = self.backbone(backbone)
             except BackboneUnavailable:
                 continue
-        text_jobs = [(loaded[b], list(wanted)) for b, wanted in texts.items() if b in loaded and wanted]
+        return loaded
+
+    def _encode_requested_texts(self, names: list[str], items: list[ScoreItem]) -> Future:
+        """Every metric's texts, one batch per text tower, started before the images are read:
+        which texts a metric reads depends on which items have an image, not on the image, so
+        the text towers run on a second thread while the files are read, decoded and encoded.
+        Serially (one thread, or a stage-timing run) they are encoded before returning."""
+        provisional = ScoreContext(items=items, image_keys=[None] * len(items), backbone=self.backbone)
+        texts = self._requests(names, provisional, "text")
+        loaded = self._loaded(texts)
+        jobs = [(loaded[b], list(wanted)) for b, wanted in texts.items() if b in loaded and wanted]
 
         def encode_texts() -> None:
-            for backbone, wanted in text_jobs:
+            for backbone, wanted in jobs:
                 backbone.text_embeddings(wanted)
 
+        if jobs and self.images.overlap and not stages.is_serial():
+            return self._text_worker.submit(encode_texts)
+        done: Future = Future()
+        encode_texts()
+        done.set_result(None)
+        return done
+
+    def _encode_requested_images(self, names: list[str], context: ScoreContext) -> None:
+        """Every metric's images in one pass over the images for all image towers."""
+        images = self._requests(names, context, "image")
+        loaded = self._loaded(images)
         towers = [loaded[b] for b in images if b in loaded and hasattr(loaded[b], "encode_pixels")]
         missing = {id(t): t.missing_images(list(images[t.spec.name])) for t in towers}
         towers = [t for t in towers if missing[id(t)]]
-        # Text towers run on a second thread while the image pass runs: tokenising and
-        # launching one overlaps decoding and launching the other.
-        texts_done = self._text_worker.submit(encode_texts) if towers and self.images.overlap and not stages.is_serial() else None
-        if texts_done is None:
-            encode_texts()
         if towers:
             keys = list(dict.fromkeys(k for t in towers for k in missing[id(t)]))
             for tower, rows in zip(towers, encode_images(towers, keys, context.sources)):
                 tower.store_images(keys, rows)
-        if texts_done is not None:
-            texts_done.result()
 
     def _score_one(self, name: str, context: ScoreContext) -> MetricResult:
         metric = self._metrics[name]

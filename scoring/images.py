@@ -139,6 +139,65 @@ def open_checked(data: bytes, name: str = "image") -> Image.Image:
     return img
 
 
+# Frame-header markers of the JPEG kinds nvJPEG decodes: baseline, extended sequential and
+# progressive, Huffman-coded. Lossless, hierarchical and arithmetic-coded frames are not among them.
+_NVJPEG_FRAMES = {0xC0, 0xC1, 0xC2}
+_OTHER_FRAMES = {0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+_STANDALONE = {0x01, *range(0xD0, 0xD8)}  # TEM and the restart markers carry no length
+
+
+@dataclass(frozen=True)
+class JpegHeader:
+    """What a JPEG's markers say before any pixel is decoded."""
+
+    width: int
+    height: int
+    components: int  # 1 greyscale, 3 YCbCr/RGB, 4 CMYK/YCCK
+    has_exif: bool
+
+
+def scan_jpeg_header(data: bytes) -> JpegHeader | None:
+    """The frame header of an 8-bit JPEG of a kind nvJPEG decodes, read by walking the markers
+    (about a hundredth of the cost of Pillow's parser, which batch decoding paid per image);
+    None for anything else (other formats, other JPEG kinds, damaged markers), which then
+    takes the Pillow path and its error messages."""
+    if data[:2] != b"\xff\xd8":
+        return None
+    position, end, has_exif = 2, len(data), False
+    while position + 4 <= end:
+        if data[position] != 0xFF:
+            return None
+        marker = data[position + 1]
+        if marker == 0xFF:  # fill byte
+            position += 1
+            continue
+        if marker in _STANDALONE:
+            position += 2
+            continue
+        length = int.from_bytes(data[position + 2 : position + 4], "big")
+        if length < 2 or marker in (0xDA, 0xD9) or marker in _OTHER_FRAMES:
+            return None  # a scan or the end before any frame header, or a kind nvJPEG does not take
+        if marker == 0xE1 and data[position + 4 : position + 10] == b"Exif\x00\x00":
+            has_exif = True
+        if marker in _NVJPEG_FRAMES:
+            if length < 8 or position + 10 > end or data[position + 4] != 8:
+                return None
+            height = int.from_bytes(data[position + 5 : position + 7], "big")
+            width = int.from_bytes(data[position + 7 : position + 9], "big")
+            if not width or not height:
+                return None
+            return JpegHeader(width, height, data[position + 9], has_exif)
+        position += 2 + length
+    return None
+
+
+def jpeg_fits_limits(header: JpegHeader, size: int, limits: ImageLimits) -> bool:
+    """Whether an 8-bit JPEG of ``size`` bytes with this header is within the limits that
+    :func:`open_checked` enforces (which says why when it is not)."""
+    return (0 < size <= limits.max_bytes and header.width * header.height <= limits.max_pixels
+            and max(header.width, header.height) <= limits.max_side)
+
+
 def bits_per_channel(mode: str) -> int:
     """Bits per channel of a Pillow mode as decoded in memory (8 for the 8-bit and 1-bit modes)."""
     if mode.startswith("I;16"):

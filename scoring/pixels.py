@@ -37,7 +37,8 @@ from scoring.cache import LRUCache
 from PIL import Image
 
 from scoring.images import (
-    ImageDecodeError, ImageInput, bytes_key, exif_orientation, image_key, load_image, open_checked, read_image_bytes,
+    ImageDecodeError, ImageInput, ImageLimits, bytes_key, exif_orientation, image_key, image_limits, jpeg_fits_limits,
+    load_image, open_checked, read_image_bytes, scan_jpeg_header,
 )
 
 MODES = ("reference", "fast")
@@ -52,7 +53,8 @@ _FILTERS = {
 }
 RESIZE_BYTES = 512 << 20  # float64 working set of one resize step
 PRECISION_BITS = 32 - 8 - 2  # Pillow's fixed-point weights for 8-bit images
-DECODE_WORKERS = min(8, os.cpu_count() or 1)
+DECODE_WORKERS = min(16, os.cpu_count() or 1)  # file reads and hashing release the GIL
+READ_TASK_FILES = 32
 
 
 def tensor_bytes(value) -> int:
@@ -281,14 +283,20 @@ class ImagePipeline:
     def identify(self, images: Sequence[ImageInput | None]) -> tuple[list[str | None], dict[str, ImageInput]]:
         """Content keys of ``images`` (None stays None) and, per key, the encoded bytes (or
         the PIL image) to decode later: each distinct file is read and hashed once, in threads."""
+        identities = [None if image is None else _identity(image) for image in images]
         distinct: dict[tuple, ImageInput] = {}
-        for image in images:
-            if image is not None:
-                distinct.setdefault(_identity(image), image)
+        for identity, image in zip(identities, images):
+            if identity is not None:
+                distinct.setdefault(identity, image)
+        sources = list(distinct.values())
+        # A few dozen files per task: one task per file cost more in the pool than its read.
+        step = max(1, min(READ_TASK_FILES, -(-len(sources) // DECODE_WORKERS)))
+        chunks = [sources[start : start + step] for start in range(0, len(sources), step)]
         with stages.stage("read"):
-            keyed = dict(zip(distinct, self._workers.map(_read_keyed, distinct.values())))
-        keys = [None if image is None else keyed[_identity(image)][0] for image in images]
-        return keys, dict(keyed.values())
+            read = [pair for chunk in self._workers.map(_read_keyed_all, chunks) for pair in chunk]
+        keyed = dict(zip(distinct, read))
+        keys = [None if identity is None else keyed[identity][0] for identity in identities]
+        return keys, dict(read)
 
     # -- decoding ------------------------------------------------------------------------
     def decode(self, keys: Sequence[str], sources: Sequence[ImageInput]) -> list:
@@ -320,7 +328,8 @@ class ImagePipeline:
         out: dict[str, torch.Tensor] = {}
         on_gpu: dict[str, tuple[bytes, int]] = {}
         if self.device.type == "cuda":
-            headers = dict(zip(todo, self._workers.map(_nvjpeg_candidate, todo.values())))
+            limits = image_limits()
+            headers = {key: _nvjpeg_candidate(source, limits) for key, source in todo.items()}
             on_gpu = {key: header for key, header in headers.items() if header is not None}
             out.update(_decode_nvjpeg(on_gpu, self.device))
         rest = [key for key in todo if key not in out]
@@ -390,6 +399,10 @@ def _identity(image: ImageInput) -> tuple:
     return ("object", id(image))
 
 
+def _read_keyed_all(images: Sequence[ImageInput]) -> list[tuple[str, ImageInput]]:
+    return [_read_keyed(image) for image in images]
+
+
 def _read_keyed(image: ImageInput) -> tuple[str, ImageInput]:
     if isinstance(image, Image.Image):
         return image_key(image), image
@@ -397,19 +410,23 @@ def _read_keyed(image: ImageInput) -> tuple[str, ImageInput]:
     return bytes_key(data), data
 
 
-def _nvjpeg_candidate(source: ImageInput) -> tuple[bytes, int] | None:
-    """(bytes, EXIF orientation) of a baseline RGB/greyscale JPEG within the size limits;
-    None for anything nvJPEG should not get (other formats, CMYK, PIL inputs)."""
+def _nvjpeg_candidate(source: ImageInput, limits: ImageLimits) -> tuple[bytes, int] | None:
+    """(bytes, EXIF orientation) of an 8-bit greyscale or colour JPEG of a kind nvJPEG decodes,
+    within the size limits; None for anything nvJPEG should not get (other formats, CMYK,
+    PIL inputs), which Pillow then decodes or refuses with the reason. Only a file with an
+    EXIF block pays for Pillow's header parser (for its orientation)."""
     if not isinstance(source, (bytes, bytearray, memoryview, str, os.PathLike)):
         return None
     data = read_image_bytes(source)
-    try:
-        header = open_checked(data)
-    except ImageDecodeError:
-        return None  # the Pillow path raises the error with the file's name
-    if header.format != "JPEG" or header.mode not in ("RGB", "L"):
+    header = scan_jpeg_header(data)
+    if header is None or header.components not in (1, 3) or not jpeg_fits_limits(header, len(data), limits):
         return None
-    return data, exif_orientation(header)
+    if not header.has_exif:
+        return data, 1
+    try:
+        return data, exif_orientation(open_checked(data))
+    except ImageDecodeError:
+        return None
 
 
 def _decode_nvjpeg(jpegs: Mapping[str, tuple[bytes, int]], device: torch.device) -> dict[str, torch.Tensor]:

@@ -9,7 +9,8 @@ import torch
 
 from scoring import stages
 from scoring.backbones import Placement, fingerprint, inference
-from scoring.backbones.text import TextModelBackbone, tokenize_truncating
+from scoring.backbones.graphs import GraphedForward, batch_bucket, pad_rows, pads
+from scoring.backbones.text import TextModelBackbone, pad_token_id, padded_for_graph, tokenize_truncating
 from scoring.batching import map_halving, memory_batch_size
 from scoring.cache import LRUCache
 from scoring.conversion import load_state_dict, openai_to_transformers
@@ -37,6 +38,8 @@ class ClipBackbone(TextModelBackbone):
         self.image_cache = LRUCache(65536)
         self.text_cache = LRUCache(65536)
         self.text_batch_size = text_batch_size(placement, model.config.text_config.hidden_size, self.max_tokens)
+        self.text_graph = GraphedForward(self._text_forward, placement.device, f"{spec.name} text tower")
+        self.image_graph = GraphedForward(self._image_forward, placement.device, f"{spec.name} image tower")
 
     # -- loading -----------------------------------------------------------------------
     @classmethod
@@ -85,7 +88,10 @@ class ClipBackbone(TextModelBackbone):
             found = self.store_images(missing, rows)
         if not keys:
             return np.zeros((0, self.embedding_dim), dtype=np.float32)
-        return np.stack([found[key] if key in found else self.image_cache.get((self.fingerprint, key)) for key in keys])
+        for key in dict.fromkeys(keys):  # each distinct image looked up once, however many captions share it
+            if key not in found:
+                found[key] = self.image_cache.get((self.fingerprint, key))
+        return np.stack([found[key] for key in keys])
 
     def missing_images(self, keys: Sequence[str]) -> list[str]:
         """Distinct keys whose embedding is not cached, in first-seen order."""
@@ -99,11 +105,18 @@ class ClipBackbone(TextModelBackbone):
         return stored
 
     def encode_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
-        """Normalised embeddings of preprocessed images, on the device."""
+        """Normalised embeddings of preprocessed images, on the device (a small batch padded
+        with blank images and run through a CUDA graph, :mod:`scoring.backbones.graphs`)."""
         with inference():
             pixels = pixels.to(device=self.placement.device, dtype=self.placement.dtype)
-            pooled = self.model.vision_model(pixel_values=pixels).pooler_output
-            return normalised(self.model.visual_projection(pooled))
+            rows, bucket = pixels.shape[0], batch_bucket(pixels.shape[0])
+            if bucket is not None and pads(self.placement.device):
+                pixels = pad_rows(pixels, bucket)
+            return self.image_graph(pixels)[:rows]
+
+    def _image_forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        pooled = self.model.vision_model(pixel_values=pixels).pooler_output
+        return normalised(self.model.visual_projection(pooled))
 
     def image_bytes_per_item(self) -> int:
         return vision_bytes_per_item(self.model.config.vision_config, self.placement.dtype)
@@ -113,11 +126,19 @@ class ClipBackbone(TextModelBackbone):
         return encode_cached_texts(self, texts, self._encode_text_batch)
 
     def _encode_text_batch(self, texts: list[str]) -> tuple[torch.Tensor, list[bool]]:
+        """The text tower runs without an attention mask: its attention is causal and the
+        embedding is read at each text's end-of-text token, so padding after it (to the
+        longest text, or to a graph's bucket) cannot reach it. Without a mask nothing in the
+        forward waits for the GPU (transformers checks a mask's contents), so it can be captured."""
         ids, mask, flags = tokenize_truncating(self.tokenizer, texts, self.max_tokens)
         with inference():
             device = self.placement.device
-            out = self.model.text_model(input_ids=ids.to(device), attention_mask=mask.to(device))
-            return normalised(self.model.text_projection(out.pooler_output)), flags
+            ids, _ = padded_for_graph(device, ids.to(device), mask.to(device), pad_token_id(self.tokenizer), self.max_tokens)
+            return self.text_graph(ids)[: len(texts)], flags
+
+    def _text_forward(self, ids: torch.Tensor) -> torch.Tensor:
+        out = self.model.text_model(input_ids=ids)
+        return normalised(self.model.text_projection(out.pooler_output))
 
     @property
     def embedding_dim(self) -> int:

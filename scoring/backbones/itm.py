@@ -23,7 +23,8 @@ import torch
 from scoring import stages
 from scoring.backbones import Placement, fingerprint, inference
 from scoring.backbones.clip import vision_bytes_per_item
-from scoring.backbones.text import TextModelBackbone, tokenize_truncating
+from scoring.backbones.graphs import GraphedForward, batch_bucket, pad_rows, pads
+from scoring.backbones.text import TextModelBackbone, attention_bias, pad_token_id, padded_for_graph, tokenize_truncating
 from scoring.batching import map_halving, memory_batch_size
 from scoring.cache import LRUCache
 from scoring.conversion import load_state_dict
@@ -61,7 +62,7 @@ def read_one_logit_head(path: Path, hidden: int) -> tuple[torch.Tensor, torch.Te
 
 
 class ItmBackbone(TextModelBackbone):
-    """P(match) for (image, text) pairs; vision states and pair scores are cached."""
+    """P(match) for (image, text) pairs; vision states and pair scores (both heads) are cached."""
 
     def __init__(self, spec, model, tokenizer, image_processor, placement: Placement, print_: str,
                  folder: Path | None = None):
@@ -72,6 +73,8 @@ class ItmBackbone(TextModelBackbone):
         per_pair = vision_bytes_per_item(model.config.vision_config, placement.dtype) * 2
         self.batch_size = memory_batch_size(placement.device, per_pair, cap=256) if placement.device.type == "cuda" else 32
         self.one_logit_head, self.one_logit_source = self._one_logit_head(folder)
+        self.image_graph = GraphedForward(self._image_forward, placement.device, f"{spec.name} image tower")
+        self.pair_graph = GraphedForward(self._pair_forward, placement.device, f"{spec.name} cross-encoder")
 
     def _one_logit_head(self, folder: Path | None) -> tuple[torch.nn.Linear, str]:
         """UMIC's head: from ``head_file``, else the folder's head file, else from the pair head."""
@@ -109,13 +112,26 @@ class ItmBackbone(TextModelBackbone):
         if todo:
             pixels = self.pipeline.pixels(self, list(todo), list(todo.values()))
             with stages.stage("vision"), inference():
-                hidden = self.model.vision_model(
-                    pixel_values=pixels.to(device=self.placement.device, dtype=self.placement.dtype)
-                ).last_hidden_state
+                pixels = pixels.to(device=self.placement.device, dtype=self.placement.dtype)
+                bucket = batch_bucket(len(todo))
+                if bucket is not None and pads(self.placement.device):
+                    pixels = pad_rows(pixels, bucket)  # blank images: each image is encoded alone
+                hidden = self.image_graph(pixels)
             for key, row in zip(todo, hidden):
                 self.vision_cache.put((self.fingerprint, key), row)
                 states[key] = row
         return torch.stack([states[key] for key in keys])
+
+    def _image_forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.model.vision_model(pixel_values=pixels).last_hidden_state
+
+    def _pair_forward(self, ids: torch.Tensor, mask: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+        """[CLS] of the text encoder cross-attending to every image state (no image mask: all
+        of them count), with the text mask handed over as the additive bias."""
+        encoded = self.model.text_encoder(
+            input_ids=ids, attention_mask=attention_bias(mask, states.dtype), encoder_hidden_states=states,
+        ).last_hidden_state
+        return encoded[:, 0, :]
 
     def _cls_chunk(self, pairs: list[tuple[str, ImageInput, str]]) -> tuple[torch.Tensor, list[bool]]:
         """[CLS] states of the text encoder cross-attending to each pair's image."""
@@ -123,17 +139,17 @@ class ItmBackbone(TextModelBackbone):
         ids, mask, flags = tokenize_truncating(self.tokenizer, [text for _, _, text in pairs], self.max_tokens)
         with stages.stage("text"), inference():
             device = self.placement.device
-            image_mask = torch.ones(states.shape[:-1], dtype=torch.long, device=device)
-            encoded = self.model.text_encoder(
-                input_ids=ids.to(device), attention_mask=mask.to(device),
-                encoder_hidden_states=states, encoder_attention_mask=image_mask,
-            ).last_hidden_state
-            return encoded[:, 0, :], flags
+            ids, mask = padded_for_graph(device, ids.to(device), mask.to(device), pad_token_id(self.tokenizer), self.max_tokens)
+            states = pad_rows(states, ids.shape[0])
+            return self.pair_graph(ids, mask, states)[: len(pairs)], flags
 
-    def _match_chunk(self, pairs: list[tuple[str, ImageInput, str]], head: str) -> tuple[np.ndarray, list[bool]]:
+    def _match_chunk(self, pairs: list[tuple[str, ImageInput, str]]) -> tuple[np.ndarray, list[bool]]:
+        """(pairs, 2) P(match) from the pair head and the one-logit head: one cross-encoder pass
+        serves both UMIC-C and UMIC."""
         cls_states, flags = self._cls_chunk(pairs)
         with inference():
-            return self._probability(cls_states, head).cpu().numpy(), flags
+            both = torch.stack([self._probability(cls_states, head) for head in HEADS], dim=1)
+            return both.cpu().numpy(), flags
 
     def cls_states(self, images: Sequence[ImageInput], texts: Sequence[str],
                    keys: Sequence[str] | None = None) -> np.ndarray:
@@ -161,10 +177,10 @@ class ItmBackbone(TextModelBackbone):
             raise ValueError(f"unknown ITM head {head!r}; expected one of {HEADS}")
         keys = list(keys) if keys is not None else [image_key(im) for im in images]
         pair_keys = [
-            hashlib.sha1(f"{self.fingerprint}|{self.max_tokens}|{head}|{k}|{t}".encode()).hexdigest()
+            hashlib.sha1(f"{self.fingerprint}|{self.max_tokens}|{k}|{t}".encode()).hexdigest()
             for k, t in zip(keys, texts)
         ]
-        results: dict[str, tuple[float, bool]] = {}
+        results: dict[str, tuple[np.ndarray, bool]] = {}
         todo = []
         for i, pk in enumerate(pair_keys):
             if pk in results:
@@ -176,12 +192,13 @@ class ItmBackbone(TextModelBackbone):
                 results[pk] = None  # placeholder keeps duplicates from being encoded twice
                 todo.append(i)
         pairs = [(keys[i], images[i], texts[i]) for i in todo]
-        outputs, self.batch_size = map_halving(lambda chunk: self._match_chunk(chunk, head), pairs, self.batch_size)
-        probs = [float(p) for batch_probs, _ in outputs for p in batch_probs]
+        outputs, self.batch_size = map_halving(self._match_chunk, pairs, self.batch_size)
+        probs = [row for batch_probs, _ in outputs for row in batch_probs]
         truncated = [flag for _, batch_flags in outputs for flag in batch_flags]
-        for i, p, flag in zip(todo, probs, truncated):
-            results[pair_keys[i]] = (p, flag)
-            self.pair_cache.put(pair_keys[i], (p, flag))
-        values = np.array([results[pk][0] for pk in pair_keys], dtype=np.float64)
+        for i, row, flag in zip(todo, probs, truncated):
+            results[pair_keys[i]] = (row, flag)
+            self.pair_cache.put(pair_keys[i], (row, flag))
+        column = HEADS.index(head)
+        values = np.array([float(results[pk][0][column]) for pk in pair_keys], dtype=np.float64)
         flags = np.array([results[pk][1] for pk in pair_keys], dtype=bool)
         return values, flags

@@ -17,7 +17,8 @@ import torch
 
 from scoring.backbones import Placement, fingerprint, inference
 from scoring.backbones.clip import encode_cached_texts, normalised, text_batch_size
-from scoring.backbones.text import TextModelBackbone, tokenize_truncating
+from scoring.backbones.graphs import GraphedForward
+from scoring.backbones.text import TextModelBackbone, attention_bias, pad_token_id, padded_for_graph, tokenize_truncating
 from scoring.cache import LRUCache
 from scoring.registry import BackboneSpec
 
@@ -64,6 +65,7 @@ class MultilingualTextEncoder(TextModelBackbone):
         self.text_cache = LRUCache(65536)
         self.text_batch_size = text_batch_size(placement, model.config.hidden_size, self.max_tokens)
         self.embedding_dim = dense[0].out_features
+        self.text_graph = GraphedForward(self._text_forward, placement.device, f"{spec.name} text tower")
 
     @classmethod
     def from_folder(cls, spec: BackboneSpec, local: Path, placement: Placement, resolve: Callable[[str], Path]):
@@ -102,16 +104,23 @@ class MultilingualTextEncoder(TextModelBackbone):
     def project(self, texts: list[str]) -> tuple[torch.Tensor, list[bool]]:
         """Unnormalised embeddings (differentiable; the fine-tuning recipes train through it) and truncation flags."""
         ids, mask, flags = tokenize_truncating(self.tokenizer, texts, self.max_tokens)
-        ids, mask = ids.to(self.placement.device), mask.to(self.placement.device)
-        hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        return self._project(ids.to(self.placement.device), mask.to(self.placement.device)), flags
+
+    def _project(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.model(input_ids=ids, attention_mask=attention_bias(mask, self.model.dtype)).last_hidden_state
         if self.pooling == "mean":
             weights = mask.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
         else:
             pooled = hidden[:, 0]
-        return self.dense(pooled), flags
+        return self.dense(pooled)
+
+    def _text_forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return normalised(self._project(ids, mask))
 
     def _encode_text_batch(self, texts: list[str]) -> tuple[torch.Tensor, list[bool]]:
+        ids, mask, flags = tokenize_truncating(self.tokenizer, texts, self.max_tokens)
         with inference():
-            projected, flags = self.project(texts)
-            return normalised(projected), flags
+            device = self.placement.device
+            ids, mask = padded_for_graph(device, ids.to(device), mask.to(device), pad_token_id(self.tokenizer), self.max_tokens)
+            return self.text_graph(ids, mask)[: len(texts)], flags

@@ -63,6 +63,31 @@ def tokenize_truncating(tokenizer, texts: list[str], limit: int) -> tuple[torch.
     return torch.from_numpy(input_ids), torch.from_numpy(attention), flags
 
 
+def attention_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A (rows, tokens) 0/1 attention mask as the additive (rows, 1, 1, tokens) bias that
+    transformers builds from it (0 where a token is seen, the dtype's lowest value where not).
+    Handed over ready-made, it is used as it is: transformers checks a 0/1 mask's contents
+    first, which waits for the GPU and so cannot be captured in a CUDA graph."""
+    return (1.0 - mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
+
+
+def pad_token_id(tokenizer) -> int:
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
+def padded_for_graph(device: torch.device, ids: torch.Tensor, mask: torch.Tensor, pad: int,
+                     limit: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A small text batch padded to its graph bucket (:mod:`scoring.backbones.graphs`): extra
+    tokens and rows are padding with a zero mask, which no real token attends to."""
+    from scoring.backbones.graphs import batch_bucket, length_bucket, pad_columns, pad_rows, pads
+
+    bucket = batch_bucket(ids.shape[0])
+    if bucket is None or not pads(device):
+        return ids, mask
+    width = length_bucket(ids.shape[1], limit)
+    return pad_rows(pad_columns(ids, width, pad), bucket, pad), pad_rows(pad_columns(mask, width, 0), bucket, 0)
+
+
 def quiet_length_warnings(tokenizer) -> None:
     """The limit is enforced by tokenize_truncating; stop the tokenizer warning about it."""
     tokenizer.model_max_length = 1_000_000

@@ -65,3 +65,25 @@ def test_real_out_of_memory_halves_the_batch():
 
     outputs, size = map_halving(allocate, list(range(5)), 4)
     assert sum(n for (n,) in outputs) == 5 and size <= 2
+
+
+def test_small_batches_replay_captured_graphs_and_score_as_eager_runs(tiny_dir, monkeypatch):
+    """Every tower of a 1 x N request replays a captured CUDA graph (none fell back), and the
+    scores equal the eager run's (same precision, other kernels: fp16 rounding only)."""
+    items = example_items()
+    monkeypatch.setenv("CAPLENS_CUDA_GRAPHS", "0")
+    eager = Scorer("tiny", device="cuda")
+    names = [n for n in eager.metric_names() if eager.unavailable_reason(n) is None and eager.info(n).needs_image]
+    expected = eager.score(items, names)
+    monkeypatch.delenv("CAPLENS_CUDA_GRAPHS")
+    graphed = Scorer("tiny", device="cuda")
+    for _ in range(2):  # the first call captures, the second replays
+        graphed.clear_caches()
+        got = graphed.score(items, names)
+    towers = [getattr(b, kind) for b in graphed._backbones.values()
+              for kind in ("text_graph", "image_graph", "pair_graph") if hasattr(b, kind)]
+    assert len(towers) >= 6 and all(t.enabled for t in towers)
+    assert [t.name for t in towers if t.failure] == []
+    assert [t.name for t in towers if not t.captured] == []
+    for name in names:
+        assert np.allclose(got[name].values, expected[name].values, atol=2e-3), name

@@ -112,9 +112,10 @@ def test_embedding_requests_cover_everything_compute_encodes(profile, monkeypatc
             stored_late.append((cache, key[-1] if isinstance(key, tuple) else key))
         return original_put(cache, key, value)
 
-    def embed(self, chosen, context):
-        original_embed(self, chosen, context)
+    def embed(self, *args):
+        context = original_embed(self, *args)
         phase["now"] = "metrics"
+        return context
 
     monkeypatch.setattr(LRUCache, "put", put)
     monkeypatch.setattr(Scorer, "_embed_requested", embed)

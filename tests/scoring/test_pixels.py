@@ -139,3 +139,77 @@ def test_device_resize_equals_pillow_for_every_filter(make_image, resample):
         expected = np.asarray(image.resize((width, height), resample=resample))
         got = _resize([tensor], (height, width), resample)[0].permute(1, 2, 0).numpy().astype(np.uint8)
         assert np.array_equal(got, expected), (resample, width, height)
+
+
+def _jpeg(mode="RGB", size=(96, 64), **save) -> bytes:
+    rng = np.random.RandomState(size[0])
+    channels = {"RGB": 3, "L": 1, "CMYK": 4}[mode]
+    array = rng.randint(0, 255, (size[1], size[0], channels)).astype(np.uint8)
+    image = Image.fromarray(array[..., 0] if channels == 1 else array, mode=mode)
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", **save)
+    return buffer.getvalue()
+
+
+def _with_orientation(data: bytes, orientation: int) -> bytes:
+    image = Image.open(io.BytesIO(data))
+    exif = Image.Exif()
+    exif[EXIF_ORIENTATION] = orientation
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", exif=exif.tobytes())
+    return buffer.getvalue()
+
+
+def _png() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), (1, 2, 3)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("name, data, expected", [
+    ("baseline colour", _jpeg(), (96, 64, 3, 1)),
+    ("greyscale", _jpeg("L", (40, 50)), (40, 50, 1, 1)),
+    ("progressive", _jpeg(progressive=True), (96, 64, 3, 1)),
+    ("restart intervals", _jpeg(restart_marker_blocks=1), (96, 64, 3, 1)),
+    ("EXIF rotated", _with_orientation(_jpeg(size=(70, 30)), 6), (70, 30, 3, 6)),
+    ("EXIF upright", _with_orientation(_jpeg(size=(70, 30)), 1), (70, 30, 3, 1)),
+    ("CMYK", _jpeg("CMYK"), None),
+    ("PNG", _png(), None),
+    ("markers cut short", _jpeg()[:20], None),
+    ("not an image", b"\xff\xd8hello", None),
+])
+def test_jpeg_header_scan_routes_images_as_pillows_parser_would(name, data, expected):
+    """The marker scan decides which bytes nvJPEG gets and with which orientation: for each kind
+    of file it agrees with Pillow's parser (size, channels, EXIF orientation), and what it
+    refuses goes to the Pillow path."""
+    from scoring.images import exif_orientation, image_limits, open_checked, scan_jpeg_header
+    from scoring.pixels import _nvjpeg_candidate
+
+    header = scan_jpeg_header(data)
+    routed = _nvjpeg_candidate(data, image_limits())
+    if expected is None:
+        assert routed is None, name
+        return
+    width, height, components, orientation = expected
+    assert (header.width, header.height, header.components) == (width, height, components)
+    pillow = open_checked(data)
+    assert pillow.size == (width, height) and pillow.mode == ("L" if components == 1 else "RGB")
+    assert routed == (data, orientation) and exif_orientation(pillow) == orientation
+
+
+def test_jpeg_over_the_limits_goes_to_pillow_which_says_why(monkeypatch):
+    from scoring.images import ImageDecodeError, image_limits, open_checked
+    from scoring.pixels import _nvjpeg_candidate
+
+    data = _jpeg(size=(96, 64))
+    assert _nvjpeg_candidate(data, image_limits()) is not None
+    monkeypatch.setenv("CAPLENS_IMAGE_MAX_PIXELS", str(96 * 64 - 1))
+    assert _nvjpeg_candidate(data, image_limits()) is None
+    with pytest.raises(ImageDecodeError, match="too large"):
+        open_checked(data)
+    monkeypatch.setenv("CAPLENS_IMAGE_MAX_PIXELS", str(96 * 64))
+    monkeypatch.setenv("CAPLENS_IMAGE_MAX_SIDE", "95")
+    assert _nvjpeg_candidate(data, image_limits()) is None
+    monkeypatch.setenv("CAPLENS_IMAGE_MAX_SIDE", "96")
+    monkeypatch.setenv("CAPLENS_IMAGE_MAX_BYTES", str(len(data) - 1))
+    assert _nvjpeg_candidate(data, image_limits()) is None
