@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import warnings
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,7 +54,11 @@ _FILTERS = {
 }
 RESIZE_BYTES = 512 << 20  # float64 working set of one resize step
 PRECISION_BITS = 32 - 8 - 2  # Pillow's fixed-point weights for 8-bit images
-DECODE_WORKERS = min(16, os.cpu_count() or 1)  # file reads and hashing release the GIL
+DECODE_WORKERS = min(16, os.cpu_count() or 1)
+# Threads reading and hashing image files ($CAPLENS_READ_THREADS): from the page cache each file
+# holds the GIL for most of its read, so many threads contend (benchmarks/bench_decode.py
+# measures 1 to 16); a network file system wants more. A task reads a few dozen files.
+READ_WORKERS = max(1, int(os.environ.get("CAPLENS_READ_THREADS") or min(16, os.cpu_count() or 1)))
 READ_TASK_FILES = 32
 
 
@@ -277,6 +282,7 @@ class ImagePipeline:
         self.decoded = LRUCache(cache_bytes, weigh=tensor_bytes)
         self._workers = ThreadPoolExecutor(min(DECODE_WORKERS, threads or DECODE_WORKERS),
                                            thread_name_prefix="caplens-decode")
+        self._readers = ThreadPoolExecutor(min(READ_WORKERS, threads or READ_WORKERS), thread_name_prefix="caplens-read")
         self._side_stream = None
 
     # -- reading -------------------------------------------------------------------------
@@ -290,10 +296,10 @@ class ImagePipeline:
                 distinct.setdefault(identity, image)
         sources = list(distinct.values())
         # A few dozen files per task: one task per file cost more in the pool than its read.
-        step = max(1, min(READ_TASK_FILES, -(-len(sources) // DECODE_WORKERS)))
+        step = max(1, min(READ_TASK_FILES, -(-len(sources) // READ_WORKERS)))
         chunks = [sources[start : start + step] for start in range(0, len(sources), step)]
         with stages.stage("read"):
-            read = [pair for chunk in self._workers.map(_read_keyed_all, chunks) for pair in chunk]
+            read = [pair for chunk in self._readers.map(_read_keyed_all, chunks) for pair in chunk]
         keyed = dict(zip(distinct, read))
         keys = [None if identity is None else keyed[identity][0] for identity in identities]
         return keys, dict(read)
@@ -435,7 +441,9 @@ def _decode_nvjpeg(jpegs: Mapping[str, tuple[bytes, int]], device: torch.device)
         return {}
     from torchvision.io import ImageReadMode, decode_jpeg
 
-    encoded = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data, _ in jpegs.values()]
+    with warnings.catch_warnings():  # the bytes are only read: no writable copy of each file
+        warnings.filterwarnings("ignore", "The given buffer is not writable")
+        encoded = [torch.frombuffer(data, dtype=torch.uint8) for data, _ in jpegs.values()]
     try:
         decoded = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
     except RuntimeError:

@@ -86,4 +86,8 @@ def test_small_batches_replay_captured_graphs_and_score_as_eager_runs(tiny_dir, 
     assert [t.name for t in towers if t.failure] == []
     assert [t.name for t in towers if not t.captured] == []
     for name in names:
-        assert np.allclose(got[name].values, expected[name].values, atol=2e-3), name
+        scored = [i for i, v in enumerate(expected[name].values) if v is not None]
+        assert scored == [i for i, v in enumerate(got[name].values) if v is not None], name
+        assert np.allclose([got[name].values[i] for i in scored], [expected[name].values[i] for i in scored],
+                           atol=2e-3), name
+    assert sum(bool(r.values) and r.values[0] is not None for r in got.values()) >= 6
