@@ -56,7 +56,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from scoring.images import bytes_key, open_checked, scan_jpeg_header
-    from scoring.pixels import DECODE_WORKERS, READ_WORKERS, ImagePipeline, _pil_tensor
+    from scoring import pixels
+    from scoring.pixels import DECODE_WORKERS, ImagePipeline, _pil_tensor
 
     folder = Path(tempfile.mkdtemp(prefix="bench-decode-"))
     paths = write_jpegs(folder, args.images)
@@ -68,10 +69,14 @@ def main() -> int:
     workers = ThreadPoolExecutor(DECODE_WORKERS)
     warnings.filterwarnings("ignore", "The given buffer is not writable")
 
-    for threads in sorted({1, 2, 4, 8, READ_WORKERS}):
-        if threads <= READ_WORKERS:
-            reader = ImagePipeline(device, "fast", threads=threads)
-            best_rate(f"read + SHA-256 ({threads} threads)", count, lambda r=reader: r.identify(paths), args.repeats, rows)
+    default_readers = pixels.READ_WORKERS
+    for threads in (1, 2, 4, 8, 16):
+        if threads <= (os.cpu_count() or 1):
+            pixels.READ_WORKERS = threads  # what $CAPLENS_READ_THREADS sets
+            reader = ImagePipeline(device, "fast")
+            best_rate(f"read + SHA-256 ({threads} threads{', the default' if threads == default_readers else ''})",
+                      count, lambda r=reader: r.identify(paths), args.repeats, rows)
+    pixels.READ_WORKERS = default_readers
     best_rate(f"read only ({DECODE_WORKERS} threads)", count, lambda: list(workers.map(Path.read_bytes, paths)),
               args.repeats, rows)
     keys, sources = pipeline.identify(paths)

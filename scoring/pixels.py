@@ -58,7 +58,7 @@ DECODE_WORKERS = min(16, os.cpu_count() or 1)
 # Threads reading and hashing image files ($CAPLENS_READ_THREADS): from the page cache each file
 # holds the GIL for most of its read, so many threads contend (benchmarks/bench_decode.py
 # measures 1 to 16); a network file system wants more. A task reads a few dozen files.
-READ_WORKERS = max(1, int(os.environ.get("CAPLENS_READ_THREADS") or min(16, os.cpu_count() or 1)))
+READ_WORKERS = max(1, int(os.environ.get("CAPLENS_READ_THREADS") or min(2, os.cpu_count() or 1)))
 READ_TASK_FILES = 32
 
 
