@@ -23,6 +23,7 @@ import torch
 
 from scoring import stages
 from scoring.backbones import BackboneUnavailable, fetch, load_backbone, select_placement
+from scoring.backbones.graphs import capture_pending, device_work
 from scoring.cache import LRUCache
 from scoring.images import ImageInput
 from scoring.metrics import build_metric
@@ -216,14 +217,16 @@ class Scorer:
         model = self.backbone(backbone)
         if not hasattr(model, "image_embeddings"):
             raise ValueError(f"backbone {backbone!r} has no image tower")
-        return model.image_embeddings(list(images))
+        with device_work(self.placement.device):
+            return model.image_embeddings(list(images))
 
     def text_embeddings(self, texts: Sequence[str], backbone: str = "clip", prefix: str = "") -> np.ndarray:
         """(N, D) L2-normalised float32 text embeddings (CLIP-like or multilingual backbone)."""
         model = self.backbone(backbone)
         if not hasattr(model, "text_embeddings"):
             raise ValueError(f"backbone {backbone!r} has no text encoder")
-        embedded, _ = model.text_embeddings([prefix + t for t in texts])
+        with device_work(self.placement.device):
+            embedded, _ = model.text_embeddings([prefix + t for t in texts])
         return embedded
 
     # -- scoring -----------------------------------------------------------------------
@@ -242,12 +245,15 @@ class Scorer:
         names = self.metric_names() if metrics is None else [self.canonical_name(m) for m in metrics]
         names = [n for n in self.metric_names() if n in set(names)]
         _validate(items)
-        context = self._embed_requested(names, items, cider_document_frequency)
-        results: dict[str, MetricResult] = {}
-        for index, name in enumerate(names):
-            if progress is not None:
-                progress(index / max(len(names), 1), desc=f"scoring {name}")
-            results[name] = self._score_one(name, context)
+        if self.placement.device.type == "cuda":
+            capture_pending()  # the small batches the last requests met, captured as CUDA graphs
+        with device_work(self.placement.device):
+            context = self._embed_requested(names, items, cider_document_frequency)
+            results: dict[str, MetricResult] = {}
+            for index, name in enumerate(names):
+                if progress is not None:
+                    progress(index / max(len(names), 1), desc=f"scoring {name}")
+                results[name] = self._score_one(name, context)
         if progress is not None:
             progress(1.0, desc="done")
         return results

@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from scoring.backbones.graphs import device_work
 from scoring.training.config import TrainConfig
 from scoring.training.data import image_key, split_by_image
 from scoring.training.recipes import RECIPES
@@ -272,7 +273,7 @@ class _Run:
     def evaluate(self, label: str) -> dict[str, float]:
         self.tell(0.0 if label == "before" else 1.0, f"evaluating {label} on {len(self.eval_rows)} held-out rows")
         self.module.eval()
-        with torch.no_grad(), self.autocast():
+        with torch.no_grad(), self.autocast(), device_work(self.device):
             metrics = self.recipe.evaluate(self.state, self.eval_rows, self.device)
         self.module.train()
         self.say(f"{label}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
@@ -304,7 +305,12 @@ class _Run:
         tmp.replace(path)
 
     def optimise_one_step(self) -> float:
-        """One optimizer step over `grad_accum` micro-batches; returns the step's loss."""
+        """One optimizer step over `grad_accum` micro-batches; returns the step's loss. On CUDA
+        the step holds the device shared, so the scorer's graph captures fall between steps."""
+        with device_work(self.device):
+            return self._optimise_one_step()
+
+    def _optimise_one_step(self) -> float:
         config = self.config
         self.optimizer.zero_grad(set_to_none=True)
         step_loss = 0.0

@@ -147,3 +147,80 @@ def test_scores_equal_with_and_without_padding(scorer, monkeypatch):
     assert len(names) >= 6
     for name in names:
         assert np.allclose(padded[name].values, plain[name].values, atol=1e-5), name
+
+
+class _RecordedGraph:
+    """Stands in for a CUDA graph on the CPU: replay runs the forward on the graph's buffers."""
+
+    def __init__(self, forward, static_inputs):
+        self.forward, self.static_inputs, self.replays = forward, static_inputs, 0
+        self.output = forward(*static_inputs)
+
+    def replay(self):
+        self.replays += 1
+        self.output.copy_(self.forward(*self.static_inputs))
+
+
+class _CpuGraphed(graphs.GraphedForward):
+    def __init__(self, forward):
+        super().__init__(forward, torch.device("cpu"), "test tower")
+        self.enabled = True
+        self.recorded = []
+
+    def _capture(self, inputs):
+        static = [t.clone() for t in inputs]
+        graph = _RecordedGraph(self.forward, static)
+        self.recorded.append(graph)
+        return graph, static, graph.output
+
+
+def test_a_new_shape_runs_eagerly_and_is_captured_before_the_next_request():
+    weight = torch.randn(4, 3)
+    tower = _CpuGraphed(lambda x: x @ weight)
+    first, second = torch.randn(2, 4), torch.randn(2, 4)
+    assert torch.equal(tower(first), first @ weight) and tower.captured == 0  # eager, remembered
+    assert graphs.capture_pending() == 1 and tower.captured == 1 and graphs.capture_pending() == 0
+    out = tower(second)  # replayed on the graph's buffers, cloned out
+    assert tower.recorded[0].replays == 1 and torch.allclose(out, second @ weight)
+    assert out.data_ptr() != tower.recorded[0].output.data_ptr()
+    assert torch.equal(tower(torch.randn(3, 4))[:0], torch.zeros(0, 3))  # 3 rows is no bucket: eager, not kept
+    assert graphs.capture_pending() == 0
+
+
+def test_graphs_are_captured_only_with_the_device_to_themselves():
+    import threading
+
+    tower = _CpuGraphed(lambda x: x * 2)
+    tower(torch.ones(1, 2))
+    started, release = threading.Event(), threading.Event()
+
+    def request():
+        with graphs.DEVICE_WORK.shared():
+            started.set()
+            release.wait(5)
+
+    worker = threading.Thread(target=request)
+    worker.start()
+    started.wait(5)
+    assert graphs.capture_pending() == 0 and tower.captured == 0  # work in flight: captured later
+    release.set()
+    worker.join()
+    assert graphs.capture_pending() == 1 and tower.captured == 1
+
+
+def test_shared_holds_nest_and_wait_for_a_capture():
+    import threading
+
+    lock = graphs.SharedExclusive()
+    with lock.shared(), lock.shared():
+        with lock.exclusive(0.01) as held:  # a holder cannot wait for itself: no deadlock
+            assert not held
+    order = []
+    with lock.exclusive(1) as held:
+        assert held
+        thread = threading.Thread(target=lambda: lock.shared().__enter__() or order.append("request"))
+        thread.start()
+        thread.join(0.2)
+        order.append("capture done")
+    thread.join(5)
+    assert order == ["capture done", "request"]
