@@ -10,10 +10,13 @@ through `launch(app_kwargs=app_kwargs())`.
   request another site's page sent does not use the cookie (`app.session.cross_site`), and
   the login and logout routes refuse it.
 - The named routes that run an event by name (/gradio_api/call/…) answer only for the
-  documented endpoints (`app.api.ENDPOINTS`); /gradio_api/run and /gradio_api/api, which run
-  any event directly, and /gradio_api/deep_link, which would copy out every value of the
-  session whose hash it is given, answer 404. The page runs its private handlers through the
-  queue like every Gradio page; each of them acts as the session of its own request.
+  documented endpoints (`app.api.ENDPOINTS`); /gradio_api/api and /gradio_api/deep_link, which
+  would copy out every value of the session whose hash it is given, answer 404. The page runs
+  its private handlers through the queue like every Gradio page; each of them acts as the
+  session of its own request.
+- /gradio_api/run runs an event directly, beside the queue, only where the event skips the
+  queue (the app turns Gradio's open REST routes off: `allow_direct_events`): the /score and
+  /perturb endpoints and the Score tab's live scoring (`DIRECT_HANDLERS`, checked at start).
 - Uploads (/gradio_api/upload) of a client without a live session are counted per address:
   at most `ANONYMOUS_UPLOADS` files and `ANONYMOUS_UPLOAD_BYTES` bytes per
   `UPLOAD_WINDOW_S`; more is answered 429 in words (Gradio's sweep, `app.ui.CACHE_SWEEP`,
@@ -23,6 +26,8 @@ through `launch(app_kwargs=app_kwargs())`.
   client (a logged-in account, else an address) has at most `HEAVY_PER_CLIENT` such requests
   running; a further one is refused at once in words (`limit_heavy_work`). So a visitor
   sending many requests waits for, or is refused, their own work, never the annotators'.
+  Direct calls count too: at most `HEAVY_WORKERS` heavy requests run at once by either route
+  (one waits up to `HEAVY_WAIT_S` for a turn, then is refused in words).
 """
 from __future__ import annotations
 
@@ -43,7 +48,7 @@ from starlette.routing import Route
 from annotation.people.acting import NotLoggedIn
 from annotation.people.auth_sessions import SESSION_LIFETIME, TooManyAttempts, log_in, log_out, may_fetch, session_account
 from app import account_routes
-from app.api import ENDPOINTS
+from app.api import DIRECT_ENDPOINTS, ENDPOINTS
 from app.session import TOKEN_COOKIE, client_address, cross_site, login_message, private_files_root, request_token
 
 LOG = logging.getLogger(__name__)
@@ -134,7 +139,9 @@ class Guard:
         route, _, tail = rest.partition("/")
         if route == "call":
             return tail.removeprefix("v2/").split("/")[0] not in ENDPOINTS
-        return route in ("run", "api", "deep_link")
+        if route == "run":  # the direct endpoints by name; the page's live scoring as "predict" with its event
+            return tail.split("/")[0] not in (*DIRECT_ENDPOINTS, "predict")
+        return route in ("api", "deep_link")
 
 
 class UploadQuota:
@@ -189,25 +196,38 @@ HEAVY_HANDLERS = frozenset({
 HEAVY_CONCURRENCY_ID = "caplens-heavy"
 HEAVY_WORKERS = 2
 HEAVY_PER_CLIENT = 1  # an address behind which a class works anonymously shares it: logged-in users count apart
+HEAVY_WAIT_S = 30
 BUSY = "You already have {n} scoring or analysis request(s) running; wait for it to finish, then try again."
+SERVER_BUSY = "The server is busy scoring for others; try again in a minute."
+# The events that skip the queue: the direct endpoints of app.api and the Score tab's live scoring.
+DIRECT_HANDLERS = frozenset({("app.api", "score_api"), ("app.api", "perturb_endpoint"), ("app.tabs.score", "on_score")})
 
 
 class ClientSlots:
     """How many heavy requests each client has running: `acquire(key)` takes one of its
     `per_client` slots or raises ClientBusy; `release(key)` gives it back."""
 
-    def __init__(self, per_client: int):
+    def __init__(self, per_client: int, workers: int = HEAVY_WORKERS, wait_s: float = HEAVY_WAIT_S):
         self.per_client = per_client
         self.running: dict[str, int] = {}
         self.lock = threading.Lock()
+        self.turns = threading.BoundedSemaphore(workers)  # all clients, queued and direct calls alike
+        self.wait_s = wait_s
 
     def acquire(self, key: str) -> None:
         with self.lock:
             if self.running.get(key, 0) >= self.per_client:
                 raise ClientBusy(BUSY.format(n=self.per_client))
             self.running[key] = self.running.get(key, 0) + 1
+        if not self.turns.acquire(timeout=self.wait_s):
+            self._forget(key)
+            raise ClientBusy(SERVER_BUSY)
 
     def release(self, key: str) -> None:
+        self.turns.release()
+        self._forget(key)
+
+    def _forget(self, key: str) -> None:
         with self.lock:
             self.running[key] -= 1
             if not self.running[key]:
@@ -271,7 +291,7 @@ def limit_heavy_work(demo, per_client: int = HEAVY_PER_CLIENT, workers: int = HE
     """Put every handler of HEAVY_HANDLERS in the heavy concurrency group, `per_client` at once
     per client (before launch). ValueError when one of them is not among the app's events (a
     renamed handler must not silently lose its limit)."""
-    slots = ClientSlots(per_client)
+    slots = ClientSlots(per_client, workers)
     found = set()
     for block_fn in demo.fns.values():
         if block_fn.fn is None or getattr(block_fn.fn, "caplens_heavy", False):
@@ -287,3 +307,15 @@ def limit_heavy_work(demo, per_client: int = HEAVY_PER_CLIENT, workers: int = HE
     if missing:
         raise ValueError(f"heavy handlers not found among the app's events: {sorted(missing)}")
     return slots
+
+
+def allow_direct_events(demo) -> None:
+    """Let /gradio_api/run run exactly the events that skip the queue: Gradio's open REST routes
+    (which would run any event, private ones too, beside the queue) are turned off, so that
+    route refuses every queued event. ValueError when the events skipping the queue are not
+    DIRECT_HANDLERS (a new one must be chosen here, with its limits, not by accident)."""
+    demo.api_open = False
+    direct = {(getattr(inspect.unwrap(fn.fn), "__module__", None), getattr(inspect.unwrap(fn.fn), "__name__", None))
+              for fn in demo.fns.values() if fn.fn is not None and not fn.queue}
+    if direct != DIRECT_HANDLERS:
+        raise ValueError(f"events that skip the queue: {sorted(direct)}; expected {sorted(DIRECT_HANDLERS)}")

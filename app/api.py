@@ -73,6 +73,8 @@ def json_answers(server) -> None:
     def postprocess_output_data(data, root_url):
         answers = []
         for output in data:
+            if hasattr(output, "model_dump"):  # a direct event's JSON output, still Gradio's model of it
+                output = output.model_dump()
             if isinstance(output, (dict, list)) and not client_utils.is_file_obj_with_meta(output):
                 answers.append(server.types.TextContent(type="text", text=json.dumps(output, ensure_ascii=False)))
             else:
@@ -332,17 +334,25 @@ def judge_pair_endpoint(collection: str, pair_id: float, choice: str, request: g
     return _pair_json(in_words(judge_and_next, api_account(request), collection, int(pair_id), choice.strip().lower()))
 
 
+# Endpoints that also answer a plain HTTP POST to /gradio_api/run/<name> beside the queue: one
+# request and one answer, a few milliseconds of transport instead of the queue's join and event
+# stream (docs/api.md). Their limits stay: argument checks, upload quota, per-client and total
+# heavy-work slots (app.access).
+DIRECT_ENDPOINTS = ("score", "perturb")
+
+
 def _endpoint(api_name: str, fn, inputs: list, result_label: str) -> None:
     """A hidden button named `api_name` whose click calls `fn` and answers in a JSON component.
     The function the event holds is `fn` under the endpoint's name, so the MCP tool is called
-    `api_name` too, with `fn`'s docstring as its description."""
+    `api_name` too, with `fn`'s docstring as its description. Endpoints of DIRECT_ENDPOINTS
+    skip the queue."""
     @functools.wraps(fn)
     def call(*args, **kwargs):
         return fn(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = api_name
     result = gr.JSON(label=result_label)
-    gr.Button(api_name).click(call, inputs, result, api_name=api_name)
+    gr.Button(api_name).click(call, inputs, result, api_name=api_name, queue=api_name not in DIRECT_ENDPOINTS)
 
 
 def _nullable(number: gr.Number) -> gr.Number:

@@ -36,7 +36,7 @@ def create_app(profile: str | None = None, seed_demo: bool = True, warm_up: bool
     load and the demo collection is analyzed once in the background (`annotation.warmup`).
     """
     from app import engine
-    from app.access import limit_heavy_work
+    from app.access import allow_direct_events, limit_heavy_work
     from app.api import check_argument_count
     from app.ui import build_app
 
@@ -49,6 +49,7 @@ def create_app(profile: str | None = None, seed_demo: bool = True, warm_up: bool
     demo = build_app(ctx)
     demo.validate_inputs = check_argument_count  # a call with too few arguments: words, no traceback
     limit_heavy_work(demo)
+    allow_direct_events(demo)
     light_sessions()
     start_sweeping()
     seeding = _seed_demo_in_background() if first.seed_demo else None

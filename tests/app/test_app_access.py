@@ -81,14 +81,51 @@ def test_the_api_lists_exactly_the_documented_endpoints(server):
 def test_internal_handlers_cannot_be_run_by_name_or_directly(server):
     hidden = fn_index(server, "on_export")
     body = {"data": ["ratings", "csv", "(all collections)"], "session_hash": "x"}
-    for route in ("call/on_export", "call/v2/on_export", "run/on_export", "api/on_export", "run/perturb"):
+    for route in ("call/on_export", "call/v2/on_export", "run/on_export", "api/on_export", "api/perturb"):
         assert httpx.post(f"{server.url}gradio_api/{route}", json=body).status_code == 404, route
-    assert httpx.post(f"{server.url}gradio_api/run/score", json={**body, "fn_index": hidden}).status_code == 404
+    # The direct routes run only the events that skip the queue: naming another event by its
+    # index is refused, whichever direct route carries it.
+    for route in ("run/score", "run/perturb", "run/predict"):
+        assert httpx.post(f"{server.url}gradio_api/{route}", json={**body, "fn_index": hidden}).status_code == 404
     assert httpx.get(f"{server.url}gradio_api/deep_link", params={"session_hash": "x"}).status_code == 404
-    # The documented endpoints still answer on their named routes.
-    called = httpx.post(f"{server.url}gradio_api/call/perturb",
-                        json={"data": ["a red car", "masking", 0.4, 0, "en", ""]})
+    # The documented endpoints still answer on their named routes, and /perturb also directly.
+    perturb = {"data": ["a red car", "masking", 0.4, 0, "en", ""]}
+    called = httpx.post(f"{server.url}gradio_api/call/perturb", json=perturb)
     assert called.status_code == 200 and called.json()["event_id"]
+    direct = httpx.post(f"{server.url}gradio_api/run/perturb", json={**perturb, "session_hash": "y"})
+    assert direct.status_code == 200 and direct.json()["data"][0][0]["parent"] == "a red car"
+
+
+def test_only_the_chosen_events_may_skip_the_queue():
+    import gradio as gr
+
+    from app.access import allow_direct_events
+
+    def on_export(value):
+        return value
+
+    with gr.Blocks() as demo:
+        box = gr.Textbox()
+        box.submit(on_export, box, box, queue=False)
+    with pytest.raises(ValueError, match="skip the queue"):
+        allow_direct_events(demo)
+    assert demo.api_open is False  # Gradio's open REST routes are off whatever the check says
+
+
+def test_heavy_work_is_bounded_in_total_and_per_client():
+    from app.access import SERVER_BUSY, ClientBusy, ClientSlots
+
+    slots = ClientSlots(per_client=1, workers=2, wait_s=0.05)
+    slots.acquire("address:a")
+    with pytest.raises(ClientBusy, match="already have 1"):
+        slots.acquire("address:a")
+    slots.acquire("address:b")
+    with pytest.raises(ClientBusy) as refused:  # two running, whoever asks: the server is busy
+        slots.acquire("address:c")
+    assert str(refused.value) == SERVER_BUSY and "address:c" not in slots.running
+    slots.release("address:a")
+    slots.acquire("address:c")
+    assert slots.running == {"address:b": 1, "address:c": 1}
 
 
 def test_a_replayed_session_hash_logs_nobody_in(server):
