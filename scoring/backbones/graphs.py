@@ -124,7 +124,7 @@ class SharedExclusive:
 # Every use of the towers on CUDA (scoring, training steps) holds this shared; graphs are
 # captured while it is held exclusively, between requests (capture_pending).
 DEVICE_WORK = SharedExclusive()
-CAPTURE_WAIT_S = 0.5
+CAPTURE_WAIT_S = 0.0  # captures never hold a request back: with work in flight they wait for a quiet moment
 _pending: set["GraphedForward"] = set()
 _pending_lock = threading.Lock()
 
@@ -135,8 +135,8 @@ def device_work(device: torch.device):
 
 
 def capture_pending() -> int:
-    """Capture every graph shape met since the last call, alone on the device (waiting at most
-    CAPTURE_WAIT_S for work in flight; else later). Returns how many were captured."""
+    """Capture every graph shape met since the last call, alone on the device: when no work is
+    in flight (else at a later call). Returns how many were captured."""
     with _pending_lock:
         if not _pending:
             return 0

@@ -213,7 +213,7 @@ def test_shared_holds_nest_and_wait_for_a_capture():
 
     lock = graphs.SharedExclusive()
     with lock.shared(), lock.shared():
-        with lock.exclusive(0.01) as held:  # a holder cannot wait for itself: no deadlock
+        with lock.exclusive(1) as held:  # a holder cannot wait for itself: no deadlock
             assert not held
     order = []
     with lock.exclusive(1) as held:
