@@ -260,7 +260,8 @@ def launch(demo, kwargs: dict) -> None:
         warnings.filterwarnings("ignore", message="This MCP server includes a tool that has a gr.State input",
                                 category=UserWarning)
         demo.queue(default_concurrency_limit=2).launch(**kwargs)
-    _exit_if_busy_threads()  # the server has closed (Ctrl+C or SIGTERM)
+    if not kwargs.get("prevent_thread_lock"):
+        _exit_if_busy_threads()  # the server has closed (Ctrl+C or SIGTERM); else it runs on in its thread
 
 
 def _exit_if_busy_threads() -> None:

@@ -54,6 +54,9 @@ def test_references_stay_bar_separated_after_a_rows_file(page, artifacts, tmp_pa
                     "red.png,a red box,a red box | a small red square\n", encoding="utf-8")
     page.locator("#score-live input").uncheck()
     page.locator("#score-images input[type=file]").set_input_files(str(image_file))
+    # The image's own row first, as a person sees it: otherwise the image's event, answered after
+    # the rows file's, can write back the one-row table it was sent (CI saw it once).
+    page.wait_for_function("() => document.querySelectorAll('#score-rows img').length >= 1")
     page.locator("#score-rows-file input[type=file]").set_input_files(str(rows))
     wait_for_status(page, "2 row(s) read into the table")
     cells = table_rows(page, "#score-rows")
