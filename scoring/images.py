@@ -130,7 +130,7 @@ def open_checked(data: bytes, name: str = "image") -> Image.Image:
     if width <= 0 or height <= 0:
         raise ImageDecodeError(f"{name}: the image has no pixels ({width}x{height}).")
     depth = bits_per_channel(img.mode)
-    if width * height * depth // 8 > limits.max_pixels or max(width, height) > limits.max_side:
+    if not fits_pixel_limits(width, height, depth, limits):
         deep = f" at {depth} bits per channel (it counts {depth // 8} times)" if depth > 8 else ""
         raise ImageDecodeError(
             f"{name}: {width}x{height} pixels{deep} is too large (limit {limits.max_pixels / 1_000_000:g} megapixels "
@@ -191,11 +191,15 @@ def scan_jpeg_header(data: bytes) -> JpegHeader | None:
     return None
 
 
+def fits_pixel_limits(width: int, height: int, depth: int, limits: ImageLimits) -> bool:
+    """Whether a width x height image of `depth` bits per channel is within the pixel limits."""
+    return width * height * depth // 8 <= limits.max_pixels and max(width, height) <= limits.max_side
+
+
 def jpeg_fits_limits(header: JpegHeader, size: int, limits: ImageLimits) -> bool:
     """Whether an 8-bit JPEG of ``size`` bytes with this header is within the limits that
     :func:`open_checked` enforces (which says why when it is not)."""
-    return (0 < size <= limits.max_bytes and header.width * header.height <= limits.max_pixels
-            and max(header.width, header.height) <= limits.max_side)
+    return 0 < size <= limits.max_bytes and fits_pixel_limits(header.width, header.height, 8, limits)
 
 
 def bits_per_channel(mode: str) -> int:

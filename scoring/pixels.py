@@ -54,7 +54,7 @@ _FILTERS = {
 }
 RESIZE_BYTES = 512 << 20  # float64 working set of one resize step
 PRECISION_BITS = 32 - 8 - 2  # Pillow's fixed-point weights for 8-bit images
-DECODE_WORKERS = min(16, os.cpu_count() or 1)
+DECODE_WORKERS = min(8, os.cpu_count() or 1)
 # Threads reading and hashing image files ($CAPLENS_READ_THREADS): from the page cache each file
 # holds the GIL for most of its read, so many threads contend (benchmarks/bench_decode.py
 # measures 1 to 16); a network file system wants more. A task reads a few dozen files.
