@@ -9,7 +9,7 @@ import torch
 
 from scoring import stages
 from scoring.backbones import Placement, fingerprint, inference
-from scoring.backbones.graphs import GraphedForward, batch_bucket, pad_rows, pads
+from scoring.backbones.graphs import GraphedForward, padded_batch
 from scoring.backbones.text import TextModelBackbone, pad_token_id, padded_for_graph, tokenize_truncating
 from scoring.batching import map_halving, memory_batch_size
 from scoring.cache import LRUCache
@@ -109,10 +109,7 @@ class ClipBackbone(TextModelBackbone):
         with blank images and run through a CUDA graph, :mod:`scoring.backbones.graphs`)."""
         with inference():
             pixels = pixels.to(device=self.placement.device, dtype=self.placement.dtype)
-            rows, bucket = pixels.shape[0], batch_bucket(pixels.shape[0])
-            if bucket is not None and pads(self.placement.device):
-                pixels = pad_rows(pixels, bucket)
-            return self.image_graph(pixels)[:rows]
+            return self.image_graph(padded_batch(self.placement.device, pixels))[: pixels.shape[0]]
 
     def _image_forward(self, pixels: torch.Tensor) -> torch.Tensor:
         pooled = self.model.vision_model(pixel_values=pixels).pooler_output

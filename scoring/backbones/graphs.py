@@ -59,6 +59,13 @@ def pad_rows(tensor: torch.Tensor, rows: int, value: float = 0) -> torch.Tensor:
     return torch.cat([tensor, filler])
 
 
+def padded_batch(device: torch.device, tensor: torch.Tensor, value: float = 0) -> torch.Tensor:
+    """A small batch padded with rows of ``value`` to its bucket where small batches are
+    padded (:func:`pads`); any other batch as it is."""
+    bucket = batch_bucket(tensor.shape[0])
+    return pad_rows(tensor, bucket, value) if bucket is not None and pads(device) else tensor
+
+
 def pad_columns(tensor: torch.Tensor, columns: int, value: float = 0) -> torch.Tensor:
     """A (rows, length) tensor padded on the right with ``value`` up to ``columns``."""
     missing = columns - tensor.shape[1]

@@ -23,7 +23,7 @@ import torch
 from scoring import stages
 from scoring.backbones import Placement, fingerprint, inference
 from scoring.backbones.clip import vision_bytes_per_item
-from scoring.backbones.graphs import GraphedForward, batch_bucket, pad_rows, pads
+from scoring.backbones.graphs import GraphedForward, pad_rows, padded_batch
 from scoring.backbones.text import TextModelBackbone, attention_bias, pad_token_id, padded_for_graph, tokenize_truncating
 from scoring.batching import map_halving, memory_batch_size
 from scoring.cache import LRUCache
@@ -113,10 +113,7 @@ class ItmBackbone(TextModelBackbone):
             pixels = self.pipeline.pixels(self, list(todo), list(todo.values()))
             with stages.stage("vision"), inference():
                 pixels = pixels.to(device=self.placement.device, dtype=self.placement.dtype)
-                bucket = batch_bucket(len(todo))
-                if bucket is not None and pads(self.placement.device):
-                    pixels = pad_rows(pixels, bucket)  # blank images: each image is encoded alone
-                hidden = self.image_graph(pixels)
+                hidden = self.image_graph(padded_batch(self.placement.device, pixels))  # blank images pad
             for key, row in zip(todo, hidden):
                 self.vision_cache.put((self.fingerprint, key), row)
                 states[key] = row

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from scoring.backbones.graphs import batch_bucket, length_bucket, pad_columns, padded_batch, pads
 from scoring.cache import LRUCache
 from scoring.pixels import ImagePipeline, PreprocessConfig
 
@@ -79,13 +80,10 @@ def padded_for_graph(device: torch.device, ids: torch.Tensor, mask: torch.Tensor
                      limit: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A small text batch padded to its graph bucket (:mod:`scoring.backbones.graphs`): extra
     tokens and rows are padding with a zero mask, which no real token attends to."""
-    from scoring.backbones.graphs import batch_bucket, length_bucket, pad_columns, pad_rows, pads
-
-    bucket = batch_bucket(ids.shape[0])
-    if bucket is None or not pads(device):
+    if batch_bucket(ids.shape[0]) is None or not pads(device):
         return ids, mask
     width = length_bucket(ids.shape[1], limit)
-    return pad_rows(pad_columns(ids, width, pad), bucket, pad), pad_rows(pad_columns(mask, width, 0), bucket, 0)
+    return padded_batch(device, pad_columns(ids, width, pad), pad), padded_batch(device, pad_columns(mask, width, 0))
 
 
 def quiet_length_warnings(tokenizer) -> None:
