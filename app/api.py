@@ -336,7 +336,7 @@ def judge_pair_endpoint(collection: str, pair_id: float, choice: str, request: g
 
 # Endpoints that also answer a plain HTTP POST to /gradio_api/run/<name> beside the queue: one
 # request and one answer, a few milliseconds of transport instead of the queue's join and event
-# stream (docs/api.md). Their limits stay: argument checks, upload quota, per-client and total
+# stream (docs/app.md, *Direct HTTP*). Their limits stay: argument checks, upload quota, per-client and total
 # heavy-work slots (app.access).
 DIRECT_ENDPOINTS = ("score", "perturb")
 

@@ -44,14 +44,6 @@ def press_to_repaint(page, text: str, press=None) -> float:
     return page.evaluate("() => window.__shownAt - window.__pressedAt")
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def edit_cell(page, row: int, text: str) -> None:
     page.locator(f"#score-rows [data-testid=cell-{row}-1]").dblclick()
     page.wait_for_function("() => ['INPUT', 'TEXTAREA'].includes(document.activeElement?.tagName)")
@@ -75,7 +67,7 @@ def main() -> int:
     from scoring.api import metric_names
 
     demo, ctx = create_app(args.profile, seed_demo=False)
-    from bench_latency import embedding_metrics
+    from bench_latency import embedding_metrics, free_port
 
     wanted = embedding_metrics(args.profile) if args.metrics == "embedding" else None
     unticked = [name for name in metric_names(args.profile) if wanted is not None and name not in wanted]

@@ -237,7 +237,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     # join and event stream.
     live_press.click(on_score, inputs, outputs, api_visibility="private", trigger_mode="always_last", queue=False)
     # Live scoring: every edit restarts a short timer in the browser; when it runs out the
-    # Score button is pressed (not on blur, and not once per keystroke).
+    # hidden live button is pressed (not on blur, and not once per keystroke).
     for event in (rows.input, lang.input, metrics.input, df_source.input, files.upload, files.clear):
         event(None, None, None, js=LIVE_JS)
 
