@@ -248,6 +248,16 @@ async def _mcp_answers_in_json(app):
     yield
 
 
+def without_queue_analytics(queue) -> None:
+    """Gradio's queue keeps a record of its last 10,000 events (with their session) for the
+    /monitoring dashboard, which is off here, and after every event rebuilds a pandas table of
+    all of them to summarise it: on 2 cores that was a tenth of a rating's server time after a
+    few hundred events, growing with every event up to 10,000. Keep one record and never
+    summarise (the summary stays the empty one the dashboard would have shown)."""
+    queue.ANALYTICS_MAX_EVENTS = 1
+    queue.ANAYLTICS_CACHE_FREQUENCY = sys.maxsize  # Gradio's spelling
+
+
 def launch(demo, kwargs: dict) -> None:
     """Queue and launch the app with `kwargs` (from `launch_kwargs`). The /score endpoint's
     gr.State is a gradio_client session's memory of scored pairs; an MCP tool call runs without
@@ -259,7 +269,9 @@ def launch(demo, kwargs: dict) -> None:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="This MCP server includes a tool that has a gr.State input",
                                 category=UserWarning)
-        demo.queue(default_concurrency_limit=2).launch(**kwargs)
+        demo.queue(default_concurrency_limit=2)
+        without_queue_analytics(demo._queue)
+        demo.launch(**kwargs)
     if not kwargs.get("prevent_thread_lock"):
         _exit_if_busy_threads()  # the server has closed (Ctrl+C or SIGTERM); else it runs on in its thread
 

@@ -39,13 +39,13 @@ def image_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def server():
     """The real app (same code as `caplens serve --profile tiny`) on 127.0.0.1:<free port>."""
-    from app.serve import create_app, launch_kwargs
+    from app.serve import create_app, launch, launch_kwargs
 
     demo, ctx = create_app("tiny", seed_demo=False)
     seeded = seed_annotation_data()
     kwargs = launch_kwargs("127.0.0.1", free_port(), False)
     kwargs.update(prevent_thread_lock=True, quiet=True)
-    demo.queue(default_concurrency_limit=2).launch(**kwargs)
+    launch(demo, kwargs)
     yield SimpleNamespace(url=demo.local_url, demo=demo, ctx=ctx, xss=XSS, annotator=ANNOTATOR, researcher=RESEARCHER,
                           collection=COLLECTION, **seeded)
     demo.close()

@@ -185,6 +185,18 @@ def test_monitoring_is_closed(server):
         assert httpx.get(f"{server.url}{path}").status_code in (403, 404)
 
 
+def test_the_queue_keeps_no_record_of_past_events_and_never_summarises_them(server, annotator_token):
+    """Gradio's queue would keep 10,000 events with their sessions and rebuild a pandas summary of
+    all of them after each event: time per rating that grew with the server's age."""
+    queue = server.demo._queue
+    before = queue.events_recorded
+    for _ in range(5):
+        assert call(server, "next_item", [server.collection], {TOKEN_HEADER: annotator_token})[0] == "complete"
+    assert queue.events_recorded >= before + 5
+    assert len(queue.event_analytics) <= 1
+    assert queue.cached_event_analytics_summary == {"functions": {}}
+
+
 def test_uploads_without_a_login_are_capped_per_address_and_a_login_is_not(server, annotator_token, monkeypatch):
     import app.access
 
