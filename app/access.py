@@ -16,7 +16,8 @@ through `launch(app_kwargs=app_kwargs())`.
   session of its own request.
 - /gradio_api/run runs an event directly, beside the queue, only where the event skips the
   queue (the app turns Gradio's open REST routes off: `allow_direct_events`): the /score and
-  /perturb endpoints and the Score tab's live scoring (`DIRECT_HANDLERS`, checked at start).
+  /perturb endpoints, the annotation endpoints (/next_item, /rate, /next_pair, /judge_pair)
+  and the Score tab's live scoring (`DIRECT_HANDLERS`, checked at start).
 - Uploads (/gradio_api/upload) of a client without a live session are counted per address:
   at most `ANONYMOUS_UPLOADS` files and `ANONYMOUS_UPLOAD_BYTES` bytes per
   `UPLOAD_WINDOW_S`; more is answered 429 in words (Gradio's sweep, `app.ui.CACHE_SWEEP`,
@@ -200,7 +201,8 @@ HEAVY_WAIT_S = 30
 BUSY = "You already have {n} scoring or analysis request(s) running; wait for it to finish, then try again."
 SERVER_BUSY = "The server is busy scoring for others; try again in a minute."
 # The events that skip the queue: the direct endpoints of app.api and the Score tab's live scoring.
-DIRECT_HANDLERS = frozenset({("app.api", "score_api"), ("app.api", "perturb_endpoint"), ("app.tabs.score", "on_score")})
+DIRECT_HANDLERS = frozenset({("app.api", "score_api"), ("app.api", "perturb_endpoint"), ("app.tabs.score", "on_score"),
+                             *(("app.api", f"{name}_endpoint") for name in ("next_item", "rate", "next_pair", "judge_pair"))})
 
 
 class ClientSlots:

@@ -337,8 +337,10 @@ def judge_pair_endpoint(collection: str, pair_id: float, choice: str, request: g
 # Endpoints that also answer a plain HTTP POST to /gradio_api/run/<name> beside the queue: one
 # request and one answer, a few milliseconds of transport instead of the queue's join and event
 # stream (docs/app.md, *Direct HTTP*). Their limits stay: argument checks, upload quota, per-client and total
-# heavy-work slots (app.access).
-DIRECT_ENDPOINTS = ("score", "perturb")
+# heavy-work slots (app.access). The annotation endpoints are short database transactions that
+# a crowd calls many times a minute: through the queue, its join and event stream cost a
+# rating more server time than the rating's own transaction.
+DIRECT_ENDPOINTS = ("score", "perturb", "next_item", "rate", "next_pair", "judge_pair")
 
 
 def _endpoint(api_name: str, fn, inputs: list, result_label: str) -> None:

@@ -12,7 +12,8 @@ What runs, all in a throwaway data directory with a SQLite database (WAL):
   `--items` items with k = 3, `--think` seconds between actions, while `caplens db import`
   imports `--rows` rows in a third process; then again without an import for
   `--calm-seconds` at `--calm-think`. Latencies are of whole requests as the client sees them
-  (the call and its event stream), with the server, the clients and the import on one machine.
+  (one POST to the endpoints' direct route, /gradio_api/run), with the server, the clients and
+  the import on one machine.
 - anonymous costs, measured from outside the server: its RSS kept per /perturb call
   (`--anonymous-calls`, each from a new client, so each a new Gradio session), a 400 KB
   caption to /perturb, a 40-megapixel 16-bit PNG to /score, 40 simultaneous correct logins
@@ -152,6 +153,16 @@ class Server:
         self.log.close()
 
 
+def call_direct(http, url: str, api_name: str, data: list, session_hash: str) -> tuple[bool, object]:
+    """POST /gradio_api/run/<api_name>, the route of the endpoints that skip the queue (docs/app.md,
+    *Direct HTTP*): (ok, data or error message)."""
+    answer = http.post(f"{url}gradio_api/run/{api_name}", json={"data": data, "session_hash": session_hash})
+    body = answer.json() if answer.headers.get("content-type", "").startswith("application/json") else answer.text
+    if answer.status_code != 200 or not isinstance(body, dict) or "data" not in body:
+        return False, body.get("error") if isinstance(body, dict) else f"HTTP {answer.status_code}: {str(body)[:200]}"
+    return True, body["data"][0]
+
+
 def call_api(http, url: str, api_name: str, data: list) -> tuple[bool, object]:
     """POST /gradio_api/call/<api_name> and read its event stream: (ok, data or error message)."""
     posted = http.post(f"{url}gradio_api/call/{api_name}", json={"data": data})
@@ -228,7 +239,7 @@ def crowd_over_http(data: Path, annotators: int, items: int, rows: int, think_s:
                     time.sleep(1)
                     continue
             iteration += 1
-            ok, item = timed("next_item", lambda: call_api(http, server.url, "next_item", [tag]))
+            ok, item = timed("next_item", lambda: call_direct(http, server.url, "next_item", [tag], name))
             if not ok:
                 time.sleep(think_s)
                 continue
@@ -238,7 +249,7 @@ def crowd_over_http(data: Path, annotators: int, items: int, rows: int, think_s:
                 time.sleep(1)
                 continue
             time.sleep(think_s)
-            timed("rate", lambda: call_api(http, server.url, "rate", [item["caption_id"], 0.5, None, None, None]))
+            timed("rate", lambda: call_direct(http, server.url, "rate", [item["caption_id"], 0.5, None, None, None], name))
             time.sleep(think_s)
 
     threads = [threading.Thread(target=annotator, args=(name, ARRIVAL_S * i), daemon=True)

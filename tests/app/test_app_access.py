@@ -96,6 +96,25 @@ def test_internal_handlers_cannot_be_run_by_name_or_directly(server):
     assert direct.status_code == 200 and direct.json()["data"][0][0]["parent"] == "a red car"
 
 
+def test_an_annotator_takes_and_rates_items_in_one_request_each_and_a_stranger_is_told_to_log_in(server):
+
+    from annotation.database import database_session
+    from db.models import Rating
+
+    token = Client(server.url, verbose=False).predict(*server.annotator, api_name="/login")["token"]
+    http = httpx.Client(base_url=f"{server.url}gradio_api/run/", headers={TOKEN_HEADER: token}, timeout=60)
+    item = http.post("next_item", json={"data": [server.collection], "session_hash": "crowd"}).json()["data"][0]
+    assert isinstance(item["caption_id"], int) and item["text"]
+    rated = http.post("rate", json={"data": [item["caption_id"], 0.25, None, None, None], "session_hash": "crowd"})
+    assert rated.status_code == 200, rated.text
+    with database_session() as session:
+        stored = session.get(Rating, rated.json()["data"][0]["rating_id"])
+        assert (stored.caption_id, stored.overall, stored.annotator.name) == (item["caption_id"], 0.25, server.annotator[0])
+        session.delete(stored)
+    stranger = httpx.post(f"{server.url}gradio_api/run/next_item", json={"data": [server.collection], "session_hash": "s"})
+    assert "Not logged in" in stranger.text
+
+
 def test_only_the_chosen_events_may_skip_the_queue():
     import gradio as gr
 
