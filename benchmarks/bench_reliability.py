@@ -641,19 +641,30 @@ def main() -> int:
     parser.add_argument("--click-rows", type=int, default=20_000, help="rows of the collection exported by clicks")
     parser.add_argument("--only-export-clicks", action="store_true",
                         help="only the disk left by 3 hf export clicks after a SIGTERM stop")
+    parser.add_argument("--only-crowd", action="store_true",
+                        help="only the crowd's latencies, during the import and without one")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="caplens-bench-reliability-"))
     data = work / "data"
     os.environ.update(_env(data))
-    clicks = _export_clicks_row(exports_left_after_stop(data, args.click_rows))
-    if args.only_export_clicks:
-        print(f"| {clicks[0]} | {clicks[1]} |")
-        return 0
+    if not args.only_crowd:
+        clicks = _export_clicks_row(exports_left_after_stop(data, args.click_rows))
+        if args.only_export_clicks:
+            print(f"| {clicks[0]} | {clicks[1]} |")
+            return 0
     began = time.perf_counter()
     crowd = crowd_over_http(data, args.annotators, args.items, args.rows, args.think)
     print(f"crowd during the import done in {time.perf_counter() - began:.0f}s", file=sys.stderr, flush=True)
     calm = crowd_over_http(data, args.annotators, args.items, 0, args.calm_think, args.calm_seconds)
     print("crowd without an import done", file=sys.stderr, flush=True)
+    lat, calm_lat = crowd["latencies"], calm["latencies"]
+    if args.only_crowd:
+        for op in ("login", "next_item", "rate"):
+            print("| " + " | ".join(_latency_row(f"p95 of {op} over HTTP during the import ({crowd['think_s']:g} s think)", lat[op])) + " |")
+        for op in ("login", "next_item", "rate"):
+            print("| " + " | ".join(_latency_row(f"p95 of {op} over HTTP without an import ({calm['think_s']:g} s think)", calm_lat[op])) + " |")
+        print(f"| errors seen by the crowd | {len(crowd['errors'] + calm['errors'])} |")
+        return 0
     anonymous = anonymous_costs(data, args.anonymous_calls)
     print("anonymous costs done", file=sys.stderr, flush=True)
     killed = killed_import(data, args.kill_rows)
@@ -661,7 +672,6 @@ def main() -> int:
     bad = bad_inputs(data)
     print("bad inputs done", file=sys.stderr, flush=True)
     export = big_export(args.export_rows)
-    lat, calm_lat = crowd["latencies"], calm["latencies"]
     rows = [
         ("concurrent annotators (HTTP clients of `caplens serve`, each its own account and login)",
          str(crowd["annotators"])),
