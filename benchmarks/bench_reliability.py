@@ -664,6 +664,9 @@ def main() -> int:
         for op in ("login", "next_item", "rate"):
             print("| " + " | ".join(_latency_row(f"p95 of {op} over HTTP without an import ({calm['think_s']:g} s think)", calm_lat[op])) + " |")
         print(f"| errors seen by the crowd | {len(crowd['errors'] + calm['errors'])} |")
+        print(f"| the import | {'done' if crowd['import_ok'] else 'FAILED'}: {crowd['imported']} |")
+        print(f"| items at exactly k={K} after the import's crowd | {crowd['exactly_k']} of {crowd['items']} "
+              f"(over k: {crowd['over_k']}) |")
         return 0
     anonymous = anonymous_costs(data, args.anonymous_calls)
     print("anonymous costs done", file=sys.stderr, flush=True)
