@@ -72,6 +72,12 @@ NOTES: dict[str, str] = {
         "language of the model, so both fall back to the all-languages model), and the JSON layout options "
         "of the saved file (`ensure_ascii`, `separators`: the same payload is read back); `mtime=1` is as "
         "deterministic as `mtime=0`."),
+    "scoring/metrics/mcs.py": (
+        "The run of 2026-11-26 (93 of 108 killed) predates tests/scoring/test_metric_protocol.py's "
+        "test_mcs_* tests, written for its survivors: each of the image, image-key, request-kind, "
+        "mismatch-message, description and prefix mutants was planted by hand afterwards and fails them. "
+        "Equivalent in every shipped profile: the request-kind mutants when scoring MCS beside CLIP-S (the "
+        "same images are requested with the right kind), which the new test scores MCS alone to catch."),
     "scoring/training/losses.py": (
         "Equivalent survivors: every tensor here is 2-D, so `dim=-1` -> `dim=+1` and a dropped `dim=-1` "
         "(F.normalize, F.cosine_similarity and sum default to dim 1) compute the same thing; `device=None` "

@@ -197,3 +197,61 @@ def test_a_batch_without_any_image_gives_image_metrics_no_value_and_no_error(pro
     for name in learned:
         assert results[name].unavailable is None and results[name].values == [None, None], name
         assert results[name].truncated == [False, False], name
+
+
+class _Tower:
+    """An embedding tower that records what it is asked for and answers the same unit vector
+    for everything (so each score is w · cos 1 = w)."""
+
+    def __init__(self, dim: int):
+        self.dim, self.asked = dim, []
+
+    def text_embeddings(self, texts):
+        self.asked.append(("text", list(texts)))
+        truncated = np.array([len(t) > 15 for t in texts])  # as if its limit were 15 characters
+        return np.tile(np.eye(self.dim, dtype=np.float32)[:1], (len(texts), 1)), truncated
+
+    def image_embeddings(self, images, keys=None):
+        self.asked.append(("image", list(images), keys))
+        return np.tile(np.eye(self.dim, dtype=np.float32)[:1], (len(images), 1))
+
+
+def _mcs_context(text_dim: int, image_dim: int):
+    from scoring.api import ScoreItem
+    from scoring.metrics.base import ScoreContext
+
+    spec = load_registry("tiny").metrics["MCS"]
+    towers = {spec.backbone: _Tower(text_dim), spec.vision_backbone: _Tower(image_dim)}
+    items = [ScoreItem("red.png", "ein rotes Quadrat", lang="de"), ScoreItem(None, "no image"),
+             ScoreItem("blue.png", "a blue square")]
+    return spec, towers, ScoreContext(items, ["key-red", None, "key-blue"], towers.__getitem__)
+
+
+def test_mcs_reads_each_image_with_its_key_and_scores_only_rows_with_an_image():
+    spec, towers, context = _mcs_context(8, 8)
+    output = build_metric(spec).compute(context)
+    assert output.values == [pytest.approx(spec.w), None, pytest.approx(spec.w)]  # cos 1 x w; no image, no value
+    assert output.truncated == [True, False, False]  # the tower's flag, on its row
+    assert towers[spec.vision_backbone].asked == [("image", ["red.png", "blue.png"], ["key-red", "key-blue"])]
+    assert towers[spec.backbone].asked == [("text", [spec.prefix + "ein rotes Quadrat", spec.prefix + "a blue square"])]
+    requests = build_metric(spec).embedding_requests(context)
+    assert [(r.backbone, r.kind, r.inputs) for r in requests] == [
+        (spec.vision_backbone, "image", ("key-red", "key-blue")),
+        (spec.backbone, "text", (spec.prefix + "ein rotes Quadrat", spec.prefix + "a blue square"))]
+
+
+def test_mcs_names_both_widths_when_its_towers_disagree():
+    spec, _, context = _mcs_context(8, 6)
+    with pytest.raises(MetricUnavailable, match=r"^text encoder outputs 8 dims but the vision tower 6$"):
+        build_metric(spec).compute(context)
+
+
+def test_mcs_and_pr_mcs_say_which_text_encoder_they_read_and_report_their_prefix():
+    import dataclasses
+
+    registry = load_registry("tiny")
+    described = {name: build_metric(registry.metrics[name]).info("x").description for name in ("MCS", "PR-MCS")}
+    assert "a multilingual text encoder distilled into CLIP's text space, clipped at 0" in described["MCS"]
+    assert "the PR-MCS fine-tuned multilingual text encoder (perturbation robust), clipped" in described["PR-MCS"]
+    prefixed = dataclasses.replace(registry.metrics["MCS"], prefix="A photo depicts ")
+    assert build_metric(prefixed).info("x").prefix == "A photo depicts "
