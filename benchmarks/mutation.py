@@ -78,6 +78,11 @@ NOTES: dict[str, str] = {
         "mismatch-message, description and prefix mutants was planted by hand afterwards and fails them. "
         "Equivalent in every shipped profile: the request-kind mutants when scoring MCS beside CLIP-S (the "
         "same images are requested with the right kind), which the new test scores MCS alone to catch."),
+    "scoring/metrics/umic.py": (
+        "Equivalent survivors: the image keys passed as None (the cross-encoder then hashes each image itself: "
+        "the same keys, the same values, only slower). The `w` and `prefix` survivors of the 2026-11-26 run "
+        "were killed afterwards by the test that every learned family reports its registry row's `w` and "
+        "`prefix` (each planted by hand, each fails it)."),
     "scoring/training/losses.py": (
         "Equivalent survivors: every tensor here is 2-D, so `dim=-1` -> `dim=+1` and a dropped `dim=-1` "
         "(F.normalize, F.cosine_similarity and sum default to dim 1) compute the same thing; `device=None` "

@@ -246,12 +246,16 @@ def test_mcs_names_both_widths_when_its_towers_disagree():
         build_metric(spec).compute(context)
 
 
-def test_mcs_and_pr_mcs_say_which_text_encoder_they_read_and_report_their_prefix():
+def test_mcs_and_pr_mcs_say_which_text_encoder_they_read_and_every_metric_reports_its_w_and_prefix():
     import dataclasses
 
     registry = load_registry("tiny")
     described = {name: build_metric(registry.metrics[name]).info("x").description for name in ("MCS", "PR-MCS")}
     assert "a multilingual text encoder distilled into CLIP's text space, clipped at 0" in described["MCS"]
     assert "the PR-MCS fine-tuned multilingual text encoder (perturbation robust), clipped" in described["PR-MCS"]
-    prefixed = dataclasses.replace(registry.metrics["MCS"], prefix="A photo depicts ")
-    assert build_metric(prefixed).info("x").prefix == "A photo depicts "
+    for name, spec in registry.metrics.items():  # every learned family reports its row's w and prefix, not a default
+        if not FAMILIES[spec.family][0][0]:
+            continue  # n-gram metrics have neither
+        changed = dataclasses.replace(spec, w=spec.w + 1.5, prefix="A photo depicts ")
+        assert (build_metric(changed).info("x").w, build_metric(changed).info("x").prefix) == (
+            spec.w + 1.5, "A photo depicts "), name
