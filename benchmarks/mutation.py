@@ -83,6 +83,12 @@ NOTES: dict[str, str] = {
         "the same keys, the same values, only slower). The `w` and `prefix` survivors of the 2026-11-26 run "
         "were killed afterwards by the test that every learned family reports its registry row's `w` and "
         "`prefix` (each planted by hand, each fails it)."),
+    "scoring/perturb/negatives.py": (
+        "The 2026-11-26 run (257 of 279) predates "
+        "test_the_borrowed_caption_of_a_umic_set_is_seeded_from_the_sets_seed_and_names_its_parent, written "
+        "for its survivors: the borrowed caption's seed (`2 * 31`, `None`, `Random(None)`), its parent and the "
+        "hard/random threshold (`<=`) were planted by hand afterwards and fail it. The default `lang='EN'` "
+        "still passes: the perturbations give this English caption the same result with 'EN'."),
     "scoring/training/losses.py": (
         "Equivalent survivors: every tensor here is 2-D, so `dim=-1` -> `dim=+1` and a dropped `dim=-1` "
         "(F.normalize, F.cosine_similarity and sum default to dim 1) compute the same thing; `device=None` "

@@ -238,3 +238,20 @@ def test_integer_embeddings_rank_as_floats_and_ties_break_by_id():
     ranked = most_similar_images("q", ids, ints, top_k=3)
     assert [i for i, _ in ranked] == ["a", "b", "c"]
     assert ranked[0][1] == pytest.approx(2 ** -0.5) and ranked[2][1] == pytest.approx(0.0)
+
+
+def test_the_borrowed_caption_of_a_umic_set_is_seeded_from_the_sets_seed_and_names_its_parent():
+    import random
+
+    parent = CAPTIONS["beach"][0]
+    draw = random.Random(11)
+    borrow_seed = draw.randrange(2**31)
+    coin = draw.random()  # the draw that picks a hard negative when it falls below hard_probability
+    below = umic_negatives("beach", parent, CAPTIONS, seed=11, image_ids=IDS, embeddings=EMBEDDINGS,
+                           hard_probability=coin)  # equal: not below, so a random caption
+    assert below[1] == random_caption_negative("beach", CAPTIONS, parent=parent, seed=borrow_seed)
+    above = umic_negatives("beach", parent, CAPTIONS, seed=11, image_ids=IDS, embeddings=EMBEDDINGS,
+                           hard_probability=coin + 1e-12)
+    assert above[1] == hard_negative("beach", CAPTIONS, IDS, EMBEDDINGS, parent=parent, seed=borrow_seed)
+    assert umic_negatives("beach", parent, CAPTIONS, seed=11) == umic_negatives("beach", parent, CAPTIONS, seed=11)
+    assert umic_negatives("beach", parent, CAPTIONS) == umic_negatives("beach", parent, CAPTIONS, seed=0, lang="en")
