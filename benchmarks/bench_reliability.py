@@ -619,6 +619,14 @@ def _latency_row(label: str, values: list[float]) -> tuple[str, str]:
     return (label, f"{_p95(values):.2f} s (max {max(values):.2f} s, {len(values)} calls)" if values else "no calls")
 
 
+def _crowd_latency_rows(crowd: dict, calm: dict) -> list[tuple[str, str]]:
+    """p95 of each call during the import and without one, as table rows."""
+    return [*(_latency_row(f"p95 of {op} over HTTP during the import ({crowd['think_s']:g} s think)",
+                           crowd["latencies"][op]) for op in ("login", "next_item", "rate")),
+            *(_latency_row(f"p95 of {op} over HTTP without an import ({calm['think_s']:g} s think, "
+                           f"{calm['measured_s']:.0f} s)", calm["latencies"][op]) for op in ("login", "next_item", "rate"))]
+
+
 def _export_clicks_row(left: dict) -> tuple[str, str]:
     return (f"disk left in Gradio's cache by {left['clicks']} `hf` export clicks ({left['rows']:,} ratings each, "
             f"Chromium) after a SIGTERM stop",
@@ -657,12 +665,10 @@ def main() -> int:
     print(f"crowd during the import done in {time.perf_counter() - began:.0f}s", file=sys.stderr, flush=True)
     calm = crowd_over_http(data, args.annotators, args.items, 0, args.calm_think, args.calm_seconds)
     print("crowd without an import done", file=sys.stderr, flush=True)
-    lat, calm_lat = crowd["latencies"], calm["latencies"]
+    latency_rows = _crowd_latency_rows(crowd, calm)
     if args.only_crowd:
-        for op in ("login", "next_item", "rate"):
-            print("| " + " | ".join(_latency_row(f"p95 of {op} over HTTP during the import ({crowd['think_s']:g} s think)", lat[op])) + " |")
-        for op in ("login", "next_item", "rate"):
-            print("| " + " | ".join(_latency_row(f"p95 of {op} over HTTP without an import ({calm['think_s']:g} s think)", calm_lat[op])) + " |")
+        for name, outcome in latency_rows:
+            print(f"| {name} | {outcome} |")
         print(f"| errors seen by the crowd | {len(crowd['errors'] + calm['errors'])} |")
         print(f"| the import | {'done' if crowd['import_ok'] else 'FAILED'}: {crowd['imported']} |")
         print(f"| items at exactly k={K} after the import's crowd | {crowd['exactly_k']} of {crowd['items']} "
@@ -685,11 +691,7 @@ def main() -> int:
          (f"done in {crowd['measured_s']:.0f} s: {crowd['imported'].get('captions', 0):,} captions, "
           f"{crowd['imported'].get('ratings', 0):,} ratings") if crowd["import_ok"] else f"FAILED: {crowd['imported']}"),
     ]
-    for op in ("login", "next_item", "rate"):
-        rows.append(_latency_row(f"p95 of {op} over HTTP during the import ({crowd['think_s']:g} s think)", lat[op]))
-    for op in ("login", "next_item", "rate"):
-        rows.append(_latency_row(f"p95 of {op} over HTTP without an import ({calm['think_s']:g} s think, "
-                                 f"{calm['measured_s']:.0f} s)", calm_lat[op]))
+    rows.extend(latency_rows)
     rows.append(("server RSS before / after the crowd (during the import; without)",
                  f"{crowd['rss_mb'][0]:.0f} / {crowd['rss_mb'][1]:.0f} MB; {calm['rss_mb'][0]:.0f} / "
                  f"{calm['rss_mb'][1]:.0f} MB"))

@@ -97,7 +97,6 @@ def test_internal_handlers_cannot_be_run_by_name_or_directly(server):
 
 
 def test_an_annotator_takes_and_rates_items_in_one_request_each_and_a_stranger_is_told_to_log_in(server):
-
     from annotation.database import database_session
     from db.models import Rating
 

@@ -256,6 +256,5 @@ def test_mcs_and_pr_mcs_say_which_text_encoder_they_read_and_every_metric_report
     for name, spec in registry.metrics.items():  # every learned family reports its row's w and prefix, not a default
         if not FAMILIES[spec.family][0][0]:
             continue  # n-gram metrics have neither
-        changed = dataclasses.replace(spec, w=spec.w + 1.5, prefix="A photo depicts ")
-        assert (build_metric(changed).info("x").w, build_metric(changed).info("x").prefix) == (
-            spec.w + 1.5, "A photo depicts "), name
+        info = build_metric(dataclasses.replace(spec, w=spec.w + 1.5, prefix="A photo depicts ")).info("x")
+        assert (info.w, info.prefix) == (spec.w + 1.5, "A photo depicts "), name
