@@ -15,6 +15,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -141,7 +142,10 @@ class Caption(Base):
     """
 
     __tablename__ = "captions"
-    __table_args__ = (CheckConstraint(_in("kind", CAPTION_KINDS), name="kind"),)
+    # (image_id, kind, language): an image's references in one language, read for every item a
+    # rating screen shows, stay one index search however many candidates the image has.
+    __table_args__ = (CheckConstraint(_in("kind", CAPTION_KINDS), name="kind"),
+                      Index("ix_captions_image_id_kind_language", "image_id", "kind", "language"))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     image_id: Mapped[int] = mapped_column(ForeignKey("images.id", ondelete="CASCADE"), index=True)
