@@ -231,7 +231,8 @@ def _taken(session: Session, item_id: int, user: User, now) -> int:
 
 
 def _lock_item(session: Session, item_id: int) -> None:
-    session.execute(select(PairwiseItem.id).where(PairwiseItem.id == item_id).with_for_update())
+    if tasks.takes_row_locks(session):
+        session.execute(select(PairwiseItem.id).where(PairwiseItem.id == item_id).with_for_update())
 
 
 def _own(session: Session, user: User, item_id: int) -> PairwiseJudgment | None:

@@ -92,10 +92,17 @@ def queue_order(user: User, item_id=None):
     return ((Caption.id if item_id is None else item_id) * 7919 + user.id * 104729) % 1000003
 
 
+def takes_row_locks(session: Session) -> bool:
+    """Whether the database locks rows (PostgreSQL). SQLite's writing transaction already holds
+    its one write lock, so there a row lock would be a statement that locks nothing."""
+    return session.get_bind().dialect.name != "sqlite"
+
+
 def _lock_caption(session: Session, caption_id: int) -> None:
     """Serialize decisions about one caption's k: PostgreSQL locks its row until the
     transaction ends; SQLite's writing transactions already hold the one write lock."""
-    session.execute(select(Caption.id).where(Caption.id == caption_id).with_for_update())
+    if takes_row_locks(session):
+        session.execute(select(Caption.id).where(Caption.id == caption_id).with_for_update())
 
 
 def _taken(session: Session, caption_id: int, user: User) -> int:
@@ -161,7 +168,10 @@ def first_open(session: Session, candidates, lock: Callable[[Session, int], None
     have filled it since the queue's query), locked for the rest of the transaction. A full
     candidate's lock is let go (its savepoint rolled back) before the next is locked, so a
     queue never waits for one item while holding another: on PostgreSQL two annotators whose
-    orders cross would otherwise deadlock. The rating and the pairwise queues share it."""
+    orders cross would otherwise deadlock. The rating and the pairwise queues share it. On
+    SQLite the writing transaction holds the one write lock, so there is nothing to lock or let go."""
+    if not takes_row_locks(session):
+        return next((item_id for item_id in candidates if not full(item_id)), None)
     for item_id in candidates:
         savepoint = session.begin_nested()
         lock(session, item_id)
@@ -183,10 +193,11 @@ def _drop_expired_leases(session: Session, now) -> None:
 
 def _lease(session: Session, user: User, caption_id: int, expires_at) -> None:
     """This annotator's one lease in the queue: on `caption_id`, until `expires_at`."""
-    session.execute(delete(RatingLease).where(RatingLease.annotator_id == user.id,
-                                              RatingLease.caption_id != caption_id))
-    lease = session.scalar(select(RatingLease).where(RatingLease.annotator_id == user.id,
-                                                     RatingLease.caption_id == caption_id))
+    held = session.scalars(select(RatingLease).where(RatingLease.annotator_id == user.id)).all()
+    others = [other.id for other in held if other.caption_id != caption_id]
+    if others:
+        session.execute(delete(RatingLease).where(RatingLease.id.in_(others)))
+    lease = next((mine for mine in held if mine.caption_id == caption_id), None)
     if lease is None:
         session.add(RatingLease(caption_id=caption_id, annotator_id=user.id, expires_at=expires_at))
     else:
@@ -221,12 +232,13 @@ def rating_progress(session: Session, user: User, collection: Collection,
     require_role(user, *ALL_ROLES)
     rateable = select(Caption.id).where(in_collection(collection), Caption.kind != "reference",
                                         Caption.id.not_in(select(CheckItem.caption_id)))
-    items = session.scalar(select(func.count()).select_from(rateable.subquery()))
-    done = session.scalar(select(func.count(Rating.id)).where(Rating.annotator_id == user.id,
-                                                             Rating.caption_id.in_(rateable)))
+    items = select(func.count()).select_from(rateable.subquery()).scalar_subquery()
+    done = select(func.count(Rating.id)).where(Rating.annotator_id == user.id,
+                                               Rating.caption_id.in_(rateable)).scalar_subquery()
     per_item = (select(Rating.caption_id).where(Rating.caption_id.in_(rateable)).group_by(Rating.caption_id)
                 .having(func.count(Rating.id) >= k))
-    complete = session.scalar(select(func.count()).select_from(per_item.subquery()))
+    complete = select(func.count()).select_from(per_item.subquery()).scalar_subquery()
+    items, done, complete = session.execute(select(items, done, complete)).one()  # one statement per screen
     return QueueProgress(done, items, complete, k)
 
 

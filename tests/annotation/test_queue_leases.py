@@ -134,23 +134,42 @@ def test_the_recount_under_the_lock_alone_refuses_an_item_taken_meanwhile(engine
     with session_scope(engine) as s:
         caption_id = s.scalar(select(Caption.id).where(in_collection(get_collection(s, "race"))))
         submit_rating(s, s.get(User, accounts["bea"].id), caption_id, 0.5)
-    lock = tasks._lock_caption
+    first_open = tasks.first_open
     raced = []
 
-    def another_annotator_gets_there_first(session, locked_id):
-        if locked_id == caption_id and not raced:
+    def another_annotator_gets_there_first(session, candidates, lock, full):
+        if caption_id in candidates and not raced:  # after the query, before the re-check
             _lease_rows(session, [caption_id], [accounts["cal"].id])
-            raced.append(locked_id)
-        lock(session, locked_id)
+            raced.append(caption_id)
+        return first_open(session, candidates, lock, full)
 
     with session_scope(engine) as s:
         offered = next_rating_item(s, s.get(User, accounts["ann"].id), get_collection(s, "race"), k=3)
         assert offered is not None and offered.id == caption_id  # 1 rating < k = 3, no race needed
         s.rollback()
-    monkeypatch.setattr(tasks, "_lock_caption", another_annotator_gets_there_first)
+    monkeypatch.setattr(tasks, "first_open", another_annotator_gets_there_first)
     with session_scope(engine) as s:  # k = 2: 1 rating + cal's lease taken meanwhile = k
         assert next_rating_item(s, s.get(User, accounts["ann"].id), get_collection(s, "race"), k=2) is None
         assert raced == [caption_id]  # the query did offer it: the re-check refused it
     with session_scope(engine) as s:  # k = 3: 1 rating + cal's lease = 2 = k - 1, still open
         offered = next_rating_item(s, s.get(User, accounts["ann"].id), get_collection(s, "race"), k=3)
         assert offered is not None and offered.id == caption_id
+
+
+def test_taking_another_item_ends_the_annotators_lease_on_the_one_that_filled_meanwhile(engine, accounts, make_png):
+    """An annotator holds one lease. Their live lease on an item that others filled meanwhile
+    (its ratings reached k, so the queue no longer offers it to them) ends when they take the
+    next item: it must not keep counting against that item, nor let them hold two."""
+    _collection(engine, accounts, make_png, "one-lease", 2)
+    with session_scope(engine) as s:
+        first, second = s.scalars(select(Caption.id).where(in_collection(get_collection(s, "one-lease")))
+                                  .order_by(Caption.id)).all()
+        _lease_rows(s, [first], [accounts["ann"].id])
+        for name in ("bea", "cal"):
+            submit_rating(s, s.get(User, accounts[name].id), first, 0.5)
+    with session_scope(engine) as s:
+        offered = next_rating_item(s, s.get(User, accounts["ann"].id), get_collection(s, "one-lease"), k=2)
+        assert offered is not None and offered.id == second
+    with session_scope(engine, read_only=True) as s:
+        held = s.scalars(select(RatingLease.caption_id).where(RatingLease.annotator_id == accounts["ann"].id)).all()
+    assert held == [second]
