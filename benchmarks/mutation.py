@@ -78,6 +78,9 @@ NOTES: dict[str, str] = {
         "mismatch-message, description and prefix mutants was planted by hand afterwards and fails them. "
         "Equivalent in every shipped profile: the request-kind mutants when scoring MCS beside CLIP-S (the "
         "same images are requested with the right kind), which the new test scores MCS alone to catch."),
+    "scoring/metrics/specs.py": (
+        "Equivalent survivors: the four mutants drop the float64 cast of one side of the product; "
+        "numpy promotes a float32 array times a float64 array to float64, so the cosines are the same."),
     "scoring/metrics/umic.py": (
         "Equivalent survivors: the image keys passed as None (the cross-encoder then hashes each image itself: "
         "the same keys, the same values, only slower). The `w` and `prefix` survivors of the 2026-11-26 run "

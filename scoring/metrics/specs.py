@@ -8,7 +8,8 @@ Scales (registry field ``scale`` of a SPECS metric):
 
 * ``"paper"`` (default): max(cos(image, caption), 0), the paper's definition;
 * ``"released"``: clamp((cos + 1) / 2, 0), what the released SPECS code prints.  Use it to
-  compare with numbers produced by that code; the ranking of captions is the same.
+  compare with numbers produced by that code.  It keeps apart the captions with a negative
+  cosine, which the paper's scale ties at 0; otherwise the ranking is the same.
 """
 from __future__ import annotations
 
