@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from scoring.language_id import LANGUAGES
+
 HIGHER, LOWER, NEITHER = "higher", "lower", "neither"
 
 
@@ -68,9 +70,15 @@ def describe(key: str, recipe: str | None = None) -> Measure:
                        "(mean over the perturbations)", HIGHER,
                        "% (0 = perturbations unnoticed; below 0 = perturbed captions scored higher)",
                        "the original captions' MCS averages about 0 in this language, so a % change is undefined")
-    if match := re.fullmatch(r"pairwise_(\w+)", key):
-        return Measure(key, f"pairwise accuracy against {match.group(1)} negatives: share where the true caption "
-                       "scores higher", HIGHER, "0 to 1 (0.5 = chance)", f"no held-out {match.group(1)} negatives")
+    if match := re.fullmatch(r"pairwise_([\w-]+)", key):  # UMIC's kinds: keyword-substitution, repeat-remove, ...
+        kind = match.group(1)
+        return Measure(key, f"pairwise accuracy against {kind} negatives: share where the true caption "
+                       "scores higher", HIGHER, "0 to 1 (0.5 = chance)", f"no held-out {kind} negatives")
+    if match := re.fullmatch(r"tau_c_(\w+)", key):  # CapLens-R per language (tau_c_de) and caption style (tau_c_long)
+        part = match.group(1)
+        which = f"{LANGUAGES[part]} captions" if part in LANGUAGES else f"{part} captions"
+        return Measure(key, f"Kendall tau_c between the scores and the mean human ratings, {which} only", HIGHER,
+                       "−1 to 1 (0 = no relation)", f"fewer than two held-out {which}, or their ratings do not vary")
     return Measure(key, key, NEITHER, "as the recipe reports it", "the recipe reported no value")
 
 

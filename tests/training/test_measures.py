@@ -35,3 +35,19 @@ def test_lower_is_better_measures_and_recipe_specific_meanings():
     assert row["verdict"] == "worse" and describe("R@1").scale == "0 to 1"
     assert describe("pairwise_shape").name.startswith("pairwise accuracy against shape negatives")
     assert compare({"tau_c": 0.1}, {"tau_c": 0.1})[0]["verdict"] == "unchanged"
+
+
+def test_umic_kinds_and_caplens_r_slices_are_named_with_higher_better():
+    """The rows a new user saw as "neither (context)" with their raw key (issue 25): UMIC's
+    negative kinds have hyphens, CapLens-R reports tau_c per language and caption style."""
+    kinds = describe("pairwise_keyword-substitution")
+    assert kinds.better == HIGHER and kinds.name.startswith("pairwise accuracy against keyword-substitution negatives")
+    assert describe("pairwise_repeat-remove").undefined == "no held-out repeat-remove negatives"
+    german, long = describe("tau_c_de", "caplens-r"), describe("tau_c_long", "caplens-r")
+    assert german.name == "Kendall tau_c between the scores and the mean human ratings, German captions only"
+    assert long.name.endswith("long captions only") and long.better == german.better == HIGHER
+    assert german.scale == "−1 to 1 (0 = no relation)"
+    [row] = compare({"tau_c_en": 0.30}, {"tau_c_en": 0.25}, "caplens-r")
+    assert row["verdict"] == "worse"
+    [row] = compare({"pairwise_repeat-remove": 0.5}, {"pairwise_repeat-remove": 0.75}, "umic")
+    assert row["verdict"] == "better" and row["change"] == 0.25
