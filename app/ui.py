@@ -16,9 +16,12 @@ TITLE = "CapLens"
 CACHE_SWEEP = (300, 900)
 # The page's own CSS (`app.serve.launch_kwargs` passes it to launch). On a phone (the columns
 # stack) the Score tab's left column lets its two parts take their own places, so that the
-# results come between the rows table with its Score button and the other inputs.
+# results come between the rows table with its Score button and the other inputs, and the rows
+# table's headers are set smaller, so that each of their words fits its column (326 px for four).
 PAGE_CSS = """
+#failures-table span.header, #failures-table span.text { font-size: 12px; }
 @media (max-width: 640px) {
+  #score-rows th span.header { font-size: 12px; }
   #score-inputs { display: contents !important; }
   #score-inputs-top { order: 1; flex: 1 1 100% !important; min-width: 0 !important; }
   #score-results { order: 2; flex: 1 1 100% !important; min-width: 0 !important; }

@@ -33,13 +33,15 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     filters_note = gr.Markdown(CorrelationFilters().describe(), elem_id="analyze-filters")
     correlations = gr.Dataframe(render.empty_table(render.CORRELATION_COLUMNS),
                                 label="Correlation with human ratings", interactive=False, wrap=True,
-                                elem_id="analyze-correlations")
+                                elem_id="analyze-correlations",  # header words and "0.512 [0.47, 0.55]" on one line
+                                column_widths=["72px", "110px", "72px", *["170px"] * (len(render.CORRELATION_COLUMNS) - 3)])
     heatmap = gr.Plot(label="Kendall τc by metric and language")
     with gr.Row():
         scatter_metric = gr.Dropdown(names, value=names[0], label="Scatter: metric")
     scatter = gr.Plot(label="Metric vs human (hover shows image and caption)")
     table7 = gr.Dataframe(render.empty_table(["lang", *render.TABLE7_COLUMNS]),
-                          label="Perturbations: PR-MCS Table 7 layout", interactive=False, wrap=True)
+                          label="Perturbations: PR-MCS Table 7 layout", interactive=False, wrap=True,
+                          elem_id="analyze-table7", column_widths=render.column_widths(["lang", *render.TABLE7_COLUMNS]))
     drops = gr.Plot(label="Score change under perturbation")
     table_state = gr.State(None)
 
@@ -56,7 +58,9 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
         if report.robustness is None:
             return (f"{report.summary} No perturbed captions stored in this collection: save some from the "
                     "Perturbation lab.", filters.describe(), cells, heat, scatter_figure, None, None, report.table)
-        return (report.summary, filters.describe(), cells, heat, scatter_figure, robustness_cells(report.robustness),
+        table7_cells = robustness_cells(report.robustness)  # one column per operation: widths fit its headers
+        return (report.summary, filters.describe(), cells, heat, scatter_figure,
+                gr.Dataframe(value=table7_cells, column_widths=render.column_widths(list(table7_cells.columns))),
                 plots.robustness_drop_bars(report.robustness), report.table)
 
     def _scatter(table, metric):

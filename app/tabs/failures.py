@@ -35,10 +35,10 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
                             allow_preview=False, elem_id="failures-gallery")
     table = gr.Dataframe(render.empty_table(CASE_CELLS), label="Cases (click a row to open it in Score)",
                          interactive=False, wrap=True, pinned_columns=2, elem_id="failures-table",
-                         # narrow number columns, so that on a phone (390 px) the metric, its language
-                         # and both values (or the change and its operation) stay in view; the
-                         # caption is read by opening the case
-                         column_widths=["80px", "44px", "62px", "80px", "60px", "60px", "66px", "280px", "90px", "90px"])
+                         # each header word and value on one line at the 12 px of app.ui.PAGE_CSS, the
+                         # number columns no wider: on a phone (390 px) the five deciding columns stay
+                         # in view, the rest scrolls beside the pinned two
+                         column_widths=["84px", "52px", "64px", "60px", "64px", "68px", "84px", "300px", "96px", "110px"])
     all_rows = gr.State(None)
     shown_rows = gr.State(None)
 

@@ -71,7 +71,8 @@ def build(ctx: engine.AppContext) -> None:
             ]
             table = gr.Dataframe(render.empty_table(render.TABLE7_COLUMNS),
                                  label="Scores before and after (PR-MCS Table 7 layout)", interactive=False,
-                                 wrap=True, elem_id="perturb-table")
+                                 wrap=True, elem_id="perturb-table",
+                                 column_widths=render.column_widths(render.TABLE7_COLUMNS))
             chart = gr.Plot(label="Change per metric and operation")
             with gr.Accordion("Save into a collection (researcher login, Annotate tab)", open=False):
                 with gr.Row():

@@ -30,7 +30,7 @@ PRESET_DATA, SET_FILE, COLLECTION = "the preset's data", "a set file", "a collec
 REFRESH_S = 1.0
 # The numbers first (readable on a phone without scrolling sideways), the explanation last.
 RESULT_COLUMNS = ["held-out measure", "before", "after", "change", "better", "scale", "what it measures"]
-RESULT_WIDTHS = ["12%", "9%", "9%", "20%", "10%", "15%", "25%"]
+RESULT_WIDTHS = ["150px", "84px", "84px", "220px", "110px", "160px", "300px"]  # a phone scrolls; no word breaks
 EMPTY_RESULT = pd.DataFrame(columns=RESULT_COLUMNS)
 BETTER = {"higher": "higher ↑", "lower": "lower ↓", "neither": "neither (context)"}
 JOB_COLUMNS = ["job", "owner", "recipe", "preset", "data", "status", "progress", "metric version"]

@@ -61,6 +61,28 @@ def header_cells(page, selector: str) -> list[str]:
     return page.eval_on_selector_all(f"{selector} th[role=columnheader]", "ths => ths.map(t => t.title)")
 
 
+# Words of a Dataframe's headers (and numbers of its cells) that the browser drew over more than
+# one line: "pict ure", "lan g", "-0.95 5" (issue 25).
+_BROKEN_WORDS_JS = r"""(selector) => { const broken = [];
+  const spans = document.querySelectorAll(`${selector} th span.header, ${selector} [role=gridcell]`);
+  for (const span of spans) {
+    const header = span.matches('span.header');
+    const walker = document.createTreeWalker(span, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.textContent.matchAll(/\S+/g)) {
+        if (!header && !/^[-+]?\d[\d.,]*%?$/.test(m[0])) continue;  // cells: numbers only
+        const range = document.createRange();
+        range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+        const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+        if (lines.size > 1) broken.push(m[0]); } } }
+  return broken; }"""
+
+
+def broken_words(page, selector: str) -> list[str]:
+    """Header words and cell numbers of the Dataframe at `selector` that break over two lines."""
+    return page.evaluate(_BROKEN_WORDS_JS, selector)
+
+
 def wait_for_status(page, text: str) -> str:
     page.wait_for_function(
         f"() => document.querySelector('#score-status textarea')?.value.includes({text!r})")
@@ -271,6 +293,7 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
             "#failures-table th[role=columnheader]",
             f"ths => ths.filter(t => t.getBoundingClientRect().right <= {box['x'] + box['width'] + 1}).map(t => t.title)")
         assert {"metric", "lang", "metric score", "human", "rank gap"} <= set(visible), (width, visible)
+        assert broken_words(page, "#failures-table") == [], width
         page.screenshot(path=str(artifacts / f"failure-cases-{width}px.png"), full_page=True)
     page.set_viewport_size({"width": 1400, "height": 1000})
     rows = table_rows(page, "#failures-table")

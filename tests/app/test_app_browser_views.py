@@ -10,7 +10,8 @@ import shutil
 import pytest
 
 from tests.app.conftest import free_port
-from tests.app.test_app_browser import CHROMIUM, TIMEOUT_MS, browser, page, table_rows, wait_for_status  # noqa: F401
+from tests.app.test_app_browser import (CHROMIUM, TIMEOUT_MS, broken_words, browser, page, table_rows,  # noqa: F401
+                                        wait_for_status)
 
 pytestmark = [
     pytest.mark.browser,
@@ -43,6 +44,8 @@ def test_each_row_and_each_scored_pair_shows_its_image(page, artifacts):
         headers = page.eval_on_selector_all("#score-items th[role=columnheader]", "ths => ths.map(t => { "
                                             "const b = t.getBoundingClientRect(); return [t.title, b.right, b.height]; })")
         assert all(right <= box["x"] + box["width"] + 1 and height < 80 for _, right, height in headers), (box, headers)
+        for table in ("#score-rows", "#score-table", "#score-items"):  # no word split over two lines
+            assert broken_words(page, table) == [], table
     page.wait_for_timeout(800)
     page.screenshot(path=str(artifacts / "score-pictures.png"), full_page=True)
 
@@ -130,6 +133,8 @@ def test_the_score_tab_on_a_390_px_phone(browser, offline_server, artifacts):
         "#score-table th[role=columnheader]",
         f"ths => ths.filter(t => t.getBoundingClientRect().right <= {right}).map(t => t.title)")
     assert headers[:3] == ["metric", "status", "#1"], headers  # at 390 px #2 starts past the edge (scroll)
+    for table in ("#score-rows", "#score-table"):
+        assert broken_words(page, table) == [], table
     clip = {r[0]: r for r in table_rows(page, "#score-table")}["CLIP-S"]
     assert re.fullmatch(r"-?\d+(\.\d+)?", clip[2]), clip
     icon = page.locator("#score-table [role=row].virtual-row").first.locator("span[title]")
