@@ -239,12 +239,13 @@ def scores_bar_chart(frame: pd.DataFrame, metric_columns: Sequence[str], title: 
             hovertemplate="%{x}: %{customdata[0]:.4f} of at most %{customdata[1]:g}<br>%{hovertext}<extra></extra>",
         )
     # The legend goes under the plot, so a narrow screen (a phone) keeps the bars their width;
-    # the metric names are the axis (no axis title to collide with the legend).
+    # the metric names are the axis (no axis title to collide with the legend), upright when there
+    # are many, so that 18 of them still stand apart on a phone's 290 px.
     fig.update_layout(
         barmode="group",
         title=title,
         yaxis_title="share of the metric's range" if ranges else "score",
-        xaxis=dict(tickangle=-45),
+        xaxis=dict(tickangle=-90 if len(metric_columns) > 8 else -45, automargin=True),
         legend=dict(title="caption", orientation="h", yanchor="top", y=-0.35, xanchor="left", x=0),
         margin=dict(l=40, r=10, t=50, b=40),
         height=420 + 22 * len(fig.data),

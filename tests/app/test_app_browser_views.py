@@ -144,6 +144,12 @@ def test_the_score_tab_on_a_390_px_phone(browser, offline_server, artifacts):
     page.locator("#score-chart").scroll_into_view_if_needed()
     plot_width = page.evaluate("() => document.querySelector('#score-chart .nsewdrag').getBoundingClientRect().width")
     assert plot_width >= 250, plot_width
+    # Its metric names stand apart (upright, as 18 slanted ones ran into each other), and no
+    # toolbar sits over the chart's label.
+    ticks = page.eval_on_selector_all("#score-chart .xtick text", "ts => ts.map(t => { "
+                                      "const r = t.getBoundingClientRect(); return [r.left, r.right]; })")
+    assert len(ticks) >= 10 and all(b[0] >= a[1] - 4 for a, b in zip(ticks, ticks[1:])), ticks
+    assert not page.locator("#score-chart .modebar-container").is_visible()
     page.screenshot(path=str(artifacts / "phone-390-chart.png"))
     page.screenshot(path=str(artifacts / "phone-390-score-tab.png"), full_page=True)
     context.close()
