@@ -288,8 +288,15 @@ def launch(demo, kwargs: dict) -> None:
         demo.queue(default_concurrency_limit=2)
         without_queue_analytics(demo._queue)
         freeze_long_lived_objects()
-        demo.launch(**kwargs)
+        # Gradio's own start-up lines end with "To create a public link, set `share=True` in
+        # `launch()`", which is not how CapLens shares (`--share`): its addresses are said here.
+        demo.launch(**{**kwargs, "prevent_thread_lock": True, "quiet": True})
+    if not kwargs.get("quiet"):
+        print(f"* Running on local URL:  {demo.local_url}", flush=True)
+        if demo.share_url:
+            print(f"* Running on public URL: {demo.share_url}", flush=True)
     if not kwargs.get("prevent_thread_lock"):
+        demo.block_thread()
         _exit_if_busy_threads()  # the server has closed (Ctrl+C or SIGTERM); else it runs on in its thread
 
 

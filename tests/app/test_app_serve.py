@@ -64,6 +64,9 @@ def test_serve_creates_the_database_and_names_the_profile_and_sigterm_removes_up
         code = proc.wait(timeout=30)
     assert code == 0, log.read_text()
     assert not stored.exists() and not [p for p in cache.rglob("*") if p.is_file()]
+    output = log.read_text()
+    assert f"* Running on local URL:  http://127.0.0.1:{port}" in output
+    assert "share=True" not in output  # Gradio's advice; CapLens shares with --share
 
 
 def test_profile_choice_says_why_hub_is_not_used(monkeypatch):
