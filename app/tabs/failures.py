@@ -27,9 +27,9 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
     collection, refresh, mode, run = collection_row(
         "failures", "Find failure cases", lambda: gr.Radio([DISAGREE, UNMOVED], value=DISAGREE, label="Show"))
     with gr.Row():
-        metric = gr.Dropdown([ANY, *names], value=ANY, label="Metric")
-        lang = gr.Dropdown([ANY], value=ANY, label="Language")
-        op = gr.Dropdown([ANY], value=ANY, label="Operation")
+        metric = gr.Dropdown([ANY, *names], value=ANY, label="Metric", elem_id="failures-metric")
+        lang = gr.Dropdown([ANY], value=ANY, label="Language", elem_id="failures-lang")
+        op = gr.Dropdown([ANY], value=ANY, label="Operation", elem_id="failures-op")
     status = gr.Textbox(label="Status", interactive=False, elem_id="failures-status")
     thumbnails = gr.Gallery(label="Top cases (click to open in Score)", columns=6, height=220,
                             allow_preview=False, elem_id="failures-gallery")
@@ -43,12 +43,15 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
     shown_rows = gr.State(None)
 
     def present(rows, metric_name, lang_name, op_name, request: gr.Request):
-        """Table, thumbnails (copies for this session) and the shown rows; NotLoggedIn when the
-        session ended since the rows were found."""
-        picked = filter_cases(rows, metric_name, lang_name, op_name, SHOWN)
+        """Status, table, thumbnails (copies for this session) and the shown rows; NotLoggedIn
+        when the session ended since the rows were found."""
+        matching = filter_cases(rows, metric_name, lang_name, op_name, len(rows))
+        picked = matching.head(SHOWN)
         copies = private_copies(request, list(picked["image_file"].head(THUMBNAILS)))
         gallery = [(path, f"#{i + 1}") for i, path in enumerate(copies)]
-        return case_cells(picked), gallery, picked
+        chosen = "" if (metric_name, lang_name, op_name) == (ANY, ANY, ANY) else f" ({len(matching)} of these)"
+        status = f"{len(rows)} cases{chosen}; showing the first {len(picked)}."
+        return status, case_cells(picked), gallery, picked
 
     def on_find(name, how, metric_name, lang_name, op_name, request: gr.Request, progress=gr.Progress()):
         try:
@@ -64,17 +67,17 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
         lang_name = lang_name if lang_name in langs else ANY
         op_name = op_name if op_name in ops else ANY
         try:
-            shown, gallery, picked = present(rows, metric_name, lang_name, op_name, request)
+            status, shown, gallery, picked = present(rows, metric_name, lang_name, op_name, request)
         except PermissionError as exc:
             return user_message(exc), *[gr.skip()] * 7
-        return (f"{len(rows)} cases; showing the first {len(picked)}.", shown, gallery, rows, picked,
+        return (status, shown, gallery, rows, picked,
                 gr.Dropdown(choices=langs, value=lang_name), gr.Dropdown(choices=ops, value=op_name), gr.skip())
 
     def on_filter(rows, metric_name, lang_name, op_name, request: gr.Request):
         try:
-            return (gr.skip(),) * 3 if rows is None else present(rows, metric_name, lang_name, op_name, request)
-        except PermissionError:
-            return None, [], None
+            return (gr.skip(),) * 4 if rows is None else present(rows, metric_name, lang_name, op_name, request)
+        except PermissionError as exc:
+            return user_message(exc), None, [], None
 
     def on_open(picked, evt: gr.SelectData, request: gr.Request):
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
@@ -92,7 +95,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
     run.click(on_find, [collection, mode, metric, lang, op],
               [status, table, thumbnails, all_rows, shown_rows, lang, op, metric], api_visibility="private")
     for control in (metric, lang, op):
-        control.input(on_filter, [all_rows, metric, lang, op], [table, thumbnails, shown_rows],
+        control.input(on_filter, [all_rows, metric, lang, op], [status, table, thumbnails, shown_rows],
                       api_visibility="private")
     open_outputs = [score_tab.files, score_tab.rows, score_tab.lang, tabs]
     for source in (table, thumbnails):

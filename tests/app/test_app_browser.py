@@ -301,6 +301,18 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
     for row in rows:
         metrics_of.setdefault(row[headers.index("caption_id")], []).append(row[0])
     assert rows and all(len(m) == 1 for m in metrics_of.values()), metrics_of  # "(any)": each caption once
+    # Filtering by a metric: the rows and the status line follow (it kept "N cases; showing the first 200").
+    everything = page.locator("#failures-status textarea").input_value()
+    chosen = rows[0][0]
+    choose(page, "failures-metric", chosen)
+    page.wait_for_function("() => document.querySelector('#failures-status textarea')?.value.includes('of these')")
+    status = page.locator("#failures-status textarea").input_value()
+    total, matching, shown = map(int, re.fullmatch(r"(\d+) cases \((\d+) of these\); showing the first (\d+)\.",
+                                                   status).groups())
+    assert everything.startswith(f"{total} cases;") and 0 < shown == min(matching, 200) and matching <= total
+    assert {row[0] for row in table_rows(page, "#failures-table")} == {chosen}
+    choose(page, "failures-metric", "(any)")
+    page.wait_for_function(f"() => document.querySelector('#failures-status textarea')?.value === {everything!r}")
     first_caption = page.locator("#failures-table [role=gridcell], #failures-table [role=cell]").nth(
         headers.index("candidate"))
     text = (first_caption.text_content() or "").strip()
