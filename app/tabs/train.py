@@ -140,6 +140,7 @@ class Panel:
     registry_event: gr.State  # changes whenever a version is registered or deleted
     register: gr.Button
     delete: gr.Button
+    cancel: gr.Button
 
     def outputs(self) -> list:
         return [getattr(self, f.name) for f in fields(self)]
@@ -159,7 +160,7 @@ def show(panel: Panel, view: jobs.JobView | None, listed: list[jobs.JobView] | N
         panel.timer: gr.Timer(active=bool(view and view.active)),
         panel.status: status_text(view),
         panel.bar: progress_bar(view),
-        panel.curve: loss_figure(view),
+        panel.curve: gr.Plot(loss_figure(view), visible=view is not None),  # no empty axes before a job
         panel.learning: gr.Plot(learning_curve_figure(view), visible=bool(view and view.learning_curve)),
         panel.result: result_table(view),
         panel.log: "" if view is None else "\n".join(view.log),
@@ -168,6 +169,7 @@ def show(panel: Panel, view: jobs.JobView | None, listed: list[jobs.JobView] | N
         panel.register: gr.Button(visible=bool(view and view.registerable)),
         panel.delete: gr.Button(visible=bool(view and not view.active),
                                 value=delete_label(view)),
+        panel.cancel: gr.Button(visible=bool(view and view.active)),
     }
 
 
@@ -203,7 +205,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
                                      visible=False)
             with gr.Row():
                 start = gr.Button("Start training", variant="primary", elem_id="train-start")
-                cancel = gr.Button("Cancel job", variant="stop", elem_id="train-cancel")
+                cancel = gr.Button("Cancel job", variant="stop", visible=False, elem_id="train-cancel")
             with gr.Accordion("Registered versions", open=False, elem_id="train-versions-box"):
                 versions = gr.Dropdown([], label="Versions you may delete (yours; an admin's: all)",
                                        elem_id="train-versions")
@@ -218,7 +220,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
                                      elem_id="train-register")
                 delete = gr.Button(delete_label(None), variant="stop", visible=False,
                                    elem_id="train-delete")
-            curve = gr.Plot(loss_figure(None), label="Loss curve", elem_id="train-loss")
+            curve = gr.Plot(loss_figure(None), label="Loss curve", visible=False, elem_id="train-loss")
             learning = gr.Plot(learning_curve_figure(None), label="Learning curve", visible=False,
                                elem_id="train-learning-curve")
             result = gr.Dataframe(EMPTY_RESULT, label="Held-out numbers: before and after training",
@@ -229,7 +231,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
                                   interactive=False, elem_id="train-jobs")
     panel = Panel(job_id=gr.State(None), timer=gr.Timer(REFRESH_S, active=False), status=status, bar=bar,
                   curve=curve, learning=learning, result=result, log=log, listed=listed, registry_event=gr.State(None),
-                  register=register, delete=delete)
+                  register=register, delete=delete, cancel=cancel)
     outputs = panel.outputs()
 
     def on_start(recipe_name, preset_name, data_source, upload, collection_name, request: gr.Request):
@@ -260,8 +262,12 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
     def on_register(current, request: gr.Request):
         try:
             board = jobs.register_training(account_id(request), current)
-        except PROBLEMS as exc:
-            return problem(panel, exc)
+        except PROBLEMS as exc:  # refused: the job now says so, and offers no second try
+            try:
+                board = jobs.training_board(account_id(request), current)
+            except PROBLEMS:
+                return problem(panel, exc)
+            return show(panel, board.current, board.jobs) | {panel.status: jobs.public_message(exc)}
         return show(panel, board.current, board.jobs)
 
     def on_delete(current, request: gr.Request):

@@ -273,6 +273,18 @@ def test_a_version_scoring_every_heldout_caption_the_same_is_refused(data_dir, t
     assert not [n for n in metric_names("tiny") if "@" in n]
 
 
+def test_a_scratch_run_whose_registration_is_refused_offers_no_second_try(data_dir, tmp_path):
+    """The Train tab redraws the job after a refused Register: it must no longer be registerable."""
+    runner = tj.JobRunner(train=fit_flat)
+    view = runner.wait(runner.submit(config(tmp_path, "flat"), 1, "rita", "pac-s-tiny", "d", scratch=True).id, 120)
+    assert view.registerable
+    with pytest.raises(ValueError, match="held-out captions the same score"):
+        runner.register(view.id)
+    after = runner.view(view.id)
+    assert not after.registerable and after.metric_name is None and after.message.startswith("trained, but not registered")
+    assert not [n for n in metric_names("tiny") if "@" in n]
+
+
 def test_a_run_and_its_version_can_be_deleted(data_dir, tmp_path):
     runner = tj.JobRunner(train=fit_line)
     gate = threading.Event()

@@ -452,6 +452,8 @@ def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts,
     page.wait_for_function("() => document.querySelector('#train-summary textarea')?.value.startsWith('SPECS')")
     choose(page, "train-preset", "specs-tiny")
     before_run = metric_names("tiny")
+    # Before any job: no Cancel to press and no empty loss axes.
+    assert not page.locator("#train-cancel").is_visible() and not page.locator("#train-loss").is_visible()
     page.locator("#train-start").click()
     # A tiny preset is a smoke run: it stays in the researcher's scratch space …
     page.wait_for_function(status_js("kept in your scratch space"), timeout=JOB_TIMEOUT_MS)
@@ -471,8 +473,12 @@ def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts,
     assert "done" in page.locator("#train-jobs").inner_text() and name in page.locator("#train-jobs").inner_text()
     page.wait_for_timeout(1000)  # let Plotly draw the loss curve before the screenshot
     assert page.locator("#train-loss .js-plotly-plot").count() == 1
+    assert not page.locator("#train-cancel").is_visible()  # the job has ended
+    assert broken_words(page, "#train-result") == []
     page.screenshot(path=str(artifacts / "train-tab.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#train-result").scroll_into_view_if_needed()
+    assert broken_words(page, "#train-result") == []  # it scrolls sideways instead ("b e f o r e")
     page.screenshot(path=str(artifacts / "train-tab-390px.png"), full_page=True)
     page.set_viewport_size({"width": 1400, "height": 1000})
 
