@@ -68,6 +68,10 @@ NOTES: dict[str, str] = {
         "also stats a tokenizer named by a string (a Hugging Face name or \"@clip\"), which is no file "
         "in the working folder, so nothing is added; the timeout (`name = None`) loops forever, which "
         "the time limit catches."),
+    "scoring/metrics/coco.py": (
+        "Equivalent survivors seen so far: `CorpusCiderScorer(n=4, sigma=6.0)` without `n` or without `sigma` "
+        "(pycocoevalcap's defaults are n=4, sigma=6.0); the `ref_len` setter's return value (a setter's is "
+        "ignored). The document-frequency messages are pinned by test_ngram_metrics.py since that run."),
     "scoring/metrics/fluency.py": (
         "Equivalent survivors: a dropped `dtype=np.float64` (numpy's default for float lists and zeros), "
         "`'UTF-8'` for `'utf-8'`, another key than `''` for a caption without a language (neither is a "

@@ -167,3 +167,21 @@ def test_degenerate_candidates_do_not_break_alignment(java, tiny_scorer, images)
     assert results["ROUGE-L"].values[2] == pytest.approx(alone.values[0])
     assert results["ROUGE-L"].values[0] == 0.0 and results["ROUGE-L"].values[1] == 0.0
     assert all(isinstance(v, float) for v in results["CLIP-S"].values)
+
+
+def test_document_frequencies_that_make_every_idf_zero_are_named_with_the_way_out():
+    """Counted from no reference set, from one image's references, or from images that share
+    the same references, every CIDEr-D value is 0: each case is told apart, in these words."""
+    assert coco.document_frequency_problem(coco.CiderDocumentFrequency()) == (
+        "not meaningful: no reference sets to count document frequencies from")
+    tail = (" give every n-gram they count an IDF of 0 (counted from this batch: every value is 0); give several "
+            "images with their own references or take the document frequencies from a collection")
+    one = coco.CiderDocumentFrequency()
+    one.add(["a red ball on grass", "a ball on the grass"])
+    assert coco.document_frequency_problem(one) == "not meaningful: document frequencies from the references of one image" + tail
+    same = coco.CiderDocumentFrequency()
+    for _ in range(3):
+        same.add(["a red ball on grass"])
+    assert coco.document_frequency_problem(same) == "not meaningful: document frequencies from 3 identical reference sets" + tail
+    same.add(["two dogs in the snow"])
+    assert coco.document_frequency_problem(same) is None
