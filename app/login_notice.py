@@ -8,16 +8,17 @@ HOW_TO_GET_AN_ACCOUNT = (
     "**No account?** Accounts are made by whoever runs this server, on its command line: "
     "`caplens user add NAME --role annotator` (or `researcher`, `admin`). On its first start with an empty "
     "database, `caplens serve` prints a researcher login `demo` and its random password on its console; a "
-    "Hugging Face Space creates the admin named by its secrets `CAPLENS_ADMIN_USER` and `CAPLENS_ADMIN_PASSWORD`. "
-    "Log in on the **Annotate** tab.")
+    "Hugging Face Space creates the admin named by its secrets `CAPLENS_ADMIN_USER` and `CAPLENS_ADMIN_PASSWORD`. ")
+WHERE_TO_LOG_IN = {False: "Log in on the **Annotate** tab.", True: "Log in below."}
 
 
-def notice_text(purpose: str, roles: tuple[str, ...], login: dict | None) -> str:
+def notice_text(purpose: str, roles: tuple[str, ...], login: dict | None, login_here: bool = False) -> str:
     """The notice for `login` ({name, role} or None): the purpose, then whether this login
-    may use the tab and, when it may not, what to do."""
+    may use the tab and, when it may not, what to do (`login_here`: the tab holds the login form)."""
     needs = " or ".join(roles)
     if login is None:
-        return f"{purpose}\n\n🔒 **Needs a login** ({needs}); you are not logged in. {HOW_TO_GET_AN_ACCOUNT}"
+        return (f"{purpose}\n\n🔒 **Needs a login** ({needs}); you are not logged in. {HOW_TO_GET_AN_ACCOUNT}"
+                f"{WHERE_TO_LOG_IN[login_here]}")
     who = f"{login['name']} ({login['role']})"
     if login["role"] in roles:
         return f"{purpose}\n\nLogged in as {who}."
@@ -25,12 +26,13 @@ def notice_text(purpose: str, roles: tuple[str, ...], login: dict | None) -> str
             f"`caplens user set-role {login['name']} {roles[0]}`.")
 
 
-def login_notice(elem_prefix: str, purpose: str, roles: tuple[str, ...], user_state: gr.State) -> gr.Markdown:
+def login_notice(elem_prefix: str, purpose: str, roles: tuple[str, ...], user_state: gr.State,
+                 login_here: bool = False) -> gr.Markdown:
     """The notice of one tab (elem_id `<elem_prefix>-login-notice`), refreshed when the login changes."""
-    notice = gr.Markdown(notice_text(purpose, roles, None), elem_id=f"{elem_prefix}-login-notice")
+    notice = gr.Markdown(notice_text(purpose, roles, None, login_here), elem_id=f"{elem_prefix}-login-notice")
 
     def shown(login):
-        return notice_text(purpose, roles, login)
+        return notice_text(purpose, roles, login, login_here)
 
     user_state.change(shown, user_state, notice, api_visibility="private")
     return notice

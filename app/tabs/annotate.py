@@ -162,7 +162,7 @@ def build(user_state: gr.State):
     follow. Returns `restore(demo, tab)`, which shows on page load the login the page still has
     (or the form of a one-time link in the page's address) and refreshes the collection list
     each time the Annotate tab `tab` is opened (so a collection imported in Data appears)."""
-    login_notice("annotate", PURPOSE, ALL_ROLES, user_state)
+    login_notice("annotate", PURPOSE, ALL_ROLES, user_state, login_here=True)
     # Rating fields the annotator set on the shown caption ("overall,fluency"; the others are
     # unset), kept in the page (a hidden field, not a gr.State) so a key press notes it at once.
     touched = gr.Textbox("", visible=False, elem_id="rate-touched")
