@@ -135,6 +135,11 @@ def test_the_score_tab_on_a_390_px_phone(browser, offline_server, artifacts):
     assert headers[:3] == ["metric", "status", "#1"], headers  # at 390 px #2 starts past the edge (scroll)
     for table in ("#score-rows", "#score-table"):
         assert broken_words(page, table) == [], table
+    # Each row's picture is whole inside the rows table (its right part was cut off at 390 px).
+    page.locator("#score-rows").scroll_into_view_if_needed()
+    edges = page.evaluate("() => [document.querySelector('#score-rows').getBoundingClientRect().right, "
+                          "[...document.querySelectorAll('#score-rows img')].map(i => i.getBoundingClientRect().right)]")
+    assert edges[1] and all(right <= edges[0] for right in edges[1]), edges
     clip = {r[0]: r for r in table_rows(page, "#score-table")}["CLIP-S"]
     assert re.fullmatch(r"-?\d+(\.\d+)?", clip[2]), clip
     icon = page.locator("#score-table [role=row].virtual-row").first.locator("span[title]")
