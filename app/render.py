@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from scoring.analysis.report import COEFFICIENT_LABELS
+from scoring.analysis.correlation import COEFFICIENT_LABELS
 from scoring.perturb.ops import Perturbation, removed_words
 from scoring.perturb.tokenize import joiner
 

@@ -21,7 +21,7 @@ CACHE_SWEEP = (300, 900)
 PAGE_CSS = """
 #failures-table span.header, #failures-table span.text { font-size: 12px; }
 @media (max-width: 640px) {
-  #score-chart .modebar-container { display: none; }
+  .modebar-container { display: none; }  /* Plotly's toolbar covered the charts' labels */
   #score-rows th span.header { font-size: 12px; }
   #score-inputs { display: contents !important; }
   #score-inputs-top { order: 1; flex: 1 1 100% !important; min-width: 0 !important; }

@@ -27,6 +27,9 @@ import pandas as pd
 from scipy import stats as _scipy_stats  # distributions only (t, normal); no correlation code
 
 COEFFICIENTS = ("kendall_b", "kendall_c", "pearson", "spearman")
+# How tables and figures name them.
+COEFFICIENT_LABELS = {"kendall_c": "Kendall τc", "kendall_b": "Kendall τb", "pearson": "Pearson r",
+                      "spearman": "Spearman ρ"}
 # Columns that describe items rather than score them; never taken for metric columns.
 RESERVED_COLUMNS = frozenset(
     {

@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from .correlation import kendall_tau
+from .correlation import COEFFICIENT_LABELS, kendall_tau
 
 
 def metric_vs_human_scatter(
@@ -67,7 +67,7 @@ def robustness_drop_bars(robustness: pd.DataFrame, ops: Sequence[str] | None = N
     if long.empty:
         return go.Figure(layout={"title": "No metric has a defined score change (unavailable, or zero on the originals)"})
     facet = "metric" if "metric" in long and long["metric"].nunique() > 1 else None
-    wrap = 4
+    wrap = 3  # three panels a row: their titles ("RefCLIP-S", "CapLens-R") stay apart on a phone
     panels = long["metric"].nunique() if facet else 1
     # A few outliers (UMIC-C off a near-zero original: thousands of %) would flatten every other
     # bar; the axis stops at the clip and those bars say their value on hover and above them.
@@ -79,11 +79,15 @@ def robustness_drop_bars(robustness: pd.DataFrame, ops: Sequence[str] | None = N
         facet_col=facet, facet_col_wrap=wrap if facet else 0, facet_row_spacing=0.08,
         labels={"shown": "change (%)", "op": ""}, text="clipped",
         hover_data={"change": ":.2f", "shown": False, "clipped": False},
-        title="Score change under perturbation (negative = detected)"
-              + (f"; axis clipped at ±{limit:.0f}%" if limit is not None else ""),
-        height=260 + 220 * -(-panels // wrap),
+        height=300 + 220 * -(-panels // wrap),
     )
-    figure.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
+    # A short title with the details under it, so that it fits a phone's width.
+    figure.update_layout(
+        title={"text": "Score change under perturbation",
+               "subtitle": {"text": "negative = detected" + (f"; axis clipped at ±{limit:.0f}%" if limit is not None
+                                                             else "")}},
+        margin={"t": 100, "r": 10})
+    figure.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1], font_size=11))
     if limit is not None:
         figure.update_yaxes(range=[-1.1 * limit, 1.1 * limit])
         figure.update_traces(textposition="inside", insidetextanchor="end", textfont_size=9)
@@ -108,16 +112,22 @@ def correlation_heatmap(correlations: pd.DataFrame, value: str = "kendall_c") ->
     if missing:
         raise ValueError(f"correlation table lacks column(s) {', '.join(missing)}; group it by 'lang'")
     grid = correlations.pivot_table(index="metric", columns="lang", values=value, aggfunc="mean")
+    label = COEFFICIENT_LABELS.get(value, value)
     if grid.empty:  # every coefficient undefined (e.g. all human ratings equal): nothing to colour
-        return go.Figure(layout={"title": f"No {value} is defined for any metric and language (see the status)"})
+        return go.Figure(layout={"title": f"No {label} is defined for any metric and language (see the status)"})
+    # Two decimals at a fixed size, the colour bar under the grid and the languages above it, so
+    # that on a phone (about 300 px) the cells keep the width and their numbers stay legible.
     figure = go.Figure(
         go.Heatmap(
             z=grid.to_numpy(), x=list(grid.columns), y=list(grid.index), colorscale="RdBu", zmid=0,
-            text=np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.3f}")(grid.to_numpy()),
-            texttemplate="%{text}", colorbar={"title": value},
+            text=np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.2f}")(grid.to_numpy()),
+            texttemplate="%{text}", textfont={"size": 11},
+            colorbar={"title": {"text": label, "side": "top"}, "orientation": "h", "y": -0.02, "yanchor": "top",
+                      "thickness": 12},
         )
     )
-    figure.update_layout(title=f"{value} by metric and language", xaxis_title="language", yaxis_title="metric")
+    figure.update_layout(title=f"{label} by metric and language", xaxis={"side": "top"},
+                         margin={"l": 10, "r": 10, "t": 90, "b": 10}, height=200 + 24 * len(grid.index))
     return figure
 
 

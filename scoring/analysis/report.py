@@ -11,12 +11,10 @@ import pandas as pd
 
 from .failures import disagreements, unmoved
 from .robustness import format_table7, robustness_table
-from .correlation import COEFFICIENTS
+from .correlation import COEFFICIENT_LABELS, COEFFICIENTS
 from .run import unavailable_text
 from .tables import collection_correlations, correlation_rows, rated_captions, robustness_input
 
-COEFFICIENT_LABELS = {"kendall_c": "Kendall τc", "kendall_b": "Kendall τb", "pearson": "Pearson r",
-                      "spearman": "Spearman ρ"}
 DISAGREE = "metric and humans disagree"
 UNMOVED = "perturbation barely moved the metric"
 ANY = "(any)"

@@ -22,7 +22,7 @@ def test_all_equal_ratings_give_a_clear_report_and_an_empty_heat_map():
     assert "In en every rated caption has the same mean human rating" in report.summary
     assert correlation_cells(report.correlations)["Kendall τc"].tolist() == ["—"]
     figure = plots.correlation_heatmap(report.correlations, "kendall_c")
-    assert not figure.data and "No kendall_c is defined" in figure.layout.title.text
+    assert not figure.data and "No Kendall τc is defined" in figure.layout.title.text
 
 
 def test_one_flat_language_leaves_the_others_measured():

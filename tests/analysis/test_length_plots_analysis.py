@@ -48,6 +48,10 @@ def test_figures(scored):
     correlations = correlation_table(scored, ["CLIP-S", "SPECS"], group_by=["lang"], n_boot=0)
     heat = correlation_heatmap(correlations, "pearson")
     assert heat.data[0].z.shape == (2, 2)
+    # Named as the table names it, two decimals at a size a phone can read, the colour bar under the grid.
+    assert heat.layout.title.text == "Pearson r by metric and language"
+    assert all(len(t.split(".")[-1]) == 2 for t in heat.data[0].text.ravel() if t) and heat.data[0].textfont.size == 11
+    assert heat.data[0].colorbar.orientation == "h"
     with pytest.raises(ValueError, match="lang"):
         correlation_heatmap(correlation_table(scored, ["CLIP-S"], n_boot=0))
     scores = pd.DataFrame({
@@ -72,5 +76,5 @@ def test_drop_chart_clips_outliers_and_says_their_value():
     assert tuple(bars.layout.yaxis.range) == pytest.approx((-33.0, 33.0))
     assert max(bars.data[0].y) == pytest.approx(30.0)  # the outlier's bar stops at the clip
     assert "+4012% (clipped)" in list(bars.data[0].text)
-    assert "clipped at ±30%" in bars.layout.title.text
+    assert "clipped at ±30%" in bars.layout.title.subtitle.text
     assert drop_axis_limit(pd.Series([-5.0, -12.0, 3.0])) is None  # nothing far out: no clipping

@@ -127,6 +127,7 @@ def test_the_login_form_folds_away_once_logged_in(page, server, study):
     log_in(page, *server.annotator)
     page.wait_for_function("() => !document.querySelector('#login-name')?.offsetParent")
     assert not page.locator("#login-hint").is_visible() and page.locator("#logout-button").is_visible()
+    page.wait_for_function("() => document.querySelector('#annotate-login-notice')?.innerText.includes('Logged in as')")
     assert "Log in below" not in page.locator("#annotate-login-notice").inner_text()
     page.locator("#logout-button").click()
     page.wait_for_function("() => !!document.querySelector('#login-name')?.offsetParent")
