@@ -180,9 +180,9 @@ def light_sessions() -> None:
     `/gradio_api/call/...`) gets a new hash each time. Its session renders the settings of
     every one of the app's ~430 components when it is created: about 0.7 MB and 0.3 s of CPU per
     call, kept until 10,000 sessions push it out. `LightSessionState` renders a component's
-    settings only when the session changes it; the whole list only where Gradio asks for it
-    (deep links, which `app.access` does not serve). Installed once, for every Blocks app of
-    this process."""
+    settings only when the session changes it, and copies the page's config only then; the whole
+    list only where Gradio asks for it (deep links, which `app.access` does not serve). Installed
+    once, for every Blocks app of this process."""
     import gradio.state_holder as holder
 
     if not getattr(holder.SessionState, "caplens_light", False):
@@ -190,20 +190,34 @@ def light_sessions() -> None:
 
 
 def _light_session_class(base: type) -> type:
+    from copy import copy
+
+    from gradio.components import State
+
     class LightSessionState(base):
         caplens_light = True
 
         def __init__(self, blocks):  # what base.__init__ sets, without rendering every component
             import os
-            from copy import copy
 
-            self.blocks_config = copy(blocks.default_config)
+            # The page's config is shared until this session stores a changed component in it
+            # (`__setitem__`): a copy of its dicts of ~430 components and their events was 27 KB
+            # of the 56 KB each API call's session kept. A page with `gr.render` (which changes a
+            # session's config in other places) gets its copy at once.
+            shared = not blocks.default_config.renderables
+            self.blocks_config = blocks.default_config if shared else copy(blocks.default_config)
+            self._own_config = not shared
             self._known_blocks = blocks.blocks
             self.config_values = {}
             self.state_data = {}
             self._state_ttl = {}
             self.is_closed = False
             self.STATE_TTL_WHEN_CLOSED = 1 if os.getenv("GRADIO_IS_E2E_TEST") else 3600
+
+        def __setitem__(self, key, value):
+            if not self._own_config and not isinstance(self.blocks_config.blocks.get(key), State):
+                self.blocks_config, self._own_config = copy(self.blocks_config), True
+            super().__setitem__(key, value)
 
         @property
         def components(self):
