@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import os
 import sys
+import time
 from pathlib import Path
 
 
@@ -51,6 +52,7 @@ def create_app(profile: str | None = None, seed_demo: bool = True, warm_up: bool
     limit_heavy_work(demo)
     allow_direct_events(demo)
     light_sessions()
+    end_pageless_sessions()
     start_sweeping()
     seeding = _seed_demo_in_background() if first.seed_demo else None
     if warm_up:
@@ -187,6 +189,58 @@ def light_sessions() -> None:
 
     if not getattr(holder.SessionState, "caplens_light", False):
         holder.SessionState = _light_session_class(holder.SessionState)
+
+
+def end_pageless_sessions() -> None:
+    """End the session of a call that sent no session hash when its event ends.
+
+    A plain-HTTP call (`/gradio_api/call/...`, curl, an agent) names no session: Gradio names
+    one after the event and keeps it until 10,000 newer sessions push it out (28 KB each, about
+    280 MB at the cap), and keeps the session's message queue and its set of event ids for
+    ever. No later request can name that session again, so its state ends with its event, and
+    its queue entries once the caller has read the answer (or after `UNREAD_ANSWER_S`, an
+    answer nobody came for). Sessions a page or `gradio_client` named keep Gradio's rules (a
+    page's ends an hour after its heartbeat stops). Installed once, for every Blocks app of
+    this process."""
+    from gradio.queueing import Queue
+
+    if getattr(Queue.process_events, "caplens_ends_pageless", False):
+        return
+    run_events = Queue.process_events
+
+    async def process_events(self, events, *args, **kwargs):
+        try:
+            return await run_events(self, events, *args, **kwargs)
+        finally:
+            holder = getattr(self.server_app, "state_holder", None)
+            ended = self.__dict__.setdefault("caplens_ended_sessions", {})
+            for event in events:
+                if holder is not None and event.session_hash == event._id and not event.streaming:
+                    with holder.lock:
+                        holder.session_data.pop(event.session_hash, None)
+                        holder.time_last_used.pop(event.session_hash, None)
+                    ended[event.session_hash] = time.monotonic()
+            _forget_answered(self, ended)
+
+    process_events.caplens_ends_pageless = True
+    Queue.process_events = process_events
+
+
+UNREAD_ANSWER_S = 600
+
+
+def _forget_answered(queue, ended: dict) -> None:
+    """Drop the queue entries of ended page-less sessions whose answer was read (no event id
+    left, no message waiting) or waited longer than `UNREAD_ANSWER_S`."""
+    now = time.monotonic()
+    for session_hash, when in list(ended.items()):
+        messages = queue.pending_messages_per_session.get(session_hash)
+        read = not queue.pending_event_ids_session.get(session_hash) and (messages is None or messages.empty())
+        if read or now - when > UNREAD_ANSWER_S:
+            queue.pending_event_ids_session.pop(session_hash, None)
+            if messages is not None:
+                del queue.pending_messages_per_session[session_hash]
+            del ended[session_hash]
 
 
 def _light_session_class(base: type) -> type:

@@ -248,7 +248,7 @@ def test_the_warm_up_freezes_what_it_loaded(monkeypatch):
     captured = {}
     monkeypatch.setattr(annotation.warmup, "start_warm_up", lambda *args: captured.setdefault("report", args[-1]))
     serve._warm_up("tiny", None)
-    loaded = [{"weights": i} for i in range(5_000)]  # what a warm-up leaves alive
+    loaded = [[i] for i in range(5_000)]  # what a warm-up leaves alive (lists: gc never untracks them)
     before = gc.get_freeze_count()
     captured["report"]("warmed up in 3 s: models loaded.")
     assert gc.get_freeze_count() >= before + len(loaded)
@@ -272,3 +272,26 @@ def test_a_session_shares_the_pages_config_until_it_changes_a_component(server):
     state_key = next(k for k, b in page.blocks.items() if isinstance(b, gr.State))
     second[state_key] = {"kept": 1}  # a State's value lives in the session, not in the config
     assert second.blocks_config is page and second.state_data[state_key] == {"kept": 1}
+
+
+def test_a_call_without_a_session_ends_its_session_and_a_named_session_is_kept(server):
+    """Each plain-HTTP call's session stayed until 10,000 newer ones pushed it out (28 KB each),
+    and its queue entries for ever. It now ends with its event, and its queue entries once its
+    answer was read (swept when a later event ends); a session the caller named (a page,
+    gradio_client) is kept."""
+    sessions = server.demo.state_holder.session_data
+    queue = server.demo._queue
+    before = set(sessions)
+    queued_before = set(queue.pending_event_ids_session)
+    for n in range(3):
+        event, data, _ = call(server, "perturb", [f"a dog runs on the grass {n}", "all", None, n, "en", ""])
+        assert event == "complete", data
+    deadline = time.monotonic() + 10  # the session ends just after the answer is sent
+    while not set(sessions) <= before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert set(sessions) <= before
+    assert len(set(queue.pending_event_ids_session) - queued_before) <= 1  # the last call's, until the next event
+    assert len(set(queue.pending_messages_per_session) - queued_before) <= 1
+    client = Client(server.url, verbose=False)
+    client.predict(*["a cat sits on a mat", "all", None, 1, "en", ""], api_name="/perturb")
+    assert client.session_hash in sessions
