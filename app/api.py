@@ -237,7 +237,7 @@ def failure_cases_endpoint(profile: str, collection: str, metrics: str, mode: st
     chosen = in_words(lambda: _metric_list(metrics) or engine.metric_names(profile))
     rows = in_words(collection_failure_cases, api_account(request), collection, engine.AppScorer(profile), chosen,
                     FAILURE_MODES[mode])
-    return _records(case_cells(filter_cases(rows, ANY, ANY, ANY, max(1, int(limit or 20)))))
+    return _records(case_cells(filter_cases(rows, ANY, ANY, ANY, max(1, int(limit or 20))), compact=False))
 
 
 ENDPOINTS = ("score", "perturb", "login", "next_item", "rate", "next_pair", "judge_pair", "analyze", "failure_cases")

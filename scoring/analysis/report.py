@@ -25,6 +25,7 @@ CASE_CELLS = ["metric", "lang", "metric score", "human", "rank gap", "change %",
 # Perturbation cases have no human rating: their change and operation decide, so they come first.
 UNMOVED_CELLS = ["metric", "lang", "change %", "op", "metric score", "human", "rank gap", "candidate", "caption_id",
                  "image_id"]
+MODE_CELLS = ("human", "rank gap", "change %", "op")  # filled by one kind of case only
 
 
 @dataclass(frozen=True)
@@ -154,14 +155,21 @@ def filter_cases(rows: pd.DataFrame, metric: str, lang: str, op: str, limit: int
     return rows.head(limit).reset_index(drop=True)
 
 
-def case_cells(rows: pd.DataFrame) -> pd.DataFrame:
+def case_cells(rows: pd.DataFrame, compact: bool = True) -> pd.DataFrame:
     """The case columns a table shows, the deciding ones first (CASE_CELLS, or UNMOVED_CELLS for
-    perturbation cases: a change but no rank gap), numbers rounded to 3 digits."""
+    perturbation cases: a change but no rank gap), numbers rounded to 3 digits. A column that
+    no case fills (a disagreement's change % and operation, a perturbation's human rating and
+    rank gap) is left out when `compact`, so a narrow screen shows what decides; the API keeps
+    every column, so its rows have one shape."""
     def filled(column: str) -> bool:
         return column in rows and pd.to_numeric(rows[column], errors="coerce").notna().any()
 
     perturbation = filled("change %") and not filled("rank gap")
-    shown = rows.reindex(columns=UNMOVED_CELLS if perturbation else CASE_CELLS).copy()
+    cells = UNMOVED_CELLS if perturbation else CASE_CELLS
+    if compact and len(rows):
+        cells = [c for c in cells if c not in MODE_CELLS or (c in rows and rows[c].notna().any())]
+    shown = rows.reindex(columns=cells).copy()
     for column in ("metric score", "human", "rank gap", "change %"):
-        shown[column] = pd.to_numeric(shown[column], errors="coerce").round(3)
+        if column in shown:
+            shown[column] = pd.to_numeric(shown[column], errors="coerce").round(3)
     return shown

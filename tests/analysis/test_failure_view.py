@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from scoring.analysis.report import ANY, case_cells, filter_cases
+from scoring.analysis.report import ANY, CASE_CELLS, case_cells, filter_cases
 
 
 def cases() -> pd.DataFrame:
@@ -25,7 +25,9 @@ def test_any_metric_shows_each_caption_once_with_its_worst_metric():
 
 def test_the_deciding_columns_come_first():
     shown = case_cells(filter_cases(cases(), ANY, ANY, ANY, 10))
-    assert list(shown.columns)[:7] == ["metric", "lang", "metric score", "human", "rank gap", "change %", "op"]
+    assert list(shown.columns) == ["metric", "lang", "metric score", "human", "rank gap", "candidate", "caption_id",
+                                   "image_id"]  # no change % or operation: a disagreement has neither
+    assert list(case_cells(cases(), compact=False).columns) == CASE_CELLS  # the API's rows keep one shape
     assert "image_file" not in shown.columns and shown.loc[0, "rank gap"] == 0.8
 
 
@@ -36,6 +38,7 @@ def test_perturbation_cases_put_the_change_and_the_operation_first():
                          "op": ["jumble", "removal"], "metric": ["MCS", "MCS"], "metric score": [0.51234, 0.4],
                          "human": [None, None], "rank gap": [None, None], "change %": [-0.04321, 1.0]})
     shown = case_cells(rows)
-    assert list(shown.columns)[:5] == ["metric", "lang", "change %", "op", "metric score"]
+    assert list(shown.columns)[:6] == ["metric", "lang", "change %", "op", "metric score", "candidate"]
+    assert "human" not in shown.columns and "rank gap" not in shown.columns
     assert shown.loc[0, "change %"] == -0.043 and shown.loc[1, "op"] == "removal"
     assert list(case_cells(rows.assign(**{"rank gap": [0.5, -0.2]})).columns)[:3] == ["metric", "lang", "metric score"]
