@@ -298,7 +298,7 @@ def launch_kwargs(host: str, port: int | None, share: bool, mcp: bool = False) -
     tools answering in JSON."""
     from annotation.app_start import unserved_folders
     from app.access import app_kwargs
-    from app.ui import PAGE_CSS
+    from app.ui import PAGE_CSS, page_words
     from app.uploads import max_upload_bytes
 
     extra = app_kwargs()
@@ -318,6 +318,7 @@ def launch_kwargs(host: str, port: int | None, share: bool, mcp: bool = False) -
         # anything else Gradio raises shows as a bare "Error", never its text.
         show_error=False,
         css=PAGE_CSS,
+        i18n=page_words(),
     )
 
 

@@ -17,18 +17,30 @@ CACHE_SWEEP = (300, 900)
 # The page's own CSS (`app.serve.launch_kwargs` passes it to launch). On a phone (the columns
 # stack) the Score tab's left column lets its two parts take their own places, so that the
 # results come between the rows table with its Score button and the other inputs, and the rows
-# table's headers are set smaller, so that each of their words fits its column (326 px for four).
+# table's headers and cells are set smaller, so that each word of a header or a file name fits
+# its column (326 px for four).
 PAGE_CSS = """
 #failures-table span.header, #failures-table span.text { font-size: 12px; }
 @media (max-width: 640px) {
   .modebar-container { display: none; }  /* Plotly's toolbar covered the charts' labels */
-  #score-rows th span.header { font-size: 12px; }
+  #score-rows th span.header, #score-rows span.text { font-size: 12px; }
   #score-inputs { display: contents !important; }
   #score-inputs-top { order: 1; flex: 1 1 100% !important; min-width: 0 !important; }
   #score-results { order: 2; flex: 1 1 100% !important; min-width: 0 !important; }
   #score-options { order: 3; flex: 1 1 100% !important; min-width: 0 !important; }
 }
 """
+
+# Words Gradio's own interface asks its translations for but has none of: the file input's
+# "upload more" button showed its key, `common.upload`, as its tooltip.
+PAGE_WORDS = {
+    "en": {"common.upload": "Upload"}, "de": {"common.upload": "Hochladen"}, "fr": {"common.upload": "Téléverser"},
+    "es": {"common.upload": "Subir"}, "ja": {"common.upload": "アップロード"},
+}
+
+
+def page_words() -> gr.I18n:
+    return gr.I18n(**PAGE_WORDS)
 
 
 def build_app(ctx: engine.AppContext) -> gr.Blocks:

@@ -63,14 +63,14 @@ def header_cells(page, selector: str) -> list[str]:
 
 # Words of a Dataframe's headers (and numbers of its cells) that the browser drew over more than
 # one line: "pict ure", "lan g", "-0.95 5" (issue 25).
-_BROKEN_WORDS_JS = r"""(selector) => { const broken = [];
+_BROKEN_WORDS_JS = r"""([selector, everyWord]) => { const broken = [];
   const spans = document.querySelectorAll(`${selector} th span.header, ${selector} [role=gridcell]`);
   for (const span of spans) {
     const header = span.matches('span.header');
     const walker = document.createTreeWalker(span, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
       for (const m of node.textContent.matchAll(/\S+/g)) {
-        if (!header && !/^[-+]?\d[\d.,]*%?$/.test(m[0])) continue;  // cells: numbers only
+        if (!header && !everyWord && !/^[-+]?\d[\d.,]*%?$/.test(m[0])) continue;  // cells: numbers only
         const range = document.createRange();
         range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
         const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
@@ -78,15 +78,37 @@ _BROKEN_WORDS_JS = r"""(selector) => { const broken = [];
   return broken; }"""
 
 
-def broken_words(page, selector: str) -> list[str]:
-    """Header words and cell numbers of the Dataframe at `selector` that break over two lines."""
-    return page.evaluate(_BROKEN_WORDS_JS, selector)
+def broken_words(page, selector: str, every_word: bool = False) -> list[str]:
+    """Header words and cell numbers (with `every_word`, every cell word) of the Dataframe at
+    `selector` that break over two lines."""
+    return page.evaluate(_BROKEN_WORDS_JS, [selector, every_word])
 
 
 def wait_for_status(page, text: str) -> str:
     page.wait_for_function(
         f"() => document.querySelector('#score-status textarea')?.value.includes({text!r})")
     return page.locator("#score-status textarea").input_value()
+
+
+def test_on_a_phone_file_names_keep_their_words_and_the_upload_button_says_upload(page, artifacts, tmp_path):
+    """At 390 px the rows table broke a file name inside its words ("phot/o"), and the file
+    input's "upload more" button had Gradio's untranslated key `common.upload` as its tooltip."""
+    from PIL import Image
+
+    picture = tmp_path / "cat photo with a long name.png"
+    Image.new("RGB", (48, 40), (200, 30, 30)).save(picture)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#score-live input").uncheck()
+    page.locator("#score-images input[type=file]").set_input_files(str(picture))
+    page.wait_for_function("() => [...document.querySelectorAll('#score-rows [role=gridcell]')]"
+                           ".some(c => c.innerText.includes('long name'))")
+    page.locator("#score-rows").scroll_into_view_if_needed()
+    # Words up to 6 characters fit the image column (before: "photo" broke); longer ones may
+    # break, as they must somewhere.
+    assert [w for w in broken_words(page, "#score-rows", every_word=True) if len(w) <= 6] == []
+    titles = page.eval_on_selector_all("#score-images button[title]", "bs => bs.map(b => b.title)")
+    assert "Upload" in titles and not [t for t in titles if t.startswith("common.")], titles
+    page.screenshot(path=str(artifacts / "score-rows-file-name-390px.png"), full_page=True)
 
 
 def test_upload_then_scores_appear(page, image_file, artifacts, tmp_path):
