@@ -112,6 +112,17 @@ def test_specs_reads_248_tokens(tiny_scorer, images):
     assert tiny_scorer.backbone("specs").max_tokens == 248
 
 
+def test_reference_metrics_flag_truncated_candidates_and_descriptions_name_the_model(tiny_scorer, images):
+    """RefCLIP-S and RefPAC-S read the candidate with CLIP's 77 tokens, so they flag the same
+    truncations as CLIP-S; each description names the embedding model it uses."""
+    long_caption = "a dog on the grass next to a red car " * 15
+    items = [ScoreItem(images[0], long_caption, ["a dog"]), ScoreItem(images[1], "a dog", ["a dog on grass"])]
+    results = tiny_scorer.score(items, ["RefCLIP-S", "RefPAC-S"])
+    assert results["RefCLIP-S"].truncated == results["RefPAC-S"].truncated == [True, False]
+    assert "between the CLIP embeddings" in tiny_scorer.info("CLIP-S").description
+    assert "between the PAC-S fine-tuned CLIP embeddings" in tiny_scorer.info("PAC-S").description
+
+
 def test_embeddings_api_is_normalised_and_cached(tiny_scorer, images):
     v = tiny_scorer.image_embeddings(images[:3])
     t = tiny_scorer.text_embeddings(["a dog", "a cat"], prefix="A photo depicts ")
