@@ -21,6 +21,17 @@ SHOWN = 200
 THUMBNAILS = 12
 
 
+# Each header word and value on one line at the 12 px of app.ui.PAGE_CSS, the number columns no
+# wider: on a phone (390 px) the deciding columns stay in view, the rest scrolls beside the pinned
+# two. Widths go by name, since each view shows its own columns in its own order.
+CASE_WIDTHS = {"metric": "84px", "lang": "52px", "metric score": "64px", "human": "60px", "rank gap": "64px",
+               "change %": "68px", "op": "84px", "candidate": "300px", "caption_id": "96px", "image_id": "110px"}
+
+
+def case_widths(columns) -> list[str]:
+    return [CASE_WIDTHS[c] for c in columns]
+
+
 def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tabs: gr.Tabs) -> None:
     names = engine.metric_names(ctx.profile)
     login_notice("failures", PURPOSE, RESEARCH_ROLES, user_state)
@@ -35,10 +46,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
                             allow_preview=False, elem_id="failures-gallery")
     table = gr.Dataframe(render.empty_table(CASE_CELLS), label="Cases (click a row to open it in Score)",
                          interactive=False, wrap=True, pinned_columns=2, elem_id="failures-table",
-                         # each header word and value on one line at the 12 px of app.ui.PAGE_CSS, the
-                         # number columns no wider: on a phone (390 px) the five deciding columns stay
-                         # in view, the rest scrolls beside the pinned two
-                         column_widths=["84px", "52px", "64px", "60px", "64px", "68px", "84px", "300px", "96px", "110px"])
+                         column_widths=case_widths(CASE_CELLS))
     all_rows = gr.State(None)
     shown_rows = gr.State(None)
 
@@ -51,7 +59,8 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
         gallery = [(path, f"#{i + 1}") for i, path in enumerate(copies)]
         chosen = "" if (metric_name, lang_name, op_name) == (ANY, ANY, ANY) else f" ({len(matching)} of these)"
         status = f"{len(rows)} cases{chosen}; showing the first {len(picked)}."
-        return status, case_cells(picked), gallery, picked
+        shown = case_cells(picked)
+        return status, gr.Dataframe(shown, column_widths=case_widths(shown.columns)), gallery, picked
 
     def on_find(name, how, metric_name, lang_name, op_name, request: gr.Request, progress=gr.Progress()):
         try:

@@ -84,6 +84,12 @@ def broken_words(page, selector: str, every_word: bool = False) -> list[str]:
     return page.evaluate(_BROKEN_WORDS_JS, [selector, every_word])
 
 
+def column_widths(page, selector: str) -> dict[str, float]:
+    """Header title -> rendered width (px) of the Dataframe at `selector`."""
+    return page.eval_on_selector_all(f"{selector} th[role=columnheader]",
+                                     "ths => Object.fromEntries(ths.map(t => [t.title, t.getBoundingClientRect().width]))")
+
+
 def wait_for_status(page, text: str) -> str:
     page.wait_for_function(
         f"() => document.querySelector('#score-status textarea')?.value.includes({text!r})")
@@ -308,6 +314,7 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
     # The deciding columns come first, so they are in view without scrolling sideways.
     assert headers[:5] == ["metric", "lang", "metric score", "human", "rank gap"], headers
     assert "change %" not in headers  # no disagreement has one: an empty column was shown
+    assert column_widths(page, "#failures-table")["candidate"] >= 250  # widths follow the columns shown
     for width in (1400, 390):
         page.set_viewport_size({"width": width, "height": 1000 if width > 400 else 844})
         page.locator("#failures-table").scroll_into_view_if_needed()
@@ -371,6 +378,8 @@ def test_perturbation_cases_keep_the_change_and_the_operation_in_view_on_a_phone
         "#failures-table th[role=columnheader]",
         f"ths => ths.filter(t => t.getBoundingClientRect().right <= {box['x'] + box['width'] + 1}).map(t => t.title)")
     assert {"metric", "lang", "change %", "op"} <= set(visible), visible
+    widths = column_widths(page, "#failures-table")
+    assert widths["candidate"] >= 250 and widths["op"] < 120, widths
     assert any(row[3] for row in table_rows(page, "#failures-table")), "no operation shown"
     page.screenshot(path=str(artifacts / "failure-cases-perturbation-390px.png"), full_page=True)
     page.set_viewport_size({"width": 1400, "height": 1000})
