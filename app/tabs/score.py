@@ -242,19 +242,22 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         event(None, None, None, js=LIVE_JS)
 
     def on_rows_file(paths, image_paths):
+        """The rows read (and True), or the reason none were (and False: then no live score
+        follows, whose "enter at least one candidate" would replace the reason)."""
         if not paths:
-            return gr.skip(), ""
+            return gr.skip(), "", False
         try:
             records, problems = rows_from_files(paths)
         except (ValueError, OSError) as exc:
-            return gr.skip(), f"Could not read the rows: {user_message(exc)}"
+            return gr.skip(), f"Could not read the rows: {user_message(exc)}", False
         if not records:
-            return gr.skip(), "\n".join(problems + ["No usable row in the file."])
+            return gr.skip(), "\n".join(problems + ["No usable row in the file."]), False
         note = [f"{len(records)} row(s) read into the table; upload their images above if they have any."]
-        return with_pictures(records, image_paths), "\n".join(problems + note)
+        return with_pictures(records, image_paths), "\n".join(problems + note), True
 
-    rows_file.upload(on_rows_file, [rows_file, files], [rows, status], api_visibility="private").then(
-        None, None, None, js=LIVE_JS)
+    rows_read = gr.Checkbox(False, visible=False)
+    rows_file.upload(on_rows_file, [rows_file, files], [rows, status, rows_read], api_visibility="private").then(
+        None, rows_read, None, js=f"(read) => {{ if (read) ({LIVE_JS})(); }}")
 
     def on_images(paths, table_value, source):
         """New images: each row shows its picture; an empty table gets one row per image to type

@@ -158,3 +158,25 @@ def test_the_score_tab_on_a_390_px_phone(browser, offline_server, artifacts):
     page.screenshot(path=str(artifacts / "phone-390-chart.png"))
     page.screenshot(path=str(artifacts / "phone-390-score-tab.png"), full_page=True)
     context.close()
+
+
+def test_a_rows_file_without_rows_says_why_and_a_good_one_is_scored_live(page, artifacts, tmp_path, image_file):
+    """With live scoring on, a rows file without usable rows showed only "Enter at least one
+    candidate": the live score that followed replaced the reason. The reason now stays, and a
+    good file is still scored at once."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("this is not,a valid\n1,2\n", encoding="utf-8")
+    assert page.locator("#score-live input").is_checked()
+    page.locator("#score-rows-file input[type=file]").set_input_files(str(bad))
+    message = wait_for_status(page, "No usable row")
+    page.wait_for_timeout(2500)  # past the live score's delay: nothing replaces the reason
+    assert page.locator("#score-status textarea").input_value() == message
+    assert "Enter at least one candidate" not in message
+    page.screenshot(path=str(artifacts / "score-rows-file-bad.png"), full_page=True)
+    good = tmp_path / "good.csv"
+    good.write_text("image,candidate,references\nred.png,a red square,a red square | a red block\n", encoding="utf-8")
+    page.locator("#score-images input[type=file]").set_input_files(str(image_file))
+    page.wait_for_function("() => document.querySelectorAll('#score-rows img').length >= 1")
+    page.locator("#score-rows-file button[aria-label='Clear']").click()  # as a person replaces a file
+    page.locator("#score-rows-file input[type=file]").set_input_files(str(good))
+    wait_for_status(page, "Scored 1 image–caption pair(s)")
