@@ -68,6 +68,17 @@ NOTES: dict[str, str] = {
         "also stats a tokenizer named by a string (a Hugging Face name or \"@clip\"), which is no file "
         "in the working folder, so nothing is added; the timeout (`name = None`) loops forever, which "
         "the time limit catches."),
+    "scoring/metrics/clip_score.py": (
+        "Equivalent survivors: the eight dropped float64 casts of one side of a product (numpy promotes "
+        "float32 times float64 to float64: the same cosines); `_embed`'s images or image keys passed as None "
+        "(every image was encoded in the Scorer's pass, so the cache answers by key; without keys the "
+        "backbone hashes the images itself: the same values); `references=None` in `embedding_requests` "
+        "(it also requests the rows without references, which the metric then skips: extra work, the same "
+        "values). Killed after the run by tests written for them, each planted by hand and failing: the "
+        "description's model name and RefCLIP-S's truncation flags (test_learned_metrics.py::"
+        "test_reference_metrics_flag_truncated_candidates_and_descriptions_name_the_model), and `texts =` "
+        "for `texts +=` (RefCLIP-S requesting only its references, hidden when CLIP-S requests the same "
+        "candidates: test_metric_protocol.py::test_each_metric_alone_requests_everything_it_encodes)."),
     "scoring/metrics/coco.py": (
         "Equivalent survivors seen so far: `CorpusCiderScorer(n=4, sigma=6.0)` without `n` or without `sigma` "
         "(pycocoevalcap's defaults are n=4, sigma=6.0); the `ref_len` setter's return value (a setter's is "

@@ -91,18 +91,14 @@ def test_the_scorer_calls_check_available_and_warm_up(tiny_scorer, monkeypatch):
     assert tiny_scorer.warm_up([name]) == {name: None} and calls == ["warm"]
 
 
-@pytest.mark.parametrize("profile", ["tiny", "world"])
-def test_embedding_requests_cover_everything_compute_encodes(profile, monkeypatch):
-    """Each metric lists the embeddings it reads (`embedding_requests`), the Scorer encodes them
-    all first, and then no metric encodes anything more: a request of the wrong kind, backbone
-    or rows would show as an embedding stored while the metrics run."""
+def _late_embeddings(scorer, groups, monkeypatch) -> list:
+    """Score each group of metrics on empty embedding caches; every embedding stored after the
+    Scorer's one pass over the requests (while the metrics run), as (metrics, cache, key)."""
     from PIL import Image
 
     from scoring.api import ScoreItem, Scorer
     from scoring.cache import LRUCache
 
-    scorer = Scorer(profile, device="cpu")
-    names = [n for n in scorer.metric_names() if scorer.unavailable_reason(n) is None]
     phase = {"now": "before"}
     stored_late = []
     original_put, original_embed = LRUCache.put, Scorer._embed_requested
@@ -123,15 +119,44 @@ def test_embedding_requests_cover_everything_compute_encodes(profile, monkeypatc
     items = [ScoreItem(picture[0], "a red square on a table", ["a red square", "a square"]),
              ScoreItem(None, "a caption without an image", ["a reference"]),
              ScoreItem(picture[1], "ein grünes Feld", ["a green field"], lang="de")]
-    results = scorer.score(items, names)
-    loaded = scorer._backbones  # every backbone the metrics used, loaded by now
-    embedding_caches = {id(getattr(backbone, kind)): f"{name} {kind}" for name, backbone in loaded.items()
-                        for kind in ("image_cache", "text_cache") if hasattr(backbone, kind)}
-    assert len(embedding_caches) >= 3  # image and text towers of the profile were watched
-    late = [(embedding_caches[id(cache)], key) for cache, key in stored_late if id(cache) in embedding_caches]
-    assert phase["now"] == "metrics" and late == []
-    learned = [n for n in names if scorer.info(n).needs_image]
-    assert learned and all(results[n].values[0] == results[n].values[0] for n in learned)  # scored, not NaN
+    late = []
+    for group in groups:
+        for backbone in scorer._backbones.values():
+            for kind in ("image_cache", "text_cache"):
+                if hasattr(backbone, kind):
+                    getattr(backbone, kind).clear()
+        phase["now"], stored_late[:] = "before", []
+        results = scorer.score(items, group)
+        assert phase["now"] == "metrics"
+        caches = {id(getattr(backbone, kind)): f"{name} {kind}" for name, backbone in scorer._backbones.items()
+                  for kind in ("image_cache", "text_cache") if hasattr(backbone, kind)}
+        late += [(group, caches[id(cache)], key) for cache, key in stored_late if id(cache) in caches]
+        learned = [n for n in group if scorer.info(n).needs_image]
+        assert all(results[n].values[0] == results[n].values[0] for n in learned)  # scored, not NaN
+    return late
+
+
+@pytest.mark.parametrize("profile", ["tiny", "world"])
+def test_embedding_requests_cover_everything_compute_encodes(profile, monkeypatch):
+    """Each metric lists the embeddings it reads (`embedding_requests`), the Scorer encodes them
+    all first, and then no metric encodes anything more: a request of the wrong kind, backbone
+    or rows would show as an embedding stored while the metrics run."""
+    from scoring.api import Scorer
+
+    scorer = Scorer(profile, device="cpu")
+    names = [n for n in scorer.metric_names() if scorer.unavailable_reason(n) is None]
+    assert _late_embeddings(scorer, [names], monkeypatch) == []
+    assert sum(hasattr(b, k) for b in scorer._backbones.values() for k in ("image_cache", "text_cache")) >= 3
+
+
+def test_each_metric_alone_requests_everything_it_encodes(monkeypatch):
+    """The same, one metric at a time on empty caches: together, one metric's request can hide
+    another's gap (RefCLIP-S that requested only its references was served CLIP-S's candidates)."""
+    from scoring.api import Scorer
+
+    scorer = Scorer("tiny", device="cpu")
+    names = [n for n in scorer.metric_names() if scorer.unavailable_reason(n) is None and scorer.info(n).needs_image]
+    assert len(names) >= 8 and _late_embeddings(scorer, [[n] for n in names], monkeypatch) == []
 
 
 # What each family says about itself (SPEC.md and the papers): inputs, languages, the attainable
