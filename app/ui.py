@@ -21,6 +21,10 @@ CACHE_SWEEP = (300, 900)
 # its column (326 px for four).
 PAGE_CSS = """
 #failures-table span.header, #failures-table span.text { font-size: 12px; }
+/* Score rows: long references show 8 lines (all of them while edited), so a row's image name,
+   candidate and picture stay in view beside them. */
+#score-rows .body-cell:nth-child(3) span.text { display: -webkit-box; -webkit-line-clamp: 8;
+  -webkit-box-orient: vertical; overflow: hidden; }
 @media (max-width: 640px) {
   .modebar-container { display: none; }  /* Plotly's toolbar covered the charts' labels */
   #score-rows th span.header, #score-rows span.text { font-size: 12px; }

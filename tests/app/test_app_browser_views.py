@@ -180,3 +180,24 @@ def test_a_rows_file_without_rows_says_why_and_a_good_one_is_scored_live(page, a
     page.locator("#score-rows-file button[aria-label='Clear']").click()  # as a person replaces a file
     page.locator("#score-rows-file input[type=file]").set_input_files(str(good))
     wait_for_status(page, "Scored 1 image–caption pair(s)")
+
+
+def test_a_row_with_long_references_keeps_its_name_candidate_and_picture_in_view(page, artifacts, tmp_path,
+                                                                                  image_file):
+    """A failure case opened in Score carries the scene's long references: the row grew to
+    1,255 px in a 543 px table, and its picture sat below the visible part. References now show
+    8 lines (all while edited)."""
+    long = " | ".join(["a large red square sits in the upper left corner of a grey striped background, to the left "
+                       "of a small blue circle, and below it a green triangle lies next to a yellow star"] * 5)
+    rows = tmp_path / "rows.csv"
+    rows.write_text(f'image,candidate,references\nred.png,a red square,"{long}"\n', encoding="utf-8")
+    page.locator("#score-live input").uncheck()
+    page.locator("#score-images input[type=file]").set_input_files(str(image_file))
+    page.wait_for_function("() => document.querySelectorAll('#score-rows img').length >= 1")
+    page.locator("#score-rows-file input[type=file]").set_input_files(str(rows))
+    wait_for_status(page, "1 row(s) read into the table")
+    page.locator("#score-rows").scroll_into_view_if_needed()
+    references_cell = page.locator("#score-rows [data-testid=cell-0-2]").bounding_box()
+    assert references_cell["height"] < 250, references_cell  # 8 lines of 12 px text, not the whole paragraph
+    assert table_rows(page, "#score-rows")[0][2].startswith("a large red square")  # the text is all there
+    page.screenshot(path=str(artifacts / "score-rows-long-references.png"), full_page=True)
