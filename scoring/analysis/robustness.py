@@ -135,17 +135,26 @@ def robustness_table(
 
 
 def format_table7(table: pd.DataFrame, ops: Sequence[str] | None = None, digits: int = 4) -> pd.DataFrame:
-    """Printable Table-7 cells: 'mean (change%)' per op and for Average, as in the paper."""
+    """Printable Table-7 cells: 'mean (change%)' per op and for Average, as in the paper. Where
+    an op's change is measured against the originals of only the captions it changed (paired
+    rows), and their mean is not the Original column's, the cell names it: 'mean (change% vs
+    base)', so the change is never read against the wrong number."""
     if ops is None:
         ops = [c[: -len("_change")] for c in table.columns if c.endswith("_change") and c != "average_change"]
     keys = [c for c in ("lang", "metric") if c in table.columns]
     out = table[keys].copy()
     out["Original"] = table["original"].map(lambda v: f"{v:.{digits}f}")
+
+    def cell(mean: float, change: float, base: float, original: float) -> str:
+        if not (np.isfinite(mean) and np.isfinite(change)):
+            return "-"
+        against = f" vs {base:.{digits}f}" if f"{base:.{digits}f}" != f"{original:.{digits}f}" else ""
+        return f"{mean:.{digits}f} ({change:+.2f}%{against})"
+
     for op in [*ops, "average"]:
-        out[op.capitalize()] = [
-            f"{mean:.{digits}f} ({change:+.2f}%)" if np.isfinite(mean) and np.isfinite(change) else "-"
-            for mean, change in zip(table[op], table[f"{op}_change"])
-        ]
+        bases = table[f"{op}_original"] if f"{op}_original" in table.columns else table["original"]
+        out[op.capitalize()] = [cell(*values) for values in zip(table[op], table[f"{op}_change"], bases,
+                                                                 table["original"])]
     out["Robustness"] = table["robustness"].map(lambda v: f"{v:.2f}" if np.isfinite(v) else "-")
     return out
 

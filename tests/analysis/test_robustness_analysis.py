@@ -110,3 +110,18 @@ def test_each_op_is_compared_with_the_originals_of_the_captions_it_changed():
     # Without item_id the no-op rows cannot be paired: refused rather than compared unevenly.
     with pytest.raises(ValueError, match="item_id"):
         robustness_table(frame.drop(columns=["item_id"]))
+
+
+def test_a_change_measured_against_only_the_changed_captions_names_its_base():
+    """Paired rows: substitution changed caption 2 only, so its change is against caption 2's
+    original (0.4), not the Original column's mean of both (0.7); the cell says so, where a
+    new user read '0.4000 (+0.00%)' beside 'Original 0.7000' as a wrong number."""
+    rows = [dict(lang="en", metric="M", op="original", item_id=1, score=1.0),
+            dict(lang="en", metric="M", op="original", item_id=2, score=0.4),
+            dict(lang="en", metric="M", op="substitution", item_id=2, score=0.4),
+            dict(lang="en", metric="M", op="removal", item_id=1, score=0.5),
+            dict(lang="en", metric="M", op="removal", item_id=2, score=0.2)]
+    cells = format_table7(robustness_table(pd.DataFrame(rows))).loc[0]
+    assert cells["Original"] == "0.7000"
+    assert cells["Substitution"] == "0.4000 (+0.00% vs 0.4000)"
+    assert cells["Removal"] == "0.3500 (-50.00%)"  # against both captions' originals: no base named
