@@ -223,12 +223,13 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
             curve = gr.Plot(loss_figure(None), label="Loss curve", visible=False, elem_id="train-loss")
             learning = gr.Plot(learning_curve_figure(None), label="Learning curve", visible=False,
                                elem_id="train-learning-curve")
-            result = gr.Dataframe(EMPTY_RESULT, label="Held-out numbers: before and after training",
-                                  interactive=False, wrap=True, column_widths=RESULT_WIDTHS, elem_id="train-result")
             log = gr.Textbox(label="Log", lines=8, max_lines=16, interactive=False, autoscroll=True,
                              elem_id="train-log")
             listed = gr.Dataframe(pd.DataFrame(columns=JOB_COLUMNS), label="Your jobs (click one to show it)",
                                   interactive=False, elem_id="train-jobs")
+    # The whole page's width: its seven columns (1,108 px) scrolled sideways in the job column.
+    result = gr.Dataframe(EMPTY_RESULT, label="Held-out numbers: before and after training",
+                          interactive=False, wrap=True, column_widths=RESULT_WIDTHS, elem_id="train-result")
     panel = Panel(job_id=gr.State(None), timer=gr.Timer(REFRESH_S, active=False), status=status, bar=bar,
                   curve=curve, learning=learning, result=result, log=log, listed=listed, registry_event=gr.State(None),
                   register=register, delete=delete, cancel=cancel)

@@ -90,6 +90,12 @@ def column_widths(page, selector: str) -> dict[str, float]:
                                      "ths => Object.fromEntries(ths.map(t => [t.title, t.getBoundingClientRect().width]))")
 
 
+def column_widths_right(page, selector: str) -> dict[str, float]:
+    """Header title -> the right edge (px) of its column in the Dataframe at `selector`."""
+    return page.eval_on_selector_all(f"{selector} th[role=columnheader]",
+                                     "ths => Object.fromEntries(ths.map(t => [t.title, t.getBoundingClientRect().right]))")
+
+
 def wait_for_status(page, text: str) -> str:
     page.wait_for_function(
         f"() => document.querySelector('#score-status textarea')?.value.includes({text!r})")
@@ -507,6 +513,9 @@ def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts,
     assert page.locator("#train-loss .js-plotly-plot").count() == 1
     assert not page.locator("#train-cancel").is_visible()  # the job has ended
     assert broken_words(page, "#train-result") == []
+    box = page.locator("#train-result").bounding_box()  # every column in view at 1,400 px (it scrolled)
+    right = max(column_widths_right(page, "#train-result").values())
+    assert right <= box["x"] + box["width"] + 1, (right, box)
     page.screenshot(path=str(artifacts / "train-tab.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.locator("#train-result").scroll_into_view_if_needed()
