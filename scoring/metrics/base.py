@@ -94,12 +94,11 @@ class Metric(Protocol):
 
 
 def harmonic_mean(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Element-wise 2ab/(a+b), 0 where both are 0 (RefCLIP-S, RefPAC-S)."""
+    """Element-wise 2ab/(a+b) of non-negative scores, 0 where both are 0 (RefCLIP-S, RefPAC-S):
+    there the numerator is 0 too, so dividing it by 1 gives the 0."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     total = a + b
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.where(total > 0, 2 * a * b / np.where(total > 0, total, 1), 0.0)
-    return out
+    return 2 * a * b / np.where(total > 0, total, 1.0)
 
 
 def rows_with(context: ScoreContext, *, image: bool = False, references: bool = False) -> list[int]:

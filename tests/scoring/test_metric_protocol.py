@@ -283,3 +283,16 @@ def test_mcs_and_pr_mcs_say_which_text_encoder_they_read_and_every_metric_report
             continue  # n-gram metrics have neither
         info = build_metric(dataclasses.replace(spec, w=spec.w + 1.5, prefix="A photo depicts ")).info("x")
         assert (info.w, info.prefix) == (spec.w + 1.5, "A photo depicts "), name
+
+
+def test_harmonic_mean_by_hand_and_zero_where_both_scores_are_zero():
+    """RefCLIP-S's combination: 2ab/(a+b), and 0 (not nan, no warning) where both are 0."""
+    import warnings
+
+    from scoring.metrics.base import harmonic_mean
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = harmonic_mean([0.0, 0.5, 0.2, 0.0], [0.0, 0.5, 0.8, 0.7])
+    assert out.dtype == np.float64
+    assert out.tolist() == pytest.approx([0.0, 0.5, 2 * 0.2 * 0.8 / 1.0, 0.0], abs=1e-15)
