@@ -19,7 +19,7 @@ from scoring.perturb.ops import ALL_OPS, PRMCS_OPS, Perturbation, canonical_op, 
 from scoring.perturb.pos import TaggerUnavailableError
 from scoring.perturb.tokenize import normalize_lang
 from scoring.session_scoring import (batch_document_frequencies, document_frequency_note, metric_availability,
-                                     missing_input_messages)
+                                     metric_meta, missing_input_messages)
 
 ALL_FIVE = "all five (PR-MCS)"
 
@@ -99,7 +99,7 @@ def caption_robustness(scorer, image, original: str, perturbations: Sequence[Per
     rows, meta, values = [], {}, {}
     results = scorer.score(items, list(metrics))
     for name, result in results.items():
-        meta[name] = {"backbone": result.backbone, "unavailable": result.unavailable}
+        meta[name] = metric_meta(scorer, name, result)
         values[name] = result.values[0] if result.values is not None and len(result.values) else None
         if result.unavailable:
             continue

@@ -296,7 +296,7 @@ def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> S
                 row[slot[name]] = (result.values[position],
                                    bool(result.truncated[position]) if result.truncated else False)
         for name, result in results.items():
-            meta[name] = {"backbone": result.backbone, "unavailable": result.unavailable}
+            meta[name] = metric_meta(scorer, name, result)
         for stale in list(rows_cache)[: max(0, len(rows_cache) - MAX_CACHED_ROWS)]:
             del rows_cache[stale]
 
@@ -318,11 +318,19 @@ def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> S
                         ranges={name: tuple(scorer.info(name).range) for name in names})
 
 
+def metric_meta(scorer, name: str, result) -> dict:
+    """What `metric_availability` reads of one metric's result: its backbone, why it could not
+    run, and which inputs it needs."""
+    info = scorer.info(name)
+    return {"backbone": result.backbone, "unavailable": result.unavailable,
+            "needs_image": info.needs_image, "needs_references": info.needs_references}
+
+
 def metric_availability(names, meta: dict, rows: list[dict], with_references: bool, with_image: bool = True,
                         notes: dict[str, str] | None = None) -> list[dict]:
-    """Per metric: its backbone and "available", "unavailable: <reason>", or what these rows
-    lack for it (references, an image, or either) when it scored none of them; `notes` (e.g.
-    CIDEr-D's document-frequency note) are added to an available metric's status. The one
+    """Per metric: its backbone and "available", "unavailable: <reason>", or which of its own
+    inputs these rows lack (an image, references, or both) when it scored none of them; `notes`
+    (e.g. CIDEr-D's document-frequency note) are added to an available metric's status. The one
     status rule of the Score tab, the /score API and the Perturbation lab."""
     notes = notes or {}
     availability = []
@@ -331,7 +339,10 @@ def metric_availability(names, meta: dict, rows: list[dict], with_references: bo
         reason = info.get("unavailable")
         status = f"unavailable: {reason}" if reason else "available"
         if not reason and rows and all(row.get(name) is None or row.get(name) != row.get(name) for row in rows):
-            needs = ("an image" if with_references else "references" if with_image else "an image or references")
+            lacking = [what for what, needed, given in (("an image", info.get("needs_image", True), with_image),
+                                                        ("references", info.get("needs_references", True),
+                                                         with_references)) if needed and not given]
+            needs = " and ".join(lacking) or "an image or references"
             status = f"available (needs {needs} for these rows)"
         elif status == "available" and notes.get(name):
             status = f"available; {notes[name]}"

@@ -40,9 +40,11 @@ def test_changes_follow_from_the_perturbed_words():
 def test_no_image_and_no_references_say_what_is_needed():
     perturbations = perturb_caption(TEXT, "jumble", None, 0, "en", None)
     result = caption_robustness(get_scorer("tiny"), None, TEXT, perturbations, [], "en", ["BLEU-1", "CLIP-S"])
-    assert result.statuses == {"BLEU-1": "available (needs an image or references for these rows)",
-                               "CLIP-S": "available (needs an image or references for these rows)"}
-    assert result.messages == ["CLIP-S, BLEU-1: no value, needs an image or references (none given)."]
+    # Each metric names what it needs itself ("an image or references" for both read as a contradiction)
+    assert result.statuses == {"BLEU-1": "available (needs references for these rows)",
+                               "CLIP-S": "available (needs an image for these rows)"}
+    assert result.messages == ["CLIP-S: no value, needs an image (none given).",
+                               "BLEU-1: no value, needs references (none given)."]
 
 
 def test_cider_from_one_images_references_is_not_meaningful_as_in_the_score_tab():
