@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 
 from annotation.training import training_jobs as jobs
 from annotation.people.accounts import RESEARCH_ROLES
-from app import engine, render
+from app import engine
 from app.login_notice import login_notice
 from app.session import account_id, collection_dropdown
 

@@ -75,10 +75,13 @@ def build_clip(config_name: str, tokenizer):
 
 
 def clip_processor(tokenizer, image_size: int):
-    from transformers import CLIPImageProcessor, CLIPProcessor
+    """The Pillow image processor, as the loaders read it (`backend="pil"`): the default one
+    needs torchvision, which CapLens does not install (transformers warned on every run)."""
+    from transformers import CLIPProcessor
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
     return CLIPProcessor(
-        image_processor=CLIPImageProcessor(
+        image_processor=CLIPImageProcessorPil(
             size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size},
             resample=1, image_mean=CLIP_MEAN, image_std=CLIP_STD),
         tokenizer=tokenizer)

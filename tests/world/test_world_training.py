@@ -1,5 +1,6 @@
 """A few seconds of world training on the one trainer lowers the losses and saves loadable models."""
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -53,3 +54,17 @@ def test_distillation_loss_goes_down(tiny_clip, tmp_path):
     for name in ("modules.json", "config.json", "1_Pooling/config.json", "2_Dense/config.json",
                  "2_Dense/model.safetensors"):
         assert (tmp_path / "mcs" / name).is_file()
+
+
+def test_the_world_clip_processor_is_the_pillow_one_the_loaders_read():
+    """The default CLIPImageProcessor needs torchvision (not installed): transformers warned in
+    the server log on every world-clip run, and the loaders read the Pillow backend anyway."""
+    from transformers import AutoTokenizer
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    from scoring.world.train import CLIP_MEAN, clip_processor
+
+    tokenizer = AutoTokenizer.from_pretrained(Path(__file__).parents[2] / "scoring/world/checkpoints/world-clip")
+    processor = clip_processor(tokenizer, 96).image_processor
+    assert isinstance(processor, CLIPImageProcessorPil)
+    assert processor.crop_size == {"height": 96, "width": 96} and list(processor.image_mean) == CLIP_MEAN
