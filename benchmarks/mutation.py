@@ -68,6 +68,12 @@ NOTES: dict[str, str] = {
         "also stats a tokenizer named by a string (a Hugging Face name or \"@clip\"), which is no file "
         "in the working folder, so nothing is added; the timeout (`name = None`) loops forever, which "
         "the time limit catches."),
+    "scoring/metrics/base.py": (
+        "Equivalent survivors: any other non-zero denominator than 1.0 where both scores are 0 (the "
+        "numerator is 0 there); a dropped float64 cast of one input (the other is float64, and numpy "
+        "promotes the product). The first run of 2026-11-27 (58 of 72) had 13 survivors in the old "
+        "harmonic_mean's outer `where` and `errstate`, which could never change a value: both went, and "
+        "a by-hand test came."),
     "scoring/metrics/clip_score.py": (
         "Equivalent survivors: the eight dropped float64 casts of one side of a product (numpy promotes "
         "float32 times float64 to float64: the same cosines); `_embed`'s images or image keys passed as None "
