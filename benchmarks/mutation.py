@@ -55,8 +55,10 @@ MODULES: dict[str, list[str]] = {
                                         "tests/analysis/test_cluster_bootstrap.py"],
     "scoring/training/trainer.py": ["tests/training/test_trainer_steps.py", "tests/training/test_trainer.py"],
     "scoring/training/losses.py": ["tests/training/test_losses.py"],
+    # queue_screens and quality call tasks.py's item navigation and reservation: their tests are its tests too
     "annotation/studies/tasks.py": ["tests/annotation/test_tasks.py", "tests/annotation/test_queue_leases.py",
-                            "tests/annotation/test_queue_orders.py"],
+                                    "tests/annotation/test_queue_orders.py", "tests/annotation/test_annotator_screens.py",
+                                    "tests/annotation/test_quality.py", "tests/annotation/test_study_defects.py"],
     "scoring/fingerprint.py": ["tests/scoring/test_score_cache_keys.py", "tests/annotation/test_score_store_keys.py",
                                "tests/scoring/test_fingerprint_parts.py"],
 }
