@@ -155,9 +155,15 @@ def _warmup_image(workdir: Path) -> Path:
 
 
 def fresh_scorer(profile: Path, device: str, warmup: Path) -> Scorer:
-    """A Scorer with its model loaded and run once (on a pair outside the benchmark)."""
+    """A Scorer with its model loaded and run once (on a pair outside the benchmark), and the
+    CUDA graphs of that warm-up's small batches captured, which the next request would
+    otherwise do first: a one-off per process, like loading, and not part of throughput."""
+    from scoring.backbones.graphs import capture_pending
+
     scorer = Scorer(profile, device=device)
     scorer.score([ScoreItem(warmup, "warm up")], ["CLIP-S"])
+    if torch.cuda.is_available():
+        capture_pending()
     return scorer
 
 
@@ -225,6 +231,88 @@ def run_plain_loop(model, processor, paths, captions, device: str):
     return time.perf_counter() - start, (values, cosines.cpu().numpy())
 
 
+def trace_run(run, path: Path) -> str:
+    """One unsynced CapLens run under torch.profiler, stages annotated: how busy the GPU was
+    and which stage launched its work, in 10 ms slices. The trace is kept (gzip) at ``path``."""
+    import gzip
+
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    config = torch._C._profiler._ExperimentalConfig(profile_all_threads=True)  # the text thread too
+    with profile(activities=activities, experimental_config=config) as prof, stages.recording(annotate=True):
+        with record_function("caplens-run"):
+            seconds, _ = run()
+    raw = Path(tempfile.mkdtemp()) / "trace.json"
+    prof.export_chrome_trace(str(raw))
+    trace = json.loads(raw.read_text())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt") as out:
+        json.dump(trace, out)
+    return summarise_trace(trace["traceEvents"], seconds) + f"\ntrace: {path}"
+
+
+def summarise_trace(events: list[dict], seconds: float) -> str:
+    """GPU busy share of the run, GPU time per launching stage and per stream, the kernels
+    that took longest, and a 10 ms timeline of GPU busy share and the stages on each thread."""
+    from collections import defaultdict
+
+    run = next(e for e in events if e.get("name") == "caplens-run" and "dur" in e)
+    start, end = run["ts"], run["ts"] + run["dur"]
+    device = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e
+              and start <= e["ts"] <= end]
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    ranges: dict[object, list] = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("stage:") and "dur" in e:
+            ranges[e["tid"]].append((e["ts"], e["ts"] + e["dur"], e["name"][6:]))
+
+    def stage_at(tid, ts) -> str:
+        inside = [r for r in ranges.get(tid, ()) if r[0] <= ts <= r[1]]
+        return max(inside)[2] if inside else "other"
+
+    per_stage, per_stream, per_kernel = defaultdict(float), defaultdict(float), defaultdict(lambda: [0.0, 0])
+    intervals = []
+    for e in device:
+        launch = launches.get(e.get("args", {}).get("correlation"))
+        name = stage_at(launch["tid"], launch["ts"]) if launch else "other"
+        per_stage[name] += e["dur"]
+        per_stream[e.get("args", {}).get("stream", "?")] += e["dur"]
+        kernel = per_kernel[str(e["name"])[:70]]
+        kernel[0] += e["dur"]
+        kernel[1] += 1
+        intervals.append((e["ts"], e["ts"] + e["dur"]))
+    busy, merged = 0.0, []
+    for a, b in sorted(intervals):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    busy = sum(b - a for a, b in merged)
+    span = end - start
+    lines = [f"traced run: {seconds * 1000:.1f} ms wall ({span / 1000:.1f} ms traced); GPU busy {busy / 1000:.1f} ms "
+             f"({100 * busy / span:.0f}%), device work {sum(per_stage.values()) / 1000:.1f} ms in {len(device)} ops",
+             "GPU time by launching stage: " + ", ".join(f"{k} {v / 1000:.1f} ms" for k, v in
+                                                      sorted(per_stage.items(), key=lambda kv: -kv[1])),
+             "GPU time by stream: " + ", ".join(f"{k}: {v / 1000:.1f} ms" for k, v in per_stream.items()),
+             "longest kernels (total ms, count):"]
+    for name, (total, count) in sorted(per_kernel.items(), key=lambda kv: -kv[1][0])[:12]:
+        lines.append(f"  {total / 1000:7.2f} {count:5d}  {name}")
+    lines.append("timeline, 10 ms slices: GPU busy %, then the stages running on each thread")
+    slice_us = 10_000
+    for lo in range(int(start), int(end), slice_us):
+        hi = lo + slice_us
+        share = sum(max(0, min(b, hi) - max(a, lo)) for a, b in merged) / slice_us
+        running = []
+        for tid, spans in ranges.items():
+            names = sorted({n for a, b, n in spans if a < hi and b > lo})
+            if names:
+                running.append(f"{tid}:{'+'.join(names)}")
+        lines.append(f"  {(lo - start) / 1000:6.0f} ms {100 * share:4.0f}%  {'  '.join(running)}")
+    return "\n".join(lines)
+
+
 def measure(name, runner, repeats: int) -> dict:
     runs = []
     for _ in range(repeats):
@@ -249,6 +337,12 @@ def bench_size(args, folder, profile, workdir, model, processor, metric, device,
         "plain loop": measure("plain loop", lambda: run_plain_loop(model, processor, paths, captions, device), baseline_repeats),
     }
     del scorers
+    for image_batch in args.image_batches:
+        os.environ["CAPLENS_IMAGE_BATCH"] = str(image_batch)
+        scorers = iter([fresh_scorer(profile, device, warmup) for _ in range(args.repeats)])
+        results[f"caplens/{image_batch}"] = measure(f"caplens/{image_batch}", lambda: run_caplens(next(scorers), paths, captions),
+                                                   args.repeats)
+        del os.environ["CAPLENS_IMAGE_BATCH"]
     profiled = fresh_scorer(profile, device, warmup)
     with stages.recording(sync=True) as times:
         seconds, _ = run_caplens(profiled, paths, captions)
@@ -285,6 +379,10 @@ def bench_size(args, folder, profile, workdir, model, processor, metric, device,
         profiler.runcall(run_caplens, scorer, paths, captions)
         print("caplens under cProfile (main thread; unsynced), by own time:")
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.cprofile)
+    if args.trace:
+        scorer = fresh_scorer(profile, device, warmup)
+        trace_path = Path(args.trace).with_suffix(f".{n_pairs}-{n_images}.json.gz")
+        print(trace_run(lambda: run_caplens(scorer, paths, captions), trace_path))
     return {
         "pairs": n_pairs, "images": n_images, "stages_s": times, "agreement": agreement,
         **{k: {f: v for f, v in r.items() if f not in ("output", "cosines")} for k, r in results.items()},
@@ -299,6 +397,10 @@ def main() -> int:
     parser.add_argument("--device", default=None, help="default: cuda, then mps, then cpu")
     parser.add_argument("--json", default=None, help="also write the numbers to this file")
     parser.add_argument("--cprofile", type=int, default=0, help="print this many top functions of one profiled CapLens run")
+    parser.add_argument("--image-batches", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
+                        help="also time CapLens with these caps on images per pass ($CAPLENS_IMAGE_BATCH), e.g. 64,128")
+    parser.add_argument("--trace", default=None, help="also profile one CapLens run per size with torch.profiler: "
+                        "print its GPU timeline and keep the trace at PATH.<pairs>-<images>.json.gz")
     args = parser.parse_args()
 
     from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel, CLIPProcessor

@@ -29,7 +29,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAM
 step build 90 $PY -m scoring.bench "$CAPLENS_BENCH_DIR"
 step latency 100 $PY benchmarks/bench_latency.py --profile bench --repeats 10 --api --cprofile 25
 CAPLENS_CUDA_GRAPHS=0 step latency-eager 70 $PY benchmarks/bench_latency.py --profile bench --repeats 5
-step clipscore 150 $PY benchmarks/bench_clipscore.py --sizes ${SIZES:-256:64,4096:1024} --repeats ${REPEATS:-5} --baseline-repeats ${BASELINE_REPEATS:-2} --cprofile 25 --json "$OUT/clipscore.json"
+step clipscore 180 $PY benchmarks/bench_clipscore.py --sizes ${SIZES:-256:64,4096:1024} --repeats ${REPEATS:-5} --baseline-repeats ${BASELINE_REPEATS:-2} --cprofile 25 --json "$OUT/clipscore.json" --trace "$OUT/trace" --image-batches "${IMAGE_BATCHES:-}"
 step decode 60 $PY benchmarks/bench_decode.py --images 1024 --repeats 3
 step tests 100 $PY -m pytest -q -p no:cacheprovider ${TESTS:-tests/scoring/test_gpu.py tests/scoring/test_pixels.py tests/scoring/test_graphs.py tests/scoring/test_batching.py tests/scoring/test_clip_parity.py tests/scoring/test_learned_metrics.py}
 step precision 100 $PY benchmarks/bench_precision.py --profiles world,bench --pairs 256

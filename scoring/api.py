@@ -14,6 +14,7 @@ import logging
 import threading
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -28,7 +29,7 @@ from scoring.cache import LRUCache
 from scoring.images import ImageInput
 from scoring.metrics import build_metric
 from scoring.metrics.base import MetricInfo, MetricUnavailable, ScoreContext
-from scoring.pixels import ImagePipeline, encode_images
+from scoring.pixels import ImageEncoder, ImagePipeline, encode_images
 from scoring.registry import Registry, RegistryError, canonical_metric_name, load_registry, overrides_stamp
 from scoring.user_registry import training_note
 
@@ -100,6 +101,7 @@ class Scorer:
         self.placement = select_placement(device)
         self.images = ImagePipeline(self.placement.device, preprocess, threads=threads)
         self._text_worker = ThreadPoolExecutor(1, thread_name_prefix="caplens-text")
+        self._cuda_text_stream = None
         self._metrics = {name: build_metric(spec) for name, spec in self.registry.metrics.items()}
         self._backbones: dict[str, object] = {}
         self._failures: dict[str, str] = {}
@@ -261,22 +263,44 @@ class Scorer:
     def _embed_requested(self, names: list[str], items: list[ScoreItem], cider_document_frequency) -> ScoreContext:
         """Read the images and compute every metric's embeddings at once, before any metric
         runs: one batch of texts per text tower (started first, on a second thread), one pass
-        over the images for all image towers. Returns the context the metrics score from."""
-        texts_done = self._encode_requested_texts(names, items)
-        keys, sources = self.images.identify([item.image for item in items])
+        over the images for all image towers, which starts on the first files read while the
+        rest are still being read. Returns the context the metrics score from."""
+        # Which texts and which towers' images the metrics read depends on which items have an
+        # image, not on its content: known before any file is read.
+        provisional = ScoreContext(items=items, image_keys=[None if item.image is None else "" for item in items],
+                                   backbone=self.backbone)
+        wanted = self._requests(names, provisional)
+        texts_done = self._encode_requested_texts(wanted["text"])
+        streaming = self._image_encoder(wanted["image"])
+        keys, sources = self.images.identify([item.image for item in items],
+                                             consume=None if streaming is None else streaming.add)
+        if streaming is not None:
+            for tower, rows in zip(streaming.towers, streaming.finish()):
+                if streaming.keys:
+                    tower.store_images(streaming.keys, rows)
         context = ScoreContext(items=items, image_keys=keys, backbone=self.backbone, sources=sources,
                                cider_document_frequency=cider_document_frequency)
-        self._encode_requested_images(names, context)
+        self._encode_requested_images(names, context)  # what the stream left out (normally nothing)
         texts_done.result()
         return context
 
-    def _requests(self, names: list[str], context: ScoreContext, kind: str) -> dict[str, dict[str, None]]:
-        """Per backbone, the distinct inputs of one kind that the metrics will read."""
-        wanted: dict[str, dict[str, None]] = defaultdict(dict)
+    def _image_encoder(self, wanted: dict[str, dict[str, None]]) -> ImageEncoder | None:
+        """An encoder for the image towers some metric will read, fed while the files are read.
+        It takes every image not yet cached in one of them (a metric that reads only some items'
+        images, as RefCLIP-S alone on items without references, gets a few more encoded than
+        it reads)."""
+        loaded = self._loaded(b for b, inputs in wanted.items() if inputs)
+        towers = [tower for tower in loaded.values() if hasattr(tower, "encode_pixels")]
+        if not towers:
+            return None
+        return ImageEncoder(towers, wanted=lambda key: any(tower.missing_images([key]) for tower in towers))
+
+    def _requests(self, names: list[str], context: ScoreContext) -> dict[str, dict[str, dict[str, None]]]:
+        """Per kind ("text", "image") and backbone, the distinct inputs that the metrics will read."""
+        wanted: dict[str, dict[str, dict[str, None]]] = {"text": defaultdict(dict), "image": defaultdict(dict)}
         for name in names:
             for request in self._metrics[name].embedding_requests(context):
-                if request.kind == kind:
-                    wanted[request.backbone].update(dict.fromkeys(request.inputs))
+                wanted[request.kind][request.backbone].update(dict.fromkeys(request.inputs))
         return wanted
 
     def _loaded(self, backbones) -> dict[str, object]:
@@ -289,19 +313,19 @@ class Scorer:
                 continue
         return loaded
 
-    def _encode_requested_texts(self, names: list[str], items: list[ScoreItem]) -> Future:
-        """Every metric's texts, one batch per text tower, started before the images are read:
-        which texts a metric reads depends on which items have an image, not on the image, so
-        the text towers run on a second thread while the files are read, decoded and encoded.
+    def _encode_requested_texts(self, texts: dict[str, dict[str, None]]) -> Future:
+        """Every metric's texts, one batch per text tower, started before the images are read,
+        on a second thread (on CUDA, its own stream, so its kernels run beside the image
+        towers' instead of queueing behind them) while the files are read, decoded and encoded.
         Serially (one thread, or a stage-timing run) they are encoded before returning."""
-        provisional = ScoreContext(items=items, image_keys=[None] * len(items), backbone=self.backbone)
-        texts = self._requests(names, provisional, "text")
         loaded = self._loaded(texts)
         jobs = [(loaded[b], list(wanted)) for b, wanted in texts.items() if b in loaded and wanted]
+        device = self.placement.device
 
         def encode_texts() -> None:
-            for backbone, wanted in jobs:
-                backbone.text_embeddings(wanted)
+            with torch.cuda.stream(self._text_stream()) if device.type == "cuda" else nullcontext():
+                for backbone, wanted in jobs:
+                    backbone.text_embeddings(wanted)
 
         if jobs and self.images.overlap and not stages.is_serial():
             return self._text_worker.submit(encode_texts)
@@ -310,9 +334,14 @@ class Scorer:
         done.set_result(None)
         return done
 
+    def _text_stream(self) -> "torch.cuda.Stream":
+        if self._cuda_text_stream is None:
+            self._cuda_text_stream = torch.cuda.Stream(self.placement.device)
+        return self._cuda_text_stream
+
     def _encode_requested_images(self, names: list[str], context: ScoreContext) -> None:
         """Every metric's images in one pass over the images for all image towers."""
-        images = self._requests(names, context, "image")
+        images = self._requests(names, context)["image"]
         loaded = self._loaded(images)
         towers = [loaded[b] for b in images if b in loaded and hasattr(loaded[b], "encode_pixels")]
         missing = {id(t): t.missing_images(list(images[t.spec.name])) for t in towers}

@@ -25,9 +25,9 @@ import math
 import os
 import warnings
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -200,31 +200,67 @@ def resample_weights(in_size: int, out_size: int, resample: int) -> np.ndarray:
     return matrix
 
 
-def _resize_axis(batch: torch.Tensor, size: int, resample: int, axis: int) -> torch.Tensor:
-    """One Pillow resampling pass along ``axis`` (-1 width, -2 height), rounded to 8 bits.
+@functools.lru_cache(maxsize=64)
+def _axis_weights(in_size: int, out_size: int, resample: int, keep: tuple[int, int],
+                  device: torch.device) -> tuple[torch.Tensor, int, int]:
+    """Pillow's weights for the output pixels ``keep`` = [start, stop) of one axis, on the
+    device, and the input span [lo, hi) that they read. A centre crop after the resize keeps
+    only some outputs, and those read only a band of the input, so neither the rest of the
+    outputs nor the rest of the input is computed or converted."""
+    weights = resample_weights(in_size, out_size, resample)[keep[0] : keep[1]]
+    used = np.flatnonzero(np.any(weights != 0, axis=0))
+    lo, hi = (int(used[0]), int(used[-1]) + 1) if used.size else (0, in_size)
+    return torch.from_numpy(np.ascontiguousarray(weights[:, lo:hi])).to(device), lo, hi
+
+
+def _round8(batch: torch.Tensor) -> torch.Tensor:
+    """Pillow's rounding of a resampling pass back to 8 bits."""
+    return torch.floor_(batch.add_(0.5)).clamp_(0, 255)
+
+
+def _crop_window(target: tuple[int, int], crop: tuple[int, int] | None) -> tuple[int, int, int, int] | None:
+    """(top, left, height, width) of transformers' centre crop inside a resized image of size
+    ``target``; None without a crop or when the crop is larger (then it pads: `_center_crop`)."""
+    if crop is None or crop[0] > target[0] or crop[1] > target[1]:
+        return None
+    return int((target[0] - crop[0]) / 2.0), int((target[1] - crop[1]) / 2.0), crop[0], crop[1]
+
+
+def _resize(images: list[torch.Tensor], target: tuple[int, int], resample: int,
+            window: tuple[int, int, int, int] | None = None) -> torch.Tensor:
+    """Same-size uint8 images resized to ``target`` as Pillow would (width pass, then height
+    pass, each rounded to 8 bits), of which only ``window`` (top, left, height, width; all of
+    it when None) is computed, in slices that bound the memory.
 
     In float64, where 8-bit pixels times 22-bit weights add up exactly, as Pillow's integer
-    arithmetic does."""
-    if batch.shape[axis] == size:
-        return batch
-    weights = torch.from_numpy(resample_weights(batch.shape[axis], size, resample)).to(batch.device)
-    out = batch @ weights.T if axis == -1 else weights @ batch
-    return torch.floor_(out.add_(0.5)).clamp_(0, 255)
-
-
-def _resize(images: list[torch.Tensor], target: tuple[int, int], resample: int) -> torch.Tensor:
-    """Same-size uint8 images resized as Pillow would, in slices that bound the memory."""
+    arithmetic does: the result does not depend on which inputs with zero weight are left out."""
     height, width = images[0].shape[-2:]
-    if (height, width) == tuple(target):
-        return torch.stack(images).float()
-    per_image = 3 * 8 * (height * width + height * target[1] + target[0] * target[1])
+    top, left, out_h, out_w = window or (0, 0, *target)
+    device = images[0].device
+    cols, rows = None, None
+    c0, c1, r0, r1 = left, left + out_w, top, top + out_h
+    if width != target[1]:
+        cols, c0, c1 = _axis_weights(width, target[1], resample, (left, left + out_w), device)
+    if height != target[0]:
+        rows, r0, r1 = _axis_weights(height, target[0], resample, (top, top + out_h), device)
+    per_image = 3 * 8 * ((r1 - r0) * (c1 - c0) + (r1 - r0) * out_w + out_h * out_w)
     step = max(1, RESIZE_BYTES // per_image)
     parts = []
     for start in range(0, len(images), step):
-        batch = torch.stack(images[start : start + step]).double()
-        batch = _resize_axis(_resize_axis(batch, target[1], resample, -1), target[0], resample, -2)
+        batch = torch.stack(images[start : start + step])[..., r0:r1, c0:c1].double()
+        if cols is not None:
+            batch = _round8(batch @ cols.T)
+        if rows is not None:
+            batch = _round8(rows @ batch)
         parts.append(batch.float())
-    return torch.cat(parts)
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+@functools.lru_cache(maxsize=16)
+def _normalisation(mean: tuple[float, ...], std: tuple[float, ...], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and std as (1, C, 1, 1) tensors on the device, made once (each new one is a copy
+    from the host that waits for the device)."""
+    return (torch.tensor(mean, device=device).view(1, -1, 1, 1), torch.tensor(std, device=device).view(1, -1, 1, 1))
 
 
 def preprocess_fast(images: Sequence[torch.Tensor], config: PreprocessConfig) -> torch.Tensor:
@@ -232,7 +268,8 @@ def preprocess_fast(images: Sequence[torch.Tensor], config: PreprocessConfig) ->
 
     Images of one size are resized together, with Pillow's filter weights as two matrix
     products (width, then height, each rounded to 8 bits as Pillow does), so the pixels
-    equal the reference processor's Pillow resize.
+    equal the reference processor's Pillow resize; only the pixels the centre crop keeps are
+    computed.
     """
     if not images:
         raise ValueError("no images to preprocess")
@@ -241,15 +278,19 @@ def preprocess_fast(images: Sequence[torch.Tensor], config: PreprocessConfig) ->
         by_size[tuple(image.shape[-2:])].append(index)
     parts: list[torch.Tensor | None] = [None] * len(images)
     for (height, width), indices in by_size.items():
-        batch = _resize([images[i] for i in indices], config.resized_size(height, width), config.resample)
-        if config.crop is not None:
+        target = config.resized_size(height, width)
+        window = _crop_window(target, config.crop)
+        batch = _resize([images[i] for i in indices], target, config.resample, window)
+        if config.crop is not None and window is None:
             batch = _center_crop(batch, config.crop)
+        if len(by_size) == 1:
+            pixels = batch
+            break
         for row, index in enumerate(indices):
             parts[index] = batch[row]
-    pixels = torch.stack(parts)
-    device = pixels.device
-    mean = torch.tensor(config.mean, device=device).view(1, -1, 1, 1)
-    std = torch.tensor(config.std, device=device).view(1, -1, 1, 1)
+    else:
+        pixels = torch.stack(parts)
+    mean, std = _normalisation(config.mean, config.std, pixels.device)
     return (pixels * config.rescale - mean) / std
 
 
@@ -283,12 +324,19 @@ class ImagePipeline:
         self._workers = ThreadPoolExecutor(min(DECODE_WORKERS, threads or DECODE_WORKERS),
                                            thread_name_prefix="caplens-decode")
         self._readers = ThreadPoolExecutor(min(READ_WORKERS, threads or READ_WORKERS), thread_name_prefix="caplens-read")
+        self._preparer = ThreadPoolExecutor(1, thread_name_prefix="caplens-prepare")
         self._side_stream = None
 
     # -- reading -------------------------------------------------------------------------
-    def identify(self, images: Sequence[ImageInput | None]) -> tuple[list[str | None], dict[str, ImageInput]]:
+    def identify(self, images: Sequence[ImageInput | None],
+                 consume: Callable[[list[tuple[str, ImageInput]]], None] | None = None,
+                 ) -> tuple[list[str | None], dict[str, ImageInput]]:
         """Content keys of ``images`` (None stays None) and, per key, the encoded bytes (or
-        the PIL image) to decode later: each distinct file is read and hashed once, in threads."""
+        the PIL image) to decode later: each distinct file is read and hashed once, in threads.
+
+        ``consume`` gets the (key, source) pairs of each task of files as soon as it is read,
+        in order, while the rest are still being read: the caller decodes and encodes the first
+        images while later ones are on their way. In a stage-timing run every file is read first."""
         identities = [None if image is None else _identity(image) for image in images]
         distinct: dict[tuple, ImageInput] = {}
         for identity, image in zip(identities, images):
@@ -298,8 +346,16 @@ class ImagePipeline:
         # A few dozen files per task: one task per file cost more in the pool than its read.
         step = max(1, min(READ_TASK_FILES, -(-len(sources) // READ_WORKERS)))
         chunks = [sources[start : start + step] for start in range(0, len(sources), step)]
-        with stages.stage("read"):
-            read = [pair for chunk in self._readers.map(_read_keyed_all, chunks) for pair in chunk]
+        tasks = [self._readers.submit(_read_keyed_all, chunk) for chunk in chunks]
+        read: list[tuple[str, ImageInput]] = []
+        for task in tasks:
+            with stages.stage("read"):
+                pairs = task.result()
+            read.extend(pairs)
+            if consume is not None and not stages.is_serial():
+                consume(pairs)
+        if consume is not None and stages.is_serial():
+            consume(read)
         keyed = dict(zip(distinct, read))
         keys = [None if identity is None else keyed[identity][0] for identity in identities]
         return keys, dict(read)
@@ -359,32 +415,20 @@ class ImagePipeline:
 
     # -- batching -------------------------------------------------------------------------
     def chunk_size(self, towers: Sequence[ImageTower]) -> int:
-        """Images per pass: what free device memory holds for the largest tower, capped."""
+        """Images per pass: what free device memory holds for the largest tower, capped at
+        ``$CAPLENS_IMAGE_BATCH`` (default 256 on CUDA, 32 elsewhere). Smaller passes start the
+        towers sooner after the first files are read; larger ones run each forward fuller."""
+        cap = int(os.environ.get("CAPLENS_IMAGE_BATCH") or (256 if self.device.type == "cuda" else 32))
         if self.device.type != "cuda":
-            return 32
+            return cap
         decode_and_resize = 16 << 20  # a ~1 MP image as uint8 plus its float copy while resizing
         per_image = decode_and_resize + max(tower.image_bytes_per_item() for tower in towers)
-        return memory_batch_size(self.device, per_image, cap=256)
+        return memory_batch_size(self.device, per_image, cap=cap)
 
-    def ahead(self, batches: Sequence, prepare: Callable) -> Iterator[tuple[object, object]]:
-        """(batch, prepare(batch)) in order, preparing the next batch on a worker thread
-        (and, on CUDA, a side stream) while the caller works on the current one."""
-        if stages.is_serial() or not self.overlap or len(batches) < 2:
-            for batch in batches:
-                yield batch, prepare(batch)
-            return
-        with ThreadPoolExecutor(1, thread_name_prefix="caplens-prepare") as worker:
-            future = worker.submit(self._prepare_on_side_stream, prepare, batches[0])
-            for index, batch in enumerate(batches):
-                prepared, event = future.result()
-                if index + 1 < len(batches):
-                    future = worker.submit(self._prepare_on_side_stream, prepare, batches[index + 1])
-                if event is not None:
-                    current = torch.cuda.current_stream(self.device)
-                    current.wait_event(event)
-                    for tensor in prepared.values():
-                        tensor.record_stream(current)
-                yield batch, prepared
+    def prepare_ahead(self, prepare: Callable, batch) -> Future:
+        """Run ``prepare(batch)`` on the pipeline's preparing thread (on CUDA, on a side
+        stream); the future holds (prepared tensors, the event they are ready at)."""
+        return self._preparer.submit(self._prepare_on_side_stream, prepare, batch)
 
     def _prepare_on_side_stream(self, prepare: Callable, batch):
         if self.device.type != "cuda":
@@ -456,35 +500,95 @@ def _pil_tensor(source: ImageInput) -> torch.Tensor:
     return torch.from_numpy(np.asarray(image).copy()).permute(2, 0, 1)
 
 
-def encode_images(towers: Sequence[ImageTower], keys: Sequence[str], sources: Mapping[str, ImageInput]) -> list[torch.Tensor]:
-    """Embeddings of ``keys`` (distinct) from every tower, in one pass over the images.
+class ImageEncoder:
+    """Embeddings of images from every tower, computed while the files are still being read.
 
-    Returns one (len(keys), D) float32 tensor per tower, on the device. Towers with equal
-    preprocessing share the pixels; a tower whose forward runs out of memory continues with
-    half the batch.
+    :meth:`add` takes (key, source) pairs as they arrive (:meth:`ImagePipeline.identify`'s
+    ``consume``); each full batch is decoded and preprocessed on the pipeline's preparing
+    thread (on CUDA, a side stream) while the caller's thread runs the towers on the batch
+    before it. :meth:`finish` encodes the rest and returns one (N, D) float32 tensor per tower,
+    on the device, rows in the order of :attr:`keys`. Towers with equal preprocessing share
+    the pixels; a tower whose forward runs out of memory continues with half the batch.
+    ``wanted(key)`` filters what arrives (for example: not cached yet); a key is encoded once.
     """
-    if not towers or not keys:
-        return [torch.zeros(0) for _ in towers]
-    pipeline = towers[0].pipeline
-    groups: dict[PreprocessConfig, list[int]] = defaultdict(list)
-    for index, tower in enumerate(towers):
-        groups[tower.preprocess].append(index)
-    leaders = {config: towers[members[0]] for config, members in groups.items()}
-    size = pipeline.chunk_size(towers)
-    batches = [list(keys[start : start + size]) for start in range(0, len(keys), size)]
-    forward_sizes = [size] * len(towers)
 
-    def prepare(batch: list[str]) -> dict[PreprocessConfig, torch.Tensor]:
-        decoded = pipeline.decode(batch, [sources[key] for key in batch])
-        return {config: pipeline.pixels_for(leader, decoded) for config, leader in leaders.items()}
+    def __init__(self, towers: Sequence[ImageTower], wanted: Callable[[str], bool] | None = None):
+        self.towers = list(towers)
+        self.pipeline = self.towers[0].pipeline
+        groups: dict[PreprocessConfig, list[int]] = defaultdict(list)
+        for index, tower in enumerate(self.towers):
+            groups[tower.preprocess].append(index)
+        self._groups = dict(groups)
+        self._leaders = {config: self.towers[members[0]] for config, members in groups.items()}
+        self._size = self.pipeline.chunk_size(self.towers)
+        self._forward_sizes = [self._size] * len(self.towers)
+        self._overlap = self.pipeline.overlap and not stages.is_serial()
+        self._wanted = wanted
+        self._sources: dict[str, ImageInput] = {}
+        self._pending: list[str] = []
+        self._in_flight: tuple[list[str], Future] | None = None
+        self._rows: list[list[torch.Tensor]] = [[] for _ in self.towers]
+        self.keys: list[str] = []
 
-    rows: list[list[torch.Tensor]] = [[] for _ in towers]
-    for _, prepared in pipeline.ahead(batches, prepare):
-        for config, members in groups.items():
+    def add(self, pairs: Sequence[tuple[str, ImageInput]]) -> None:
+        for key, source in pairs:
+            if key in self._sources or (self._wanted is not None and not self._wanted(key)):
+                continue
+            self._sources[key] = source
+            self._pending.append(key)
+        while len(self._pending) >= self._size:
+            batch, self._pending = self._pending[: self._size], self._pending[self._size :]
+            self._launch(batch)
+
+    def finish(self) -> list[torch.Tensor]:
+        if self._pending:
+            batch, self._pending = self._pending, []
+            if self._in_flight is None:  # nothing to overlap with: prepare it here
+                self._encode(batch, self._prepare(batch))
+            else:
+                self._launch(batch)
+        if self._in_flight is not None:
+            self._encode_prepared(*self._in_flight)
+            self._in_flight = None
+        return [torch.cat(parts) if parts else torch.zeros(0) for parts in self._rows]
+
+    def _launch(self, batch: list[str]) -> None:
+        if not self._overlap:
+            self._encode(batch, self._prepare(batch))
+            return
+        previous, self._in_flight = self._in_flight, (batch, self.pipeline.prepare_ahead(self._prepare, batch))
+        if previous is not None:
+            self._encode_prepared(*previous)
+
+    def _prepare(self, batch: list[str]) -> dict[PreprocessConfig, torch.Tensor]:
+        decoded = self.pipeline.decode(batch, [self._sources[key] for key in batch])
+        return {config: self.pipeline.pixels_for(leader, decoded) for config, leader in self._leaders.items()}
+
+    def _encode_prepared(self, batch: list[str], future: Future) -> None:
+        prepared, event = future.result()
+        if event is not None:
+            current = torch.cuda.current_stream(self.pipeline.device)
+            current.wait_event(event)
+            for tensor in prepared.values():
+                tensor.record_stream(current)
+        self._encode(batch, prepared)
+
+    def _encode(self, batch: list[str], prepared: dict[PreprocessConfig, torch.Tensor]) -> None:
+        for config, members in self._groups.items():
             for index in members:
                 with stages.stage("vision"):
-                    outputs, forward_sizes[index] = map_halving(
-                        towers[index].encode_pixels, prepared[config], forward_sizes[index]
+                    outputs, self._forward_sizes[index] = map_halving(
+                        self.towers[index].encode_pixels, prepared[config], self._forward_sizes[index]
                     )
-                rows[index].extend(outputs)
-    return [torch.cat(parts) for parts in rows]
+                self._rows[index].extend(outputs)
+        self.keys.extend(batch)
+
+
+def encode_images(towers: Sequence[ImageTower], keys: Sequence[str], sources: Mapping[str, ImageInput]) -> list[torch.Tensor]:
+    """Embeddings of ``keys`` (distinct) from every tower, in one pass over the images:
+    one (len(keys), D) float32 tensor per tower, on the device."""
+    if not towers or not keys:
+        return [torch.zeros(0) for _ in towers]
+    encoder = ImageEncoder(towers)
+    encoder.add([(key, sources[key]) for key in keys])
+    return encoder.finish()

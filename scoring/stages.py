@@ -5,7 +5,9 @@
     times  # {"read": s, "decode": s, "preprocess": s, "vision": s, "text": s, "similarity": s}
 
 With ``sync`` each stage waits for the GPU before its clock stops, so device work is charged
-to the stage that queued it (this serialises the pipeline: time throughput separately).
+to the stage that queued it (this serialises the pipeline: time throughput separately). With
+``annotate`` each stage is also a ``torch.profiler`` range named ``stage:<name>``, so a
+profiler trace of an unsynced run says which stage launched each GPU kernel.
 Outside ``recording`` a stage costs one global lookup.
 """
 from __future__ import annotations
@@ -21,19 +23,20 @@ STAGES = ("read", "decode", "preprocess", "vision", "text", "similarity")
 _state = threading.local()
 _active: dict | None = None
 _sync = False
+_annotate = False
 _lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def recording(sync: bool = False):
+def recording(sync: bool = False, annotate: bool = False):
     """Collect stage times for the block; yields the dict that fills in."""
-    global _active, _sync
+    global _active, _sync, _annotate
     times: dict[str, float] = {name: 0.0 for name in STAGES}
-    _active, _sync = times, sync
+    _active, _sync, _annotate = times, sync, annotate
     try:
         yield times
     finally:
-        _active, _sync = None, False
+        _active, _sync, _annotate = None, False, False
 
 
 def _synchronize() -> None:
@@ -59,8 +62,10 @@ def stage(name: str):
         outer, since = stack[-1]
         _charge(times, outer, now - since)
     stack.append((name, now))
+    label = torch.profiler.record_function(f"stage:{name}") if _annotate else contextlib.nullcontext()
     try:
-        yield
+        with label:
+            yield
     finally:
         if _sync:
             _synchronize()

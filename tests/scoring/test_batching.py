@@ -139,3 +139,52 @@ def test_stage_times_are_recorded(tiny_dir, images):
     assert all(times[name] > 0 for name in ("read", "decode", "preprocess", "vision", "text", "similarity"))
     with stages.stage("vision"):
         pass  # outside recording: no effect, no error
+
+
+def test_images_are_encoded_while_later_files_are_still_being_read(tiny_dir, make_image, tmp_path, monkeypatch):
+    """The first batch reaches the image tower before the last file is read, every image is
+    encoded once, and the scores equal a run that reads everything first."""
+    import threading
+    import time
+
+    from scoring import pixels
+
+    paths = []
+    for index in range(8):
+        paths.append(tmp_path / f"image-{index}.png")
+        make_image(index, (40, 30)).save(paths[-1])
+    items = [ScoreItem(path, f"caption {i}") for i, path in enumerate(paths)] + [ScoreItem(paths[0], "again")]
+    events, lock = [], threading.Lock()
+    slow_read = pixels._read_keyed_all
+
+    def read(chunk):
+        time.sleep(0.05)
+        out = slow_read(chunk)
+        with lock:
+            events.append("read")
+        return out
+
+    monkeypatch.setattr(pixels, "READ_TASK_FILES", 1)
+    monkeypatch.setattr(pixels, "_read_keyed_all", read)
+    monkeypatch.setattr(pixels.ImagePipeline, "chunk_size", lambda self, towers: 2)
+    streamed = Scorer("tiny", device="cpu")
+    tower = streamed.backbone("clip")
+    encode = tower.encode_pixels
+
+    def encode_pixels(batch):
+        with lock:
+            events.append(("encode", batch.shape[0]))
+        return encode(batch)
+
+    monkeypatch.setattr(tower, "encode_pixels", encode_pixels)
+    streamed.score(items, ["CLIP-S"])
+    encodes = [e for e in events if e != "read"]
+    assert events.index(encodes[0]) < len(events) - 1 - events[::-1].index("read")  # before the last read
+    assert sum(n for _, n in encodes) == 8 and events.count("read") == 8  # each distinct image once
+
+    serial = Scorer("tiny", device="cpu")
+    with stages.recording(sync=True):  # serial: every file read before any is decoded
+        serial.score(items, ["CLIP-S"])
+    got, expected = (scorer.backbone("clip").image_embeddings(paths) for scorer in (streamed, serial))  # cached rows
+    assert len(encodes) == 4  # nothing encoded again by image_embeddings
+    assert np.abs(got - expected).max() < 1e-6 and np.abs(got[0] - got[1]).max() > 1e-3

@@ -140,6 +140,11 @@ def test_device_resize_equals_pillow_for_every_filter(make_image, resample):
         expected = np.asarray(image.resize((width, height), resample=resample))
         got = _resize([tensor], (height, width), resample)[0].permute(1, 2, 0).numpy().astype(np.uint8)
         assert np.array_equal(got, expected), (resample, width, height)
+        # Only a window computed (what a centre crop keeps), from a band of the input: the same pixels.
+        top, left = height // 3, width // 4
+        window = (top, left, height - top - 1, max(1, width // 2))
+        cut = _resize([tensor], (height, width), resample, window)[0].permute(1, 2, 0).numpy().astype(np.uint8)
+        assert np.array_equal(cut, expected[top : top + window[2], left : left + window[3]]), (resample, width, height)
 
 
 def _jpeg(mode="RGB", size=(96, 64), **save) -> bytes:
