@@ -27,6 +27,7 @@ every stage boundary (which serialises the pipeline, so it is slower than the ti
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -231,6 +232,71 @@ def run_plain_loop(model, processor, paths, captions, device: str):
     return time.perf_counter() - start, (values, cosines.cpu().numpy())
 
 
+@contextlib.contextmanager
+def _environment(name: str, value: str):
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(name) if old is None else os.environ.__setitem__(name, old)
+
+
+@contextlib.contextmanager
+def _switch_interval(seconds: float):
+    """The GIL's switch interval as Python leaves it (5 ms), not as the Scorer sets it on CUDA."""
+    from scoring import api
+
+    old, wanted = sys.getswitchinterval(), api.GPU_SWITCH_INTERVAL_S
+    api.GPU_SWITCH_INTERVAL_S = seconds
+    sys.setswitchinterval(seconds)
+    try:
+        yield
+    finally:
+        api.GPU_SWITCH_INTERVAL_S = wanted
+        sys.setswitchinterval(old)
+
+
+@contextlib.contextmanager
+def _patched(owner, name: str, replacement):
+    old = getattr(owner, name)
+    setattr(owner, name, replacement)
+    try:
+        yield
+    finally:
+        setattr(owner, name, old)
+
+
+def _read_first():
+    """Every file read and hashed before the first is decoded (the pipeline before streaming)."""
+    from scoring.pixels import ImagePipeline
+
+    identify = ImagePipeline.identify
+
+    def read_all_then_consume(self, images, consume=None):
+        keys, sources = identify(self, images)
+        if consume is not None:
+            consume(list(sources.items()))
+        return keys, sources
+
+    return _patched(ImagePipeline, "identify", read_all_then_consume)
+
+
+def _text_on_default_stream():
+    """The text towers queue on the default stream, behind the image towers' work."""
+    return _patched(Scorer, "_text_stream", lambda self: torch.cuda.default_stream(self.placement.device))
+
+
+# Ways to change CapLens for one measurement each, to see what each part of the pipeline buys.
+VARIANTS = {
+    "batch-128": lambda: _environment("CAPLENS_IMAGE_BATCH", "128"),
+    "batch-512": lambda: _environment("CAPLENS_IMAGE_BATCH", "512"),
+    "switch-5ms": lambda: _switch_interval(0.005),
+    "read-first": _read_first,
+    "text-on-default-stream": _text_on_default_stream,
+}
+
+
 def trace_run(run, path: Path) -> str:
     """One unsynced CapLens run under torch.profiler, stages annotated: how busy the GPU was
     and which stage launched its work, in 10 ms slices. The trace is kept (gzip) at ``path``."""
@@ -330,43 +396,43 @@ def bench_size(args, folder, profile, workdir, model, processor, metric, device,
     warmup = _warmup_image(workdir)
     scorers = [fresh_scorer(profile, device, warmup) for _ in range(args.repeats)]
     pending = iter(scorers)
-    baseline_repeats = args.baseline_repeats or args.repeats
-    results = {
-        "caplens": measure("caplens", lambda: run_caplens(next(pending), paths, captions), args.repeats),
-        "torchmetrics": measure("torchmetrics", lambda: run_torchmetrics(metric, paths, captions, device), baseline_repeats),
-        "plain loop": measure("plain loop", lambda: run_plain_loop(model, processor, paths, captions, device), baseline_repeats),
-    }
+    baseline_repeats = args.repeats if args.baseline_repeats is None else args.baseline_repeats
+    results = {"caplens": measure("caplens", lambda: run_caplens(next(pending), paths, captions), args.repeats)}
+    if baseline_repeats:
+        results["torchmetrics"] = measure("torchmetrics", lambda: run_torchmetrics(metric, paths, captions, device),
+                                          baseline_repeats)
+        results["plain loop"] = measure("plain loop", lambda: run_plain_loop(model, processor, paths, captions, device),
+                                        baseline_repeats)
     del scorers
-    for image_batch in args.image_batches:
-        os.environ["CAPLENS_IMAGE_BATCH"] = str(image_batch)
-        scorers = iter([fresh_scorer(profile, device, warmup) for _ in range(args.repeats)])
-        results[f"caplens/{image_batch}"] = measure(f"caplens/{image_batch}", lambda: run_caplens(next(scorers), paths, captions),
-                                                   args.repeats)
-        del os.environ["CAPLENS_IMAGE_BATCH"]
+    for variant in args.variants:
+        with VARIANTS[variant]():
+            scorers = iter([fresh_scorer(profile, device, warmup) for _ in range(args.repeats)])
+            results[variant] = measure(variant, lambda: run_caplens(next(scorers), paths, captions), args.repeats)
     profiled = fresh_scorer(profile, device, warmup)
     with stages.recording(sync=True) as times:
         seconds, _ = run_caplens(profiled, paths, captions)
     times = dict(times)
     times["rest"] = max(0.0, seconds - sum(times.values()))
-    results["plain loop"]["output"], results["plain loop"]["cosines"] = results["plain loop"]["output"]
-    ours, plain = results["caplens"]["output"], results["plain loop"]["output"]
-    agreement = float(np.max(np.abs(ours - plain)))
-    mean_plain, mean_tm = float(np.mean(results["plain loop"]["cosines"])) * 100, results["torchmetrics"]["output"]
-
     print(f"\n== {n_pairs} pairs over {n_images} JPEG images (640x480), best of {args.repeats} "
           f"(baselines: {baseline_repeats}) ==")
-    print(f"check: max |caplens - plain loop| per pair {agreement:.4f} (preprocessing mode "
-          f"{profiled.images.mode}); mean 100*cos: plain loop {mean_plain:.3f}, torchmetrics {mean_tm:.3f}")
-    header = f"{'method':13s} {'pairs/s':>9s} {'images/s':>9s} {'seconds':>8s} {'GPU util':>9s} {'peak MiB':>9s}"
+    agreement = None
+    if baseline_repeats:
+        results["plain loop"]["output"], results["plain loop"]["cosines"] = results["plain loop"]["output"]
+        ours, plain = results["caplens"]["output"], results["plain loop"]["output"]
+        agreement = float(np.max(np.abs(ours - plain)))
+        mean_plain, mean_tm = float(np.mean(results["plain loop"]["cosines"])) * 100, results["torchmetrics"]["output"]
+        print(f"check: max |caplens - plain loop| per pair {agreement:.4f} (preprocessing mode "
+              f"{profiled.images.mode}); mean 100*cos: plain loop {mean_plain:.3f}, torchmetrics {mean_tm:.3f}")
+    header = f"{'method':24s} {'pairs/s':>9s} {'images/s':>9s} {'seconds':>8s} {'GPU util':>9s} {'peak MiB':>9s}"
     print(header)
     for result in results.values():
         util = "-" if result["util"] is None else f"{result['util']:.0f}% ({result['samples']})"
         peak = "-" if result["peak_mib"] is None else f"{result['peak_mib']:.0f}"
         result["pairs_per_s"] = n_pairs / result["seconds"]
         result["images_per_s"] = n_images / result["seconds"]
-        print(f"{result['name']:13s} {result['pairs_per_s']:9.1f} {result['images_per_s']:9.1f} "
+        print(f"{result['name']:24s} {result['pairs_per_s']:9.1f} {result['images_per_s']:9.1f} "
               f"{result['seconds']:8.3f} {util:>9s} {peak:>9s}")
-    for other in ("torchmetrics", "plain loop"):
+    for other in ("torchmetrics", "plain loop") if baseline_repeats else ():
         print(f"caplens / {other}: {results['caplens']['pairs_per_s'] / results[other]['pairs_per_s']:.2f}x")
     total = sum(times.values())
     print(f"caplens stages (synced run, {seconds:.3f} s): " + ", ".join(
@@ -393,12 +459,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="256:64", help="comma list of PAIRS:IMAGES (e.g. 256:64,4096:1024)")
     parser.add_argument("--repeats", type=int, default=3, help="CapLens runs per size (each on a new Scorer)")
-    parser.add_argument("--baseline-repeats", type=int, default=None, help="torchmetrics and plain-loop runs (default: --repeats)")
     parser.add_argument("--device", default=None, help="default: cuda, then mps, then cpu")
     parser.add_argument("--json", default=None, help="also write the numbers to this file")
     parser.add_argument("--cprofile", type=int, default=0, help="print this many top functions of one profiled CapLens run")
-    parser.add_argument("--image-batches", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
-                        help="also time CapLens with these caps on images per pass ($CAPLENS_IMAGE_BATCH), e.g. 64,128")
+    parser.add_argument("--baseline-repeats", type=int, default=None,
+                        help="torchmetrics and plain-loop runs (default: --repeats; 0 leaves them out)")
+    parser.add_argument("--variants", type=lambda v: [x for x in v.split(",") if x], default=[],
+                        help=f"also time CapLens changed in one way each (comma list of: {', '.join(VARIANTS)})")
     parser.add_argument("--trace", default=None, help="also profile one CapLens run per size with torch.profiler: "
                         "print its GPU timeline and keep the trace at PATH.<pairs>-<images>.json.gz")
     args = parser.parse_args()

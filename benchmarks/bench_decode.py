@@ -14,6 +14,7 @@ Each row is the best of --repeats, in images/s. Without CUDA the GPU rows are sk
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -49,6 +50,34 @@ def best_rate(label: str, count: int, run, repeats: int, rows: list) -> float:
     return count / best
 
 
+@contextlib.contextmanager
+def busy_device(device: torch.device, pinned: bool):
+    """A thread that keeps running matrix products and copying results to the host (pageable
+    or pinned) until the block ends."""
+    stop = threading.Event()
+
+    def work():
+        a = torch.randn(2048, 2048, device=device, dtype=torch.float16)
+        staging = torch.empty(2048, 2048, dtype=torch.float16, pin_memory=True) if pinned else None
+        stream = torch.cuda.Stream(device)
+        with torch.cuda.stream(stream):
+            while not stop.is_set():
+                b = a @ a
+                if staging is None:
+                    b.cpu()
+                else:
+                    staging.copy_(b, non_blocking=True)
+                    stream.synchronize()
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--images", type=int, default=1024)
@@ -58,6 +87,7 @@ def main() -> int:
     from scoring.images import bytes_key, open_checked, scan_jpeg_header
     from scoring import pixels
     from scoring.pixels import DECODE_WORKERS, ImagePipeline, _pil_tensor
+    from scoring.transfer import pinned_views
 
     folder = Path(tempfile.mkdtemp(prefix="bench-decode-"))
     paths = write_jpegs(folder, args.images)
@@ -104,6 +134,15 @@ def main() -> int:
         best_rate("nvJPEG, bytes ready (one thread)", count, lambda: nvjpeg(encoded, count), args.repeats, rows)
         for batch in (32, 128, 256):
             best_rate(f"nvJPEG in batches of {batch}", count, lambda b=batch: nvjpeg(encoded, b), args.repeats, rows)
+        pinned = pinned_views(data)
+        best_rate("nvJPEG in batches of 256, bytes in pinned memory", count, lambda: nvjpeg(pinned, 256), args.repeats, rows)
+        best_rate("bytes into one pinned buffer", count, lambda: pinned_views(data), args.repeats, rows)
+        # Another thread busy with kernels and device-to-host copies, as the text towers are while
+        # images decode: pageable copies hold other threads' CUDA calls, pinned ones should not.
+        for label, source in (("pageable", encoded), ("pinned", pinned)):
+            with busy_device(device, pinned=label == "pinned"):
+                best_rate(f"nvJPEG batches of 256 ({label} bytes) beside a thread copying to the host", count,
+                          lambda source=source: nvjpeg(source, 256), args.repeats, rows)
         best_rate("bytes to tensors (bytearray copies, as before)", count,
                   lambda: [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in data], args.repeats, rows)
 

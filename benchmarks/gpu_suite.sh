@@ -3,7 +3,8 @@
 # 1 x 5 latency of the nine embedding metrics on the hub-sized `bench` profile (with CUDA graphs,
 # then without), the CLIP-S throughput benchmark (256 pairs over 64 images, 4,096 pairs over
 # 1,024), the decoding stages, the CUDA tests and the precision measurement.
-# Logs go to $OUT (default ./gpu-suite-out); SKIP="precision ..." leaves steps out. From the repository root:
+# Logs go to $OUT (default ./gpu-suite-out); SKIP="precision ..." leaves steps out; VARIANTS="read-first,..."
+# times CapLens changed in one way each (bench_clipscore.py --variants). From the repository root:
 #     bash benchmarks/gpu_suite.sh
 set -u
 OUT=${OUT:-$PWD/gpu-suite-out}
@@ -29,7 +30,13 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAM
 step build 90 $PY -m scoring.bench "$CAPLENS_BENCH_DIR"
 step latency 100 $PY benchmarks/bench_latency.py --profile bench --repeats 10 --api --cprofile 25
 CAPLENS_CUDA_GRAPHS=0 step latency-eager 70 $PY benchmarks/bench_latency.py --profile bench --repeats 5
-step clipscore 180 $PY benchmarks/bench_clipscore.py --sizes ${SIZES:-256:64,4096:1024} --repeats ${REPEATS:-5} --baseline-repeats ${BASELINE_REPEATS:-2} --cprofile 25 --json "$OUT/clipscore.json" --trace "$OUT/trace" --image-batches "${IMAGE_BATCHES:-}"
+step clipscore 180 $PY benchmarks/bench_clipscore.py --sizes ${SIZES:-256:64,4096:1024} --repeats ${REPEATS:-5} --baseline-repeats ${BASELINE_REPEATS:-2} --cprofile 25 --json "$OUT/clipscore.json" --trace "$OUT/trace" --variants "${VARIANTS:-}"
 step decode 60 $PY benchmarks/bench_decode.py --images 1024 --repeats 3
 step tests 100 $PY -m pytest -q -p no:cacheprovider ${TESTS:-tests/scoring/test_gpu.py tests/scoring/test_pixels.py tests/scoring/test_graphs.py tests/scoring/test_batching.py tests/scoring/test_clip_parity.py tests/scoring/test_learned_metrics.py}
 step precision 100 $PY benchmarks/bench_precision.py --profiles world,bench --pairs 256
+# Where each thread's time goes while scoring 4,096 pairs (py-spy: Python and native frames,
+# idle threads too), when $PYSPY names a py-spy binary; benchmarks/threads_profile.py reads it.
+if [ -n "${PYSPY:-}" ]; then
+    step threads 120 "$PYSPY" record --idle --threads --native --rate 200 --format raw --output "$OUT/threads.txt" -- \
+        $PY benchmarks/bench_clipscore.py --sizes 4096:1024 --repeats 5 --baseline-repeats 0
+fi

@@ -32,6 +32,22 @@ class LRUCache:
             self.misses += 1
             return None
 
+    def get_many(self, keys) -> list[Any | None]:
+        """``get`` for each key under one lock (a caption batch asks for thousands)."""
+        data, move, found, misses = self._data, self._data.move_to_end, [], 0
+        with self._lock:
+            for key in keys:
+                entry = data.get(key)
+                if entry is None:
+                    misses += 1
+                    found.append(None)
+                    continue
+                move(key)
+                found.append(entry[0])
+            self.hits += len(found) - misses
+            self.misses += misses
+        return found
+
     def put(self, key: Hashable, value: Any) -> None:
         weight = self._weigh(value)
         with self._lock:

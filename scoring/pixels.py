@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import warnings
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from scoring.images import (
     ImageDecodeError, ImageInput, ImageLimits, bytes_key, exif_orientation, image_key, image_limits, jpeg_fits_limits,
     load_image, open_checked, read_image_bytes, scan_jpeg_header,
 )
+from scoring.transfer import pinned_views, to_device
 
 MODES = ("reference", "fast")
 # Pillow's resampling filters (codes as image processors store them; 0, nearest, is a plain
@@ -398,7 +398,7 @@ class ImagePipeline:
         if rest:
             arrays = self._workers.map(lambda key: _pil_tensor(todo[key]), rest)
             for key, tensor in zip(rest, arrays):
-                out[key] = tensor.to(self.device, non_blocking=True)
+                out[key] = to_device(tensor, self.device)
         return out
 
     # -- preprocessing ------------------------------------------------------------------
@@ -408,7 +408,7 @@ class ImagePipeline:
             if self.mode == "fast":
                 return preprocess_fast(decoded, tower.preprocess)
             pixels = tower.image_processor(images=decoded, return_tensors="pt")["pixel_values"]
-            return pixels.to(self.device, non_blocking=True)
+            return to_device(pixels, self.device)
 
     def pixels(self, tower: ImageTower, keys: Sequence[str], sources: Sequence[ImageInput]) -> torch.Tensor:
         return self.pixels_for(tower, self.decode(keys, sources))
@@ -480,14 +480,14 @@ def _nvjpeg_candidate(source: ImageInput, limits: ImageLimits) -> tuple[bytes, i
 
 
 def _decode_nvjpeg(jpegs: Mapping[str, tuple[bytes, int]], device: torch.device) -> dict[str, torch.Tensor]:
-    """Batched GPU decoding; a batch nvJPEG rejects goes back to Pillow (which says why)."""
+    """Batched GPU decoding; a batch nvJPEG rejects goes back to Pillow (which says why). The
+    files' bytes go to nvJPEG in one pinned buffer, so its copies to the device are queued,
+    not made one by one while other threads' CUDA calls wait."""
     if not jpegs:
         return {}
     from torchvision.io import ImageReadMode, decode_jpeg
 
-    with warnings.catch_warnings():  # the bytes are only read: no writable copy of each file
-        warnings.filterwarnings("ignore", "The given buffer is not writable")
-        encoded = [torch.frombuffer(data, dtype=torch.uint8) for data, _ in jpegs.values()]
+    encoded = pinned_views([data for data, _ in jpegs.values()])
     try:
         decoded = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
     except RuntimeError:

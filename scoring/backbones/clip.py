@@ -17,6 +17,7 @@ from scoring.conversion import load_state_dict, openai_to_transformers
 from scoring.images import ImageInput, image_key
 from scoring.pixels import encode_images
 from scoring.registry import BackboneSpec
+from scoring.transfer import to_device, to_host
 
 
 def normalised(x: torch.Tensor) -> torch.Tensor:
@@ -88,18 +89,19 @@ class ClipBackbone(TextModelBackbone):
             found = self.store_images(missing, rows)
         if not keys:
             return np.zeros((0, self.embedding_dim), dtype=np.float32)
-        for key in dict.fromkeys(keys):  # each distinct image looked up once, however many captions share it
-            if key not in found:
-                found[key] = self.image_cache.get((self.fingerprint, key))
+        rest = [key for key in dict.fromkeys(keys) if key not in found]  # each distinct image looked up once
+        found.update(zip(rest, self.image_cache.get_many([(self.fingerprint, key) for key in rest])))
         return np.stack([found[key] for key in keys])
 
     def missing_images(self, keys: Sequence[str]) -> list[str]:
         """Distinct keys whose embedding is not cached, in first-seen order."""
-        return [key for key in dict.fromkeys(keys) if self.image_cache.get((self.fingerprint, key)) is None]
+        distinct = list(dict.fromkeys(keys))
+        cached = self.image_cache.get_many([(self.fingerprint, key) for key in distinct])
+        return [key for key, row in zip(distinct, cached) if row is None]
 
     def store_images(self, keys: Sequence[str], rows: torch.Tensor) -> dict[str, np.ndarray]:
         """Cache freshly encoded rows (one device-to-host copy) and return them by key."""
-        stored = dict(zip(keys, rows.cpu().numpy()))
+        stored = dict(zip(keys, to_host(rows)))
         for key, row in stored.items():
             self.image_cache.put((self.fingerprint, key), row)
         return stored
@@ -130,7 +132,8 @@ class ClipBackbone(TextModelBackbone):
         ids, mask, flags = tokenize_truncating(self.tokenizer, texts, self.max_tokens)
         with inference():
             device = self.placement.device
-            ids, _ = padded_for_graph(device, ids.to(device), mask.to(device), pad_token_id(self.tokenizer), self.max_tokens)
+            ids, _ = padded_for_graph(device, to_device(ids, device), to_device(mask, device), pad_token_id(self.tokenizer),
+                                      self.max_tokens)
             return self.text_graph(ids)[: len(texts)], flags
 
     def _text_forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -164,12 +167,10 @@ def encode_cached_texts(backbone, texts: Sequence[str], encode_batch) -> tuple[n
     memory is halved and the rest continues at that size.
     """
     keys = [(backbone.fingerprint, backbone.max_tokens, t) for t in texts]
+    distinct = list(dict.fromkeys(zip(keys, texts)))
     found: dict[tuple, tuple[np.ndarray, bool]] = {}
     missing: dict[tuple, str] = {}
-    for key, text in zip(keys, texts):
-        if key in found or key in missing:
-            continue
-        cached = backbone.text_cache.get(key)
+    for (key, text), cached in zip(distinct, backbone.text_cache.get_many([key for key, _ in distinct])):
         if cached is not None:
             found[key] = cached
         else:
@@ -180,7 +181,7 @@ def encode_cached_texts(backbone, texts: Sequence[str], encode_batch) -> tuple[n
             outputs, backbone.text_batch_size = map_halving(
                 lambda chunk: encode_batch([text for _, text in chunk]), pending, backbone.text_batch_size
             )
-            rows = torch.cat([embedded for embedded, _ in outputs]).cpu().numpy()
+            rows = to_host(torch.cat([embedded for embedded, _ in outputs]))
         flags = [flag for _, batch_flags in outputs for flag in batch_flags]
         for (key, _), row, flag in zip(pending, rows, flags):
             found[key] = (row, flag)

@@ -30,6 +30,7 @@ from scoring.cache import LRUCache
 from scoring.conversion import load_state_dict
 from scoring.images import ImageInput, image_key
 from scoring.registry import BackboneSpec
+from scoring.transfer import to_device, to_host
 
 ONE_LOGIT_HEAD_FILE = "umic_head.safetensors"
 HEADS = ("pair", "one-logit")
@@ -136,7 +137,8 @@ class ItmBackbone(TextModelBackbone):
         ids, mask, flags = tokenize_truncating(self.tokenizer, [text for _, _, text in pairs], self.max_tokens)
         with stages.stage("text"), inference():
             device = self.placement.device
-            ids, mask = padded_for_graph(device, ids.to(device), mask.to(device), pad_token_id(self.tokenizer), self.max_tokens)
+            ids, mask = padded_for_graph(device, to_device(ids, device), to_device(mask, device), pad_token_id(self.tokenizer),
+                                         self.max_tokens)
             states = pad_rows(states, ids.shape[0])
             return self.pair_graph(ids, mask, states)[: len(pairs)], flags
 
@@ -146,7 +148,7 @@ class ItmBackbone(TextModelBackbone):
         cls_states, flags = self._cls_chunk(pairs)
         with inference():
             both = torch.stack([self._probability(cls_states, head) for head in HEADS], dim=1)
-            return both.cpu().numpy(), flags
+            return to_host(both), flags
 
     def cls_states(self, images: Sequence[ImageInput], texts: Sequence[str],
                    keys: Sequence[str] | None = None) -> np.ndarray:
@@ -158,7 +160,7 @@ class ItmBackbone(TextModelBackbone):
         hidden = self.model.itm_head.in_features
         if not outputs:
             return np.zeros((0, hidden), dtype=np.float32)
-        return torch.cat([states for states, _ in outputs]).float().cpu().numpy()
+        return to_host(torch.cat([states for states, _ in outputs]).float())
 
     def _probability(self, cls_states: torch.Tensor, head: str) -> torch.Tensor:
         if head == "pair":

@@ -21,6 +21,7 @@ from scoring.backbones.graphs import GraphedForward
 from scoring.backbones.text import TextModelBackbone, attention_bias, pad_token_id, padded_for_graph, tokenize_truncating
 from scoring.cache import LRUCache
 from scoring.registry import BackboneSpec
+from scoring.transfer import to_device
 
 _ACTIVATIONS = {
     "torch.nn.modules.linear.Identity": torch.nn.Identity,
@@ -104,7 +105,7 @@ class MultilingualTextEncoder(TextModelBackbone):
     def project(self, texts: list[str]) -> tuple[torch.Tensor, list[bool]]:
         """Unnormalised embeddings (differentiable; the fine-tuning recipes train through it) and truncation flags."""
         ids, mask, flags = tokenize_truncating(self.tokenizer, texts, self.max_tokens)
-        return self._project(ids.to(self.placement.device), mask.to(self.placement.device)), flags
+        return self._project(to_device(ids, self.placement.device), to_device(mask, self.placement.device)), flags
 
     def _project(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         hidden = self.model(input_ids=ids, attention_mask=attention_bias(mask, self.model.dtype)).last_hidden_state
@@ -122,5 +123,6 @@ class MultilingualTextEncoder(TextModelBackbone):
         ids, mask, flags = tokenize_truncating(self.tokenizer, texts, self.max_tokens)
         with inference():
             device = self.placement.device
-            ids, mask = padded_for_graph(device, ids.to(device), mask.to(device), pad_token_id(self.tokenizer), self.max_tokens)
+            ids, mask = padded_for_graph(device, to_device(ids, device), to_device(mask, device), pad_token_id(self.tokenizer),
+                                         self.max_tokens)
             return self.text_graph(ids, mask)[: len(texts)], flags

@@ -25,12 +25,9 @@ def tokenizer_identity(tokenizer) -> str:
 def token_ids(tokenizer, texts: list[str]) -> list[list[int]]:
     """Full token ids (special tokens included) of each text; each new text tokenised once."""
     identity = tokenizer_identity(tokenizer)
-    found: dict[str, list[int]] = {}
-    for text in texts:
-        cached = TOKEN_CACHE.get((identity, text))
-        if cached is not None:
-            found[text] = cached
-    missing = list(dict.fromkeys(t for t in texts if t not in found))
+    distinct = list(dict.fromkeys(texts))
+    found = {text: ids for text, ids in zip(distinct, TOKEN_CACHE.get_many([(identity, t) for t in distinct])) if ids is not None}
+    missing = [t for t in distinct if t not in found]
     if missing:
         for text, ids in zip(missing, tokenizer(missing, add_special_tokens=True, truncation=False)["input_ids"]):
             ids = list(ids)

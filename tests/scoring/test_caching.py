@@ -78,3 +78,15 @@ def test_backbones_load_once_and_are_shared(tiny_scorer):
     assert tiny_scorer.backbone("clip") is tiny_scorer.backbone("clip")
     spec = tiny_scorer.registry.metrics["MCS"]
     assert spec.vision_backbone == "clip"
+
+
+def test_lru_get_many_reads_and_refreshes_like_get():
+    from scoring.cache import LRUCache
+
+    cache = LRUCache(3)
+    for key in "abc":
+        cache.put(key, key.upper())
+    assert cache.get_many(["c", "x", "a", "a"]) == ["C", None, "A", "A"]
+    assert (cache.hits, cache.misses) == (3, 1)
+    cache.put("d", "D")  # "b" was used least recently: a and c were refreshed by get_many
+    assert cache.get_many(["b", "a", "c", "d"]) == [None, "A", "C", "D"]

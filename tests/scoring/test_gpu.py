@@ -91,3 +91,17 @@ def test_small_batches_replay_captured_graphs_and_score_as_eager_runs(tiny_dir, 
         assert np.allclose([got[name].values[i] for i in scored], [expected[name].values[i] for i in scored],
                            atol=2e-3), name
     assert sum(bool(r.values) and r.values[0] is not None for r in got.values()) >= 6
+
+
+def test_transfers_through_pinned_memory_keep_every_byte():
+    from scoring.transfer import pinned_views, to_device, to_host
+
+    chunks = [photo_jpeg(seed) for seed in range(3)] + [b"\xff"]
+    views = pinned_views(chunks)
+    assert all(view.is_pinned() for view in views)
+    assert [bytes(view.numpy()) for view in views] == chunks
+    values = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    on_device = to_device(values, "cuda")
+    assert on_device.is_cuda and torch.equal(on_device.cpu(), values)
+    back = to_host(on_device * 2)
+    assert isinstance(back, np.ndarray) and np.array_equal(back, values.numpy() * 2)
