@@ -32,6 +32,7 @@ from scoring.metrics import build_metric
 from scoring.metrics.base import MetricInfo, MetricUnavailable, ScoreContext
 from scoring.pixels import ImageEncoder, ImagePipeline, encode_images
 from scoring.registry import Registry, RegistryError, canonical_metric_name, load_registry, overrides_stamp
+from scoring.transfer import named_stream
 from scoring.user_registry import training_note
 
 __all__ = ["MetricInfo", "MetricResult", "ScoreItem", "Scorer", "get_scorer", "metric_names"]
@@ -104,7 +105,6 @@ class Scorer:
         if self.placement.device.type == "cuda" and self.images.overlap:
             hand_over_gil_sooner()
         self._text_worker = ThreadPoolExecutor(1, thread_name_prefix="caplens-text")
-        self._cuda_text_stream = None
         self._metrics = {name: build_metric(spec) for name, spec in self.registry.metrics.items()}
         self._backbones: dict[str, object] = {}
         self._failures: dict[str, str] = {}
@@ -338,9 +338,7 @@ class Scorer:
         return done
 
     def _text_stream(self) -> "torch.cuda.Stream":
-        if self._cuda_text_stream is None:
-            self._cuda_text_stream = torch.cuda.Stream(self.placement.device)
-        return self._cuda_text_stream
+        return named_stream(self.placement.device, "text")
 
     def _encode_requested_images(self, names: list[str], context: ScoreContext) -> None:
         """Every metric's images in one pass over the images for all image towers."""

@@ -40,7 +40,7 @@ from scoring.images import (
     ImageDecodeError, ImageInput, ImageLimits, bytes_key, exif_orientation, image_key, image_limits, jpeg_fits_limits,
     load_image, open_checked, read_image_bytes, scan_jpeg_header,
 )
-from scoring.transfer import pinned_views, to_device
+from scoring.transfer import named_stream, pinned_views, to_device
 
 MODES = ("reference", "fast")
 # Pillow's resampling filters (codes as image processors store them; 0, nearest, is a plain
@@ -325,7 +325,6 @@ class ImagePipeline:
                                            thread_name_prefix="caplens-decode")
         self._readers = ThreadPoolExecutor(min(READ_WORKERS, threads or READ_WORKERS), thread_name_prefix="caplens-read")
         self._preparer = ThreadPoolExecutor(1, thread_name_prefix="caplens-prepare")
-        self._side_stream = None
 
     # -- reading -------------------------------------------------------------------------
     def identify(self, images: Sequence[ImageInput | None],
@@ -433,12 +432,11 @@ class ImagePipeline:
     def _prepare_on_side_stream(self, prepare: Callable, batch):
         if self.device.type != "cuda":
             return prepare(batch), None
-        if self._side_stream is None:
-            self._side_stream = torch.cuda.Stream(self.device)
-        with torch.cuda.stream(self._side_stream):
+        stream = named_stream(self.device, "prepare")
+        with torch.cuda.stream(stream):
             prepared = prepare(batch)
             event = torch.cuda.Event()
-            event.record(self._side_stream)
+            event.record(stream)
         return prepared, event
 
 

@@ -6,11 +6,23 @@ host held the image thread's next kernel launch for the same 15 ms (a torch.prof
 `benchmarks/bench_clipscore.py --trace`). Through pinned memory a copy is queued on the
 current stream like a kernel, and only the thread that needs its result waits, for that
 stream alone. Elsewhere (CPU, MPS) these are plain copies.
+
+Work that runs beside the default stream (text towers, image preparation) goes on a named
+stream per device, shared by every Scorer in the process: a stream's first use costs a cuBLAS
+workspace and allocator pools of its own, which a new Scorer would otherwise pay again.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
+
+
+@functools.lru_cache(maxsize=None)
+def named_stream(device: torch.device, purpose: str) -> "torch.cuda.Stream":
+    """The process's CUDA stream for ``purpose`` ("text", "prepare") on ``device``."""
+    return torch.cuda.Stream(device)
 
 
 def to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:

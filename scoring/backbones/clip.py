@@ -89,9 +89,11 @@ class ClipBackbone(TextModelBackbone):
             found = self.store_images(missing, rows)
         if not keys:
             return np.zeros((0, self.embedding_dim), dtype=np.float32)
-        rest = [key for key in dict.fromkeys(keys) if key not in found]  # each distinct image looked up once
+        distinct = list(dict.fromkeys(keys))  # each distinct image looked up and stacked once
+        rest = [key for key in distinct if key not in found]
         found.update(zip(rest, self.image_cache.get_many([(self.fingerprint, key) for key in rest])))
-        return np.stack([found[key] for key in keys])
+        position = {key: row for row, key in enumerate(distinct)}
+        return np.stack([found[key] for key in distinct])[[position[key] for key in keys]]
 
     def missing_images(self, keys: Sequence[str]) -> list[str]:
         """Distinct keys whose embedding is not cached, in first-seen order."""
