@@ -244,16 +244,13 @@ def _environment(name: str, value: str):
 
 @contextlib.contextmanager
 def _switch_interval(seconds: float):
-    """The GIL's switch interval as Python leaves it (5 ms), not as the Scorer sets it on CUDA."""
-    from scoring import api
-
-    old, wanted = sys.getswitchinterval(), api.GPU_SWITCH_INTERVAL_S
-    api.GPU_SWITCH_INTERVAL_S = seconds
+    """The GIL's switch interval (Python's default 5 ms): how long a thread running Python keeps
+    the GIL from one that waits, such as a thread between two kernel launches."""
+    old = sys.getswitchinterval()
     sys.setswitchinterval(seconds)
     try:
         yield
     finally:
-        api.GPU_SWITCH_INTERVAL_S = wanted
         sys.setswitchinterval(old)
 
 
@@ -291,7 +288,7 @@ def _text_on_default_stream():
 VARIANTS = {
     "batch-128": lambda: _environment("CAPLENS_IMAGE_BATCH", "128"),
     "batch-512": lambda: _environment("CAPLENS_IMAGE_BATCH", "512"),
-    "switch-5ms": lambda: _switch_interval(0.005),
+    "switch-0.5ms": lambda: _switch_interval(0.0005),
     "read-first": _read_first,
     "text-on-default-stream": _text_on_default_stream,
 }

@@ -11,7 +11,6 @@ only its metrics unavailable, with the reason.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -102,8 +101,6 @@ class Scorer:
             ensure_bench_checkpoints()
         self.placement = select_placement(device)
         self.images = ImagePipeline(self.placement.device, preprocess, threads=threads)
-        if self.placement.device.type == "cuda" and self.images.overlap:
-            hand_over_gil_sooner()
         self._text_worker = ThreadPoolExecutor(1, thread_name_prefix="caplens-text")
         self._metrics = {name: build_metric(spec) for name, spec in self.registry.metrics.items()}
         self._backbones: dict[str, object] = {}
@@ -364,24 +361,6 @@ class Scorer:
         present = [v for v in output.values if v is not None]
         aggregate = output.aggregate if output.aggregate is not None else (float(np.mean(present)) if present else None)
         return MetricResult(name, output.values, None, output.truncated, label, aggregate)
-
-
-# The GIL's switch interval while threads feed a GPU (Python's default is 5 ms).
-GPU_SWITCH_INTERVAL_S = 0.0005
-
-
-def hand_over_gil_sooner() -> None:
-    """Shorten the interpreter's switch interval to GPU_SWITCH_INTERVAL_S (never lengthen it).
-
-    On CUDA, four threads feed the device: reading, preparing images, the text towers and the
-    image towers. Each launch releases the GIL for microseconds; if another thread is running
-    Python meanwhile (tokenising, scanning headers), the launching thread gets the GIL back
-    only when that one is made to let go, after the switch interval. At Python's 5 ms a
-    thread launching one kernel at a time waits most of its time (docs/scoring.md, Speed).
-    The setting is the process's: the one cost is more frequent switching between threads
-    that both want the GIL."""
-    if sys.getswitchinterval() > GPU_SWITCH_INTERVAL_S:
-        sys.setswitchinterval(GPU_SWITCH_INTERVAL_S)
 
 
 def _validate(items: list[ScoreItem]) -> None:

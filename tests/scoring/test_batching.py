@@ -188,20 +188,3 @@ def test_images_are_encoded_while_later_files_are_still_being_read(tiny_dir, mak
     got, expected = (scorer.backbone("clip").image_embeddings(paths) for scorer in (streamed, serial))  # cached rows
     assert len(encodes) == 4  # nothing encoded again by image_embeddings
     assert np.abs(got - expected).max() < 1e-6 and np.abs(got[0] - got[1]).max() > 1e-3
-
-
-def test_gpu_scoring_shortens_the_gil_switch_interval_and_never_lengthens_it():
-    import sys
-
-    from scoring.api import GPU_SWITCH_INTERVAL_S, hand_over_gil_sooner
-
-    before = sys.getswitchinterval()
-    try:
-        sys.setswitchinterval(0.005)
-        hand_over_gil_sooner()
-        assert sys.getswitchinterval() == pytest.approx(GPU_SWITCH_INTERVAL_S) and GPU_SWITCH_INTERVAL_S < 0.005
-        sys.setswitchinterval(GPU_SWITCH_INTERVAL_S / 4)
-        hand_over_gil_sooner()
-        assert sys.getswitchinterval() == pytest.approx(GPU_SWITCH_INTERVAL_S / 4)
-    finally:
-        sys.setswitchinterval(before)
