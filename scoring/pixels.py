@@ -335,7 +335,8 @@ class ImagePipeline:
 
         ``consume`` gets the (key, source) pairs of each task of files as soon as it is read,
         in order, while the rest are still being read: the caller decodes and encodes the first
-        images while later ones are on their way. In a stage-timing run every file is read first."""
+        images while later ones are on their way. With one thread (``threads=1``), or in a
+        stage-timing run, every file is read first and ``consume`` gets them all at once."""
         identities = [None if image is None else _identity(image) for image in images]
         distinct: dict[tuple, ImageInput] = {}
         for identity, image in zip(identities, images):
@@ -346,14 +347,15 @@ class ImagePipeline:
         step = max(1, min(READ_TASK_FILES, -(-len(sources) // READ_WORKERS)))
         chunks = [sources[start : start + step] for start in range(0, len(sources), step)]
         tasks = [self._readers.submit(_read_keyed_all, chunk) for chunk in chunks]
+        streaming = self.overlap and not stages.is_serial()
         read: list[tuple[str, ImageInput]] = []
         for task in tasks:
             with stages.stage("read"):
                 pairs = task.result()
             read.extend(pairs)
-            if consume is not None and not stages.is_serial():
+            if consume is not None and streaming:
                 consume(pairs)
-        if consume is not None and stages.is_serial():
+        if consume is not None and not streaming:
             consume(read)
         keyed = dict(zip(distinct, read))
         keys = [None if identity is None else keyed[identity][0] for identity in identities]

@@ -188,3 +188,13 @@ def test_images_are_encoded_while_later_files_are_still_being_read(tiny_dir, mak
     got, expected = (scorer.backbone("clip").image_embeddings(paths) for scorer in (streamed, serial))  # cached rows
     assert len(encodes) == 4  # nothing encoded again by image_embeddings
     assert np.abs(got - expected).max() < 1e-6 and np.abs(got[0] - got[1]).max() > 1e-3
+
+    events.clear()  # one thread: nothing runs beside the caller, so every file is read first
+    before = torch.get_num_threads()
+    try:
+        single = Scorer("tiny", device="cpu", threads=1)
+        monkeypatch.setattr(single.backbone("clip"), "encode_pixels", encode_pixels)
+        single.score(items, ["CLIP-S"])
+    finally:
+        torch.set_num_threads(before)
+    assert events[:8] == ["read"] * 8 and len(events) == 12
