@@ -52,7 +52,8 @@ MODULES: dict[str, list[str]] = {
                                "tests/perturb/test_negatives.py"],
     "scoring/perturb/negatives.py": ["tests/perturb/test_negatives.py"],
     "scoring/analysis/correlation.py": ["tests/analysis/test_correlation_analysis.py",
-                                        "tests/analysis/test_cluster_bootstrap.py"],
+                                        "tests/analysis/test_cluster_bootstrap.py",
+                                        "tests/analysis/test_bootstrap_reference.py"],
     "scoring/training/trainer.py": ["tests/training/test_trainer_steps.py", "tests/training/test_trainer.py"],
     "scoring/training/losses.py": ["tests/training/test_losses.py"],
     # queue_screens and quality call tasks.py's item navigation and reservation: their tests are its tests too

@@ -104,11 +104,6 @@ def _count_inversions_few_values(values: np.ndarray, classes: int) -> int:
     return int((np.arange(n) - not_larger).sum())
 
 
-def _tie_pairs(ranks: np.ndarray) -> int:
-    counts = np.bincount(ranks)
-    return int((counts * (counts - 1) // 2).sum())
-
-
 def _kendall_parts(x: np.ndarray, y: np.ndarray) -> tuple[int, int, int, int, int, int]:
     """(n, S = concordant - discordant, pairs tied in x, tied in y, classes x, classes y)."""
     return _kendall_parts_of_codes(_dense_ranks(x), _dense_ranks(y))
@@ -192,8 +187,11 @@ def average_ranks(values) -> np.ndarray:
 
 
 def spearman(x, y) -> float:
-    """Spearman's rho: Pearson's r of average ranks."""
+    """Spearman's rho: Pearson's r of average ranks; nan where a score is missing (nan), as
+    the other coefficients (ranking would put a nan above every number)."""
     x, y = _paired(x, y)
+    if np.isnan(x).any() or np.isnan(y).any():
+        return math.nan
     return pearson(average_ranks(x), average_ranks(y))
 
 
