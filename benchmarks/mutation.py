@@ -49,7 +49,7 @@ MODULES: dict[str, list[str]] = {
                                 "tests/scoring/test_session_scoring.py", "tests/scoring/test_metric_protocol.py",
                                 "tests/scoring/test_metric_invariance.py"],
     "scoring/perturb/ops.py": ["tests/perturb/test_perturb_examples.py", "tests/perturb/test_perturb_properties.py",
-                               "tests/perturb/test_negatives.py"],
+                               "tests/perturb/test_negatives.py", "tests/perturb/test_perturb_outcomes.py"],
     "scoring/perturb/negatives.py": ["tests/perturb/test_negatives.py"],
     "scoring/analysis/correlation.py": ["tests/analysis/test_correlation_analysis.py",
                                         "tests/analysis/test_cluster_bootstrap.py",

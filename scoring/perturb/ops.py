@@ -16,7 +16,7 @@ import operator
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 from scoring.perturb.pos import TaggedToken, tag
@@ -159,7 +159,7 @@ def perturb(
     try:
         outcome = _OPERATIONS[op](text, rng, probability, code, critical_objects, corpus)
     except _NoTokens:
-        outcome = _Outcome(text, [], (), "the caption has no tokens to perturb")
+        outcome = _Outcome(tokens=(), noop_reason="the caption has no tokens to perturb")
     if outcome.noop_reason is not None:
         return Perturbation(
             text, op, probability, seed, code, text, [], True, outcome.noop_reason,
@@ -181,9 +181,12 @@ def perturb_all(text: str, **kwargs) -> list[Perturbation]:
 
 @dataclass(frozen=True)
 class _Outcome:
-    text: str
-    spans: list[tuple[int, int]]
-    tokens: tuple[str, ...] | None
+    """What an operation made (text, changed spans, tokens) or, with `noop_reason`, why it left
+    the caption as it was: `perturb` then keeps the parent's text and marks no span."""
+
+    text: str | None = None
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    tokens: tuple[str, ...] | None = None
     noop_reason: str | None = None
 
 
@@ -319,7 +322,7 @@ def _repetition(text, rng, p, lang, critical, corpus) -> _Outcome:
     words = _words(text, lang)
     drawn = _draws(rng, len(words), p)
     if not any(drawn):
-        return _Outcome(text, [], tuple(words), _no_draw_reason(len(words), p))
+        return _Outcome(tokens=tuple(words), noop_reason=_no_draw_reason(len(words), p))
     pieces = []
     for word, repeat in zip(words, drawn):
         pieces.append(_Piece(word, False))
@@ -333,10 +336,10 @@ def _removal(text, rng, p, lang, critical, corpus) -> _Outcome:
     # A token is removed when its draw lands in the top p of [0, 1) (see `_draws`).
     drawn = [rng.random() >= 1.0 - p for _ in words]
     if not any(drawn):
-        return _Outcome(text, [], tuple(words), _no_draw_reason(len(words), p))
+        return _Outcome(tokens=tuple(words), noop_reason=_no_draw_reason(len(words), p))
     if all(drawn):
         if len(words) == 1:
-            return _Outcome(text, [], tuple(words), "removing the only token would leave no caption")
+            return _Outcome(tokens=tuple(words), noop_reason="removing the only token would leave no caption")
         # A caption needs at least one word: keep one drawn token, chosen by the seed.
         drawn[rng.randrange(len(words))] = False
     pieces = [_Piece(None if remove else word, True if remove else False) for word, remove in zip(words, drawn)]
@@ -347,7 +350,7 @@ def _masking(text, rng, p, lang, critical, corpus) -> _Outcome:
     words = _words(text, lang)
     drawn = _draws(rng, len(words), p)
     if not any(drawn):
-        return _Outcome(text, [], tuple(words), _no_draw_reason(len(words), p))
+        return _Outcome(tokens=tuple(words), noop_reason=_no_draw_reason(len(words), p))
     pieces = [_Piece(MASK_TOKEN, True) if mask else _Piece(word, False) for word, mask in zip(words, drawn)]
     return _render(pieces, lang)
 
@@ -355,14 +358,14 @@ def _masking(text, rng, p, lang, critical, corpus) -> _Outcome:
 def _shuffle_words(text, rng, lang) -> _Outcome:
     words = _words(text, lang)
     if len(set(words)) < 2:
-        return _Outcome(text, [], tuple(words), "fewer than two distinct tokens: no order to change")
+        return _Outcome(tokens=tuple(words), noop_reason="fewer than two distinct tokens: no order to change")
     order = list(words)
     for _ in range(_MAX_SHUFFLES):
         rng.shuffle(order)
         if order != words:
             break
     else:
-        return _Outcome(text, [], tuple(words), "every shuffle left the order unchanged")
+        return _Outcome(tokens=tuple(words), noop_reason="every shuffle left the order unchanged")
     return _render([_Piece(new, new != old) for new, old in zip(order, words)], lang)
 
 
@@ -379,10 +382,10 @@ def _repeat_remove(text, rng, p, lang, critical, corpus) -> _Outcome:
         drawn = rng.random() < p
         actions.append(("repeat" if rng.random() < 0.5 else "remove") if drawn else None)
     if not any(actions):
-        return _Outcome(text, [], tuple(words), _no_draw_reason(len(words), p))
+        return _Outcome(tokens=tuple(words), noop_reason=_no_draw_reason(len(words), p))
     if all(action == "remove" for action in actions):
         if len(words) == 1:
-            return _Outcome(text, [], tuple(words), "removing the only token would leave no caption")
+            return _Outcome(tokens=tuple(words), noop_reason="removing the only token would leave no caption")
         actions[rng.randrange(len(words))] = "repeat"
     pieces = []
     for word, action in zip(words, actions):
@@ -479,14 +482,14 @@ def _substitution(text, rng, p, lang, critical, corpus) -> _Outcome:
         source = "nouns"
     contents = [text[start:end] for start, end in slots]
     if len(set(contents)) < 2:
-        return _Outcome(text, [], None, f"fewer than two distinct {source} to swap")
+        return _Outcome(noop_reason=f"fewer than two distinct {source} to swap")
     order = list(contents)
     for _ in range(_MAX_SHUFFLES):
         rng.shuffle(order)
         if order != contents:
             break
     else:
-        return _Outcome(text, [], None, f"every shuffle left the {source} in place")
+        return _Outcome(noop_reason=f"every shuffle left the {source} in place")
     return _replace_slots(text, slots, order)
 
 
@@ -538,13 +541,11 @@ def _keyword_substitution(text, rng, p, lang, critical, corpus) -> _Outcome:
         vocabulary = PosVocabulary([*corpus, text], lang)
     keywords = [t for t in tokens if t.upos in KEYWORD_UPOS]
     if not keywords:
-        return _Outcome(text, [], None, "the caption has no nouns, verbs or adjectives")
+        return _Outcome(noop_reason="the caption has no nouns, verbs or adjectives")
     replaceable = [t for t in keywords if vocabulary.alternatives(t)]
     if not replaceable:
         return _Outcome(
-            text, [], None,
-            "no other word of the same part of speech in the corpus (pass more captions as corpus)",
-        )
+            noop_reason="no other word of the same part of speech in the corpus (pass more captions as corpus)")
     count = min(len(replaceable), max(1, round(p * len(keywords))))
     chosen = sorted(rng.sample(range(len(replaceable)), count))
     slots = [(replaceable[i].start, replaceable[i].end) for i in chosen]

@@ -1,0 +1,98 @@
+"""Every field of a perturbation, worked out by hand where the draws cannot vary (p = 0 or 1):
+the new text, its changed spans (zero-width where words were removed, adjacent changes merged),
+the tokens, and for a caption left as it was the exact reason. Also the removed words behind
+each zero-width span, the JSON form, the defaults and the errors."""
+import pytest
+
+from scoring.perturb.ops import (
+    canonical_op, default_p, default_p_text, perturb, perturb_all, removed_words,
+)
+
+CAPTION = "a dog runs fast"
+
+
+def fields(result):
+    return result.text, result.changed_spans, result.tokens, result.noop, result.noop_reason
+
+
+def test_every_token_drawn():
+    assert fields(perturb("a dog runs", "repetition", p=1.0)) == (
+        "a a dog dog runs runs", [(2, 3), (8, 11), (17, 21)], ("a", "a", "dog", "dog", "runs", "runs"), False, None)
+    assert fields(perturb("a dog runs", "masking", p=1.0)) == (  # adjacent changes make one span
+        "[MASK] [MASK] [MASK]", [(0, 20)], ("[MASK]",) * 3, False, None)
+    # Removal keeps one drawn word (chosen by the seed); a zero-width span marks each gap.
+    by_kept = {"a": ("a", [(1, 1)], ["dog runs fast"]), "dog": ("dog", [(0, 0), (3, 3)], ["a", "runs fast"]),
+               "runs": ("runs", [(0, 0), (4, 4)], ["a dog", "fast"]), "fast": ("fast", [(0, 0)], ["a dog runs"])}
+    seen = set()
+    for seed in range(12):
+        result = perturb(CAPTION, "removal", p=1.0, seed=seed)
+        text, spans, removed = by_kept[result.text]
+        assert (result.changed_spans, result.tokens, result.noop) == (spans, (text,), False)
+        assert removed_words(result) == removed
+        seen.add(text)
+    assert len(seen) >= 3  # the seed chooses which word stays
+
+
+def test_repeat_remove_marks_repeats_and_gaps():
+    """p = 1: every word is repeated or removed, 50/50 by the seed. Seed 2 removes "a" and
+    "runs" and repeats "dog" and "fast": a gap at 0, the second "dog", a gap where "runs" was,
+    the second "fast". Seed 3 removes "a", "dog" and "fast": one gap for the two removed in a
+    row, the second "runs", a gap at the end."""
+    assert fields(perturb(CAPTION, "repeat-remove", p=1.0, seed=2)) == (
+        "dog dog fast fast", [(0, 0), (4, 7), (8, 8), (13, 17)], ("dog", "dog", "fast", "fast"), False, None)
+    assert fields(perturb(CAPTION, "repeat-remove", p=1.0, seed=3)) == (
+        "runs runs", [(0, 0), (5, 9), (9, 9)], ("runs", "runs"), False, None)
+    assert removed_words(perturb(CAPTION, "repeat-remove", p=1.0, seed=3)) == []  # a removal's words only
+
+
+@pytest.mark.parametrize("op, text, p, reason, tokens", [
+    ("repetition", CAPTION, 0.0, "no token was drawn (p=0, 4 tokens)", ("a", "dog", "runs", "fast")),
+    ("removal", "dog", 0.0, "no token was drawn (p=0, 1 token)", ("dog",)),
+    ("masking", CAPTION, 0.0, "no token was drawn (p=0, 4 tokens)", ("a", "dog", "runs", "fast")),
+    ("repeat-remove", CAPTION, 0.0, "no token was drawn (p=0, 4 tokens)", ("a", "dog", "runs", "fast")),
+    ("removal", "dog", 1.0, "removing the only token would leave no caption", ("dog",)),
+    ("jumble", "dog dog", None, "fewer than two distinct tokens: no order to change", ("dog", "dog")),
+])
+def test_a_caption_left_as_it_was_says_why(op, text, p, reason, tokens):
+    result = perturb(text, op, p=p, seed=3)
+    assert fields(result) == (text, [], tokens, True, reason)
+    assert removed_words(result) == []
+
+
+def test_repeat_remove_of_a_lone_word_never_removes_it():
+    outcomes = [perturb("dog", "repeat-remove", p=1.0, seed=seed) for seed in range(30)]
+    left = [r for r in outcomes if r.noop]
+    assert left and all(fields(r) == ("dog", [], ("dog",), True, "removing the only token would leave no caption")
+                        for r in left)
+    assert all(fields(r) == ("dog dog", [(4, 7)], ("dog", "dog"), False, None) for r in outcomes if not r.noop)
+
+
+def test_json_form_and_defaults():
+    result = perturb("a dog runs", "repetition", p=1.0, seed=4)
+    assert result.to_dict() == {
+        "text": "a a dog dog runs runs", "op": "repetition", "p": 1.0, "seed": 4, "lang": "en",
+        "parent": "a dog runs", "changed_spans": [[2, 3], [8, 11], [17, 21]], "noop": False, "noop_reason": None,
+        "tokens": ["a", "a", "dog", "dog", "runs", "runs"],
+    }
+    swapped = perturb("a dog chases a cat", "substitution", critical=["dog", "cat"])
+    assert swapped.to_dict()["tokens"] is None and swapped.to_dict()["changed_spans"] == [[2, 5], [15, 18]]
+    assert perturb(CAPTION, "jumble") == perturb(CAPTION, "jumble", seed=0, lang="en")
+    assert perturb(CAPTION, "jumble").lang == "en" and perturb(CAPTION, "jumble").p is None
+    assert [r.op for r in perturb_all(CAPTION, seed=2)] == ["repetition", "removal", "masking", "jumble", "substitution"]
+    assert perturb_all(CAPTION, seed=2)[1] == perturb(CAPTION, "removal", seed=2)
+    assert (default_p("removal"), default_p("Permutation"), default_p("repetition")) == (0.6, None, 0.4)
+    assert default_p_text() == "repetition 0.4, removal 0.6, masking 0.4, keyword-substitution 0.3, repeat-remove 0.3"
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(ValueError) as error:
+        canonical_op("shuffle")
+    assert str(error.value) == ("unknown operation 'shuffle'; choose one of: repetition, removal, masking, jumble, "
+                                "substitution, keyword-substitution, repeat-remove (aliases: permutation (= jumble))")
+    assert canonical_op(" Permutation ") == "jumble"
+    with pytest.raises(ValueError, match=r"^seed must be an integer, got 'x'$"):
+        perturb(CAPTION, "jumble", seed="x")
+    with pytest.raises(ValueError, match=r"^seed must be an integer, got True$"):
+        perturb(CAPTION, "jumble", seed=True)
+    with pytest.raises(ValueError, match=r"^caption text is empty: nothing to perturb$"):
+        perturb("  ", "jumble")
