@@ -5,7 +5,7 @@ each zero-width span, the JSON form, the defaults and the errors."""
 import pytest
 
 from scoring.perturb.ops import (
-    canonical_op, default_p, default_p_text, perturb, perturb_all, removed_words,
+    PosVocabulary, canonical_op, default_p, default_p_text, perturb, perturb_all, removed_words,
 )
 
 CAPTION = "a dog runs fast"
@@ -96,3 +96,38 @@ def test_errors_name_the_problem():
         perturb(CAPTION, "jumble", seed=True)
     with pytest.raises(ValueError, match=r"^caption text is empty: nothing to perturb$"):
         perturb("  ", "jumble")
+
+
+def test_substitution_swaps_critical_objects_longest_first():
+    swapped = perturb("a hot dog near a dog", "substitution", critical=["dog", "hot dog"])
+    assert fields(swapped) == ("a dog near a hot dog", [(2, 5), (13, 20)], None, False, None)
+    assert perturb("a hot dog near a dog", "substitution", critical="dog; ;hot dog").critical == ("dog", "hot dog")
+    same = perturb("a dog and a dog", "substitution", critical=["dog", "dog"])
+    assert fields(same) == ("a dog and a dog", [], None, True, "fewer than two distinct critical objects to swap")
+    with pytest.raises(ValueError, match=r"^critical object 'dog' does not occur in the caption$"):
+        perturb("a cat", "substitution", critical=["dog", "cat"])
+    with pytest.raises(ValueError, match=r"^critical object 'dog' does not occur in the caption outside the other"):
+        perturb("a hot dog", "substitution", critical=["hot dog", "dog"])
+    # Without critical objects the nouns swap; adjacent nouns are one compound slot.
+    assert perturb("a dog sees a cat", "substitution").text == "a cat sees a dog"
+    compound = perturb("the dog house is big", "substitution")
+    assert fields(compound) == ("the dog house is big", [], None, True, "fewer than two distinct nouns to swap")
+
+
+def test_keyword_substitution_draws_from_the_corpus_by_part_of_speech():
+    vocabulary = PosVocabulary(["a red cat sleeps", "a blue bird sings", "  "])
+    assert vocabulary.lang == "en" and vocabulary.by_upos["ADJ"] == ["blue", "red"]
+    one = perturb("a red dog runs", "keyword-substitution", p=0.01, corpus=vocabulary, seed=1)
+    assert fields(one) == ("a blue dog runs", [(2, 6)], None, False, None)  # round(0.03) = 0, but at least one
+    every = perturb("a red dog runs", "keyword-substitution", p=1.0, corpus=vocabulary, seed=1)
+    assert fields(every) == ("a blue cat sleeps", [(2, 6), (7, 10), (11, 17)], None, False, None)
+    # Without a corpus the caption's own words are the vocabulary.
+    assert perturb("a red dog and a blue cat", "keyword-substitution", p=1.0, seed=0).text == "a blue cat and a red dog"
+    assert fields(perturb("and then", "keyword-substitution")) == (
+        "and then", [], None, True, "the caption has no nouns, verbs or adjectives")
+    assert fields(perturb("a dog", "keyword-substitution")) == (
+        "a dog", [], None, True, "no other word of the same part of speech in the corpus (pass more captions as corpus)")
+    with pytest.raises(ValueError, match=r"^corpus must be a list of captions \(or a PosVocabulary\), not one string$"):
+        perturb("a red dog runs", "keyword-substitution", corpus="a cat")
+    with pytest.raises(ValueError, match=r"^vocabulary is for de, caption is en$"):
+        perturb("a red dog runs", "keyword-substitution", corpus=PosVocabulary(["ein Hund"], "de"))
