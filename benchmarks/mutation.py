@@ -118,6 +118,27 @@ NOTES: dict[str, str] = {
         "for its survivors: the borrowed caption's seed (`2 * 31`, `None`, `Random(None)`), its parent and the "
         "hard/random threshold (`<=`) were planted by hand afterwards and fail it. The default `lang='EN'` "
         "still passes: the perturbations give this English caption the same result with 'EN'."),
+    "scoring/analysis/correlation.py": (
+        "Equivalent survivors, by kind. Pearson's r does not change when a row is rescaled, so "
+        "`_pearson_rows` scaled by another positive spread (the batch's largest, or 2.0 where a row is "
+        "constant) gives the same r, and a constant row's r is 0/0 = nan whether or not `constant` marks "
+        "it (`errstate` only quiets numpy's warning). Spearman is r of ranks, unchanged by any "
+        "affine change of the ranks in `_average_ranks_rows` (x2, /3, +-1) and by the sort kind in "
+        "`average_ranks` (tied values share one mean rank in any order). `_coefficients` and "
+        "`_kendall_parts_of_codes` have a fast path and a general one that count the same pairs: "
+        "mutants that take the other path (a size check, the names of the coefficients computed "
+        "together, which side is scanned, the small-alphabet threshold, a code table one wider) or "
+        "count pairs in floats change speed, not values. `_count_inversions`: a wider stride, one more "
+        "merge pass, the sort kind of a value sort (not an argsort) and the dtype change nothing; "
+        "`width = 2` and `width /= 2` never end (timeouts). pandas treats `dropna=None` as not dropping "
+        "and sorts groups by default; `key ... or True` is a tuple already; `bootstrap_estimate` without "
+        "`[name]` computes every coefficient and returns the same one; `mean_estimate`'s chunk size and "
+        "`integers(n)` (low 0) draw the same resamples; float casts of float input change nothing; "
+        "`cluster_bootstrap` with `n_boot < 0` has no draws and answers the same nan interval. The first "
+        "run of 2026-11-27 (1,131 of 1,350, 83.8 %) led to the reference tests of "
+        "`tests/analysis/test_bootstrap_reference.py`, to Spearman answering nan for a missing score "
+        "as the other coefficients (it ranked nan above every number), and to deleting the unused "
+        "`_tie_pairs`."),
     "scoring/training/losses.py": (
         "Equivalent survivors: every tensor here is 2-D, so `dim=-1` -> `dim=+1` and a dropped `dim=-1` "
         "(F.normalize, F.cosine_similarity and sum default to dim 1) compute the same thing; `device=None` "

@@ -177,3 +177,58 @@ def test_wrong_shapes_name_the_argument():
         pearson([1.0, 2.0], [[1.0, 2.0]])
     with pytest.raises(ValueError, match="^values must be one-dimensional"):
         average_ranks([[1.0, 2.0]])
+
+
+def test_continuous_scores_and_a_two_level_human_scale():
+    """Many distinct values (the resamples' rank codes spread wider than their number of
+    values, the scan that closes the gaps), and a binary human score (tau-c with two classes)."""
+    rng = np.random.default_rng(8)
+    x, y = rng.normal(size=100), rng.normal(size=100)
+    y = x + y
+    index = resamples(100, 30, 1)
+    got = bootstrap_estimates(x, y, ["kendall_b", "kendall_c"], n_boot=30, seed=1)
+    for name in ("kendall_b", "kendall_c"):
+        low, high = interval([scipy_coefficient(name, x[i], y[i]) for i in index])
+        assert close(got[name].low, low) and close(got[name].high, high), name
+    default = bootstrap_estimate(x, y)  # 1,000 resamples, seed 0, tau-c
+    low, high = interval([scipy_coefficient("kendall_c", x[i], y[i]) for i in resamples(100)])
+    assert close(default.low, low) and close(default.high, high)
+    binary = (y > 0).astype(float)
+    got = bootstrap_estimates(x, binary, ["kendall_c"], n_boot=30, seed=1)["kendall_c"]
+    low, high = interval([scipy_coefficient("kendall_c", x[i], binary[i]) for i in index])
+    assert close(got.value, scipy_coefficient("kendall_c", x, binary)) and close(got.low, low) and close(got.high, high)
+    flat = bootstrap_estimate(np.ones(25), np.arange(25.0), "kendall_b")
+    assert math.isnan(flat.value)
+
+
+def test_wrappers_pass_their_settings_on():
+    from scoring.analysis.correlation import cluster_bootstrap_estimate, compare_metrics, metric_columns
+
+    rng = np.random.default_rng(6)
+    human = rng.integers(1, 6, 40).astype(float)
+    a, b = human + rng.normal(0, 1, 40), human + rng.normal(0, 2, 40)
+    clusters = np.repeat(np.arange(20), 2)
+    assert cluster_bootstrap_estimate(a, human, clusters, "pearson", n_boot=60, seed=2, confidence=0.5) == \
+        cluster_bootstrap(lambda i: pearson(a[i], human[i]), clusters, n_boot=60, seed=2, confidence=0.5)
+    table = pd.DataFrame({"human": human, "A": a, "B": b})
+    assert compare_metrics(table, "A", "B", n_boot=60, seed=3) == \
+        paired_bootstrap_test(human, a, b, "kendall_c", n_boot=60, seed=3)
+    assert metric_columns(table) == ["A", "B"]
+    rows = correlation_table(table)  # 40 items of many values: the defaults decide the interval
+    defaults = bootstrap_estimates(a, human)
+    assert close(rows.loc[0, "kendall_c_low"], defaults["kendall_c"].low)
+    assert close(rows.loc[0, "spearman_high"], defaults["spearman"].high)
+    systems = system_level_correlation(table.assign(system=np.repeat(["s1", "s2", "s3", "s4"], 10)), ["B"])
+    assert list(systems["metric"]) == ["B"]
+
+
+def test_error_texts():
+    from scoring.analysis.correlation import coefficient, williams_test
+
+    with pytest.raises(ValueError, match=r"^unknown coefficient 'tau'; choose from kendall_b, kendall_c, pearson, "
+                                         r"spearman$"):
+        coefficient("tau")
+    with pytest.raises(ValueError, match=r"^missing column\(s\) 'C'; table has human, A$"):
+        correlation_table(pd.DataFrame({"human": [1.0, 2.0], "A": [0.1, 0.2]}), ["A", "C"])
+    with pytest.raises(ValueError, match=r"^Williams' test needs at least 4 items"):
+        williams_test([1, 2, 3], [1, 2, 3], [3, 2, 1])
