@@ -139,6 +139,24 @@ NOTES: dict[str, str] = {
         "`tests/analysis/test_bootstrap_reference.py`, to Spearman answering nan for a missing score "
         "as the other coefficients (it ranked nan above every number), and to deleting the unused "
         "`_tie_pairs`."),
+    "scoring/perturb/ops.py": (
+        "Equivalent or unreachable survivors, by kind. Unreachable: `perturb`'s outcome for a caption "
+        "without tokens (every non-blank caption gives at least one: punctuation and zero-width "
+        "characters are tokens) and the outcomes after 200 shuffles that all kept the order (for two "
+        "or more distinct tokens a chance under 2^-200). `_Piece(..., None)` for `False`: `changed` is "
+        "read as a truth value, and never for a removed piece; a removal's `drawn[...] = None` keeps the "
+        "word as `False` does. `rng.random() <= p` for `<` (and `>` for `>=`) differ only when a draw "
+        "equals p exactly (2^-53). In `_render`, `previous_changed`/`removal_pending` as None are falsy "
+        "like False, and `previous_changed = True` after a gap is overwritten before it is read (no "
+        "operation puts a changed piece right after a gap). `removed_words`' `and`/`or` regrouping keeps "
+        "a no-op removal's answer []. `_replace_slots` without its `None` tokens is the default None. "
+        "A one-alias join and `name or \"XXXX\"` (an unknown operation either way, the message shows "
+        "the name given) read the same; `PosVocabulary(lang=\"EN\")` normalises to en, and a blank "
+        "caption tagged has no tokens. Not covered: keyword substitution without a corpus builds the "
+        "caption's own vocabulary without its language (`PosVocabulary([text], )`), which only a "
+        "non-English caption would show. The first run of 2026-11-27 (627 of 863, 72.7 %, 51 reached "
+        "by no listed test) led to `tests/perturb/test_perturb_outcomes.py` and to no-op outcomes that "
+        "carry only their tokens and reason (the text and spans they carried were never read)."),
     "scoring/training/losses.py": (
         "Equivalent survivors: every tensor here is 2-D, so `dim=-1` -> `dim=+1` and a dropped `dim=-1` "
         "(F.normalize, F.cosine_similarity and sum default to dim 1) compute the same thing; `device=None` "

@@ -131,3 +131,36 @@ def test_keyword_substitution_draws_from_the_corpus_by_part_of_speech():
         perturb("a red dog runs", "keyword-substitution", corpus="a cat")
     with pytest.raises(ValueError, match=r"^vocabulary is for de, caption is en$"):
         perturb("a red dog runs", "keyword-substitution", corpus=PosVocabulary(["ein Hund"], "de"))
+
+
+def test_repeat_remove_never_leaves_a_word_unrepeated():
+    """Every kept word is repeated; when every word was drawn for removal, one is repeated."""
+    for seed in range(60):
+        tokens = perturb(CAPTION, "repeat-remove", p=1.0, seed=seed).tokens
+        assert len(tokens) >= 2 and tokens[0::2] == tokens[1::2], seed
+
+
+def test_removed_words_rebuild_the_parent():
+    result = perturb("a man in a white shirt rides a brown horse on the beach", "removal", seed=0)
+    assert fields(result)[:3] == ("a a beach", [(0, 0), (2, 2), (4, 4)], ("a", "a", "beach"))
+    groups = removed_words(result)
+    assert groups == ["a man in", "white shirt rides", "brown horse on the"]
+    rebuilt = " ".join([groups[0], "a", groups[1], "a", groups[2], "beach"])
+    assert rebuilt == result.parent
+    japanese = perturb("赤い犬が走る", "removal", p=0.6, seed=1, lang="ja")  # words joined without spaces
+    assert (japanese.text, japanese.tokens, removed_words(japanese)) == ("赤い走る", ("赤い", "走る"), ["犬が"])
+
+
+def test_slots_whole_words_compounds_and_the_vocabulary_fallbacks():
+    # Critical objects: longest first, so "dog" does not claim the inside of "hot dog".
+    assert perturb("a dog near a hot dog", "substitution", critical=["dog", "hot dog"]).text == "a hot dog near a dog"
+    assert perturb("a dog near hotdogs", "substitution", critical=["dog", "near"]).text == "a near dog hotdogs"
+    assert perturb("the dog house near the car park", "substitution").text == "the car park near the dog house"
+    # A noun without a word of its fine tag takes any noun; other words take only their own tag.
+    assert perturb("a dog", "keyword-substitution", p=1.0, corpus=PosVocabulary(["two cats"])).text == "a cats"
+    assert perturb("a dog running", "keyword-substitution", p=1.0, corpus=PosVocabulary(["a red cat"])).text == \
+        "a cat running"
+    # A blank caption in the corpus is skipped, not the end of it.
+    assert PosVocabulary(["a red cat", " ", "a blue bird"]).by_upos["ADJ"] == ["blue", "red"]
+    with pytest.raises(ValueError, match=r"^p must be a number between 0 and 1, got 'x'$"):
+        perturb(CAPTION, "removal", p="x")
