@@ -152,9 +152,7 @@ NOTES: dict[str, str] = {
         "a no-op removal's answer []. `_replace_slots` without its `None` tokens is the default None. "
         "A one-alias join and `name or \"XXXX\"` (an unknown operation either way, the message shows "
         "the name given) read the same; `PosVocabulary(lang=\"EN\")` normalises to en, and a blank "
-        "caption tagged has no tokens. Not covered: keyword substitution without a corpus builds the "
-        "caption's own vocabulary without its language (`PosVocabulary([text], )`), which only a "
-        "non-English caption would show. The first run of 2026-11-27 (627 of 863, 72.7 %, 51 reached "
+        "caption tagged has no tokens. The first run of 2026-11-27 (627 of 863, 72.7 %, 51 reached "
         "by no listed test) led to `tests/perturb/test_perturb_outcomes.py` and to no-op outcomes that "
         "carry only their tokens and reason (the text and spans they carried were never read)."),
     "scoring/training/losses.py": (

@@ -164,3 +164,11 @@ def test_slots_whole_words_compounds_and_the_vocabulary_fallbacks():
     assert PosVocabulary(["a red cat", " ", "a blue bird"]).by_upos["ADJ"] == ["blue", "red"]
     with pytest.raises(ValueError, match=r"^p must be a number between 0 and 1, got 'x'$"):
         perturb(CAPTION, "removal", p="x")
+
+
+def test_keyword_substitution_without_a_corpus_tags_the_caption_in_its_language():
+    """The Spanish tagger reads perro and gato as nouns of one tag (they swap), "rojo" as a proper
+    noun and "azul" as the only adjective (nothing to swap with). Tagged as English, no word would
+    have an alternative."""
+    result = perturb("un perro rojo y un gato azul", "keyword-substitution", p=1.0, lang="es")
+    assert fields(result) == ("un gato rojo y un perro azul", [(3, 7), (18, 23)], None, False, None)
