@@ -29,7 +29,7 @@ from scoring.cache import LRUCache
 from scoring.images import ImageInput
 from scoring.metrics import build_metric
 from scoring.metrics.base import MetricInfo, MetricUnavailable, ScoreContext
-from scoring.pixels import ImageEncoder, ImagePipeline, encode_images
+from scoring.pixels import ImageEncoder, ImagePipeline
 from scoring.registry import Registry, RegistryError, canonical_metric_name, load_registry, overrides_stamp
 from scoring.transfer import named_stream
 from scoring.user_registry import training_note
@@ -280,7 +280,6 @@ class Scorer:
                     tower.store_images(streaming.keys, rows)
         context = ScoreContext(items=items, image_keys=keys, backbone=self.backbone, sources=sources,
                                cider_document_frequency=cider_document_frequency)
-        self._encode_requested_images(names, context)  # what the stream left out (normally nothing)
         texts_done.result()
         return context
 
@@ -288,12 +287,10 @@ class Scorer:
         """An encoder for the image towers some metric will read, fed while the files are read.
         It takes every image not yet cached in one of them (a metric that reads only some items'
         images, as RefCLIP-S alone on items without references, gets a few more encoded than
-        it reads)."""
+        it reads), so every image a metric then asks for is cached."""
         loaded = self._loaded(b for b, inputs in wanted.items() if inputs)
         towers = [tower for tower in loaded.values() if hasattr(tower, "encode_pixels")]
-        if not towers:
-            return None
-        return ImageEncoder(towers, wanted=lambda key: any(tower.missing_images([key]) for tower in towers))
+        return ImageEncoder(towers) if towers else None
 
     def _requests(self, names: list[str], context: ScoreContext) -> dict[str, dict[str, dict[str, None]]]:
         """Per kind ("text", "image") and backbone, the distinct inputs that the metrics will read."""
@@ -336,18 +333,6 @@ class Scorer:
 
     def _text_stream(self) -> "torch.cuda.Stream":
         return named_stream(self.placement.device, "text")
-
-    def _encode_requested_images(self, names: list[str], context: ScoreContext) -> None:
-        """Every metric's images in one pass over the images for all image towers."""
-        images = self._requests(names, context)["image"]
-        loaded = self._loaded(images)
-        towers = [loaded[b] for b in images if b in loaded and hasattr(loaded[b], "encode_pixels")]
-        missing = {id(t): t.missing_images(list(images[t.spec.name])) for t in towers}
-        towers = [t for t in towers if missing[id(t)]]
-        if towers:
-            keys = list(dict.fromkeys(k for t in towers for k in missing[id(t)]))
-            for tower, rows in zip(towers, encode_images(towers, keys, context.sources)):
-                tower.store_images(keys, rows)
 
     def _score_one(self, name: str, context: ScoreContext) -> MetricResult:
         metric = self._metrics[name]

@@ -243,6 +243,8 @@ def _resize(images: list[torch.Tensor], target: tuple[int, int], resample: int,
         cols, c0, c1 = _axis_weights(width, target[1], resample, (left, left + out_w), device)
     if height != target[0]:
         rows, r0, r1 = _axis_weights(height, target[0], resample, (top, top + out_h), device)
+    if cols is None and rows is None:  # already the target size: the window alone
+        return torch.stack(images)[..., r0:r1, c0:c1].float()
     per_image = 3 * 8 * ((r1 - r0) * (c1 - c0) + (r1 - r0) * out_w + out_h * out_w)
     step = max(1, RESIZE_BYTES // per_image)
     parts = []
@@ -304,6 +306,8 @@ class ImageTower(Protocol):
     def encode_pixels(self, pixels: torch.Tensor) -> torch.Tensor: ...
 
     def image_bytes_per_item(self) -> int: ...
+
+    def missing_images(self, keys: Sequence[str]) -> list[str]: ...
 
 
 class ImagePipeline:
@@ -509,10 +513,10 @@ class ImageEncoder:
     before it. :meth:`finish` encodes the rest and returns one (N, D) float32 tensor per tower,
     on the device, rows in the order of :attr:`keys`. Towers with equal preprocessing share
     the pixels; a tower whose forward runs out of memory continues with half the batch.
-    ``wanted(key)`` filters what arrives (for example: not cached yet); a key is encoded once.
+    A key is encoded once, and not at all when every tower has it cached already.
     """
 
-    def __init__(self, towers: Sequence[ImageTower], wanted: Callable[[str], bool] | None = None):
+    def __init__(self, towers: Sequence[ImageTower]):
         self.towers = list(towers)
         self.pipeline = self.towers[0].pipeline
         groups: dict[PreprocessConfig, list[int]] = defaultdict(list)
@@ -523,7 +527,6 @@ class ImageEncoder:
         self._size = self.pipeline.chunk_size(self.towers)
         self._forward_sizes = [self._size] * len(self.towers)
         self._overlap = self.pipeline.overlap and not stages.is_serial()
-        self._wanted = wanted
         self._sources: dict[str, ImageInput] = {}
         self._pending: list[str] = []
         self._in_flight: tuple[list[str], Future] | None = None
@@ -531,11 +534,12 @@ class ImageEncoder:
         self.keys: list[str] = []
 
     def add(self, pairs: Sequence[tuple[str, ImageInput]]) -> None:
-        for key, source in pairs:
-            if key in self._sources or (self._wanted is not None and not self._wanted(key)):
-                continue
-            self._sources[key] = source
-            self._pending.append(key)
+        fresh = {key: source for key, source in pairs if key not in self._sources}
+        missing = set().union(*(tower.missing_images(list(fresh)) for tower in self.towers))
+        for key, source in fresh.items():
+            if key in missing:
+                self._sources[key] = source
+                self._pending.append(key)
         while len(self._pending) >= self._size:
             batch, self._pending = self._pending[: self._size], self._pending[self._size :]
             self._launch(batch)

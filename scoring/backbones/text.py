@@ -26,7 +26,8 @@ def token_ids(tokenizer, texts: list[str]) -> list[list[int]]:
     """Full token ids (special tokens included) of each text; each new text tokenised once."""
     identity = tokenizer_identity(tokenizer)
     distinct = list(dict.fromkeys(texts))
-    found = {text: ids for text, ids in zip(distinct, TOKEN_CACHE.get_many([(identity, t) for t in distinct])) if ids is not None}
+    cached = TOKEN_CACHE.get_many([(identity, text) for text in distinct])
+    found = {text: ids for text, ids in zip(distinct, cached) if ids is not None}
     missing = [t for t in distinct if t not in found]
     if missing:
         for text, ids in zip(missing, tokenizer(missing, add_special_tokens=True, truncation=False)["input_ids"]):

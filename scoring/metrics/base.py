@@ -82,7 +82,10 @@ class Metric(Protocol):
         ...
 
     def embedding_requests(self, context: ScoreContext) -> list[EmbeddingRequest]:
-        """Embeddings ``compute`` will read, so the Scorer computes every metric's at once."""
+        """Embeddings ``compute`` will read, so the Scorer computes every metric's at once. The
+        Scorer asks before any image file is read (``context.image_keys`` then holds a
+        placeholder per item with an image): which inputs are requested may depend on the items,
+        not on the images' content."""
         return []
 
     def check_available(self) -> None:
