@@ -52,15 +52,9 @@ def run(first_seed: int, scenes: int, langs, profile: str, metrics, n_boot: int,
     from scoring.world.render import render_scene
     from scoring.world.scene import generate_scenes
     from scoring.world.sets import scene_references
-    from scoring.world.splits import check_report_range, split_range
+    from scoring.world.splits import check_range
 
-    if choose:
-        validation = split_range("validation")
-        if not (first_seed in validation and first_seed + scenes - 1 in validation):
-            raise ValueError(f"--choose runs on the validation range ({validation.first}..{validation.stop - 1})")
-        kind = "validation (for choosing, not a result)"
-    else:
-        kind = check_report_range(first_seed, scenes)
+    kind = check_range(first_seed, scenes, choose)
     started = time.time()
     world = generate_scenes(first_seed, scenes)
     table = rating_table(world, langs)

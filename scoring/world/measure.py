@@ -16,6 +16,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from scoring.analysis.correlation import cluster_bootstrap
 from scoring.analysis.robustness import ORIGINAL, robustness_table
 
 from .annotators import panel
@@ -128,36 +129,52 @@ def _pairwise(rows, values, langs) -> dict:
             for lang in langs}
 
 
-def perturbation(scorer, scenes, images, langs, seed, metrics=("MCS", "CLIP-S")) -> dict:
-    """Mean % change of each metric under each PR-MCS operation, per language; `change_pct`
-    over all captions (as PR-MCS Table 7), `effective_change_pct` without the noop ones, both
-    from `scoring.analysis.robustness.robustness_table` (see `perturbation_summary`)."""
+def perturbation_rows(scorer, scenes, images, langs, seed, metrics=("MCS", "CLIP-S")):
+    """Every caption of every scene and its five PR-MCS perturbations, scored: a long frame
+    (scene, item_id, lang, op, noop, then one score column per metric) and the metrics that
+    could not run, with their reason. `perturbation` summarises it; `bench_prmcs` resamples
+    its scenes."""
     import pandas as pd
 
     from scoring.api import ScoreItem
     from scoring.perturb.ops import PRMCS_OPS, perturb
 
-    items, meta = [], []  # meta: (item_id, lang, op, noop) per scored text
+    items, meta = [], []  # meta: (scene, item_id, lang, op, noop) per scored text
     for i, scene in enumerate(scenes):
         for style, per_lang in scene_captions(scene, tuple(langs)).items():
             for lang, cap in per_lang.items():
                 item_id = len(items)
                 items.append(ScoreItem(images[i], cap.text, lang=lang))
-                meta.append((item_id, lang, ORIGINAL, False))
+                meta.append((scene.scene_id, item_id, lang, ORIGINAL, False))
                 for op in PRMCS_OPS:
                     p = perturb(cap.text, op, seed=seed + i, lang=lang, critical=list(cap.critical_objects))
                     items.append(ScoreItem(images[i], p.text, lang=lang))
-                    meta.append((item_id, lang, op, p.noop))
-    metrics = list(metrics)
-    results = scorer.score(items, metrics)
-    out: dict = {"captions": sum(1 for m in meta if m[2] == ORIGINAL)}
-    frame = pd.DataFrame(meta, columns=["item_id", "lang", "op", "noop"])
+                    meta.append((scene.scene_id, item_id, lang, op, p.noop))
+    results = scorer.score(items, list(metrics))
+    frame = pd.DataFrame(meta, columns=["scene", "item_id", "lang", "op", "noop"])
+    unavailable = {}
     for name in metrics:
         if results[name].unavailable:
-            out[name] = f"unavailable: {results[name].unavailable}"
+            unavailable[name] = results[name].unavailable
+        else:
+            frame[name] = np.asarray(results[name].values, dtype=float)
+    return frame, unavailable
+
+
+def perturbation(scorer, scenes, images, langs, seed, metrics=("MCS", "CLIP-S")) -> dict:
+    """Mean % change of each metric under each PR-MCS operation, per language; `change_pct`
+    over all captions (as PR-MCS Table 7), `effective_change_pct` without the noop ones, both
+    from `scoring.analysis.robustness.robustness_table` (see `perturbation_summary`)."""
+    from scoring.perturb.ops import PRMCS_OPS
+
+    frame, unavailable = perturbation_rows(scorer, scenes, images, langs, seed, metrics)
+    out: dict = {"captions": int((frame["op"] == ORIGINAL).sum())}
+    for name in metrics:
+        if name in unavailable:
+            out[name] = f"unavailable: {unavailable[name]}"
             continue
         metric_langs = ("en",) if name in ("CLIP-S", "PAC-S") else tuple(langs)
-        long = frame.assign(metric=name, score=results[name].values)
+        long = frame[["item_id", "lang", "op", "noop"]].assign(metric=name, score=frame[name])
         out[name] = perturbation_summary(long[long["lang"].isin(metric_langs)], PRMCS_OPS)
     return out
 
@@ -184,6 +201,44 @@ def perturbation_summary(long, ops) -> dict:
                 "effective_change_pct": None if effective is None or lang not in effective.index
                 else rounded(effective.loc[lang, f"{op}_change"], 2),
                 "noop": int(part["noop"].astype(bool).sum()), "n": int(len(part))}
+    return out
+
+
+def drop_estimates(frame, metric: str, lang: str, ops, *, n_boot: int = 1000, seed: int = 0) -> dict:
+    """Scene-bootstrap estimates of `metric`'s drop (%) in `lang`: per operation over every
+    caption (`all`, no-ops kept) and over the captions it changed (`changed`), their mean over
+    operations (`mean`), and the weakest operation's changed-caption drop (`weakest`, the
+    operation chosen on the full range). Every resample sums whole scenes."""
+    part = frame[frame["lang"] == lang]
+    scenes = sorted(part["scene"].unique())
+    index = {s: k for k, s in enumerate(scenes)}
+    original = part[part["op"] == ORIGINAL].set_index("item_id")[metric]
+    perturbed = part[part["op"] != ORIGINAL]
+    # per scene and op: sums of originals and perturbed scores, over all captions and over changed ones
+    sums = np.zeros((len(scenes), len(ops), 2, 3))  # [scene, op, all|changed, orig|pert|count]
+    scene_of = perturbed["scene"].map(index).to_numpy()
+    op_of = perturbed["op"].map(ops.index).to_numpy()
+    values = np.stack([original.loc[perturbed["item_id"]].to_numpy(float), perturbed[metric].to_numpy(float),
+                       np.ones(len(perturbed))], axis=1)
+    changed = ~perturbed["noop"].to_numpy(bool)
+    np.add.at(sums, (scene_of, op_of, 0), values)
+    np.add.at(sums, (scene_of[changed], op_of[changed], 1), values[changed])
+
+    def drops(rows: np.ndarray) -> np.ndarray:  # (ops, 2): -100 (mean pert - mean orig) / mean orig
+        total = sums[rows].sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return -100.0 * (total[..., 1] - total[..., 0]) / total[..., 0]
+
+    full = drops(np.arange(len(scenes)))
+    weakest = int(np.nanargmin(full[:, 1]))
+    clusters = np.arange(len(scenes))
+    out = {"ops": {op: {"all": cluster_bootstrap(lambda r, o=o: drops(r)[o, 0], clusters, n_boot=n_boot, seed=seed),
+                        "changed": cluster_bootstrap(lambda r, o=o: drops(r)[o, 1], clusters, n_boot=n_boot, seed=seed),
+                        "changed_captions": int(sums[:, o, 1, 2].sum())}
+                   for o, op in enumerate(ops)},
+           "mean": cluster_bootstrap(lambda r: float(np.mean(drops(r)[:, 0])), clusters, n_boot=n_boot, seed=seed),
+           "weakest_op": ops[weakest],
+           "weakest": cluster_bootstrap(lambda r: drops(r)[weakest, 1], clusters, n_boot=n_boot, seed=seed)}
     return out
 
 

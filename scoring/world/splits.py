@@ -59,3 +59,14 @@ def check_report_range(first: int, count: int) -> str:
     if test.overlaps(first, count) and not (first in test and first + count - 1 in test):
         raise ValueError(f"seeds {first}..{first + count - 1} straddle the end of the test range ({test.stop - 1})")
     return "test" if first in test else "outside"
+
+
+def check_range(first: int, count: int, choose: bool = False) -> str:
+    """The kind of a benchmark's seed range: with `choose`, it must lie in validation (to choose
+    checkpoints or settings, never to report); otherwise `check_report_range`."""
+    if not choose:
+        return check_report_range(first, count)
+    validation = SPLITS["validation"]
+    if count < 1 or not (first in validation and first + count - 1 in validation):
+        raise ValueError(f"choosing runs on the validation range ({validation.first}..{validation.stop - 1})")
+    return "validation (for choosing, not a result)"

@@ -2,7 +2,7 @@
 import pytest
 
 from scoring.world.sets import split_scenes
-from scoring.world.splits import OUTSIDE_FIRST_SEED, SPLITS, check_report_range, split_range
+from scoring.world.splits import OUTSIDE_FIRST_SEED, SPLITS, check_range, check_report_range, split_range
 
 
 def test_ranges_are_disjoint_and_ordered():
@@ -33,3 +33,14 @@ def test_report_accepts_test_and_outside_ranges():
     assert check_report_range(OUTSIDE_FIRST_SEED, 300) == "outside"
     with pytest.raises(ValueError, match="straddle"):
         check_report_range(1_499_900, 300)
+
+
+def test_choosing_runs_inside_validation_only():
+    assert check_range(500_100, 60, choose=True) == "validation (for choosing, not a result)"
+    assert check_range(999_940, 60, choose=True).startswith("validation")
+    for first, count in [(499_999, 2), (999_990, 20), (1_000_000, 10), (0, 5), (500_000, 0)]:
+        with pytest.raises(ValueError, match="validation range"):
+            check_range(first, count, choose=True)
+    assert check_range(1_000_000, 300) == "test"  # without choose: the report rules
+    with pytest.raises(ValueError, match="overlap the validation range"):
+        check_range(500_100, 60)
