@@ -59,7 +59,8 @@ MODULES: dict[str, list[str]] = {
     # queue_screens and quality call tasks.py's item navigation and reservation: their tests are its tests too
     "annotation/studies/tasks.py": ["tests/annotation/test_tasks.py", "tests/annotation/test_queue_leases.py",
                                     "tests/annotation/test_queue_orders.py", "tests/annotation/test_annotator_screens.py",
-                                    "tests/annotation/test_quality.py", "tests/annotation/test_study_defects.py"],
+                                    "tests/annotation/test_quality.py", "tests/annotation/test_study_defects.py",
+                                    "tests/annotation/test_tasks_values.py"],
     "scoring/fingerprint.py": ["tests/scoring/test_score_cache_keys.py", "tests/annotation/test_score_store_keys.py",
                                "tests/scoring/test_fingerprint_parts.py"],
 }

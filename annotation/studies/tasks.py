@@ -282,24 +282,11 @@ def own_rating(session: Session, user: User, caption_id: int) -> Rating | None:
     return session.scalar(select(Rating).where(Rating.caption_id == caption_id, Rating.annotator_id == user.id))
 
 
-def earlier_rated_caption(session: Session, user: User, collection: Collection, caption_id: int | None) -> int | None:
-    """The caption this annotator rated in `collection` just before `caption_id` (in the order of
-    their first ratings), or their latest one when `caption_id` is not rated yet: what Back shows.
-    Read from the ratings, so it survives a page reload. None when there is nothing earlier."""
-    rated = list(session.scalars(select(Rating.caption_id)
-                                 .where(Rating.annotator_id == user.id, Rating.caption_id.in_(
-                                     select(Caption.id).where(in_collection(collection))))
-                                 .order_by(Rating.id)))
-    if caption_id in rated:
-        rated = rated[:rated.index(caption_id)]
-    return rated[-1] if rated else None
-
-
 def earlier_queue_item(session: Session, user: User, collection: Collection, caption_id: int | None) -> int | None:
     """What Back shows in the rating queue: the caption this annotator rated or skipped in
     `collection` just before `caption_id` (in the order they first did so), or the latest one
-    when `caption_id` is neither rated nor skipped. Unlike `earlier_rated_caption`, a skipped
-    item is on the way back, so Back right after Skip returns to it. None when there is none."""
+    when `caption_id` is neither rated nor skipped. A skipped item is on the way back, so Back
+    right after Skip returns to it. None when there is none."""
     in_coll = select(Caption.id).where(in_collection(collection))
     done = [*session.execute(select(Rating.created_at, Rating.caption_id)
                              .where(Rating.annotator_id == user.id, Rating.caption_id.in_(in_coll))),
@@ -527,17 +514,9 @@ def submit_transcreation(session: Session, user: User, source_caption_id: int, t
 # critical objects (for substitution perturbations)
 
 
-def _phrases(values: Iterable[str], what: str) -> list[str]:
-    if isinstance(values, str):
-        values = [part for part in values.split(",")]
-    phrases = []
-    for value in values:
-        if not isinstance(value, str):
-            raise ValueError(f"{what} must be text, got {value!r}")
-        value = value.strip()
-        if value and value not in phrases:
-            phrases.append(value)
-    return phrases
+def _phrases(text: str) -> list[str]:
+    """The comma-separated phrases of a typed or imported marking, each once."""
+    return list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
 
 
 # A word of a caption, for marking by clicking: a run of letters and digits (with inner
@@ -565,14 +544,16 @@ def join_word_spans(text: str, spans: Iterable[Sequence[int]]) -> list[tuple[int
 def _spans_of(text: str, values: Sequence[str] | str, what: str) -> list[tuple[str, list[int]]]:
     """(phrase, [start, end]) for each marked phrase: a (start, end) character span of the
     caption, or a phrase typed or imported as text, found in the caption case-insensitively."""
-    items = _phrases(values, what) if isinstance(values, str) else list(values)
+    items = _phrases(values) if isinstance(values, str) else list(values)
     marked: list[tuple[str, list[int]]] = []
     for item in items:
         if isinstance(item, str):
             if not item.strip():
                 continue
             phrase = item.strip()
-            found = re.search(re.escape(phrase), text, re.IGNORECASE)
+            # the phrase as whole words ("a" is not the a of "cat"); else anywhere, as in Japanese
+            found = (re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text, re.IGNORECASE)
+                     or re.search(re.escape(phrase), text, re.IGNORECASE))
             if found is None:
                 raise ValueError(f"not in the caption text: {phrase!r}")
             span = list(found.span())
