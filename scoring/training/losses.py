@@ -48,8 +48,11 @@ def info_nce(image: torch.Tensor, text: torch.Tensor, scale: torch.Tensor | floa
 
 def prmcs_loss(image: torch.Tensor, original: torch.Tensor, perturbed: torch.Tensor, scale: torch.Tensor | float,
                margin: float = PRMCS_MARGIN, lambdas: tuple[float, float, float] = PRMCS_LAMBDAS,
-               image_ids: list | None = None) -> tuple[torch.Tensor, dict[str, float]]:
-    """PR-MCS: L_CLIP + λ1·(1 − cos(V, T(o))) + λ2·max(m, cos(V, T(p))) + λ3·max(m, cos(T(o), T(p)))."""
+               image_ids: list | None = None, anchor: torch.Tensor | None = None,
+               anchor_weight: float = 0.0) -> tuple[torch.Tensor, dict[str, float]]:
+    """PR-MCS: L_CLIP + λ1·(1 − cos(V, T(o))) + λ2·max(m, cos(V, T(p))) + λ3·max(m, cos(T(o), T(p))),
+    plus, with `anchor_weight`, λa·(1 − cos(T(o), T₀(o))): the original caption's embedding stays
+    where the base encoder put it (`anchor`, a CapLens addition; the paper has none)."""
     l_clip = info_nce(image, original, scale, image_ids)
     cos_vo = F.cosine_similarity(image, original, dim=-1)
     cos_vp = F.cosine_similarity(image, perturbed, dim=-1)
@@ -58,7 +61,12 @@ def prmcs_loss(image: torch.Tensor, original: torch.Tensor, perturbed: torch.Ten
     l2 = cos_vp.clamp(min=margin).mean()
     l3 = cos_op.clamp(min=margin).mean()
     total = l_clip + lambdas[0] * l1 + lambdas[1] * l2 + lambdas[2] * l3
-    return total, {"clip": l_clip.item(), "l1": l1.item(), "l2": l2.item(), "l3": l3.item()}
+    parts = {"clip": l_clip.item(), "l1": l1.item(), "l2": l2.item(), "l3": l3.item()}
+    if anchor_weight:
+        drift = (1 - F.cosine_similarity(original, anchor, dim=-1)).mean()
+        total = total + anchor_weight * drift
+        parts["anchor"] = drift.item()
+    return total, parts
 
 
 def pacs_loss(image: torch.Tensor, text: torch.Tensor, generated_image: torch.Tensor, generated_text: torch.Tensor,

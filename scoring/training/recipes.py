@@ -350,6 +350,12 @@ class PrMcsRecipe(TextEncoderRecipe):
             pixels = state.pixels([images[k] for k in chunk], chunk, device)
             state.image_embeddings.update(zip(chunk, clip_image_features(state.clip, pixels).float()))
             state.pixels.cache.clear()  # the pixels are not needed again
+        state.anchors = {}
+        if state.weights["anchor"]:  # the base encoder's embedding of every original caption, before any step
+            texts = sorted({r["original"] for r in rows})
+            for i in range(0, len(texts), 128):
+                chunk = texts[i:i + 128]
+                state.anchors.update(zip(chunk, st_text_features(state.encoder, chunk, device).float()))
 
     def frozen_images(self, state, rows, device) -> torch.Tensor:
         return torch.stack([state.image_embeddings[image_key(r)] for r in rows]).to(device)
@@ -359,8 +365,10 @@ class PrMcsRecipe(TextEncoderRecipe):
         original = st_text_features(state.encoder, [r["original"] for r in rows], device)
         perturbed = st_text_features(state.encoder, [r["perturbed"] for r in rows], device)
         w = state.weights
+        anchor = torch.stack([state.anchors[r["original"]] for r in rows]).to(device) if w["anchor"] else None
         return losses.prmcs_loss(image, original.float(), perturbed.float(), state.clip.model.logit_scale.exp().clamp(max=100.0),
-                                 w["margin"], (w["lambda1"], w["lambda2"], w["lambda3"]), [image_key(r) for r in rows])
+                                 w["margin"], (w["lambda1"], w["lambda2"], w["lambda3"]), [image_key(r) for r in rows],
+                                 anchor, w["anchor"])
 
     @torch.no_grad()
     def evaluate(self, state, rows, device):
@@ -916,7 +924,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     PrMcsRecipe("pr-mcs", "PR-MCS", "st-text", "prmcs",
                 "PR-MCS: L_CLIP + λ1·L1 + λ2·L2 + λ3·L3 on perturbation triplets; only the text encoder trains",
                 {"margin": losses.PRMCS_MARGIN, "lambda1": losses.PRMCS_LAMBDAS[0],
-                 "lambda2": losses.PRMCS_LAMBDAS[1], "lambda3": losses.PRMCS_LAMBDAS[2]}),
+                 "lambda2": losses.PRMCS_LAMBDAS[1], "lambda3": losses.PRMCS_LAMBDAS[2], "anchor": 0.0}),
     PacsRecipe("pac-s", "PAC-S", "clip", "pacs",
                "PAC-S: symmetric InfoNCE + λv·L(V', T) + λt·L(V, T') with generated images and captions",
                {"lambda_v": 0.05, "lambda_t": 0.05}),

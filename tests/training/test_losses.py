@@ -181,6 +181,20 @@ def test_prmcs_loss_weighs_each_term_by_its_own_lambda_and_keeps_shared_images_p
     assert total.item() == pytest.approx(clip + 0.1 * l1 + 0.2 * l2 + 0.3 * l3, abs=1e-5)
 
 
+def test_prmcs_anchor_term_adds_the_drift_of_the_originals_from_the_base_encoder():
+    ids = ["a", "a", "b"]
+    base, _ = losses.prmcs_loss(IMAGE, TEXT, PERTURBED, 2.5, lambdas=(0.1, 0.2, 0.3), image_ids=ids)
+    anchor = TEXT.flip(0)  # where the base encoder put the originals
+    total, parts = losses.prmcs_loss(IMAGE, TEXT, PERTURBED, 2.5, lambdas=(0.1, 0.2, 0.3), image_ids=ids,
+                                     anchor=anchor, anchor_weight=0.5)
+    drift = sum(1 - c for c in _cos(TEXT, anchor)) / 3
+    assert parts["anchor"] == pytest.approx(drift, abs=1e-6) and drift > 0.1
+    assert total.item() == pytest.approx(base.item() + 0.5 * drift, abs=1e-5)
+    same, parts = losses.prmcs_loss(IMAGE, TEXT, PERTURBED, 2.5, lambdas=(0.1, 0.2, 0.3), image_ids=ids,
+                                    anchor=TEXT, anchor_weight=0.5)
+    assert parts["anchor"] == pytest.approx(0.0, abs=1e-6) and same.item() == pytest.approx(base.item(), abs=1e-5)
+
+
 def test_pacs_loss_on_shared_images():
     ids = ["a", "a", "b"]
     total, parts = losses.pacs_loss(IMAGE, TEXT, PERTURBED, IMAGE.flip(0), 2.5, lambda_v=0.05, lambda_t=0.1,

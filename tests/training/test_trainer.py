@@ -52,6 +52,41 @@ def test_interrupted_run_resumes_to_identical_weights(tmp_path):
     assert record["config"]["recipe"] == "pr-mcs" and len(record["data"]["hash"]) == 64
 
 
+def test_prmcs_anchor_keeps_the_originals_near_the_base_encoder_and_resumes(tmp_path):
+    """With `loss.anchor`, the originals' embeddings stay near the base encoder's (computed once,
+    before any step, also when a run resumes), while the perturbed captions are pushed away."""
+    from scoring.training.models import load_trainable, st_text_features
+
+    push = {"lambda2": 1.0, "lambda3": 1.0}
+    free = train(_config("pr-mcs-tiny", tmp_path / "free", loss=push, optimizer={"name": "adamw", "lr": 3e-3}))
+    anchored_config = _config("pr-mcs-tiny", tmp_path / "anchored", loss={**push, "anchor": 20.0},
+                              optimizer={"name": "adamw", "lr": 3e-3})
+    anchored = train(anchored_config)
+    rows, _, _ = world_set("prmcs", {"scenes": 12, "size": 32, "languages": ["en", "de"]})
+    texts = sorted({r["original"] for r in rows})[:40]
+    cpu = torch.device("cpu")
+
+    def embed(folder):
+        with torch.no_grad():
+            return st_text_features(load_trainable(str(folder), cpu, ("st-text",)), texts, cpu).float()
+
+    base = embed(anchored_config.base)
+    drift = {name: float((1 - torch.nn.functional.cosine_similarity(embed(run.out_dir), base)).mean())
+             for name, run in (("free", free), ("anchored", anchored))}
+    assert drift["anchored"] < 0.5 * drift["free"], drift
+    cancel = threading.Event()
+
+    def stop_after_three(fraction, message):
+        if "step 3/6" in message:
+            cancel.set()
+
+    cut = _config("pr-mcs-tiny", tmp_path / "cut", loss={**push, "anchor": 20.0}, optimizer={"name": "adamw", "lr": 3e-3})
+    with pytest.raises(Cancelled):
+        train(cut, progress=stop_after_three, cancel=cancel)
+    resumed = train(cut, resume=True)
+    assert resumed.losses == anchored.losses
+
+
 def test_prmcs_embeds_each_image_once_not_per_step(tmp_path, monkeypatch):
     """The vision tower is frozen: PR-MCS embeds every distinct image once before training,
     so six steps of batch 8 and two evaluations cost one vision pass per image."""
