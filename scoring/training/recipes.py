@@ -68,6 +68,11 @@ class Recipe:
         wanted = config.options.get("languages")
         return [r for r in rows if not wanted or _language(r) in wanted]
 
+    def training_rows(self, rows: list[dict], config: TrainConfig) -> list[dict]:
+        """The rows a run trains on, of those it could use (all by default; the held-out rows are
+        never narrowed by this)."""
+        return rows
+
     def warnings(self, train_rows: list[dict], config: TrainConfig) -> list[str]:
         """What a user of the result must know about how it was trained (none by default)."""
         return []
@@ -335,6 +340,19 @@ class McsTeacherRecipe(TextEncoderRecipe):
 
 class PrMcsRecipe(TextEncoderRecipe):
     """PR-MCS: only the multilingual text encoder trains; the CLIP vision tower is frozen."""
+
+    def training_rows(self, rows, config):
+        """`options.train_operations`: train on these perturbations only (evaluation keeps all five)."""
+        from scoring.perturb.ops import PRMCS_OPS
+
+        wanted = config.options.get("train_operations")
+        if wanted is None:
+            return rows
+        unknown = sorted(set(wanted) - set(PRMCS_OPS))
+        if unknown or not wanted:
+            raise ValueError(f"options.train_operations must name some of {', '.join(PRMCS_OPS)}; "
+                             f"unknown: {', '.join(unknown) or 'none given'}")
+        return [r for r in rows if r["operation"] in wanted]
 
     @torch.no_grad()
     def prepare(self, state, rows, device):

@@ -179,6 +179,9 @@ def split_rows(config: TrainConfig) -> tuple[list[dict], list[dict], str, dict]:
             raise ValueError(f"{len(shared)} image(s) are both in `data` and in `heldout`, e.g. {sorted(shared)[0]}")
         if not heldout_rows:
             raise ValueError(f"the held-out set has no rows recipe {recipe.name} can use")
+    train_rows = recipe.training_rows(train_rows, config)
+    if not train_rows:
+        raise ValueError(f"no training rows are left for recipe {recipe.name} (options)")
     if config.options.get("budget") is not None:  # a learning-curve point: fewer training rows, same held-out
         train_rows = recipe.limit_training(train_rows, int(config.options["budget"]), config.seed)
     return train_rows, heldout_rows, data_hash, data_about

@@ -221,3 +221,18 @@ def test_caplens_r_features_are_kept_on_disk_and_recomputed_when_an_image_change
     monkeypatch.setattr(caplens_r, "embed_items", lambda *a, **k: uncached.append(1) or real(*a, **k))
     train(_config("caplens-r-tiny", tmp_path / "d", max_steps=1, options={"feature_cache": False}))
     assert uncached
+
+
+def test_prmcs_trains_on_the_chosen_operations_and_evaluates_all_five(tmp_path):
+    from scoring.training.trainer import split_rows
+
+    config = _config("pr-mcs-tiny", tmp_path / "ops", options={"train_operations": ["jumble", "masking"]})
+    train_rows, held, _, _ = split_rows(config)
+    everything, all_held, _, _ = split_rows(_config("pr-mcs-tiny", tmp_path / "all"))
+    assert {r["operation"] for r in train_rows} == {"jumble", "masking"}
+    assert train_rows == [r for r in everything if r["operation"] in ("jumble", "masking")]
+    assert held == all_held and {r["operation"] for r in held} == {"repetition", "removal", "masking", "jumble",
+                                                                   "substitution"}
+    for wrong in (["shuffle"], []):
+        with pytest.raises(ValueError, match="options.train_operations must name some of repetition"):
+            split_rows(_config("pr-mcs-tiny", tmp_path / "bad", options={"train_operations": wrong}))
