@@ -84,7 +84,7 @@ def report(r: dict) -> str:
     lines = ["# PR-MCS against MCS (95 % scene-bootstrap intervals)", "",
              f"Profile `{r['profile']}`, seeds {r['first_seed']}..{r['first_seed'] + r['scenes'] - 1} ({r['range']} range, "
              f"{r['scenes']} scenes; {r['captions']} captions each perturbed five ways; {r['rated_captions']} rated "
-             f"candidates), `python benchmarks/bench_prmcs.py --first-seed {r['first_seed']} --scenes {r['scenes']} "
+             f"candidates), `python benchmarks/bench_prmcs.py {'--choose ' if r['range'].startswith('validation') else ''}--first-seed {r['first_seed']} --scenes {r['scenes']} "
              f"--langs {','.join(r['langs'])} --profile {r['profile']}` ({r['wall_s']:.0f} s).", "",
              "| language | MCS mean drop % | PR-MCS mean drop % (>= 50) | PR-MCS weakest op, changed captions (>= 20) "
              "| tau_c MCS | tau_c PR-MCS | PR-MCS minus MCS (>= -0.02) |", "|---|---|---|---|---|---|---|"]

@@ -92,7 +92,7 @@ def report(r: dict) -> str:
     lines = ["# Agreement with the simulated annotators (tau_c, 95 % scene-bootstrap intervals)", "",
              f"Profile `{r['profile']}`, seeds {r['first_seed']}..{r['first_seed'] + r['scenes'] - 1} "
              f"({r['range']} range, {r['scenes']} scenes, {r['captions']} candidates), "
-             f"`python benchmarks/bench_ratings.py --first-seed {r['first_seed']} --scenes {r['scenes']} "
+             f"`python benchmarks/bench_ratings.py {'--choose ' if r['range'].startswith('validation') else ''}--first-seed {r['first_seed']} --scenes {r['scenes']} "
              f"--langs {','.join(r['langs'])} --profile {r['profile']}` ({r['wall_s']:.0f} s).", ""]
     for metric, reason in r["unavailable"].items():
         lines.append(f"- {metric}: unavailable: {reason}")
