@@ -20,6 +20,7 @@ from annotation.studies.tasks import (
     list_ratings,
     mark_critical,
     marked_phrases,
+    next_critical_item,
     next_rating_item,
     next_transcreation_item,
     rating_progress,
@@ -32,7 +33,7 @@ from annotation.studies.tasks import (
     submit_transcreation,
     validate_rating_values,
 )
-from db.models import Caption, RatingLease, RatingRevision, Transcreation, utcnow
+from db.models import Caption, QueueSkip, RatingLease, RatingRevision, Transcreation, utcnow
 from db.session import session_scope
 
 
@@ -318,3 +319,49 @@ def test_ratings_are_listed_and_withdrawn_by_their_rules(engine, accounts, study
         assert [r.id for r in list_ratings(s, rita)] == [e.id]
         with pytest.raises(LookupError, match=f"^no rating with id {a.id}$"):
             delete_rating(s, rita, a.id)
+
+
+def test_a_skip_is_stored_once_per_task_and_language_and_ends_only_a_rating_lease(engine, accounts, study):
+    with session_scope(engine) as s:
+        ann = s.merge(accounts["ann"])
+
+        def skips():
+            return sorted(s.execute(select(QueueSkip.caption_id, QueueSkip.task, QueueSkip.language)
+                                    .where(QueueSkip.annotator_id == ann.id)).all())
+
+        reserve_item(s, ann, study["a"])
+        skip_item(s, ann, study["a"], task="transcreation", language="de")
+        assert s.scalar(select(RatingLease.caption_id).where(RatingLease.annotator_id == ann.id)) == study["a"]
+        skip_item(s, ann, study["a"], task="transcreation", language="de")  # again: still one row
+        skip_item(s, ann, study["a"], task="transcreation", language="fr")
+        skip_item(s, ann, study["a"], task="critical")
+        assert s.scalar(select(RatingLease.caption_id).where(RatingLease.annotator_id == ann.id)) == study["a"]
+        skip_item(s, ann, study["a"])
+        skip_item(s, ann, study["a"])
+        assert s.scalar(select(RatingLease.id).where(RatingLease.annotator_id == ann.id)) is None
+        assert skips() == sorted([(study["a"], "transcreation", "de"), (study["a"], "transcreation", "fr"),
+                                  (study["a"], "critical", ""), (study["a"], "rating", "")])
+        skip_item(s, s.merge(accounts["bea"]), study["a"])  # another annotator's skip is their own
+        assert len(skips()) == 4
+        with pytest.raises(LookupError):
+            skip_item(s, ann, 10_000)
+
+
+def test_the_critical_queue_offers_every_kind_but_perturbed_until_marked_or_skipped(engine, accounts, study):
+    with session_scope(engine) as s:
+        ann, bea, col = s.merge(accounts["ann"]), s.merge(accounts["bea"]), _collection(s, accounts)
+        rita = s.merge(accounts["rita"])
+        parent = s.get(Caption, study["a"])
+        add_caption(s, rita, parent.image, "caption a a", kind="perturbed", parent=parent, collection=col,
+                    perturbation={"op": "repetition"})
+        offered = []
+        while (item := next_critical_item(s, ann, col)) is not None:
+            offered.append(item.id)
+            if len(offered) % 2:
+                mark_critical(s, ann, item.id, [(0, 7)])
+            else:
+                skip_item(s, ann, item.id, task="critical")
+        in_v = [study[n] for n in ("r2", "r1", "r-de", "a", "b", "c", "d")]
+        assert sorted(offered) == sorted(in_v)  # references and candidates of `v`, never the perturbed one
+        skip_item(s, bea, study["a"], task="rating")  # a rating skip does not hide it from bea's marking
+        assert next_critical_item(s, bea, col) is not None
