@@ -28,6 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_ratings import _jsonable, command_line  # noqa: E402  (beside this script)
+
 TARGET_DROP, TARGET_WEAKEST, TARGET_FALL = 50.0, 20.0, 0.02
 
 
@@ -68,14 +70,6 @@ def run(first_seed: int, scenes: int, langs, profile: str, n_boot: int, device: 
     return out
 
 
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if hasattr(value, "low") and hasattr(value, "high"):
-        return {"value": value.value, "low": value.low, "high": value.high, "scenes": value.n}
-    return value
-
-
 def _fmt(est, digits: int = 1, sign: str = "") -> str:
     return f"{est.value:{sign}.{digits}f} [{est.low:{sign}.{digits}f}, {est.high:{sign}.{digits}f}]"
 
@@ -84,8 +78,7 @@ def report(r: dict) -> str:
     lines = ["# PR-MCS against MCS (95 % scene-bootstrap intervals)", "",
              f"Profile `{r['profile']}`, seeds {r['first_seed']}..{r['first_seed'] + r['scenes'] - 1} ({r['range']} range, "
              f"{r['scenes']} scenes; {r['captions']} captions each perturbed five ways; {r['rated_captions']} rated "
-             f"candidates), `python benchmarks/bench_prmcs.py {'--choose ' if r['range'].startswith('validation') else ''}--first-seed {r['first_seed']} --scenes {r['scenes']} "
-             f"--langs {','.join(r['langs'])} --profile {r['profile']}` ({r['wall_s']:.0f} s).", "",
+             f"candidates), `{command_line('bench_prmcs.py', r)}` ({r['wall_s']:.0f} s).", "",
              "| language | MCS mean drop % | PR-MCS mean drop % (>= 50) | PR-MCS weakest op, changed captions (>= 20) "
              "| tau_c MCS | tau_c PR-MCS | PR-MCS minus MCS (>= -0.02) |", "|---|---|---|---|---|---|---|"]
     for lang, v in r["per_lang"].items():

@@ -84,6 +84,13 @@ def _jsonable(value):
     return value
 
 
+def command_line(script: str, r: dict) -> str:
+    """The command that reproduces a report of a world range (with --choose on validation)."""
+    choose = "--choose " if r["range"].startswith("validation") else ""
+    return (f"python benchmarks/{script} {choose}--first-seed {r['first_seed']} --scenes {r['scenes']} "
+            f"--langs {','.join(r['langs'])} --profile {r['profile']}")
+
+
 def _fmt(est) -> str:
     return f"{est.value:+.3f} [{est.low:+.3f}, {est.high:+.3f}]"
 
@@ -92,8 +99,7 @@ def report(r: dict) -> str:
     lines = ["# Agreement with the simulated annotators (tau_c, 95 % scene-bootstrap intervals)", "",
              f"Profile `{r['profile']}`, seeds {r['first_seed']}..{r['first_seed'] + r['scenes'] - 1} "
              f"({r['range']} range, {r['scenes']} scenes, {r['captions']} candidates), "
-             f"`python benchmarks/bench_ratings.py {'--choose ' if r['range'].startswith('validation') else ''}--first-seed {r['first_seed']} --scenes {r['scenes']} "
-             f"--langs {','.join(r['langs'])} --profile {r['profile']}` ({r['wall_s']:.0f} s).", ""]
+             f"`{command_line('bench_ratings.py', r)}` ({r['wall_s']:.0f} s).", ""]
     for metric, reason in r["unavailable"].items():
         lines.append(f"- {metric}: unavailable: {reason}")
     for lang, styles in r["agreement"].items():
