@@ -438,7 +438,14 @@ def test_perturbations_saved_from_the_lab_are_in_the_collection(page, server, im
     page.locator("#perturb-button").click()
     page.wait_for_function("() => document.querySelectorAll('#perturb-table td').length > 0")
     page.get_by_text("Save into a collection").click()
-    page.locator("#perturb-save-collection textarea").fill("browser-lab")
+    # The accordion mounts its contents as it opens: fill only once it has, and blur so the
+    # value reaches the server before the click (CI once saved under the default name).
+    page.locator("#perturb-save-button").wait_for(state="visible")
+    collection_box = page.locator("#perturb-save-collection textarea")
+    collection_box.fill("browser-lab")
+    collection_box.press("Tab")
+    page.wait_for_function(
+        "() => document.querySelector('#perturb-save-collection textarea')?.value === 'browser-lab'")
     page.locator("#perturb-save-button").click()
     page.wait_for_function(
         "() => document.querySelector('#perturb-save-status textarea')?.value.startsWith('Saved caption')")
