@@ -23,14 +23,16 @@ STYLES = ("all", "short", "long")
 
 
 def rating_table(scenes: Sequence[Scene], langs: Sequence[str], annotators: int = 3) -> pd.DataFrame:
-    """One row per candidate caption: scene, language, style, text, the oracle score, each
-    annotator's overall rating (`rater_0`…) and their mean (`human`)."""
+    """One row per candidate caption: scene, language, style, text, its content errors and
+    grammar damage ('+'-joined kinds, '' for none), the oracle score, each annotator's overall
+    rating (`rater_0`…) and their mean (`human`)."""
     raters = panel(annotators)
     rows = []
     for key, scene, style, cand, _refs in rating_candidates(list(scenes), tuple(langs)):
         ratings = [rater.rate(cand, key)["overall"] for rater in raters]
         rows.append({"key": key, "scene": scene.scene_id, "lang": cand.caption.lang, "style": style,
-                     "text": cand.text, "oracle": cand.oracle.score, "human": float(np.mean(ratings)),
+                     "text": cand.text, "errors": "+".join(cand.errors), "damage": "+".join(cand.damage),
+                     "oracle": cand.oracle.score, "human": float(np.mean(ratings)),
                      **{f"rater_{i}": r for i, r in enumerate(ratings)}})
     return pd.DataFrame(rows)
 
@@ -70,15 +72,50 @@ def agreement(table: pd.DataFrame, metrics: Sequence[str], *, n_boot: int = 1000
     return out
 
 
-def margin_over_best(table: pd.DataFrame, metric: str, others: Sequence[str], lang: str, style: str, *,
-                     n_boot: int = 1000, seed: int = 0) -> tuple[str, Estimate]:
-    """tau_c of `metric` minus that of the best of `others` (chosen on the full range), with a
-    paired scene-bootstrap interval: both taus are recomputed on every resample."""
+def paired_difference(table: pd.DataFrame, metric: str, other: str, lang: str, style: str, *,
+                      n_boot: int = 1000, seed: int = 0) -> Estimate:
+    """tau_c of `metric` minus that of `other` against the annotators' mean, with a paired
+    scene-bootstrap interval: both taus are recomputed on every resample."""
     part = _subset(table, lang, style).reset_index(drop=True)
     human = part["human"].to_numpy(float)
-    best = max(others, key=lambda m: kendall_tau(part[m].to_numpy(float), human, variant="c"))
-    a, b = part[metric].to_numpy(float), part[best].to_numpy(float)
-    estimate = cluster_bootstrap(
+    a, b = part[metric].to_numpy(float), part[other].to_numpy(float)
+    return cluster_bootstrap(
         lambda index: kendall_tau(a[index], human[index], variant="c") - kendall_tau(b[index], human[index], variant="c"),
         part["scene"].to_numpy(), n_boot=n_boot, seed=seed)
-    return best, estimate
+
+
+def margin_over_best(table: pd.DataFrame, metric: str, others: Sequence[str], lang: str, style: str, *,
+                     n_boot: int = 1000, seed: int = 0) -> tuple[str, Estimate]:
+    """`paired_difference` of `metric` and the best of `others` (chosen on the full range)."""
+    part = _subset(table, lang, style)
+    human = part["human"].to_numpy(float)
+    best = max(others, key=lambda m: kendall_tau(part[m].to_numpy(float), human, variant="c"))
+    return best, paired_difference(table, metric, best, lang, style, n_boot=n_boot, seed=seed)
+
+
+def content_error_pairs(table: pd.DataFrame, lang: str, style: str) -> pd.DataFrame:
+    """Every (correct, erroneous) pair of one scene's captions in `lang` and `style`: the first
+    has no content error and no grammar damage, the second at least one content error and no
+    grammar damage. Columns: scene, correct and wrong (row labels of `table`)."""
+    part = _subset(table, lang, style)
+    clean = part[part["damage"] == ""]
+    right, wrong = clean[clean["errors"] == ""], clean[clean["errors"] != ""]
+    pairs = right.reset_index()[["scene", "index"]].merge(wrong.reset_index()[["scene", "index"]], on="scene",
+                                                           suffixes=("_correct", "_wrong"))
+    return pairs.rename(columns={"index_correct": "correct", "index_wrong": "wrong"})
+
+
+def pair_accuracy_difference(table: pd.DataFrame, pairs: pd.DataFrame, metric: str, other: str, *,
+                             n_boot: int = 1000, seed: int = 0) -> dict[str, Estimate]:
+    """Within-scene pairwise accuracy (%, the correct caption above the wrong one, ties half) of
+    `metric`, of `other`, and their difference, each with a paired scene-bootstrap interval."""
+    def correct(column):
+        right, wrong = (table.loc[pairs[k], column].to_numpy(float) for k in ("correct", "wrong"))
+        return np.where(right > wrong, 1.0, np.where(right == wrong, 0.5, 0.0))
+
+    a, b = correct(metric), correct(other)
+    scenes = pairs["scene"].to_numpy()
+    return {metric: cluster_bootstrap(lambda i: 100 * a[i].mean(), scenes, n_boot=n_boot, seed=seed),
+            other: cluster_bootstrap(lambda i: 100 * b[i].mean(), scenes, n_boot=n_boot, seed=seed),
+            "difference": cluster_bootstrap(lambda i: 100 * (a[i].mean() - b[i].mean()), scenes,
+                                            n_boot=n_boot, seed=seed)}
