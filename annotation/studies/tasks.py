@@ -86,10 +86,20 @@ Backgrounds: the setting or scenery (e.g. "blue sky"). Relationships: how object
 # rating queue and ratings
 
 
+QUEUE_CYCLE = 1009  # a prime: each annotator's order of ids repeats every QUEUE_CYCLE ids
+
+
 def queue_order(user: User, item_id=None):
     """A per-annotator tie-break so annotators working at once start on different items, over
-    the column `item_id` of the queue's items (captions by default; the pairwise queue's pairs)."""
-    return ((Caption.id if item_id is None else item_id) * 7919 + user.id * 104729) % 1000003
+    the column `item_id` of the queue's items (captions by default; the pairwise queue's pairs).
+
+    Each annotator gets their own scramble of the ids, (id × a + b) mod 1009 with a and b drawn
+    from their user id, so annotators' first items differ even in a study of a few captions.
+    The id is reduced first, which keeps the arithmetic small on PostgreSQL's 32-bit integers."""
+    item = Caption.id if item_id is None else item_id
+    scale = (user.id * 856 + 802) % QUEUE_CYCLE or 1
+    shift = user.id * 331 % QUEUE_CYCLE
+    return ((item % QUEUE_CYCLE) * scale + shift) % QUEUE_CYCLE
 
 
 def takes_row_locks(session: Session) -> bool:

@@ -3,13 +3,15 @@ collection's stored metric scores give, least-rated still first."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
 
 from annotation.studies import queue_screens
 from annotation.captions import add_caption, get_collection, get_or_create_collection
 from annotation.image_store import add_image
 from annotation.studies.queue_orders import set_queue_order
 from annotation.scores.score_store import cache_metric_scores, stored_scores
-from annotation.studies.tasks import next_rating_item
+from annotation.studies.tasks import next_rating_item, queue_order
+from db.models import Caption
 from db.session import session_scope
 
 # Stored scores of captions t0..t3 (t4 has none). Normalised ranks: X 0, 1/3, 2/3, 1;
@@ -79,5 +81,10 @@ def test_the_default_order_ignores_scores_and_only_researchers_change_it(engine,
             set_queue_order(session, accounts["ann"], "scored", "disagreement-first")
         with pytest.raises(ValueError, match="unknown queue order 'random'"):
             set_queue_order(session, accounts["rita"], "scored", "random")
-    # the per-annotator tie-break (id * 7919 + user * 104729 mod 1000003) keeps these small ids in order
-    assert served(accounts["ann"].id, scored, 5) == ["t0", "t1", "t2", "t3", "t4"]
+    # least-rated first, then ann's own scramble of the ids (queue_order): never the scores' order
+    with session_scope(engine) as session:
+        ann = session.merge(accounts["ann"])
+        expected = session.scalars(select(Caption.id).where(Caption.id.in_(list(scored.values())))
+                                   .order_by(queue_order(ann), Caption.id)).all()
+    names = {v: k for k, v in scored.items()}
+    assert served(accounts["ann"].id, scored, 5) == [names[c] for c in expected]

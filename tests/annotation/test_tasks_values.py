@@ -4,6 +4,7 @@ Written after mutation testing (benchmarks/mutation.py) found these reached by n
 from __future__ import annotations
 
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import select
@@ -15,6 +16,7 @@ from annotation.studies.tasks import (
     critical_objects,
     delete_rating,
     earlier_queue_item,
+    get_rating,
     human_score,
     join_word_spans,
     list_ratings,
@@ -23,6 +25,7 @@ from annotation.studies.tasks import (
     next_critical_item,
     next_rating_item,
     next_transcreation_item,
+    queue_order,
     rating_progress,
     reference_texts,
     release_lease,
@@ -365,3 +368,86 @@ def test_the_critical_queue_offers_every_kind_but_perturbed_until_marked_or_skip
         assert sorted(offered) == sorted(in_v)  # references and candidates of `v`, never the perturbed one
         skip_item(s, bea, study["a"], task="rating")  # a rating skip does not hide it from bea's marking
         assert next_critical_item(s, bea, col) is not None
+
+
+def test_skips_belong_to_their_annotator_collection_and_item(engine, accounts, study):
+    """Written for the survivors of the 2026-11-27 mutation run in skip_item and earlier_queue_item."""
+    with session_scope(engine) as s:
+        ann, bea, col = s.merge(accounts["ann"]), s.merge(accounts["bea"]), _collection(s, accounts)
+        reserve_item(s, ann, study["a"])
+        skip_item(s, ann, study["b"])  # skipping another item leaves the lease on a
+        assert s.scalars(select(RatingLease.caption_id).where(RatingLease.annotator_id == ann.id)).all() == [study["a"]]
+        skip_item(s, ann, study["c"])
+        skip_item(s, bea, study["c"])  # ann's skip of c does not stand for bea's
+        assert s.scalar(select(QueueSkip.id).where(QueueSkip.annotator_id == bea.id,
+                                                   QueueSkip.caption_id == study["c"])) is not None
+        offered = []
+        while (item := next_rating_item(s, bea, col)) is not None:
+            offered.append(item.id)
+            submit_rating(s, bea, item.id, 0.5)
+        assert sorted(offered) == sorted([study["a"], study["b"], study["d"]])
+        skip_item(s, ann, study["e"])  # in collection w: not on v's way back
+        assert earlier_queue_item(s, ann, col, None) == study["c"]
+
+
+def test_reading_a_rating_names_what_is_wrong(engine, accounts, study):
+    with session_scope(engine) as s:
+        ann, bea, rita = (s.merge(accounts[n]) for n in ("ann", "bea", "rita"))
+        rating = submit_rating(s, bea, study["a"], 0.5)
+        assert get_rating(s, rita, rating.id).id == rating.id and get_rating(s, bea, rating.id).overall == 0.5
+        with pytest.raises(LookupError, match="^no rating with id 4242$"):
+            get_rating(s, rita, 4242)
+        with pytest.raises(PermissionError, match="^ann may only read their own ratings$"):
+            get_rating(s, ann, rating.id)
+
+
+def test_transcreations_are_one_per_source_language_and_annotator(engine, accounts, study):
+    with session_scope(engine) as s:
+        ann, bea, rita = (s.merge(accounts[n]) for n in ("ann", "bea", "rita"))
+        for name in ("a", "b"):
+            submit_rating(s, bea, study[name], 0.6)
+        de = submit_transcreation(s, ann, study["a"], "de", "Bild a")
+        fr = submit_transcreation(s, ann, study["a"], "fr", "image a")  # another language: another row
+        other = submit_transcreation(s, ann, study["b"], "de", "Bild b")  # another source: another row
+        assert len({de.id, fr.id, other.id}) == 3
+        assert [t.text for t in s.scalars(select(Transcreation).order_by(Transcreation.id))] == ["Bild a", "image a", "Bild b"]
+        parent = s.get(Caption, study["a"])
+        perturbed = add_caption(s, rita, parent.image, "caption a a", kind="perturbed", parent=parent,
+                                collection=_collection(s, accounts), perturbation={"op": "repetition"})
+        submit_rating(s, bea, perturbed.id, 0.2)
+        with pytest.raises(ValueError, match="is a perturbed caption; transcreate model candidates"):
+            submit_transcreation(s, ann, perturbed.id, "de", "Bild a a")
+
+
+def test_the_critical_queue_follows_each_annotators_order_and_offers_transcreations(engine, accounts, study):
+    with session_scope(engine) as s:
+        ann, bea, col = s.merge(accounts["ann"]), s.merge(accounts["bea"]), _collection(s, accounts)
+        submit_rating(s, bea, study["a"], 0.6)
+        made = submit_transcreation(s, bea, study["a"], "de", "Bild a").result_caption_id
+        skip_item(s, bea, study["b"])  # a rating skip does not hide b from bea's marking
+
+        def queue(user):
+            offered = []
+            while (item := next_critical_item(s, user, col)) is not None:
+                offered.append(item.id)
+                skip_item(s, user, item.id, task="critical")
+            return offered
+
+        items = [study[n] for n in ("r2", "r1", "r-de", "a", "b", "c", "d")] + [made]
+        first = queue(ann)
+        assert sorted(first) == sorted(items)
+        second = queue(bea)  # after ann's skips: each annotator's skips are their own
+        assert sorted(second) == sorted(items)
+        assert first != second and sorted(items) not in (first, second)  # each annotator's own order
+
+
+def test_annotators_start_on_different_items_even_in_a_small_study():
+    """queue_order's promise, on plain ids: ten annotators over ten captions do not all start on
+    the same one, and each walks every caption once (an earlier multiplicative tie-break kept
+    ids under about a hundred in id order for everyone)."""
+    orders = [sorted(range(1, 11), key=lambda i, u=u: (queue_order(SimpleNamespace(id=u), i), i)) for u in range(1, 11)]
+    assert all(sorted(order) == list(range(1, 11)) for order in orders)
+    assert len({order[0] for order in orders}) >= 5
+    assert len({tuple(order) for order in orders}) == 10
+    big = 2**31 - 1  # the largest PostgreSQL integer id: the expression stays small
+    assert 0 <= queue_order(SimpleNamespace(id=big), big) < 1009
