@@ -238,6 +238,77 @@ def run_module(module: str, workers_dir: Path, max_children: int) -> dict:
     return result
 
 
+def _block_span(source: str, keyword: str, name: str, start: int = 0) -> tuple[int, int] | None:
+    """Where `def name(` / `class name` starts (at or after `start`) and where its block ends: the
+    next line indented no deeper than its first line."""
+    import re
+
+    match = re.compile(rf"^([ \t]*)(?:async )?{keyword} {re.escape(name)}\b", flags=re.M).search(source, start)
+    if match is None:
+        return None
+    indent = len(match.group(1))
+    # (a line that closes a multi-line signature, `) -> str:`, does not end it)
+    end = re.compile(rf"^[ \t]{{0,{indent}}}[^\s)\]}}]", flags=re.M).search(source, source.index("\n", match.end()) + 1)
+    return match.start(), len(source) if end is None else end.start()
+
+
+def plant(source: str, survivor: dict) -> str | None:
+    """`source` with one recorded survivor's change made again inside its own function (mutmut
+    names it: `x_<function>__mutmut_<n>`, or `xǁ<Class>ǁ<method>__mutmut_<n>`), or None where
+    today's code no longer has the lines it changed."""
+    name = survivor["mutant"].split(".")[-1].split("__mutmut_")[0]
+    span = None
+    if "ǁ" in name:
+        _, cls, method = name.split("ǁ")
+        outer = _block_span(source, "class", cls)
+        span = outer and _block_span(source[:outer[1]], "def", method, outer[0])
+    else:
+        span = _block_span(source, "def", name.removeprefix("x_"))
+    old = "\n".join(line[1:] for line in survivor["change"] if line.startswith("-"))
+    new = "\n".join(line[1:] for line in survivor["change"] if line.startswith("+"))
+    if not old or span is None:
+        return None
+    body = source[span[0]:span[1]]
+    if body.count(old) != 1:
+        return None
+    return source[:span[0]] + body.replace(old, new) + source[span[1]:]
+
+
+def recheck(module: str, workers_dir: Path, timeout_s: float) -> dict:
+    """Plant each survivor of the module's last run in a copy of today's tree and run the
+    module's tests: which of them today's tests kill. Minutes where a full run takes hours;
+    the full run stays the score of record."""
+    results = json.loads((RESULTS / "mutation.json").read_text(encoding="utf-8"))
+    if module not in results:
+        raise SystemExit(f"{module}: no earlier run in {RESULTS / 'mutation.json'} to recheck")
+    tests = [t for t in MODULES[module] if (ROOT / t).is_file()]
+    work = _scratch_copy(module, tests, workers_dir)
+    target = work / module
+    original = target.read_text(encoding="utf-8")
+    outcome: dict[str, str] = {}
+    try:
+        for survivor in results[module]["not_killed"]:
+            planted = plant(original, survivor)
+            if planted is None:
+                outcome[survivor["mutant"]] = "not planted (its lines are not in its function once today)"
+                continue
+            target.write_text(planted, encoding="utf-8")
+            try:
+                done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+                                      cwd=work, capture_output=True, text=True, timeout=timeout_s,
+                                      env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                outcome[survivor["mutant"]] = "survived" if done.returncode == 0 else "killed"
+            except subprocess.TimeoutExpired:
+                outcome[survivor["mutant"]] = "timeout"
+            print(f"  {survivor['mutant'].split('.')[-1]}: {outcome[survivor['mutant']]}", flush=True)
+    finally:
+        target.write_text(original, encoding="utf-8")
+    result = results[module]
+    result["recheck"] = {"finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "outcome": outcome}
+    shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
 def _write(module_result: dict) -> None:
     """Add one module's result to the files, keeping the others' (read again now: another run
     of this script may have written meanwhile)."""
@@ -265,8 +336,15 @@ def _write(module_result: dict) -> None:
                   "Tests: " + ", ".join(f"`{t}`" for t in r["tests"]) + "."]
         if r.get("notes"):
             lines += ["", r["notes"]]
+        rechecked = r.get("recheck", {}).get("outcome", {})
+        if rechecked:
+            tally = {k: sum(1 for v in rechecked.values() if v == k) for k in sorted(set(rechecked.values()))}
+            lines += ["", f"Rechecked {r['recheck']['finished_at'][:10]} (`--recheck`: each survivor planted in the "
+                      "code and tests of that day): " + ", ".join(f"{n} {k}" for k, n in tally.items()) + "."]
         for survivor in r["not_killed"]:
-            lines += ["", f"- `{survivor['mutant'].split('.')[-1]}` ({survivor['status']})", "", "  ```diff"]
+            then = rechecked.get(survivor["mutant"])
+            status = survivor["status"] + (f"; rechecked: {then}" if then else "")
+            lines += ["", f"- `{survivor['mutant'].split('.')[-1]}` ({status})", "", "  ```diff"]
             lines += [f"  {line}" for line in survivor["change"]] + ["  ```"]
     (RESULTS / "mutation.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -277,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the modules and their tests")
     parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
     parser.add_argument("--work-dir", default=None, help="scratch folder (default: a new temporary one)")
+    parser.add_argument("--recheck", action="store_true",
+                        help="plant the survivors of each module's last run in today's code and run its tests")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per rechecked survivor")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite mutation.md from mutation.json (and the NOTES here) without running")
     args = parser.parse_args(argv)
@@ -299,6 +380,13 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         parser.error('mutmut is not installed: pip install -e ".[mutation]"')
     workers_dir = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="caplens-mutation-"))
+    if args.recheck:
+        earlier = json.loads((RESULTS / "mutation.json").read_text(encoding="utf-8"))
+        for module in args.modules or [m for m in MODULES if m in earlier]:
+            print(f"{module}: rechecking the last run's survivors ...", flush=True)
+            _write(recheck(module, workers_dir, args.timeout))
+        shutil.rmtree(workers_dir, ignore_errors=True)
+        return 0
     for module in args.modules or list(MODULES):
         print(f"{module}: mutating against {', '.join(MODULES[module])} ...", flush=True)
         result = run_module(module, workers_dir, args.max_children)
