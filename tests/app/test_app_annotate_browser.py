@@ -69,9 +69,11 @@ def choose(page, collection: str) -> None:
     box = page.locator("#annotate-collection input")
     box.click()
     box.fill(collection)  # filters the list to this name, so its option sits right under the box
-    option = page.get_by_role("option", name=collection, exact=True)
-    option.scroll_into_view_if_needed()
-    option.click()
+    # Enter takes the filtered list's active option: a click could miss on a phone, where the
+    # Rate view scrolling to its item moves the list out of the viewport (seen under load)
+    page.get_by_role("option", name=collection, exact=True).wait_for()
+    box.press("Enter")
+    page.wait_for_function(f"() => document.querySelector('#annotate-collection input')?.value === {collection!r}")
 
 
 def stored_rating(server, caption_id: int):
