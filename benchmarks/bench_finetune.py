@@ -5,7 +5,7 @@ the `world` profile (the shipped checkpoints, the normal loading code), English,
 range (from 1,000,000) or outside all ranges (from 2,000,000); `scoring.world.splits` refuses a
 range that overlaps train or validation, and `--choose` runs on validation instead, to choose.
 
-    python benchmarks/bench_finetune.py --first-seed 1000000 --scenes 300 [--json out.json] [--md out.md]
+    python benchmarks/bench_finetune.py --first-seed 1000000 --scenes 300 [--profile world] [--json out.json] [--md out.md]
 
 Rows (target in brackets):
 - SPECS vs CLIP-S on long captions, raw cosine of each metric's own embeddings (no clipping, no
@@ -128,7 +128,8 @@ def training_times() -> dict[str, dict]:
     return out
 
 
-def run(first_seed: int, scenes: int, device: str | None, n_boot: int = 1000, choose: bool = False) -> dict:
+def run(first_seed: int, scenes: int, device: str | None, n_boot: int = 1000, choose: bool = False,
+        profile: str = "world") -> dict:
     from bench_ratings import score_columns
 
     from scoring.api import Scorer
@@ -144,7 +145,7 @@ def run(first_seed: int, scenes: int, device: str | None, n_boot: int = 1000, ch
     images = {s.scene_id: render_scene(s) for s in world}
     table = rating_table(world, (LANG,))
     references = {(s.scene_id, LANG): scene_references(s, (LANG,))[LANG] for s in world}
-    scorer = Scorer("world", device)
+    scorer = Scorer(profile, device)
     unavailable = score_columns(scorer, table, images, references, METRICS)
     if unavailable:
         raise RuntimeError("; ".join(f"{m} unavailable: {why}" for m, why in unavailable.items()))
@@ -167,7 +168,7 @@ def run(first_seed: int, scenes: int, device: str | None, n_boot: int = 1000, ch
         umic[name] = _difference(correct["UMIC"].mean(axis=1), correct["UMIC-C"].mean(axis=1),
                                  np.arange(len(sets[name])), n_boot) | {"groups": len(sets[name])}  # a group is a scene
     return {
-        "first_seed": first_seed, "scenes": scenes, "range": kind, "captions": len(table),
+        "first_seed": first_seed, "scenes": scenes, "range": kind, "profile": profile, "captions": len(table),
         "agreement": {style: {k: v if isinstance(v, int) else
                               ({r: _triple(e) for r, e in v.items()} if k == "annotators" else _triple(v))
                               for k, v in entry.items()} for style, entry in agree.items()},
@@ -191,11 +192,13 @@ def _verdict(difference, target) -> str:
 
 def report(r: dict) -> str:
     choose = "--choose " if r["range"].startswith("validation") else ""
+    profile = r.get("profile", "world")
+    option = "" if profile == "world" else f" --profile {profile}"
     last = r["first_seed"] + r["scenes"] - 1
     lines = [f"# The paper recipes' world metrics against their bases ({LANG}, 95 % scene-bootstrap intervals)", "",
-             f"Profile `world`, seeds {r['first_seed']}..{last} ({r['range']} range, {r['scenes']} scenes, "
+             f"Profile `{profile}`, seeds {r['first_seed']}..{last} ({r['range']} range, {r['scenes']} scenes, "
              f"{r['captions']} rated candidates), `python benchmarks/bench_finetune.py {choose}--first-seed "
-             f"{r['first_seed']} --scenes {r['scenes']}` ({r['wall_s']:.0f} s). A target is met only when the "
+             f"{r['first_seed']} --scenes {r['scenes']}{option}` ({r['wall_s']:.0f} s). A target is met only when the "
              "difference's lower bound clears it.", "",
              "| claim | before | after | difference | target | verdict |", "|---|---|---|---|---|---|"]
     spec = r["specificity"]
@@ -244,6 +247,7 @@ def main(argv=None) -> int:
     parser.add_argument("--scenes", type=int, default=300)
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--device")
+    parser.add_argument("--profile", default="world", help="a profile name or TOML file (a candidate's checkpoints)")
     parser.add_argument("--choose", action="store_true", help="run on validation scenes, to choose (not to report)")
     parser.add_argument("--json", type=Path, help="also write the full result here")
     parser.add_argument("--md", type=Path, help="also write the report here")
@@ -253,7 +257,7 @@ def main(argv=None) -> int:
         print(report(json.loads(args.from_json.read_text(encoding="utf-8"))))
         return 0
     try:
-        result = run(args.first_seed, args.scenes, args.device, args.n_boot, args.choose)
+        result = run(args.first_seed, args.scenes, args.device, args.n_boot, args.choose, args.profile)
     except ValueError as exc:
         print(f"bench_finetune: {exc}", file=sys.stderr)
         return 2
