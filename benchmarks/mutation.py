@@ -274,20 +274,12 @@ def plant(source: str, survivor: dict) -> str | None:
     return source[:span[0]] + body.replace(old, new) + source[span[1]:]
 
 
-def recheck(module: str, workers_dir: Path, timeout_s: float) -> dict:
-    """Plant each survivor of the module's last run in a copy of today's tree and run the
-    module's tests: which of them today's tests kill. Minutes where a full run takes hours;
-    the full run stays the score of record."""
-    results = json.loads((RESULTS / "mutation.json").read_text(encoding="utf-8"))
-    if module not in results:
-        raise SystemExit(f"{module}: no earlier run in {RESULTS / 'mutation.json'} to recheck")
-    tests = [t for t in MODULES[module] if (ROOT / t).is_file()]
-    work = _scratch_copy(module, tests, workers_dir)
+def _recheck_some(module: str, tests: list[str], survivors: list[dict], work: Path, timeout_s: float) -> dict[str, str]:
     target = work / module
     original = target.read_text(encoding="utf-8")
     outcome: dict[str, str] = {}
     try:
-        for survivor in results[module]["not_killed"]:
+        for survivor in survivors:
             planted = plant(original, survivor)
             if planted is None:
                 outcome[survivor["mutant"]] = "not planted (its lines are not in its function once today)"
@@ -303,9 +295,36 @@ def recheck(module: str, workers_dir: Path, timeout_s: float) -> dict:
             print(f"  {survivor['mutant'].split('.')[-1]}: {outcome[survivor['mutant']]}", flush=True)
     finally:
         target.write_text(original, encoding="utf-8")
+    return outcome
+
+
+def recheck(module: str, workers_dir: Path, timeout_s: float | None = None, workers: int = 1) -> dict:
+    """Plant each survivor of the module's last run in a copy of today's tree and run the
+    module's tests: which of them today's tests kill. Minutes where a full run takes hours;
+    the full run stays the score of record. `workers` copies run side by side."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    results = json.loads((RESULTS / "mutation.json").read_text(encoding="utf-8"))
+    if module not in results:
+        raise SystemExit(f"{module}: no earlier run in {RESULTS / 'mutation.json'} to recheck")
+    tests = [t for t in MODULES[module] if (ROOT / t).is_file()]
+    survivors = results[module]["not_killed"]
+    copies = [_scratch_copy(module, tests, workers_dir / f"recheck-{i}") for i in range(max(1, workers))]
+    started = time.time()  # today's tests on today's code: they must pass, and they set the time limit
+    baseline = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=copies[0],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    if baseline.returncode != 0:
+        raise SystemExit(f"{module}: its tests fail on today's code:\n{baseline.stdout[-2000:]}")
+    timeout_s = timeout_s or max(60.0, 5 * (time.time() - started))
+    with ThreadPoolExecutor(len(copies)) as pool:
+        parts = pool.map(lambda i: _recheck_some(module, tests, survivors[i::len(copies)], copies[i], timeout_s),
+                         range(len(copies)))
+        outcome = {name: status for part in parts for name, status in part.items()}
     result = results[module]
-    result["recheck"] = {"finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "outcome": outcome}
-    shutil.rmtree(work, ignore_errors=True)
+    result["recheck"] = {"finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                         "outcome": {s["mutant"]: outcome[s["mutant"]] for s in survivors}}
+    for work in copies:
+        shutil.rmtree(work, ignore_errors=True)
     return result
 
 
@@ -353,11 +372,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("modules", nargs="*", help="modules to mutate (default: all of --list)")
     parser.add_argument("--list", action="store_true", help="print the modules and their tests")
-    parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
+    parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1; also for --recheck)")
     parser.add_argument("--work-dir", default=None, help="scratch folder (default: a new temporary one)")
     parser.add_argument("--recheck", action="store_true",
                         help="plant the survivors of each module's last run in today's code and run its tests")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per rechecked survivor")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds per rechecked survivor (default: 5 times the tests' own run, at least 60)")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite mutation.md from mutation.json (and the NOTES here) without running")
     args = parser.parse_args(argv)
@@ -384,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         earlier = json.loads((RESULTS / "mutation.json").read_text(encoding="utf-8"))
         for module in args.modules or [m for m in MODULES if m in earlier]:
             print(f"{module}: rechecking the last run's survivors ...", flush=True)
-            _write(recheck(module, workers_dir, args.timeout))
+            _write(recheck(module, workers_dir, args.timeout, args.max_children))
         shutil.rmtree(workers_dir, ignore_errors=True)
         return 0
     for module in args.modules or list(MODULES):

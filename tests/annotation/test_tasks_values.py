@@ -451,3 +451,77 @@ def test_annotators_start_on_different_items_even_in_a_small_study():
     assert len({tuple(order) for order in orders}) == 10
     big = 2**31 - 1  # the largest PostgreSQL integer id: the expression stays small
     assert 0 <= queue_order(SimpleNamespace(id=big), big) < 1009
+
+
+def test_typed_phrases_match_in_any_case_and_a_blank_one_is_passed_over():
+    marked = marked_phrases("a man in a White Shirt", ["", "white shirt", "  ", "MAN"])
+    assert marked["critical_objects"] == ["white shirt", "MAN"]
+    assert marked["spans"]["critical_objects"] == [[11, 22], [2, 5]]
+    # no whole word matches: found anywhere, still in any case (as a phrase inside a Japanese run)
+    assert marked_phrases("redWHITEblue", ["white"])["spans"]["critical_objects"] == [[3, 8]]
+
+
+def test_the_rating_queue_prefers_ones_own_live_lease_and_no_one_elses(engine, accounts, study):
+    """Written for the survivors of the 2026-11-27 mutation run in next_rating_item."""
+    with session_scope(engine) as s:
+        ann, bea, cal = (s.merge(accounts[n]) for n in ("ann", "bea", "cal"))
+        col = _collection(s, accounts)
+        held = next_rating_item(s, ann, col)
+        for user in (bea, cal):  # two ratings: the held item is no longer among the least rated
+            submit_rating(s, user, held.id, 0.5)
+        assert next_rating_item(s, ann, col).id == held.id  # still ann's: her lease comes first
+        others = [study[n] for n in ("a", "b", "c", "d") if study[n] != held.id]
+        reserve_item(s, bea, others[0])  # bea's lease is not ann's
+        submit_rating(s, ann, held.id, 0.5)
+        mine = next_rating_item(s, ann, col)
+        lease = s.scalar(select(RatingLease).where(RatingLease.annotator_id == ann.id))
+        lease.expires_at = utcnow() - timedelta(seconds=5)  # ann's lease ran out
+        s.flush()
+        for user in (bea, cal):
+            submit_rating(s, user, mine.id, 0.5)
+        assert next_rating_item(s, ann, col).id != mine.id  # an expired lease is not held
+
+
+def test_rating_skips_hide_each_skipped_item_and_only_from_the_rating_queue(engine, accounts, study):
+    with session_scope(engine) as s:
+        cal, col = s.merge(accounts["cal"]), _collection(s, accounts)
+        skip_item(s, cal, study["c"], task="transcreation", language="de")  # another task's skip
+        skip_item(s, cal, study["b"])
+        skip_item(s, cal, study["d"])  # two rating skips by one annotator: both stored
+        offered = []
+        while (item := next_rating_item(s, cal, col)) is not None:
+            offered.append(item.id)
+            submit_rating(s, cal, item.id, 0.5)
+        assert sorted(offered) == sorted([study["a"], study["c"]])
+
+
+def test_progress_counts_only_the_collections_ratings(engine, accounts, study):
+    with session_scope(engine) as s:
+        ann, col = s.merge(accounts["ann"]), _collection(s, accounts)
+        submit_rating(s, ann, study["a"], 0.5)
+        submit_rating(s, ann, study["e"], 0.5)  # collection w
+        progress = rating_progress(s, ann, col, k=1)
+        assert (progress.done_by_user, progress.items, progress.items_complete) == (1, 4, 1)
+
+
+def test_transcreation_queue_by_language_collection_and_annotator(engine, accounts, study):
+    with session_scope(engine) as s:
+        ann, bea, cal, rita = (s.merge(accounts[n]) for n in ("ann", "bea", "cal", "rita"))
+        col = _collection(s, accounts)
+        for name in ("a", "b", "e"):
+            submit_rating(s, bea, study[name], 0.6)
+        offered = {next_transcreation_item(s, bea, col, "de").caption.id}
+        submit_transcreation(s, ann, next(iter(offered)), "de", "Bild")  # done in German by someone
+        rest = next_transcreation_item(s, bea, col, "de")
+        assert rest is not None and rest.caption.id not in offered  # the other one is still offered
+        skip_item(s, ann, rest.caption.id, task="transcreation", language="de")  # ann's skip is hers
+        assert next_transcreation_item(s, bea, col, "de").caption.id == rest.caption.id
+        skip_item(s, bea, rest.caption.id, task="transcreation", language="de")
+        assert next_transcreation_item(s, bea, col, "de") is None  # e (collection w) is never offered for v
+        skip_item(s, bea, study["a"], task="transcreation", language="fr")
+        assert next_transcreation_item(s, bea, col, "fr").caption.id == study["b"]  # one skip hides one item
+        parent = s.get(Caption, study["a"])
+        modelled = add_caption(s, rita, parent.image, "caption m", source_model="model-m", collection=col)
+        submit_rating(s, bea, modelled.id, 0.4)
+        made = submit_transcreation(s, ann, modelled.id, "ja", "キャプション")
+        assert made.result_caption.source_model == "model-m"
