@@ -525,3 +525,22 @@ def test_transcreation_queue_by_language_collection_and_annotator(engine, accoun
         submit_rating(s, bea, modelled.id, 0.4)
         made = submit_transcreation(s, ann, modelled.id, "ja", "キャプション")
         assert made.result_caption.source_model == "model-m"
+
+
+def test_a_rating_stores_every_aspect_and_ends_only_the_rated_items_lease(engine, accounts, study):
+    with session_scope(engine) as s:
+        ann, bea, cal = (s.merge(accounts[n]) for n in ("ann", "bea", "cal"))
+        rating = submit_rating(s, ann, study["a"], 0.5, fluency=0.25, relevance=0.75, descriptiveness=1.0)
+        s.refresh(rating)
+        assert (rating.overall, rating.fluency, rating.relevance, rating.descriptiveness) == (0.5, 0.25, 0.75, 1.0)
+        reserve_item(s, ann, study["b"])
+        submit_rating(s, ann, study["c"], 0.5, k=3)  # rating another item keeps the lease on b
+        submit_rating(s, ann, study["a"], 0.6)  # so does editing one
+        assert s.scalars(select(RatingLease.caption_id).where(RatingLease.annotator_id == ann.id)).all() == [study["b"]]
+        for user in (bea, cal):
+            submit_rating(s, user, study["d"], 0.5)
+        reserve_item(s, ann, study["b"])
+        with pytest.raises(ValueError, match=r"^Caption \d+ already has its 2 ratings \(your reservation of it expired\); "
+                                             r"nothing was saved\. Go on with the next item\.$"):
+            submit_rating(s, ann, study["d"], 0.5, k=2)
+        assert s.scalars(select(RatingLease.caption_id).where(RatingLease.annotator_id == ann.id)).all() == [study["b"]]
