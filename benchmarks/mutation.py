@@ -156,6 +156,20 @@ NOTES: dict[str, str] = {
         "caption tagged has no tokens. The first run of 2026-11-27 (627 of 863, 72.7 %, 51 reached "
         "by no listed test) led to `tests/perturb/test_perturb_outcomes.py` and to no-op outcomes that "
         "carry only their tokens and reason (the text and spans they carried were never read)."),
+    "annotation/studies/tasks.py": (
+        "The run of 2026-11-27 (12:49-14:39, beside two trainings and the app's tests) copied the tree before this "
+        "session's tasks.py tests and queue-order fix. Afterwards 141 of its survivors and timeouts were planted "
+        "again in the new code and run against the two test files written or changed since: 51 killed, 12 not "
+        "planted (the old queue_order formula; release_lease lines that are not unique), 78 survived "
+        "(`benchmarks/results/mutation_tasks_replanted.md` lists each). Kinds read among those: `func.count(None)` "
+        "renders `count(*)`, which counts the same rows (equivalent); `>=` for `>` on a lease's expiry, `limit(None)` "
+        "or `limit(2)` under `session.scalar`, a dropped `Caption.id` tie-break, `sorted` by the whole (time, id) row, "
+        "`order_by(None)` where SQLite keeps insertion order (equivalent here); `existing = None` in submit_rating "
+        "(the unique constraint's IntegrityError branch then edits the same rating; that branch is not reached by a "
+        "one-threaded test); PostgreSQL-only code (`takes_row_locks`, `_lock_caption`, `first_open`'s savepoints, "
+        "`skip_locked`), whose tests the run skipped without CAPLENS_TEST_PG_URL and CI runs. Not yet read: "
+        "next_rating_item 84-181, next_transcreation_item 42-54, submit_transcreation 55 and 62; reference_texts' "
+        "default limit 6 for 5 needs a test with six references."),
     "scoring/training/losses.py": (
         "Equivalent survivors: every tensor here is 2-D, so `dim=-1` -> `dim=+1` and a dropped `dim=-1` "
         "(F.normalize, F.cosine_similarity and sum default to dim 1) compute the same thing; `device=None` "
