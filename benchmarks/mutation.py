@@ -168,8 +168,9 @@ NOTES: dict[str, str] = {
         "(the unique constraint's IntegrityError branch then edits the same rating; that branch is not reached by a "
         "one-threaded test); PostgreSQL-only code (`takes_row_locks`, `_lock_caption`, `first_open`'s savepoints, "
         "`skip_locked`), whose tests the run skipped without CAPLENS_TEST_PG_URL and CI runs. Not yet read: "
-        "next_rating_item 84-181, next_transcreation_item 42-54, submit_transcreation 55 and 62; reference_texts' "
-        "default limit 6 for 5 needs a test with six references."),
+        "next_rating_item 84-181, next_transcreation_item 42-54, submit_transcreation 55 and 62. reference_texts' "
+        "default limit 6 for 5 survived the replanting; test_human_score_and_references now reads seven "
+        "references (planted by hand afterwards, it fails)."),
     "scoring/training/losses.py": (
         "Equivalent survivors: every tensor here is 2-D, so `dim=-1` -> `dim=+1` and a dropped `dim=-1` "
         "(F.normalize, F.cosine_similarity and sum default to dim 1) compute the same thing; `device=None` "

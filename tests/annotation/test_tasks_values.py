@@ -257,6 +257,11 @@ def test_human_score_and_references(engine, accounts, study):
         assert reference_texts(s, image_id, "en", limit=1) == ["caption r2"]
         assert reference_texts(s, image_id, "de") == ["caption r-de"]
         assert reference_texts(s, image_id, "fr") == []
+        rita, parent = s.merge(accounts["rita"]), s.get(Caption, study["a"])
+        for n in range(3, 8):
+            add_caption(s, rita, parent.image, f"caption r{n}", kind="reference")
+        assert reference_texts(s, image_id, "en") == ["caption r2", "caption r1", "caption r3", "caption r4",
+                                                      "caption r5"]  # five by default, of seven
 
 
 def test_transcreation_offers_only_captions_the_annotator_can_no_longer_rate(engine, accounts, study):
