@@ -77,26 +77,25 @@ def pairwise_correct_table(scorer, metric, groups, image_of) -> np.ndarray:
     return pairwise_correct(np.repeat(values[:, :1], values.shape[1] - 1, 1), values[:, 1:]).astype(float)
 
 
-def raw_cosine(scorer, metric, images, texts) -> np.ndarray:
-    """cos(image, prefix + text) in the metric's own embedding space, before clipping and scaling."""
+def raw_cosines(scorer, metric, images, texts: dict[str, list[str]]) -> dict[str, np.ndarray]:
+    """cos(image, prefix + text) in the metric's own embedding space, before clipping and
+    scaling, for each list of `texts` against the same `images` (encoded once)."""
     spec = scorer.registry.metrics[scorer.canonical_name(metric)]
-    image = scorer.image_embeddings(images, spec.backbone)
-    text = scorer.text_embeddings(texts, spec.backbone, prefix=spec.prefix or "")
-    return np.sum(np.asarray(image, np.float64) * np.asarray(text, np.float64), axis=1)
+    image = np.asarray(scorer.image_embeddings(images, spec.backbone), np.float64)
+    return {key: np.sum(image * np.asarray(scorer.text_embeddings(column, spec.backbone, prefix=spec.prefix or ""),
+                                           np.float64), axis=1)
+            for key, column in texts.items()}
 
 
 def _triple(est) -> list[float]:
     return [est.value, est.low, est.high]
 
 
-def _difference(a: np.ndarray, b: np.ndarray, clusters, n_boot: int) -> dict:
-    """Mean (%) of 0/1 table `a`, of `b`, and of their difference, each with a paired
-    cluster-bootstrap interval (the same resamples for both)."""
-    from scoring.analysis.correlation import cluster_bootstrap
+def _difference(after: np.ndarray, before: np.ndarray, clusters, n_boot: int) -> dict:
+    from scoring.world.agreement import rate_difference
 
-    est = {"after": lambda i: 100 * a[i].mean(), "before": lambda i: 100 * b[i].mean(),
-           "difference": lambda i: 100 * (a[i].mean() - b[i].mean())}
-    return {k: _triple(cluster_bootstrap(f, clusters, n_boot=n_boot)) for k, f in est.items()}
+    est = rate_difference(after, before, clusters, n_boot=n_boot)
+    return {"after": _triple(est["a"]), "before": _triple(est["b"]), "difference": _triple(est["difference"])}
 
 
 def specificity(scorer, metric, base, triplets, image_of, n_boot: int = 1000) -> dict:
@@ -106,8 +105,8 @@ def specificity(scorer, metric, base, triplets, image_of, n_boot: int = 1000) ->
     scenes = np.array([t["image"] for t in triplets])
     ok = {}
     for m in (metric, base):
-        anchor, ext, neg = (raw_cosine(scorer, m, images, [t[k] for t in triplets]) for k in ("base", "positive", "negative"))
-        pos_ok, neg_ok = (ext > anchor).astype(float), (neg < anchor).astype(float)
+        cos = raw_cosines(scorer, m, images, {k: [t[k] for t in triplets] for k in ("base", "positive", "negative")})
+        pos_ok, neg_ok = (cos["positive"] > cos["base"]).astype(float), (cos["negative"] < cos["base"]).astype(float)
         ok[m] = {"SR_pos": pos_ok, "SR_neg": neg_ok, "mean": (pos_ok + neg_ok) / 2}
     return {part: _difference(ok[metric][part], ok[base][part], scenes, n_boot) for part in SPECIFICITY_TARGETS} | {
         "triplets": len(triplets)}

@@ -105,17 +105,23 @@ def content_error_pairs(table: pd.DataFrame, lang: str, style: str) -> pd.DataFr
     return pairs.rename(columns={"index_correct": "correct", "index_wrong": "wrong"})
 
 
+def rate_difference(a: np.ndarray, b: np.ndarray, clusters, *, n_boot: int = 1000,
+                    seed: int = 0) -> dict[str, Estimate]:
+    """Mean (%) of the per-item scores `a` (1 right, 0.5 tie, 0 wrong), of `b`, and of their
+    difference, each with a cluster-bootstrap interval on the same resamples."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    statistics = {"a": lambda i: 100 * a[i].mean(), "b": lambda i: 100 * b[i].mean(),
+                  "difference": lambda i: 100 * (a[i].mean() - b[i].mean())}
+    return {k: cluster_bootstrap(f, clusters, n_boot=n_boot, seed=seed) for k, f in statistics.items()}
+
+
 def pair_accuracy_difference(table: pd.DataFrame, pairs: pd.DataFrame, metric: str, other: str, *,
                              n_boot: int = 1000, seed: int = 0) -> dict[str, Estimate]:
     """Within-scene pairwise accuracy (%, the correct caption above the wrong one, ties half) of
-    `metric`, of `other`, and their difference, each with a paired scene-bootstrap interval."""
+    `metric`, of `other`, and their difference (`rate_difference`, resampling scenes)."""
     def correct(column):
         right, wrong = (table.loc[pairs[k], column].to_numpy(float) for k in ("correct", "wrong"))
         return np.where(right > wrong, 1.0, np.where(right == wrong, 0.5, 0.0))
 
-    a, b = correct(metric), correct(other)
-    scenes = pairs["scene"].to_numpy()
-    return {metric: cluster_bootstrap(lambda i: 100 * a[i].mean(), scenes, n_boot=n_boot, seed=seed),
-            other: cluster_bootstrap(lambda i: 100 * b[i].mean(), scenes, n_boot=n_boot, seed=seed),
-            "difference": cluster_bootstrap(lambda i: 100 * (a[i].mean() - b[i].mean()), scenes,
-                                            n_boot=n_boot, seed=seed)}
+    est = rate_difference(correct(metric), correct(other), pairs["scene"].to_numpy(), n_boot=n_boot, seed=seed)
+    return {metric: est["a"], other: est["b"], "difference": est["difference"]}
