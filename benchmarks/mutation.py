@@ -272,7 +272,6 @@ def plant(source: str, survivor: dict) -> str | None:
     names it: `x_<function>__mutmut_<n>`, or `xǁ<Class>ǁ<method>__mutmut_<n>`), or None where
     today's code no longer has the lines it changed."""
     name = survivor["mutant"].split(".")[-1].split("__mutmut_")[0]
-    span = None
     if "ǁ" in name:
         _, cls, method = name.split("ǁ")
         outer = _block_span(source, "class", cls)
@@ -289,6 +288,13 @@ def plant(source: str, survivor: dict) -> str | None:
     return source[:span[0]] + body.replace(old, new) + source[span[1]:]
 
 
+def _pytest(work: Path, tests: list[str], *options: str, timeout_s: float | None = None) -> int:
+    """Exit status of the module's tests in a scratch copy."""
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options, *tests], cwd=work,
+                          capture_output=True, text=True, timeout=timeout_s,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}).returncode
+
+
 def _recheck_some(module: str, tests: list[str], survivors: list[dict], work: Path, timeout_s: float) -> dict[str, str]:
     target = work / module
     original = target.read_text(encoding="utf-8")
@@ -301,10 +307,8 @@ def _recheck_some(module: str, tests: list[str], survivors: list[dict], work: Pa
                 continue
             target.write_text(planted, encoding="utf-8")
             try:
-                done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
-                                      cwd=work, capture_output=True, text=True, timeout=timeout_s,
-                                      env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-                outcome[survivor["mutant"]] = "survived" if done.returncode == 0 else "killed"
+                failed = _pytest(work, tests, "-x", timeout_s=timeout_s)
+                outcome[survivor["mutant"]] = "killed" if failed else "survived"
             except subprocess.TimeoutExpired:
                 outcome[survivor["mutant"]] = "timeout"
             print(f"  {survivor['mutant'].split('.')[-1]}: {outcome[survivor['mutant']]}", flush=True)
@@ -326,10 +330,8 @@ def recheck(module: str, workers_dir: Path, timeout_s: float | None = None, work
     survivors = results[module]["not_killed"]
     copies = [_scratch_copy(module, tests, workers_dir / f"recheck-{i}") for i in range(max(1, workers))]
     started = time.time()  # today's tests on today's code: they must pass, and they set the time limit
-    baseline = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=copies[0],
-                              capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-    if baseline.returncode != 0:
-        raise SystemExit(f"{module}: its tests fail on today's code:\n{baseline.stdout[-2000:]}")
+    if _pytest(copies[0], tests) != 0:
+        raise SystemExit(f"{module}: its tests fail on today's code (run them: {' '.join(tests)})")
     timeout_s = timeout_s or max(60.0, 5 * (time.time() - started))
     with ThreadPoolExecutor(len(copies)) as pool:
         parts = pool.map(lambda i: _recheck_some(module, tests, survivors[i::len(copies)], copies[i], timeout_s),
@@ -420,16 +422,15 @@ def main(argv: list[str] | None = None) -> int:
         for module in args.modules or [m for m in MODULES if m in earlier]:
             print(f"{module}: rechecking the last run's survivors ...", flush=True)
             _write(recheck(module, workers_dir, args.timeout, args.max_children))
-        shutil.rmtree(workers_dir, ignore_errors=True)
-        return 0
-    for module in args.modules or list(MODULES):
-        print(f"{module}: mutating against {', '.join(MODULES[module])} ...", flush=True)
-        result = run_module(module, workers_dir, args.max_children)
-        if module in NOTES:
-            result["notes"] = NOTES[module]
-        _write(result)
-        print(f"{module}: {result['counts']} score {result['score']:.1%} in {result['wall_s'] / 60:.1f} min",
-              flush=True)
+    else:
+        for module in args.modules or list(MODULES):
+            print(f"{module}: mutating against {', '.join(MODULES[module])} ...", flush=True)
+            result = run_module(module, workers_dir, args.max_children)
+            if module in NOTES:
+                result["notes"] = NOTES[module]
+            _write(result)
+            print(f"{module}: {result['counts']} score {result['score']:.1%} in {result['wall_s'] / 60:.1f} min",
+                  flush=True)
     if not args.work_dir:
         shutil.rmtree(workers_dir, ignore_errors=True)
     return 0
