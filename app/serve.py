@@ -69,24 +69,13 @@ def _warm_up(profile: str, seeding):
     from scoring.world.demo import DEMO_COLLECTION
 
     def report(line: str) -> None:  # the warm-up's last word: what it loaded lives as long as the server
+        from scoring.api import freeze_long_lived_objects
+
         print(f"CapLens: {line}", flush=True)
         freeze_long_lived_objects()
 
     return start_warm_up(engine.AppScorer(profile), engine.metric_names(profile),
                          DEMO_COLLECTION if seeding is not None else None, seeding, report)
-
-
-def freeze_long_lived_objects() -> None:
-    """Keep Python's full garbage collections short. Each walks every tracked object (about
-    700,000 once Gradio, torch, transformers and SQLAlchemy are loaded: 0.3-0.4 s on 2 cores
-    with the GIL held), and under a crowd of annotators one came every 5-30 s, since each request
-    leaves cycles that reach the oldest generation: every request in flight stalled with it.
-    What is alive after start and after the warm-up lives as long as the server, so it is
-    collected once and frozen (`gc.freeze`); later collections walk only what came since."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
 
 
 DEMO_LOGIN = "demo"
@@ -356,6 +345,8 @@ def launch(demo, kwargs: dict) -> None:
                                 category=UserWarning)
         demo.queue(default_concurrency_limit=2)
         without_queue_analytics(demo._queue)
+        from scoring.api import freeze_long_lived_objects
+
         freeze_long_lived_objects()
         # Gradio's own start-up lines end with "To create a public link, set `share=True` in
         # `launch()`", which is not how CapLens shares (`--share`): its addresses are said here.

@@ -161,7 +161,7 @@ def score_in_batches(scorer, items: list, names: list[str], batch_size: int, sho
     (captions × metrics), the model loading included."""
     from tqdm import tqdm
 
-    from scoring.api import MetricResult
+    from scoring.api import MetricResult, freeze_long_lived_objects
 
     def uses_model(name: str) -> bool:
         spec = scorer.registry.metrics[name]
@@ -174,6 +174,7 @@ def score_in_batches(scorer, items: list, names: list[str], batch_size: int, sho
               disable=not show_progress, dynamic_ncols=True) as bar:
         if model_names:
             scorer.warm_up(model_names)
+            freeze_long_lived_objects()  # the models live as long as the run: no full collection walks them
         done = 0
 
         def call(chunk: list, chosen: list[str]) -> dict:

@@ -219,3 +219,20 @@ def test_without_a_profile_it_falls_back_to_world_with_the_serve_message(inputs,
     assert served.profile == "world" and served.banner.startswith("**offline: using the world models**")
     # `caplens serve` prints the very words `caplens score` printed
     assert f"caplens score: {served.console}" in err
+
+
+def test_what_the_models_left_alive_is_frozen_before_the_first_batch(inputs, capsys, monkeypatch):
+    """A full garbage collection walks every tracked object (0.19 s in a scoring process on 2
+    cores): the loaded models are frozen out of it once, after loading and before any batch."""
+    import scoring.api
+
+    events = []
+    real_score = scoring.api.Scorer.score
+    monkeypatch.setattr(scoring.api, "freeze_long_lived_objects", lambda: events.append("freeze"))
+    monkeypatch.setattr(scoring.api.Scorer, "score",
+                        lambda self, *args, **kwargs: events.append("score") or real_score(self, *args, **kwargs))
+    root, images = inputs
+    code, _, err = _run(capsys, root / "cands.json", images, "--profile", "tiny", "--metrics", "clip-s",
+                        "--batch-size", "2")
+    assert code == 0, err
+    assert events == ["freeze", "score", "score"]
