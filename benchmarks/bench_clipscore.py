@@ -5,7 +5,11 @@ All three run in the same process on the same ViT-B/32-sized CLIP with random we
 224 px, 12-layer 512-wide text tower, 512-d projection), in the precision CapLens picks for
 it, over the same pairs: P captions over I distinct JPEG files (640x480, written once, read
 from disk by every method). Model loading is excluded for all three (each has run one
-warm-up forward); CapLens starts every repeat with a new Scorer, so nothing is cached.
+warm-up forward). CapLens runs the workload once untimed, as a serving process has run
+earlier requests, and captures the CUDA graphs of the shapes it met; every timed repeat then
+starts with every cache emptied (embeddings, decoded images, token ids), so each image is read,
+hashed, decoded and encoded and each caption tokenised and encoded again. The `fresh-scorer`
+variant times a new Scorer instead (its first full batches run eagerly).
 
 * caplens      - scoring.api.Scorer: files read and hashed once in threads, decoded once
                  (nvJPEG batches on CUDA, Pillow threads on CPU), preprocessed once (fast
@@ -45,8 +49,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scoring import stages  # noqa: E402
-from scoring.api import ScoreItem, Scorer  # noqa: E402
+from scoring import pixels, stages  # noqa: E402
+from scoring.backbones import graphs  # noqa: E402
+from scoring.api import ScoreItem, Scorer, freeze_long_lived_objects  # noqa: E402
 from scoring.tiny import WORDS  # noqa: E402
 
 PREFIX = "A photo depicts "
@@ -168,6 +173,29 @@ def fresh_scorer(profile: Path, device: str, warmup: Path) -> Scorer:
     return scorer
 
 
+def prepared_scorer(profile: Path, device: str, warmup: Path, paths, captions) -> Scorer:
+    """A Scorer that has scored this workload once, untimed, and captured the graphs of its
+    shapes between requests, as a serving process would have (``cold`` empties its caches)."""
+    from scoring.backbones.graphs import capture_pending
+
+    scorer = fresh_scorer(profile, device, warmup)
+    run_caplens(scorer, paths, captions)
+    if torch.cuda.is_available():
+        capture_pending()
+    freeze_long_lived_objects()  # as `caplens score` and the app do once their models are loaded
+    return scorer
+
+
+def cold(scorer: Scorer) -> Scorer:
+    """``scorer`` with nothing cached: embeddings, decoded images and token ids."""
+    from scoring.backbones.text import TOKEN_CACHE
+
+    scorer.clear_caches()
+    scorer.images.decoded.clear()
+    TOKEN_CACHE.clear()
+    return scorer
+
+
 def run_caplens(scorer: Scorer, paths, captions):
     items = [ScoreItem(path, caption) for path, caption in zip(paths, captions)]
     _sync()
@@ -284,6 +312,40 @@ def _text_on_default_stream():
     return _patched(Scorer, "_text_stream", lambda self: torch.cuda.default_stream(self.placement.device))
 
 
+@contextlib.contextmanager
+def full_collections():
+    """The oldest generation's garbage collections during the block: [count, seconds]."""
+    import gc
+
+    seen, started = [0, 0.0], []
+
+    def note(phase, info):
+        if info.get("generation") == 2:
+            if phase == "start":
+                started.append(time.perf_counter())
+            elif started:
+                seen[0] += 1
+                seen[1] += time.perf_counter() - started.pop()
+
+    gc.callbacks.append(note)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(note)
+
+
+@contextlib.contextmanager
+def _gc_unfrozen():
+    """What the loaded models left alive is walked by every full collection again."""
+    import gc
+
+    gc.unfreeze()
+    try:
+        yield
+    finally:
+        gc.freeze()
+
+
 # Ways to change CapLens for one measurement each, to see what each part of the pipeline buys.
 VARIANTS = {
     "batch-128": lambda: _environment("CAPLENS_IMAGE_BATCH", "128"),
@@ -291,6 +353,10 @@ VARIANTS = {
     "switch-0.5ms": lambda: _switch_interval(0.0005),
     "read-first": _read_first,
     "text-on-default-stream": _text_on_default_stream,
+    "no-full-batch-graphs": lambda: _patched(graphs, "LARGE_BATCHES", ()),
+    "fresh-scorer": contextlib.nullcontext,
+    "read-threads-4": lambda: _patched(pixels, "READ_WORKERS", 4),
+    "gc-unfrozen": _gc_unfrozen,
 }
 
 
@@ -379,10 +445,11 @@ def summarise_trace(events: list[dict], seconds: float) -> str:
 def measure(name, runner, repeats: int) -> dict:
     runs = []
     for _ in range(repeats):
-        with GpuSampler() as sampler:
+        with GpuSampler() as sampler, full_collections() as collections:
             seconds, output = runner()
         peak = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
-        runs.append({"seconds": seconds, "util": sampler.mean, "peak_mib": peak, "samples": len(sampler.samples)})
+        runs.append({"seconds": seconds, "util": sampler.mean, "peak_mib": peak, "samples": len(sampler.samples),
+                     "full_gc": collections[0], "full_gc_s": collections[1]})
     best = min(runs, key=lambda r: r["seconds"])
     return {"name": name, **best, "all_seconds": [r["seconds"] for r in runs], "output": output}
 
@@ -394,24 +461,26 @@ def bench_size(args, folder, profile, workdir, model, processor, metric, device,
     # One untimed run of the whole workload first: the process's first batches of these shapes
     # pay one-off costs (cuBLAS heuristics, allocator and pinned-memory pools) that a serving
     # process pays once; without it the first method timed carries them.
-    run_caplens(fresh_scorer(profile, device, warmup), paths, captions)
-    scorers = [fresh_scorer(profile, device, warmup) for _ in range(args.repeats)]
-    pending = iter(scorers)
+    scorer = prepared_scorer(profile, device, warmup, paths, captions)
     baseline_repeats = args.repeats if args.baseline_repeats is None else args.baseline_repeats
-    results = {"caplens": measure("caplens", lambda: run_caplens(next(pending), paths, captions), args.repeats)}
+    results = {"caplens": measure("caplens", lambda: run_caplens(cold(scorer), paths, captions), args.repeats)}
     if baseline_repeats:
         results["torchmetrics"] = measure("torchmetrics", lambda: run_torchmetrics(metric, paths, captions, device),
                                           baseline_repeats)
         results["plain loop"] = measure("plain loop", lambda: run_plain_loop(model, processor, paths, captions, device),
                                         baseline_repeats)
-    del scorers
     for variant in args.variants:
         with VARIANTS[variant]():
-            scorers = iter([fresh_scorer(profile, device, warmup) for _ in range(args.repeats)])
-            results[variant] = measure(variant, lambda: run_caplens(next(scorers), paths, captions), args.repeats)
-    profiled = fresh_scorer(profile, device, warmup)
+            if variant == "fresh-scorer":
+                scorers = iter([fresh_scorer(profile, device, warmup) for _ in range(args.repeats)])
+                runner = lambda: run_caplens(cold(next(scorers)), paths, captions)  # noqa: E731
+            else:
+                changed = prepared_scorer(profile, device, warmup, paths, captions)
+                runner = lambda: run_caplens(cold(changed), paths, captions)  # noqa: E731
+            results[variant] = measure(variant, runner, args.repeats)
+            scorers = changed = None
     with stages.recording(sync=True) as times:
-        seconds, _ = run_caplens(profiled, paths, captions)
+        seconds, _ = run_caplens(cold(scorer), paths, captions)
     times = dict(times)
     times["rest"] = max(0.0, seconds - sum(times.values()))
     print(f"\n== {n_pairs} pairs over {n_images} JPEG images (640x480), best of {args.repeats} "
@@ -423,16 +492,18 @@ def bench_size(args, folder, profile, workdir, model, processor, metric, device,
         agreement = float(np.max(np.abs(ours - plain)))
         mean_plain, mean_tm = float(np.mean(results["plain loop"]["cosines"])) * 100, results["torchmetrics"]["output"]
         print(f"check: max |caplens - plain loop| per pair {agreement:.4f} (preprocessing mode "
-              f"{profiled.images.mode}); mean 100*cos: plain loop {mean_plain:.3f}, torchmetrics {mean_tm:.3f}")
-    header = f"{'method':24s} {'pairs/s':>9s} {'images/s':>9s} {'seconds':>8s} {'GPU util':>9s} {'peak MiB':>9s}"
+              f"{scorer.images.mode}); mean 100*cos: plain loop {mean_plain:.3f}, torchmetrics {mean_tm:.3f}")
+    header = (f"{'method':24s} {'pairs/s':>9s} {'images/s':>9s} {'seconds':>8s} {'GPU util':>9s} {'peak MiB':>9s} "
+              f"{'full GCs':>12s}")
     print(header)
     for result in results.values():
         util = "-" if result["util"] is None else f"{result['util']:.0f}% ({result['samples']})"
         peak = "-" if result["peak_mib"] is None else f"{result['peak_mib']:.0f}"
+        collections = f"{result['full_gc']} ({1000 * result['full_gc_s']:.0f} ms)"
         result["pairs_per_s"] = n_pairs / result["seconds"]
         result["images_per_s"] = n_images / result["seconds"]
         print(f"{result['name']:24s} {result['pairs_per_s']:9.1f} {result['images_per_s']:9.1f} "
-              f"{result['seconds']:8.3f} {util:>9s} {peak:>9s}")
+              f"{result['seconds']:8.3f} {util:>9s} {peak:>9s} {collections:>12s}")
     for other in ("torchmetrics", "plain loop") if baseline_repeats else ():
         print(f"caplens / {other}: {results['caplens']['pairs_per_s'] / results[other]['pairs_per_s']:.2f}x")
     total = sum(times.values())
@@ -442,12 +513,12 @@ def bench_size(args, folder, profile, workdir, model, processor, metric, device,
         import cProfile
         import pstats
 
-        profiler, scorer = cProfile.Profile(), fresh_scorer(profile, device, warmup)
-        profiler.runcall(run_caplens, scorer, paths, captions)
+        profiler = cProfile.Profile()
+        profiler.runcall(run_caplens, cold(scorer), paths, captions)
         print("caplens under cProfile (main thread; unsynced), by own time:")
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.cprofile)
     if args.trace:
-        scorer = fresh_scorer(profile, device, warmup)
+        cold(scorer)
         trace_path = Path(args.trace).with_suffix(f".{n_pairs}-{n_images}.json.gz")
         print(trace_run(lambda: run_caplens(scorer, paths, captions), trace_path))
     return {
@@ -459,7 +530,7 @@ def bench_size(args, folder, profile, workdir, model, processor, metric, device,
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="256:64", help="comma list of PAIRS:IMAGES (e.g. 256:64,4096:1024)")
-    parser.add_argument("--repeats", type=int, default=3, help="CapLens runs per size (each on a new Scorer)")
+    parser.add_argument("--repeats", type=int, default=3, help="CapLens runs per size (each with its caches emptied)")
     parser.add_argument("--device", default=None, help="default: cuda, then mps, then cpu")
     parser.add_argument("--json", default=None, help="also write the numbers to this file")
     parser.add_argument("--cprofile", type=int, default=0, help="print this many top functions of one profiled CapLens run")
