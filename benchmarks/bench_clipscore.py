@@ -356,8 +356,6 @@ VARIANTS = {
     "no-full-batch-graphs": lambda: _patched(graphs, "LARGE_BATCHES", ()),
     "fresh-scorer": contextlib.nullcontext,
     "read-threads-4": lambda: _patched(pixels, "READ_WORKERS", 4),
-    "prepare-depth-1": lambda: _patched(pixels, "PREPARE_DEPTH", 1),
-    "no-first-pass-ramp": lambda: _patched(pixels, "FIRST_PASS_SHARE", 1),
     "gc-unfrozen": _gc_unfrozen,
 }
 

@@ -23,8 +23,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-import threading
-from collections import defaultdict, deque
+from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Mapping, Protocol, Sequence
@@ -61,8 +60,6 @@ DECODE_WORKERS = min(8, os.cpu_count() or 1)
 # measures 1 to 16); a network file system wants more. A task reads a few dozen files.
 READ_WORKERS = max(1, int(os.environ.get("CAPLENS_READ_THREADS") or min(2, os.cpu_count() or 1)))
 READ_TASK_FILES = 32
-PREPARE_DEPTH = 2  # batches decoded and preprocessed at once on CUDA (ImagePipeline.prepare_depth)
-FIRST_PASS_SHARE = 4  # the first image pass is a quarter of the rest (ImageEncoder)
 
 
 def tensor_bytes(value) -> int:
@@ -270,8 +267,8 @@ def _normalisation(mean: tuple[float, ...], std: tuple[float, ...], device: torc
 
 
 def _shared_constant(tensor: torch.Tensor) -> torch.Tensor:
-    """A cached device tensor that every preparing thread reads, each on its own stream: its copy
-    from the host is finished before any other stream can see it."""
+    """A cached device tensor that threads read on other streams (the caller's, the preparing
+    thread's): its copy from the host is finished before any other stream can see it."""
     if tensor.is_cuda:
         torch.cuda.current_stream(tensor.device).synchronize()
     return tensor
@@ -326,10 +323,9 @@ class ImagePipeline:
     """Decoding and preprocessing for one device, shared by every backbone on it."""
 
     def __init__(self, device: torch.device | str = "cpu", mode: str | None = None, cache_bytes: int | None = None,
-                 threads: int | None = None, prepare_depth: int | None = None):
+                 threads: int | None = None):
         """``threads``: the CPU threads this pipeline may keep busy (default: every core). With
-        one, nothing runs beside the caller: a worker given one CPU (a Ray actor) uses one.
-        ``prepare_depth``: batches prepared at once beside the towers (default 2 on CUDA, else 1)."""
+        one, nothing runs beside the caller: a worker given one CPU (a Ray actor) uses one."""
         self.device = torch.device(device)
         self.overlap = threads is None or threads > 1
         self.mode = mode or default_mode(self.device)
@@ -341,11 +337,7 @@ class ImagePipeline:
         self._workers = ThreadPoolExecutor(min(DECODE_WORKERS, threads or DECODE_WORKERS),
                                            thread_name_prefix="caplens-decode")
         self._readers = ThreadPoolExecutor(min(READ_WORKERS, threads or READ_WORKERS), thread_name_prefix="caplens-read")
-        # On CUDA two batches are prepared at once: nvJPEG decodes one (without the GIL) while
-        # the other thread runs its Python (headers, pinned copies, preprocessing launches). On
-        # the H100 one preparing thread spent 8 of its 35 ms per 256 images before nvJPEG began.
-        self.prepare_depth = prepare_depth or (PREPARE_DEPTH if self.device.type == "cuda" else 1)
-        self._preparer = ThreadPoolExecutor(self.prepare_depth, thread_name_prefix="caplens-prepare")
+        self._preparer = ThreadPoolExecutor(1, thread_name_prefix="caplens-prepare")
 
     # -- reading -------------------------------------------------------------------------
     def identify(self, images: Sequence[ImageInput | None],
@@ -448,14 +440,14 @@ class ImagePipeline:
         return memory_batch_size(self.device, per_image, cap=cap)
 
     def prepare_ahead(self, prepare: Callable, batch) -> Future:
-        """Run ``prepare(batch)`` on one of the pipeline's preparing threads (on CUDA, on that
-        thread's side stream); the future holds (prepared tensors, the event they are ready at)."""
+        """Run ``prepare(batch)`` on the pipeline's preparing thread (on CUDA, on a side
+        stream); the future holds (prepared tensors, the event they are ready at)."""
         return self._preparer.submit(self._prepare_on_side_stream, prepare, batch)
 
     def _prepare_on_side_stream(self, prepare: Callable, batch):
         if self.device.type != "cuda":
             return prepare(batch), None
-        stream = named_stream(self.device, f"prepare-{threading.current_thread().name.rsplit('_', 1)[-1]}")
+        stream = named_stream(self.device, "prepare")
         with torch.cuda.stream(stream):
             prepared = prepare(batch)
             event = torch.cuda.Event()
@@ -512,7 +504,6 @@ def _decode_nvjpeg(jpegs: Mapping[str, tuple[bytes, int]], device: torch.device)
     # torchvision allocates the decoded images on this thread's stream, but nvJPEG writes them
     # on its own: memory this stream freed whose kernels are still queued (the last batch's
     # resize) could be handed out and overwritten under them. Nothing is queued once it waits.
-    # (On the H100, two preparing threads without this wait gave some pairs CLIP-S 0.05 off.)
     torch.cuda.current_stream(device).synchronize()
     try:
         decoded = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
@@ -530,11 +521,9 @@ class ImageEncoder:
     """Embeddings of images from every tower, computed while the files are still being read.
 
     :meth:`add` takes (key, source) pairs as they arrive (:meth:`ImagePipeline.identify`'s
-    ``consume``); each full batch is decoded and preprocessed on a preparing thread (on CUDA,
-    two at once, each on a side stream) while the caller's thread runs the towers on the batch
-    before them. The first pass is a quarter of the others (64 of 256 images on CUDA) and the
-    passes double up to full size, so the device starts after the first few dozen files instead
-    of the first 256 (on the H100, 50 ms into a 1,024-image run). :meth:`finish` encodes the rest and returns one (N, D) float32 tensor per tower,
+    ``consume``); each full batch is decoded and preprocessed on the pipeline's preparing
+    thread (on CUDA, a side stream) while the caller's thread runs the towers on the batch
+    before it. :meth:`finish` encodes the rest and returns one (N, D) float32 tensor per tower,
     on the device, rows in the order of :attr:`keys`. Towers with equal preprocessing share
     the pixels; a tower whose forward runs out of memory continues with half the batch.
     A key is encoded once, and not at all when every tower has it cached already.
@@ -551,11 +540,9 @@ class ImageEncoder:
         self._size = self.pipeline.chunk_size(self.towers)
         self._forward_sizes = [self._size] * len(self.towers)
         self._overlap = self.pipeline.overlap and not stages.is_serial()
-        ramp = self._overlap and self._size >= 32 * FIRST_PASS_SHARE
-        self._next_size = self._size // FIRST_PASS_SHARE if ramp else self._size
         self._sources: dict[str, ImageInput] = {}
         self._pending: list[str] = []
-        self._in_flight: deque[tuple[list[str], Future]] = deque()
+        self._in_flight: tuple[list[str], Future] | None = None
         self._rows: list[list[torch.Tensor]] = [[] for _ in self.towers]
         self.keys: list[str] = []
 
@@ -566,30 +553,29 @@ class ImageEncoder:
             if key in missing:
                 self._sources[key] = source
                 self._pending.append(key)
-        while len(self._pending) >= self._next_size:
-            size = self._next_size
-            batch, self._pending = self._pending[:size], self._pending[size:]
-            self._next_size = min(self._size, 2 * size)
+        while len(self._pending) >= self._size:
+            batch, self._pending = self._pending[: self._size], self._pending[self._size :]
             self._launch(batch)
 
     def finish(self) -> list[torch.Tensor]:
         if self._pending:
             batch, self._pending = self._pending, []
-            if not self._in_flight:  # nothing to overlap with: prepare it here
+            if self._in_flight is None:  # nothing to overlap with: prepare it here
                 self._encode(batch, self._prepare(batch))
             else:
                 self._launch(batch)
-        while self._in_flight:
-            self._encode_prepared(*self._in_flight.popleft())
+        if self._in_flight is not None:
+            self._encode_prepared(*self._in_flight)
+            self._in_flight = None
         return [torch.cat(parts) if parts else torch.zeros(0) for parts in self._rows]
 
     def _launch(self, batch: list[str]) -> None:
         if not self._overlap:
             self._encode(batch, self._prepare(batch))
             return
-        self._in_flight.append((batch, self.pipeline.prepare_ahead(self._prepare, batch)))
-        while len(self._in_flight) > self.pipeline.prepare_depth:  # the towers take the oldest
-            self._encode_prepared(*self._in_flight.popleft())
+        previous, self._in_flight = self._in_flight, (batch, self.pipeline.prepare_ahead(self._prepare, batch))
+        if previous is not None:
+            self._encode_prepared(*previous)
 
     def _prepare(self, batch: list[str]) -> dict[PreprocessConfig, torch.Tensor]:
         decoded = self.pipeline.decode(batch, [self._sources[key] for key in batch])

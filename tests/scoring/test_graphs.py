@@ -37,6 +37,12 @@ def scorer(tiny_dir):
     return Scorer("tiny", device="cpu")
 
 
+@pytest.fixture(autouse=True)
+def _own_pending_shapes(monkeypatch):
+    """Shapes other tests' towers left waiting for capture (on CUDA) are not this test's."""
+    monkeypatch.setattr(graphs, "_pending", set())
+
+
 def _padded(monkeypatch, on: bool):
     monkeypatch.setattr(graphs, "PAD_ON_CPU", on)
 

@@ -1,9 +1,6 @@
-"""The streaming image pass: passes ramp up from a quarter of full size, several batches are
-prepared at once, and every key still gets its own image's embedding, in order."""
+"""The streaming image pass: files arrive in read tasks, full passes go to the towers as they
+fill, and every key gets its own image's embedding, in order."""
 from __future__ import annotations
-
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -11,7 +8,7 @@ from PIL import Image
 
 from scoring.api import Scorer
 from scoring.images import image_key
-from scoring.pixels import ImageEncoder, ImagePipeline, encode_images
+from scoring.pixels import ImageEncoder, encode_images
 
 
 @pytest.fixture(scope="module")
@@ -23,60 +20,41 @@ def _pictures(count: int) -> list[Image.Image]:
     return [Image.new("RGB", (24 + i % 7, 20 + i % 5), (i * 37 % 256, i * 91 % 256, i * 13 % 256)) for i in range(count)]
 
 
-def test_passes_ramp_up_two_are_prepared_at_once_and_rows_follow_their_keys(clip, monkeypatch):
+def test_streamed_passes_fill_as_files_arrive_and_rows_follow_their_keys(clip, monkeypatch):
     monkeypatch.setenv("CAPLENS_IMAGE_BATCH", "128")
     pictures = _pictures(300)
     keys = [image_key(p) for p in pictures]
-    serial = encode_images([clip], keys, dict(zip(keys, pictures)))[0].numpy()  # the caller's pipeline, one pass at a time
-
-    pipeline = ImagePipeline("cpu", mode=clip.pipeline.mode, prepare_depth=2)
-    monkeypatch.setattr(clip, "pipeline", pipeline)
-    passes, running, most = [], [0], [0]
-    lock = threading.Lock()
-    encode, prepare = clip.encode_pixels, ImageEncoder._prepare
-
-    def counting_prepare(self, batch):
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        time.sleep(0.05)  # long enough for the next batch's preparation to start beside it
-        try:
-            return prepare(self, batch)
-        finally:
-            with lock:
-                running[0] -= 1
-
-    submitted, submitted_at_first_pass = [], []
-    ahead = pipeline.prepare_ahead
-    monkeypatch.setattr(pipeline, "prepare_ahead", lambda prep, batch: submitted.append(len(batch)) or ahead(prep, batch))
+    whole = encode_images([clip], keys, dict(zip(keys, pictures)))[0].numpy()  # every image added at once
+    passes, arrived, arrived_at_pass = [], [0], []
+    encode = clip.encode_pixels
 
     def counting_encode(pixels):
-        if not passes:
-            submitted_at_first_pass.extend(submitted)
         passes.append(pixels.shape[0])
+        arrived_at_pass.append(arrived[0])
         return encode(pixels)
 
-    monkeypatch.setattr(ImageEncoder, "_prepare", counting_prepare)
     monkeypatch.setattr(clip, "encode_pixels", counting_encode)
     encoder = ImageEncoder([clip])
     for start in range(0, 300, 25):  # files arrive in read tasks of 25
+        arrived[0] = start + 25
         encoder.add([(k, p) for k, p in zip(keys[start : start + 25], pictures[start : start + 25])])
     (rows,) = encoder.finish()
-    assert passes == [32, 64, 128, 76]  # a quarter, doubling to full size, then the rest
-    assert most[0] == 2 and submitted_at_first_pass == [32, 64, 128]  # two in preparation while the towers run
+    assert passes == [128, 128, 44]
+    assert arrived_at_pass[0] < 300  # the first pass ran while files were still arriving
     assert encoder.keys == keys
-    assert np.abs(rows.numpy() - serial).max() < 1e-5
-    assert np.abs(serial[0] - serial[1]).max() > 1e-3  # the images' embeddings do differ
+    assert np.abs(rows.numpy() - whole).max() < 1e-5
+    assert np.abs(whole[0] - whole[1]).max() > 1e-3  # the images' embeddings do differ
 
 
-def test_small_pools_and_one_thread_do_not_ramp(clip, monkeypatch):
-    monkeypatch.setenv("CAPLENS_IMAGE_BATCH", "64")
-    pictures = _pictures(100)
+def test_a_key_the_towers_have_cached_is_not_encoded_again(clip, monkeypatch):
+    pictures = _pictures(10)
     keys = [image_key(p) for p in pictures]
+    clip.image_cache.clear()
+    clip.image_embeddings(pictures[:4], keys[:4])
     passes = []
     encode = clip.encode_pixels
     monkeypatch.setattr(clip, "encode_pixels", lambda pixels: passes.append(pixels.shape[0]) or encode(pixels))
     encoder = ImageEncoder([clip])
-    encoder.add(list(zip(keys, pictures)))
+    encoder.add(list(zip(keys, pictures)) + [(keys[5], pictures[5])])  # a key twice in one request
     encoder.finish()
-    assert passes == [64, 36]  # under 128 images a pass, no quarter-size first pass
+    assert passes == [6] and encoder.keys == keys[4:]
