@@ -39,11 +39,8 @@ class ClipBackbone(TextModelBackbone):
         self.image_cache = LRUCache(65536)
         self.text_cache = LRUCache(65536)
         self.text_batch_size = text_batch_size(placement, model.config.text_config.hidden_size, self.max_tokens)
-        # Full batches too: scoring a corpus runs these towers on passes of 256 images and 1,024 texts.
-        self.text_graph = GraphedForward(self._text_forward, placement.device, f"{spec.name} text tower",
-                                         large_batches=True)
-        self.image_graph = GraphedForward(self._image_forward, placement.device, f"{spec.name} image tower",
-                                          large_batches=True)
+        self.text_graph = GraphedForward(self._text_forward, placement.device, f"{spec.name} text tower")
+        self.image_graph = GraphedForward(self._image_forward, placement.device, f"{spec.name} image tower")
 
     # -- loading -----------------------------------------------------------------------
     @classmethod

@@ -7,16 +7,8 @@ replays a whole forward with one launch. Graphs need fixed shapes, so small batc
 padded to a bucket (1, 2, 4, 8 or 16 rows; texts to a multiple of 8 tokens) with rows and
 tokens that cannot change the real rows' outputs (each tower says how). A bucket met for the
 first time runs eagerly; before the next request one graph per new bucket is captured, with
-the device to itself (:class:`SharedExclusive`).
-
-A tower may also replay full batches (``large_batches``: the CLIP towers' image passes of 256
-and text batches of 1,024, rows a power of two from 32 up, texts at their own length, never
-padded). Their kernels are big, but scoring runs the image, text and preparing threads
-together, and the hundreds of launches of an eager forward each wait for the GIL behind the
-other threads (on the H100 the GPU sat idle half of a 4,096-pair run). Other row counts run
-eagerly. Large shapes have their own, smaller budget of graphs, so a corpus's many text
-lengths never take the small buckets' places, and a large capture that fails (out of memory,
-say) only stops large graphs.
+the device to itself (:class:`SharedExclusive`). Larger batches run eagerly: their kernels are
+big enough that launching is not the cost.
 
 A forward that cannot be captured (an operation that waits for the GPU, say) runs eagerly
 from then on, and the reason is logged once. ``CAPLENS_CUDA_GRAPHS=0`` turns graphs off.
@@ -33,7 +25,6 @@ import torch
 
 LOG = logging.getLogger(__name__)
 BATCH_BUCKETS = (1, 2, 4, 8, 16)
-LARGE_BATCHES = (32, 64, 128, 256, 512, 1024)
 LENGTH_STEP = 8
 # Tests set this to pad small batches on the CPU exactly as on CUDA, where padding is checked
 # against the unpadded outputs (tests/scoring/test_graphs.py).
@@ -52,12 +43,6 @@ def pads(device: torch.device) -> bool:
 def batch_bucket(rows: int) -> int | None:
     """The padded row count of a small batch; None for a batch too large to graph."""
     return next((bucket for bucket in BATCH_BUCKETS if rows <= bucket), None)
-
-
-def graphed_rows(rows: int, large_batches: bool) -> bool:
-    """Whether a batch of ``rows`` (as padded) is replayed from a graph: a small bucket, or with
-    ``large_batches`` one of LARGE_BATCHES exactly."""
-    return batch_bucket(rows) == rows or (large_batches and rows in LARGE_BATCHES)
 
 
 def length_bucket(length: int, limit: int) -> int:
@@ -174,8 +159,7 @@ def capture_pending() -> int:
 class GraphedForward:
     """``forward(*tensors) -> tensor`` on CUDA through one captured graph per input shape.
 
-    The caller pads inputs to bucket shapes (``large_batches``: also full batches, see the
-    module's docstring). A shape met for the first time runs eagerly and
+    The caller pads inputs to bucket shapes. A shape met for the first time runs eagerly and
     is remembered; :func:`capture_pending`, called before the next request starts, captures it
     (two eager warm-up runs on a side stream, then the capture) while nothing else uses the
     device. Later calls copy their inputs into the graph's buffers and replay it; the output is
@@ -184,34 +168,27 @@ class GraphedForward:
     call at a time.
     """
 
-    MAX_GRAPHS = 64  # small buckets
-    MAX_LARGE_GRAPHS = 16  # full batches (texts of many lengths would otherwise take them all)
+    MAX_GRAPHS = 64
 
-    def __init__(self, forward: Callable[..., torch.Tensor], device: torch.device, name: str,
-                 large_batches: bool = False):
+    def __init__(self, forward: Callable[..., torch.Tensor], device: torch.device, name: str):
         self.forward = forward
         self.device = torch.device(device)
         self.name = name
         self.enabled = graphs_wanted(self.device)
-        self.large_batches = large_batches
         self.failure: str | None = None
-        self.large_failure: str | None = None
         self._graphs: dict[tuple, tuple] = {}
         self._wanted: dict[tuple, list[torch.Tensor]] = {}
         self._pool = None
         self._lock = threading.Lock()
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
-        rows = inputs[0].shape[0]
-        large = batch_bucket(rows) is None
-        if (not self.enabled or self.failure is not None or not graphed_rows(rows, self.large_batches)
-                or (large and self.large_failure is not None)):
+        if not self.enabled or self.failure is not None or batch_bucket(inputs[0].shape[0]) != inputs[0].shape[0]:
             return self.forward(*inputs)
         key = tuple((tuple(t.shape), t.dtype) for t in inputs)
         with self._lock:
             entry = self._graphs.get(key)
             if entry is None:
-                if self._room_for(large):
+                if len(self._graphs) + len(self._wanted) < self.MAX_GRAPHS:
                     self._wanted.setdefault(key, [t.detach().clone() for t in inputs])
                     with _pending_lock:
                         _pending.add(self)
@@ -226,57 +203,38 @@ class GraphedForward:
     def captured(self) -> int:
         return len(self._graphs)
 
-    def _room_for(self, large: bool) -> bool:
-        """Whether one more shape of this kind (large or small) may be kept."""
-        count = sum(_is_large(key) == large for key in (*self._graphs, *self._wanted))
-        return count < (self.MAX_LARGE_GRAPHS if large else self.MAX_GRAPHS)
-
     def capture_wanted(self) -> int:
         """Capture the shapes met so far (the caller holds DEVICE_WORK exclusively)."""
         with self._lock:
             wanted, self._wanted = self._wanted, {}
-            captured = 0
             for key, inputs in wanted.items():
-                large = _is_large(key)
-                if self.failure is not None or (large and self.large_failure is not None):
-                    continue
-                try:
-                    self._graphs[key] = self._capture(inputs)
-                except Exception as exc:  # anything capture refuses: run eagerly, as before graphs
-                    self._refused(exc, large)
-                    continue
-                captured += 1
-            return captured
+                if self.failure is not None:
+                    break
+                entry = self._capture(inputs)
+                if entry is not None:
+                    self._graphs[key] = entry
+            return len(wanted) if self.failure is None else 0
 
-    def _refused(self, exc: Exception, large: bool) -> None:
-        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        if large:  # a full batch's graph (its memory, say): small batches keep theirs
-            self.large_failure = reason
-            LOG.warning("%s: CUDA graph capture of a full batch failed, full batches run eagerly: %s", self.name, reason)
-        else:
-            self.failure = reason
-            LOG.warning("%s: CUDA graph capture failed, running eagerly: %s", self.name, reason)
+    def _capture(self, inputs: list[torch.Tensor]):
+        try:
+            from scoring.backbones import inference
 
-    def _capture(self, inputs: list[torch.Tensor]) -> tuple:
-        from scoring.backbones import inference
-
-        with inference():
-            static_inputs = [t.to(self.device).clone() for t in inputs]
-            current = torch.cuda.current_stream(self.device)
-            warm = torch.cuda.Stream(self.device)
-            warm.wait_stream(current)
-            with torch.cuda.stream(warm):
-                for _ in range(2):
-                    self.forward(*static_inputs)
-            current.wait_stream(warm)
-            if self._pool is None:
-                self._pool = torch.cuda.graph_pool_handle()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
-                static_output = self.forward(*static_inputs)
+            with inference():
+                static_inputs = [t.to(self.device).clone() for t in inputs]
+                current = torch.cuda.current_stream(self.device)
+                warm = torch.cuda.Stream(self.device)
+                warm.wait_stream(current)
+                with torch.cuda.stream(warm):
+                    for _ in range(2):
+                        self.forward(*static_inputs)
+                current.wait_stream(warm)
+                if self._pool is None:
+                    self._pool = torch.cuda.graph_pool_handle()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
+                    static_output = self.forward(*static_inputs)
+        except Exception as exc:  # anything capture refuses: run eagerly, as before graphs
+            self.failure = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            LOG.warning("%s: CUDA graph capture failed, running eagerly: %s", self.name, self.failure)
+            return None
         return graph, static_inputs, static_output
-
-
-def _is_large(key: tuple) -> bool:
-    """Whether a graph key (its inputs' shapes and dtypes) is a full batch."""
-    return batch_bucket(key[0][0][0]) is None

@@ -93,39 +93,12 @@ def test_small_batches_replay_captured_graphs_and_score_as_eager_runs(tiny_dir, 
     assert sum(bool(r.values) and r.values[0] is not None for r in got.values()) >= 6
 
 
-def test_full_batches_replay_captured_graphs_and_embed_as_eager_runs(tiny_dir, monkeypatch):
-    """CLIP passes of 32 images and 64 captions (full batches) replay graphs once captured and
-    give the eager run's embeddings (the tiny CLIP's CLIP-S is 0 for every pair: its cosines
-    are negative, so the embeddings are compared)."""
-    from scoring.backbones import graphs
-
-    monkeypatch.setenv("CAPLENS_IMAGE_BATCH", "32")
-    pictures = [photo_jpeg(seed) for seed in range(32)]
-    words = ("dog", "cat", "red car", "two people on a beach", "a tree", "a bowl of fruit on a table")
-    texts = [f"a photo of {words[i % 6]} number {i}" for i in range(64)]
-    monkeypatch.setenv("CAPLENS_CUDA_GRAPHS", "0")
-    eager = Scorer("tiny", device="cuda")
-    expected = eager.image_embeddings(pictures), eager.text_embeddings(texts)
-    monkeypatch.delenv("CAPLENS_CUDA_GRAPHS")
-    graphed = Scorer("tiny", device="cuda")
-    clip = graphed.backbone("clip")
-    for _ in range(2):  # the first round runs eagerly and is captured after it, the second replays
-        graphed.clear_caches()
-        got = graphed.image_embeddings(pictures), graphed.text_embeddings(texts)
-        graphs.capture_pending()
-    assert clip.image_graph.large_failure is None and clip.text_graph.large_failure is None
-    assert any(key[0][0][0] == 32 for key in clip.image_graph._graphs)
-    assert any(key[0][0][0] == 64 for key in clip.text_graph._graphs)
-    for ours, theirs in zip(got, expected):
-        assert ours.shape == theirs.shape and np.abs(ours - theirs).max() < 2e-3
-        assert np.abs(theirs[0] - theirs[1]).max() > 1e-2  # rows differ, so a mixed-up row would show
-
-
 def test_every_image_keeps_its_own_embedding_run_after_run(tiny_dir, monkeypatch):
     """Streamed passes of 128 photos (640x480), the Scorer's caches emptied between runs as the
-    benchmark empties them, give the embeddings of a serial pass (one stage at a time). On the
-    H100 a version that began with smaller passes (64, 128, 256) gave some pairs CLIP-S 0.04-0.08
-    off the plain loop once its Scorer had run before; it was taken out."""
+    benchmark empties them, give the embeddings of a serial pass (one stage at a time). (On the
+    H100, bench_clipscore saw some pairs' CLIP-S 0.04-0.11 off the plain loop on a Scorer's later
+    runs with full-batch CUDA graphs or a smaller first pass, both since taken out; this test, on
+    the tiny model, passed with each of them and so does not reproduce that.)"""
     from scoring import stages
 
     monkeypatch.setenv("CAPLENS_IMAGE_BATCH", "128")

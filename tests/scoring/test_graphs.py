@@ -168,15 +168,12 @@ class _RecordedGraph:
 
 
 class _CpuGraphed(graphs.GraphedForward):
-    def __init__(self, forward, large_batches=False, refuse_large=False):
-        super().__init__(forward, torch.device("cpu"), "test tower", large_batches=large_batches)
+    def __init__(self, forward):
+        super().__init__(forward, torch.device("cpu"), "test tower")
         self.enabled = True
-        self.refuse_large = refuse_large
         self.recorded = []
 
     def _capture(self, inputs):
-        if self.refuse_large and graphs.batch_bucket(inputs[0].shape[0]) is None:
-            raise RuntimeError("out of memory")
         static = [t.clone() for t in inputs]
         graph = _RecordedGraph(self.forward, static)
         self.recorded.append(graph)
@@ -194,38 +191,6 @@ def test_a_new_shape_runs_eagerly_and_is_captured_before_the_next_request():
     assert out.data_ptr() != tower.recorded[0].output.data_ptr()
     assert torch.equal(tower(torch.randn(3, 4))[:0], torch.zeros(0, 3))  # 3 rows is no bucket: eager, not kept
     assert graphs.capture_pending() == 0
-
-
-def test_full_batches_are_replayed_only_by_towers_that_ask_and_only_at_exact_sizes():
-    weight = torch.randn(4, 3)
-    plain, large = _CpuGraphed(lambda x: x @ weight), _CpuGraphed(lambda x: x @ weight, large_batches=True)
-    for tower in (plain, large):
-        for rows in (256, 200, 2048):
-            tower(torch.randn(rows, 4))
-    assert graphs.capture_pending() == 1  # 256 rows, for the tower that asked; 200 and 2,048 are no full batch
-    assert plain.captured == 0 and large.captured == 1
-    batch = torch.randn(256, 4)
-    assert torch.allclose(large(batch), batch @ weight) and large.recorded[0].replays == 1
-    assert [graphs.graphed_rows(n, True) for n in (16, 17, 31, 32, 48, 64, 1024, 1025)] == [
-        True, False, False, True, False, True, True, False]
-    assert not graphs.graphed_rows(32, False)
-
-
-def test_full_batch_shapes_have_their_own_budget_and_their_own_failure(monkeypatch):
-    monkeypatch.setattr(graphs.GraphedForward, "MAX_LARGE_GRAPHS", 2)
-    tower = _CpuGraphed(lambda x: x.sum(-1), large_batches=True)
-    for length in (5, 6, 7):  # three text lengths of a full batch: two are kept
-        tower(torch.randn(64, length))
-    tower(torch.randn(2, 5))  # a small bucket still has room
-    assert graphs.capture_pending() == 3 and tower.captured == 3
-    failing = _CpuGraphed(lambda x: x * 2, large_batches=True, refuse_large=True)
-    failing(torch.randn(32, 2))
-    failing(torch.randn(4, 2))
-    assert graphs.capture_pending() == 1 and failing.captured == 1  # the small one
-    assert failing.large_failure and failing.failure is None
-    failing(torch.randn(8, 2))
-    failing(torch.randn(32, 2))  # eager from now on, never wanted again
-    assert graphs.capture_pending() == 1 and failing.captured == 2
 
 
 def test_graphs_are_captured_only_with_the_device_to_themselves():
