@@ -3,6 +3,7 @@ and equal what transformers' tokenizer call gives, whatever an earlier call set.
 from __future__ import annotations
 
 from pathlib import Path
+
 from transformers import AutoTokenizer
 
 from scoring.backbones import text
