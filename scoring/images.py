@@ -97,20 +97,17 @@ def read_image_bytes(image: bytes | str | Path) -> bytes:
 
 
 def _read_file(path: str) -> bytes:
-    """A file's bytes in one read where its size is known: no existence check, no Python file
-    object (scoring reads thousands of files; 1,024 photos: 30 ms against Path.read_bytes' 39 ms)."""
+    """A file's bytes, asked for in one read of its size (plus one to see the end) and read on
+    until a read returns nothing, so a short read (a network or FUSE file system, a pipe) loses
+    nothing: no existence check, no Python file object (scoring reads thousands of files)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
     try:
-        size = os.fstat(fd).st_size  # 0 for a pipe: its first read then takes one byte
-        first = os.read(fd, size + 1)
-        if len(first) <= size:
-            return first  # fewer bytes than asked for: the end of the file
-        parts = [first]
-        while chunk := os.read(fd, 1 << 20):  # grown since fstat, or a pipe
-            parts.append(chunk)
-        return b"".join(parts)
+        chunks = [os.read(fd, os.fstat(fd).st_size + 1)]  # a pipe's size is 0: one byte first
+        while chunks[-1]:
+            chunks.append(os.read(fd, 1 << 20))
     finally:
         os.close(fd)
+    return chunks[0] if len(chunks) == 2 else b"".join(chunks)
 
 
 def check_file_size(size: int, name: str = "image", limits: ImageLimits | None = None) -> None:

@@ -49,3 +49,14 @@ def test_a_pipe_is_read_to_its_end_not_to_its_first_short_read(tmp_path):
         assert read_image_bytes(fifo) == b"".join(parts)
     finally:
         writer.join()
+
+
+def test_short_reads_lose_nothing(tmp_path, monkeypatch):
+    """A network or FUSE file system may answer a read with fewer bytes than asked for."""
+    import scoring.images
+
+    payload = os.urandom(50_000)
+    (tmp_path / "photo.jpg").write_bytes(payload)
+    real_read = os.read
+    monkeypatch.setattr(scoring.images.os, "read", lambda fd, n: real_read(fd, min(n, 1000)))
+    assert read_image_bytes(tmp_path / "photo.jpg") == payload
