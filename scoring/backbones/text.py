@@ -40,10 +40,10 @@ def encode_ids(tokenizer, texts: list[str]) -> list[list[int]]:
     """The ids ``tokenizer(texts, add_special_tokens=True, truncation=False)`` gives.
 
     A fast (Rust) tokenizer is called directly, as transformers would call it after setting it
-    to neither pad nor truncate: the batch is encoded on the tokenizers library's threads
-    without the GIL, and without transformers' per-text conversion to Python dictionaries, which
-    holds the GIL for as long as the encoding itself (4,096 captions: 128 of 276 ms on 2 cores)
-    while the image threads wait to launch their work. Other tokenizers take the usual call."""
+    to neither pad nor truncate, and without transformers' per-text conversion to Python
+    dictionaries, which is Python holding the GIL for as long as the encoding itself takes
+    (4,096 captions: 128 of 276 ms on 2 cores) while the image threads wait to launch their work.
+    Other tokenizers take the usual call."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or not hasattr(backend, "encode_batch_fast") or not hasattr(tokenizer, "set_truncation_and_padding"):
         return [list(ids) for ids in tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]]

@@ -1,4 +1,4 @@
-"""Token ids come from the fast tokenizer's own batch call (no GIL, no per-text dictionaries)
+"""Token ids come from the fast tokenizer's own batch call (no per-text dictionaries in Python)
 and equal what transformers' tokenizer call gives, whatever an earlier call set."""
 from __future__ import annotations
 
