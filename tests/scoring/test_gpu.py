@@ -98,7 +98,7 @@ def test_every_image_keeps_its_own_embedding_run_after_run(tiny_dir, monkeypatch
     benchmark empties them, give the embeddings of a serial pass (one stage at a time). (On the
     H100, bench_clipscore saw some pairs' CLIP-S 0.04-0.11 off the plain loop on a Scorer's later
     runs with full-batch CUDA graphs or a smaller first pass, both since taken out; this test, on
-    the tiny model, passed with each of them and so does not reproduce that.)"""
+    the tiny model, passed with the smaller first pass, so it does not reproduce that.)"""
     from scoring import stages
 
     monkeypatch.setenv("CAPLENS_IMAGE_BATCH", "128")
