@@ -89,23 +89,24 @@ WORLD_SETS_VERSION = 3  # bumped when the world's set writers change, so cached 
 
 def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
     """Rows of world set `kind` ("teacher", "prmcs", "specs", "umic", "pacs" or "ratings") for
-    `spec` (`scenes`, `split`, `size`, `languages`), written once to a cache folder in the data
+    `spec` (`scenes`, `split`, `skip`: scenes of the range passed over first, `size`, `languages`), written once to a cache folder in the data
     directory and read back like an exported set."""
     from scoring.registry import data_dir
     from scoring.world.grammar import LANGUAGES
     from scoring.world.sets import split_scenes, write_finetune_sets, write_rated_collection
 
     spec = {"scenes": 200, "split": "train", "size": 128, "languages": list(LANGUAGES)} | dict(spec)
+    skip = int(spec.get("skip", 0))  # absent from the cache key when 0, so earlier sets stay valid
     rated = kind == "ratings"  # the rated collection and the fine-tuning sets are written separately
     key = hashlib.sha256(json.dumps([spec, rated, WORLD_SETS_VERSION], sort_keys=True).encode()).hexdigest()[:16]
     folder = data_dir() / "cache" / "world-sets" / key
     name = "ratings.jsonl" if rated else f"{kind}.jsonl"
     done = folder / "DONE"
     if not done.is_file():
-        scenes = split_scenes(spec["split"], int(spec["scenes"]))
+        scenes = split_scenes(spec["split"], int(spec["scenes"]), skip)
         langs = tuple(spec["languages"])
         if rated:
-            write_rated_collection(folder, scenes, langs, size=int(spec["size"]))
+            write_rated_collection(folder, scenes, langs, size=int(spec["size"]), workers=os.cpu_count() or 1)
         else:
             write_finetune_sets(folder, scenes, langs, size=int(spec["size"]))
         done.write_text(json.dumps(spec), encoding="utf-8")

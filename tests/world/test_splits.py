@@ -21,6 +21,15 @@ def test_split_scenes_draw_from_their_range():
         split_range("dev")
 
 
+def test_split_scenes_skip_passes_over_the_first_scenes():
+    assert [s.seed for s in split_scenes("train", 2, skip=3000)] == [3000, 3001]
+    assert split_scenes("train", 2, skip=1)[0].seed == split_scenes("train", 2)[1].seed
+    with pytest.raises(ValueError, match="holds 500000 scenes, not 499999 \\+ 2"):
+        split_scenes("validation", 2, skip=499_999)
+    with pytest.raises(ValueError, match="negative"):
+        split_scenes("train", 1, skip=-1)
+
+
 @pytest.mark.parametrize("first,count", [(0, 10), (499_990, 20), (999_999, 2), (500_000, 1)])
 def test_report_refuses_train_or_validation(first, count):
     with pytest.raises(ValueError, match="overlap the (train|validation) range"):

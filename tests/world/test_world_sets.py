@@ -74,3 +74,19 @@ def test_unit_pool_leaves_out_the_scene_and_its_units_as_the_filtered_list_would
         if expected:
             assert [draws[0].choice(foreign) for _ in range(50)] == [draws[1].choice(expected) for _ in range(50)]
     assert len(pool.foreign("s0", words)) == 0  # every unit excluded: no negative to draw
+
+
+def test_rated_collection_in_parallel_writes_the_same_files(tmp_path, monkeypatch):
+    import scoring.world.sets as sets
+
+    monkeypatch.setattr(sets, "RATED_PART", 2)  # five scenes: three parts, two worker processes
+    scenes = split_scenes("train", 5)
+    one = sets.write_rated_collection(tmp_path / "one", scenes, langs=("en", "ja"), size=32)
+    two = sets.write_rated_collection(tmp_path / "two", scenes, langs=("en", "ja"), size=32, workers=2)
+    assert one == two > 5 * 3
+    for name in ("ratings.jsonl", "ratings.csv"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    images = sorted(p.name for p in (tmp_path / "one" / "images").iterdir())
+    assert images == sorted(p.name for p in (tmp_path / "two" / "images").iterdir()) and len(images) == 5
+    for name in images:
+        assert (tmp_path / "one" / "images" / name).read_bytes() == (tmp_path / "two" / "images" / name).read_bytes()
