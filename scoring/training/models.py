@@ -6,6 +6,8 @@ the Scorer.  The differentiable forward passes mirror the backbones' inference p
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from pathlib import Path
 
@@ -69,7 +71,10 @@ def load_trainable(ref: str, device: torch.device, expected: tuple[str, ...]):
     def resolve_reference(name: str) -> Path:
         raise ValueError(f"{ref}: state-dict checkpoints (kind {spec.kind}) need a folder checkpoint to train")
 
-    return load_backbone(spec, Placement(device, torch.float32), resolve_reference)
+    # fp32 weights even on CUDA, where scoring runs each kind in its own half precision: an
+    # optimizer stepping fp16 weights overflows (a cross-mode run went to NaN before step 400)
+    return load_backbone(dataclasses.replace(spec, precision="fp32"), Placement(device, torch.float32),
+                         resolve_reference)
 
 
 class PixelCache:

@@ -198,7 +198,7 @@ def _periodic_evaluation(config: TrainConfig, step: int, metrics: dict[str, floa
         raise ValueError(f"select_by {config.select_by!r} is not a measure of this recipe; it reports "
                          f"{', '.join(metrics)}")
     value = metrics[config.select_by]
-    if best is None or (value == value and value > best["value"]):
+    if value == value and (best is None or value > best["value"]):  # a NaN evaluation is never kept
         best = {"step": step, "value": value, "metrics": metrics,
                 "weights": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}}
     return best
@@ -354,6 +354,10 @@ class _Run:
                 raise Cancelled(f"cancelled at step {self.step}/{total}")
             step_loss = self.optimise_one_step()
             step = self.step
+            if not math.isfinite(step_loss):  # every later step would be NaN too: stop, say why
+                raise ValueError(f"the training loss is {step_loss} at step {step}/{total}: lower the learning "
+                                 "rate or train in fp32 (precision = \"fp32\"); the last snapshot "
+                                 f"(every {config.checkpoint_every} steps) can be resumed")
             rate = (time.time() - loop_started) / (step - first_step)
             message = (f"{self.recipe.name} step {step}/{total} loss {step_loss:.4f} "
                        f"{_clock(self.elapsed())} elapsed, ETA {_clock(rate * (total - step))}")

@@ -236,3 +236,20 @@ def test_prmcs_trains_on_the_chosen_operations_and_evaluates_all_five(tmp_path):
     for wrong in (["shuffle"], []):
         with pytest.raises(ValueError, match="options.train_operations must name some of repetition"):
             split_rows(_config("pr-mcs-tiny", tmp_path / "bad", options={"train_operations": wrong}))
+
+
+def test_trainable_backbones_load_in_fp32_even_where_cuda_scores_in_half_precision(monkeypatch):
+    """Scoring runs an ITM in fp16 on CUDA (`placement_for`); an optimizer stepping fp16 weights
+    overflowed on an H100 (a cross-mode CapLens-R run was NaN before step 400), so
+    `load_trainable` asks for fp32 whatever the device."""
+    import scoring.backbones as backbones
+    from scoring.backbones import Placement, placement_for
+    from scoring.training.models import load_trainable, resolve_model
+
+    asked = []
+    monkeypatch.setattr(backbones, "load_backbone", lambda spec, placement, resolve: asked.append((spec, placement)) or "ok")
+    assert load_trainable("world:blip-itm", torch.device("cpu"), ("blip-itm",)) == "ok"
+    cuda = Placement(torch.device("cuda"), torch.float32)
+    assert placement_for(resolve_model("world:blip-itm")[1], cuda).dtype == torch.float16  # how it scores there
+    assert placement_for(asked[0][0], cuda).dtype == torch.float32  # how it trains there
+    assert asked[0][1].dtype == torch.float32

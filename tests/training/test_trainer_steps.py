@@ -39,15 +39,19 @@ class OneWeight(Recipe):
     def setup(self, config, device, scratch):
         weight = torch.nn.Linear(1, 1, bias=False)
         torch.nn.init.zeros_(weight.weight)
-        return SimpleNamespace(trainable=weight, seen=[])
+        return SimpleNamespace(trainable=weight, seen=[], nan_from=config.options.get("nan_from"),
+                               evaluations=iter(config.options.get("evaluations", ())))
 
     def batch_loss(self, state, rows, rng, device):
         w = state.trainable.weight[0, 0]
         state.seen.append((w.item(), [r["id"] for r in rows]))
+        if state.nan_from is not None and len(state.seen) >= state.nan_from:
+            return w * float("nan"), {}
         return w * torch.tensor([r["x"] for r in rows]).mean(), {}
 
     def evaluate(self, state, rows, device):
-        return {"w": state.trainable.weight.item()}
+        """{"w": w}, and "score": the next of `options.evaluations` when given."""
+        return {"w": state.trainable.weight.item()} | {"score": v for v in [next(state.evaluations, None)] if v is not None}
 
     def save(self, state, out: Path) -> None:
         (out / "w.txt").write_text(str(state.trainable.weight.item()))
@@ -146,3 +150,21 @@ def test_the_number_of_steps_counts_optimizer_steps_not_micro_batches(run):
     assert len(result.losses) == 4 and len(seen) == 8
     assert [len(ids) for _, ids in seen[:3]] == [3, 3, 2]
     assert math.isclose(result.after["w"], -0.4, abs_tol=1e-6)
+
+
+def test_a_loss_that_is_not_finite_stops_the_run_with_a_clear_error(run, tmp_path):
+    """Micro-batch 3 returns NaN: the run stops at optimizer step 3 (of 8), saying how to go on,
+    instead of training on and saving NaN weights."""
+    with pytest.raises(ValueError, match=r"the training loss is nan at step 3/8: lower the learning rate"):
+        run(batch_size=2, epochs=2, options={"nan_from": 3}, schedule={"name": "constant", "warmup": 0})
+    assert not list(tmp_path.glob("run*/training.json"))
+
+
+def test_select_by_never_keeps_a_nan_evaluation(run):
+    """Evaluations: before 0.1, step 2 NaN, step 4 0.3, step 6 0.2, after (step 8) NaN. The kept
+    step is 4, where w was -0.4; a NaN first periodic evaluation must not become "the best"."""
+    result, seen = run(batch_size=2, epochs=2, eval_every=2, select_by="score",
+                       options={"evaluations": [0.1, float("nan"), 0.3, 0.2, float("nan")]},
+                       schedule={"name": "constant", "warmup": 0})
+    assert len(seen) == 8
+    assert result.after["score"] == 0.3 and result.after["w"] == pytest.approx(-0.4, abs=1e-6)
