@@ -10,8 +10,9 @@ chain).  OUT/<name>/training.json records each run; OUT/summary.json all of them
 
 The shipped checkpoints: world-prmcs from the pr-mcs preset (`caplens finetune pr-mcs`, 500
 steps on the CPU; its settings were chosen on validation, docs/training.md); world-pacs from `--only world-pacs` on the
-CPU; world-caplens-r from the caplens-r preset (`caplens finetune caplens-r`, 300 scenes of
-ratings) on the CPU; world-umic from the umic preset (`caplens finetune umic`: 3,000
+CPU; world-caplens-r from the caplens-r-hybrid preset (`caplens finetune caplens-r --config
+caplens-r-hybrid`, 3,000 scenes of ratings, 886 s on the CPU) reading world-caplens-r-cross, which is the
+caplens-r-cross-gpu preset's run on an H100 (`benchmarks/gpu_train.sh`, 2,374 steps); world-umic from the umic preset (`caplens finetune umic`: 3,000
 train-range scenes, English, short and long positives, step 300 of 400 kept on validation;
 docs/training.md).  world-itm is its job below (the same preset and overrides, by the same
 trainer, without the time limit) on the CPU with 2 threads (951 s), over a 6,000-scene English set, `write_finetune_sets(SETS, split_scenes("train",
