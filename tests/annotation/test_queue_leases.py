@@ -173,3 +173,58 @@ def test_taking_another_item_ends_the_annotators_lease_on_the_one_that_filled_me
     with session_scope(engine, read_only=True) as s:
         held = s.scalars(select(RatingLease.caption_id).where(RatingLease.annotator_id == accounts["ann"].id)).all()
     assert held == [second]
+
+
+# A lease counts while `expires_at > now` and is deleted once `expires_at <= now`: at the very
+# instant it expires it is gone. The clock is fixed so a lease can expire exactly at "now".
+
+def _frozen_clock(monkeypatch):
+    moment = utcnow()
+    monkeypatch.setattr(tasks, "utcnow", lambda: moment)
+    return moment
+
+
+def test_another_annotators_lease_expiring_this_instant_no_longer_holds_the_item(engine, accounts, make_png, monkeypatch):
+    _collection(engine, accounts, make_png, "instant", 1)
+    now = _frozen_clock(monkeypatch)
+    ann, bea = accounts["ann"], accounts["bea"]
+    with session_scope(engine) as s:
+        caption_id = s.scalars(select(Caption.id).where(in_collection(get_collection(s, "instant")))).one()
+        s.add(RatingLease(caption_id=caption_id, annotator_id=bea.id, expires_at=now))
+        s.flush()
+        item = next_rating_item(s, s.get(User, ann.id), get_collection(s, "instant"), k=1)
+        assert item is not None and item.id == caption_id
+        # bea's expired lease is cleaned up; ann's new one is the only lease left
+        assert s.execute(select(RatingLease.annotator_id, RatingLease.caption_id)).all() == [(ann.id, caption_id)]
+    with session_scope(engine) as s:  # a microsecond later than "now", bea's lease still holds it
+        s.execute(RatingLease.__table__.delete())
+        s.add(RatingLease(caption_id=caption_id, annotator_id=bea.id, expires_at=now + timedelta(microseconds=1)))
+        s.flush()
+        assert next_rating_item(s, s.get(User, accounts["cal"].id), get_collection(s, "instant"), k=1) is None
+
+
+@pytest.mark.parametrize("order", ["default", "disagreement-first"])
+def test_ones_own_lease_comes_first_until_the_instant_it_expires(engine, accounts, make_png, monkeypatch, order):
+    """ann's queue would offer caption `first`; she holds a lease on `other`. While it lives,
+    `other` comes first (in either queue order); one expiring exactly now is not hers any more."""
+    _collection(engine, accounts, make_png, "held", 3)
+    now = _frozen_clock(monkeypatch)
+    ann = accounts["ann"]
+    if order != "default":
+        with session_scope(engine) as s:
+            get_collection(s, "held").queue_order = order
+    with session_scope(engine) as s:
+        collection = get_collection(s, "held")
+        assert collection.queue_order == (order if order != "default" else collection.queue_order)
+        first = next_rating_item(s, s.get(User, ann.id), collection, k=3).id
+        s.rollback()  # only to learn her order: no lease kept
+    for expires, offered in ((now + timedelta(microseconds=1), "other"), (now, "first")):
+        with session_scope(engine) as s:
+            collection = get_collection(s, "held")
+            other = max(c for c in s.scalars(select(Caption.id).where(in_collection(collection))) if c != first)
+            s.execute(RatingLease.__table__.delete())
+            s.add(RatingLease(caption_id=other, annotator_id=ann.id, expires_at=expires))
+            s.flush()
+            got = next_rating_item(s, s.get(User, ann.id), collection, k=3).id
+            assert got == {"other": other, "first": first}[offered], (order, expires, offered)
+            s.rollback()

@@ -317,3 +317,20 @@ def test_an_images_references_are_read_by_one_index_search_however_many_candidat
             statement, params = executed[0]
             plan = " ".join(row[-1] for row in s.connection().exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params))
             assert "ix_captions_image_id_kind_language" in plan, plan
+
+
+def test_transcreation_queue_offers_only_captions_in_the_source_language(engine, accounts, make_png):
+    """A German caption that ann rated is no source for English -> French, but is one for
+    German -> French; a rating-queue skip does not hide a caption from the transcreation queue."""
+    rita, ann = accounts["rita"], accounts["ann"]
+    with session_scope(engine) as s:
+        col = get_or_create_collection(s, rita, "bilingual")
+        image = add_image(s, make_png((10, 120, 200)), "b.png")
+        german = add_caption(s, rita, image, "ein roter Ball", language="de", collection=col)
+        english = add_caption(s, rita, image, "a red ball", language="en", collection=col)
+        submit_rating(s, ann, german.id, 0.6)
+        assert next_transcreation_item(s, ann, col, "fr") is None
+        assert next_transcreation_item(s, ann, col, "fr", source_language="de").caption.id == german.id
+        submit_rating(s, ann, english.id, 0.7)
+        skip_item(s, ann, english.id, "rating")
+        assert next_transcreation_item(s, ann, col, "fr").caption.id == english.id
