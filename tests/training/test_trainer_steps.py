@@ -160,11 +160,25 @@ def test_a_loss_that_is_not_finite_stops_the_run_with_a_clear_error(run, tmp_pat
     assert not list(tmp_path.glob("run*/training.json"))
 
 
-def test_select_by_never_keeps_a_nan_evaluation(run):
-    """Evaluations: before 0.1, step 2 NaN, step 4 0.3, step 6 0.2, after (step 8) NaN. The kept
-    step is 4, where w was -0.4; a NaN first periodic evaluation must not become "the best"."""
+def test_select_by_never_keeps_a_nan_evaluation_and_ties_keep_the_earlier_step(run):
+    """Evaluations: before 0.1, step 2 NaN, step 4 0.3, step 6 0.3 again, after (step 8) NaN. The
+    kept step is 4, where w was -0.4: a NaN first periodic evaluation must not become "the best",
+    and a later tie does not replace it. training.json records every evaluation."""
+    import json
+
     result, seen = run(batch_size=2, epochs=2, eval_every=2, select_by="score",
-                       options={"evaluations": [0.1, float("nan"), 0.3, 0.2, float("nan")]},
+                       options={"evaluations": [0.1, float("nan"), 0.3, 0.3, float("nan")]},
                        schedule={"name": "constant", "warmup": 0})
     assert len(seen) == 8
     assert result.after["score"] == 0.3 and result.after["w"] == pytest.approx(-0.4, abs=1e-6)
+    record = json.loads((result.out_dir / "training.json").read_text())
+    assert record["selected_step"] == 4
+    history = [(step, metrics["score"], round(metrics["w"], 6)) for step, metrics in record["history"]]
+    assert history[1:3] == [(4, 0.3, -0.4), (6, 0.3, -0.6)] and history[0][0] == 2 and history[-1][0] == 8
+    assert [step for step, _, _ in history] == [2, 4, 6, 8]
+
+
+def test_select_by_a_measure_the_recipe_does_not_report_is_refused_by_name(run):
+    with pytest.raises(ValueError) as error:
+        run(batch_size=2, epochs=1, eval_every=2, select_by="tau_c", options={"evaluations": [0.1, 0.2, 0.3]})
+    assert str(error.value) == "select_by 'tau_c' is not a measure of this recipe; it reports w, score"
