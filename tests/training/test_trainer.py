@@ -253,3 +253,37 @@ def test_trainable_backbones_load_in_fp32_even_where_cuda_scores_in_half_precisi
     assert placement_for(resolve_model("world:blip-itm")[1], cuda).dtype == torch.float16  # how it scores there
     assert placement_for(asked[0][0], cuda).dtype == torch.float32  # how it trains there
     assert asked[0][1].dtype == torch.float32
+
+
+def test_weights_stored_in_half_precision_keep_integer_tensors_and_the_pt_format_tag(tmp_path):
+    """`options.save_dtype`: floating-point tensors become float16, integer ones (position ids)
+    stay as they are, and the file keeps the {"format": "pt"} metadata that older transformers
+    versions require before they load a safetensors file."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    from scoring.training.trainer import store_weights_as
+
+    weights = {"w": torch.tensor([[0.1, -2.5]], dtype=torch.float32), "ids": torch.arange(4, dtype=torch.int64)}
+    save_file(weights, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    store_weights_as(tmp_path, "float16")
+    loaded = load_file(str(tmp_path / "model.safetensors"))
+    assert loaded["w"].dtype == torch.float16 and torch.equal(loaded["w"], weights["w"].half())
+    assert loaded["ids"].dtype == torch.int64 and torch.equal(loaded["ids"], weights["ids"])
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as stored:
+        assert stored.metadata() == {"format": "pt"}
+    with pytest.raises(ValueError) as error:
+        store_weights_as(tmp_path, "int8")
+    assert str(error.value) == "options.save_dtype must be one of float16, bfloat16, not 'int8'"
+
+
+def test_a_snapshot_written_on_cuda_resumes_on_the_cpu_without_touching_cuda(monkeypatch):
+    """Its CUDA generator state is kept for a CUDA resume and ignored on the CPU."""
+    from scoring.training import trainer
+
+    state = trainer._rng_state(torch.device("cpu"))
+    state["cuda"] = torch.zeros(16, dtype=torch.uint8)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda *a: pytest.fail("set a CUDA generator on the CPU"))
+    expected = torch.rand(3)
+    trainer._restore_rng(state, torch.device("cpu"))
+    assert torch.equal(torch.rand(3), expected)
