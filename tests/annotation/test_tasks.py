@@ -293,7 +293,7 @@ def test_an_images_references_are_read_by_one_index_search_however_many_candidat
     """A rating screen reads its image's references in one language for every item: with
     thousands of candidates on one image that must not become a scan of all of them (issue 28;
     a plan over the image_id index alone cost 5 ms of a 9 ms next_item at 10,000 per image)."""
-    from sqlalchemy import event, text
+    from sqlalchemy import event
 
     from annotation.studies.tasks import reference_texts
 
