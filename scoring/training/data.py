@@ -96,7 +96,7 @@ def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
     from scoring.world.sets import split_scenes, write_finetune_sets, write_rated_collection
 
     spec = {"scenes": 200, "split": "train", "size": 128, "languages": list(LANGUAGES)} | dict(spec)
-    skip = int(spec.get("skip", 0))  # absent from the cache key when 0, so earlier sets stay valid
+    skip = int(spec.get("skip", 0))  # in the cache key only when given, so earlier sets stay valid
     rated = kind == "ratings"  # the rated collection and the fine-tuning sets are written separately
     key = hashlib.sha256(json.dumps([spec, rated, WORLD_SETS_VERSION], sort_keys=True).encode()).hexdigest()[:16]
     folder = data_dir() / "cache" / "world-sets" / key

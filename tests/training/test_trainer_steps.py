@@ -174,7 +174,7 @@ def test_select_by_never_keeps_a_nan_evaluation_and_ties_keep_the_earlier_step(r
     record = json.loads((result.out_dir / "training.json").read_text())
     assert record["selected_step"] == 4
     history = [(step, metrics["score"], round(metrics["w"], 6)) for step, metrics in record["history"]]
-    assert history[1:3] == [(4, 0.3, -0.4), (6, 0.3, -0.6)] and history[0][0] == 2 and history[-1][0] == 8
+    assert history[1:3] == [(4, 0.3, -0.4), (6, 0.3, -0.6)]
     assert [step for step, _, _ in history] == [2, 4, 6, 8]
 
 
