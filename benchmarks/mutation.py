@@ -54,11 +54,11 @@ MODULES: dict[str, list[str]] = {
     "scoring/analysis/correlation.py": ["tests/analysis/test_correlation_analysis.py",
                                         "tests/analysis/test_cluster_bootstrap.py",
                                         "tests/analysis/test_bootstrap_reference.py"],
-    # the last three reach learning_curve, read_result, list_runs and store_weights_as (210 mutants
-    # that the first two leave untested)
+    # the others reach learning_curve, read_result, list_runs, _git_commit and store_weights_as
+    # (210 mutants that the first two leave untested)
     "scoring/training/trainer.py": ["tests/training/test_trainer_steps.py", "tests/training/test_trainer.py",
                                     "tests/training/test_learning_curve.py", "tests/training/test_caplens_r_cross.py",
-                                    "tests/annotation/test_training_jobs.py"],
+                                    "tests/annotation/test_training_jobs.py", "tests/training/test_run_records.py"],
     "scoring/training/losses.py": ["tests/training/test_losses.py"],
     # queue_screens and quality call tasks.py's item navigation and reservation: their tests are its tests too
     "annotation/studies/tasks.py": ["tests/annotation/test_tasks.py", "tests/annotation/test_queue_leases.py",
@@ -202,10 +202,24 @@ NOTES: dict[str, str] = {
 }
 
 
-def _scratch_copy(module: str, tests: list[str], workers_dir: Path) -> Path:
+COPY_RECORD = "caplens-copy.json"
+
+
+def _git_head() -> str | None:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", *PACKAGES, "tests"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    return (done.stdout.strip() + (" with uncommitted changes" if dirty else "")) if done.returncode == 0 else None
+
+
+def _scratch_copy(module: str, tests: list[str], workers_dir: Path, resume: bool = False) -> Path:
     """The packages, tests and pyproject.toml of the working tree, with a [tool.mutmut] section
-    that mutates `module` only and selects `tests`."""
+    that mutates `module` only and selects `tests`. With `resume`, an earlier copy of the same
+    module in `workers_dir` is kept as it is: mutmut then tests only the mutants it has no result
+    for, so a module that takes hours can run over several sittings on the same code."""
     work = workers_dir / module.replace("/", "_").removesuffix(".py")
+    if resume and (work / COPY_RECORD).is_file():
+        return work
     shutil.rmtree(work, ignore_errors=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
     for package in PACKAGES:
@@ -223,6 +237,8 @@ def _scratch_copy(module: str, tests: list[str], workers_dir: Path) -> Path:
         "",
     ])
     (work / "pyproject.toml").write_text(pyproject + section, encoding="utf-8")
+    (work / COPY_RECORD).write_text(json.dumps({
+        "commit": _git_head(), "copied_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}), encoding="utf-8")
     return work
 
 
@@ -239,15 +255,21 @@ def _changed_lines(diff: str) -> list[str]:
             if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))]
 
 
-def run_module(module: str, workers_dir: Path, max_children: int) -> dict:
+def run_module(module: str, workers_dir: Path, max_children: int, resume: bool = False) -> dict | None:
+    """The module's result, or None where a resumable run was stopped (`resume`: the kept copy
+    and mutmut's record of the mutants tested so far stay in `workers_dir`)."""
     tests = [t for t in MODULES[module] if (ROOT / t).is_file()]
     missing = sorted(set(MODULES[module]) - set(tests))
     if not tests:
         raise SystemExit(f"{module}: none of its tests exist ({', '.join(missing)})")
-    work = _scratch_copy(module, tests, workers_dir)
+    work = _scratch_copy(module, tests, workers_dir, resume)
+    copy = json.loads((work / COPY_RECORD).read_text(encoding="utf-8"))
+    timing = work / "caplens-wall.json"  # the sittings' wall time, added up
+    earlier = json.loads(timing.read_text(encoding="utf-8"))["wall_s"] if timing.is_file() else 0.0
     started = time.time()
     _mutmut(work, "run", "--max-children", str(max_children), check=False)
-    wall = time.time() - started
+    wall = earlier + time.time() - started
+    timing.write_text(json.dumps({"wall_s": wall}), encoding="utf-8")
     statuses: dict[str, str] = {}
     for line in _mutmut(work, "results", "--all", "true").splitlines():
         name, sep, status = line.strip().rpartition(": ")
@@ -255,6 +277,11 @@ def run_module(module: str, workers_dir: Path, max_children: int) -> dict:
             statuses[name] = status.strip()
     if not statuses:
         raise RuntimeError(f"{module}: mutmut produced no mutants; see {work}")
+    untested = sum(1 for status in statuses.values() if status == "not checked")
+    if resume and untested:  # stopped before the end: continue at the next sitting
+        print(f"{module}: stopped with {untested} of {len(statuses)} mutants untested; run again with "
+              f"--resume --work-dir {workers_dir} to continue", flush=True)
+        return None
     counts = {status: sum(1 for s in statuses.values() if s == status) for status in sorted(set(statuses.values()))}
     not_killed = [name for name, status in sorted(statuses.items()) if status != "killed"]
     survivors = []
@@ -267,6 +294,7 @@ def run_module(module: str, workers_dir: Path, max_children: int) -> dict:
         # killed out of all mutants: survivors and mutants no selected test reaches both count against
         "score": round(killed / len(statuses), 4), "wall_s": round(wall, 1),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "not_killed": survivors,
+        "code": copy,
     }
     shutil.rmtree(work, ignore_errors=True)
     return result
@@ -371,6 +399,9 @@ def _write(module_result: dict) -> None:
     path = RESULTS / "mutation.json"
     results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     results[module_result["module"]] = module_result
+    for module, result in results.items():  # the reasons read for survivors live in NOTES, above
+        if module in NOTES:
+            result["notes"] = NOTES[module]
     (RESULTS / "mutation.json").write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     lines = ["# Mutation testing", "",
              "`python benchmarks/mutation.py MODULE ...` (mutmut; each module against the tests listed in "
@@ -414,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="plant the survivors of each module's last run in today's code and run its tests")
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds per rechecked survivor (default: 5 times the tests' own run, at least 60)")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --work-dir: keep each module's copy and mutmut's record there, so that a run "
+                             "stopped (kill -INT) continues where it was at the next call, on the same copy")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite mutation.md from mutation.json (and the NOTES here) without running")
     args = parser.parse_args(argv)
@@ -435,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
         import mutmut  # noqa: F401  (installed?)
     except ImportError:
         parser.error('mutmut is not installed: pip install -e ".[mutation]"')
+    if args.resume and not args.work_dir:
+        parser.error("--resume needs --work-dir: the folder that keeps the copy between sittings")
     workers_dir = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="caplens-mutation-"))
     if args.recheck:
         earlier = json.loads((RESULTS / "mutation.json").read_text(encoding="utf-8"))
@@ -444,7 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for module in args.modules or list(MODULES):
             print(f"{module}: mutating against {', '.join(MODULES[module])} ...", flush=True)
-            result = run_module(module, workers_dir, args.max_children)
+            result = run_module(module, workers_dir, args.max_children, args.resume)
+            if result is None:
+                return 1
             if module in NOTES:
                 result["notes"] = NOTES[module]
             _write(result)

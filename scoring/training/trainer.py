@@ -119,7 +119,7 @@ def _git_commit() -> str | None:
                               timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
 def lineage(base: str | None) -> list[dict]:
