@@ -1,0 +1,110 @@
+"""CapLens-R's value recomputed outside scoring/metrics/caplens_r.py: the towers' embeddings,
+the 5 + 3D features written out from their definition (Polos-style: image-candidate cosine,
+max / mean cosine to the references, image to the mean reference, a has-references flag, then
+|c - r|, c * r and i * c), and the head's two layers with exact GELU in numpy, clipped to [0, 1]."""
+import json
+import math
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from scoring.api import ScoreItem, Scorer
+from scoring.tiny import ensure_tiny_checkpoints
+from scoring.world.render import render_scene
+from scoring.world.scene import generate_scenes
+
+HIDDEN = 6
+
+
+def _write_head(folder, in_features, out_bias, seed):
+    rng = np.random.default_rng(seed)
+    weights = {
+        "net.0.weight": rng.normal(0, 2 / math.sqrt(in_features), (HIDDEN, in_features)).astype(np.float32),
+        "net.0.bias": rng.normal(0, 0.5, HIDDEN).astype(np.float32),
+        "net.2.weight": rng.normal(0, 0.5, (1, HIDDEN)).astype(np.float32),
+        "net.2.bias": np.array([out_bias], dtype=np.float32),
+    }
+    folder.mkdir()
+    (folder / "caplens_r.json").write_text(json.dumps({"mode": "frozen", "in_features": in_features,
+                                                       "hidden": HIDDEN}))
+    save_file(weights, str(folder / "model.safetensors"))
+    return weights
+
+
+def _expected(weights, image, candidate, references):
+    """One item's rating from unit embeddings, by the definition (not by caplens_r.features)."""
+    dim = len(candidate)
+    if len(references):
+        cosines = [float(np.dot(r, candidate)) for r in references]
+        mean = np.sum(references, axis=0) / len(references)
+        mean = mean / np.linalg.norm(mean)
+        scalars = [float(np.dot(image, candidate)), max(cosines), sum(cosines) / len(cosines),
+                   float(np.dot(image, mean)), 1.0]
+    else:
+        mean = np.zeros(dim)
+        scalars = [float(np.dot(image, candidate)), 0.0, 0.0, 0.0, 0.0]
+    x = np.concatenate([scalars, np.abs(candidate - mean), candidate * mean, image * candidate])
+    hidden = weights["net.0.weight"].astype(np.float64) @ x + weights["net.0.bias"]
+    hidden = np.array([0.5 * h * (1 + math.erf(h / math.sqrt(2))) for h in hidden])
+    out = float(weights["net.2.weight"][0].astype(np.float64) @ hidden + weights["net.2.bias"][0])
+    return min(max(out, 0.0), 1.0)
+
+
+@pytest.fixture()
+def setup(tmp_path, monkeypatch):
+    ensure_tiny_checkpoints()
+    text = Scorer("tiny", "cpu").backbone("mclip-text")
+    dim = text.text_embeddings(["a cat"])[0].shape[1]
+    heads = {"CapLens-R": _write_head(tmp_path / "head", 5 + 3 * dim, 0.4, seed=1),
+             "CapLens-R high": _write_head(tmp_path / "high", 5 + 3 * dim, 40.0, seed=2)}
+    registry = tmp_path / "registry.toml"
+    registry.write_text("".join(
+        f'[backbones.{folder}]\nkind = "caplens-r"\npath = "{tmp_path / folder}"\n'
+        f'[metrics."{name}"]\nfamily = "caplens-r"\nbackbone = "{folder}"\nvision_backbone = "clip"\n'
+        'text_backbone = "mclip-text"\n'
+        for name, folder in (("CapLens-R", "head"), ("CapLens-R high", "high"))))
+    monkeypatch.setenv("CAPLENS_REGISTRY_CONFIG", str(registry))
+    return Scorer("tiny", "cpu"), heads
+
+
+def test_caplens_r_equals_its_definition_with_and_without_references(setup):
+    scorer, heads = setup
+    images = [render_scene(s, size=32) for s in generate_scenes(0, 3)]
+    items = [
+        ScoreItem(images[0], "a red circle left of a blue square", references=["a red circle", "two shapes on grey"]),
+        ScoreItem(None, "no image here", references=["a red circle"]),  # not scored: needs an image
+        ScoreItem(images[1], "a green triangle", references=[]),
+        ScoreItem(images[2], "a small blue square", references=["a blue square", "one square", "a square, small"]),
+        ScoreItem(images[0], "two shapes", references=["one"]),
+    ]
+    result = scorer.score(items, ["CapLens-R", "CapLens-R high"])
+    vision, text = scorer.backbone("clip"), scorer.backbone("mclip-text")
+    got = result["CapLens-R"].values
+    assert got[1] is None
+    for k in (0, 2, 3, 4):
+        item = items[k]
+        image = vision.image_embeddings([item.image], [f"image-{k}"])[0].astype(np.float64)
+        candidate = text.text_embeddings([item.candidate])[0][0].astype(np.float64)
+        references = (text.text_embeddings(list(item.references))[0].astype(np.float64)
+                      if item.references else np.zeros((0, len(candidate))))
+        want = _expected(heads["CapLens-R"], image, candidate, references)
+        assert 0.0 < want < 1.0  # the head was drawn so that no value of these items is clipped
+        assert got[k] == pytest.approx(want, abs=2e-5), k
+        assert result["CapLens-R high"].values[k] == 1.0  # a head far above 1 is clipped to 1
+    assert len({round(v, 6) for v in got if v is not None}) == 4  # four different items, four values
+    assert result["CapLens-R high"].values[1] is None
+
+
+def test_a_head_that_reads_other_features_than_its_towers_give_is_unavailable(tmp_path, monkeypatch):
+    ensure_tiny_checkpoints()
+    _write_head(tmp_path / "head", 11, 0.4, seed=1)
+    registry = tmp_path / "registry.toml"
+    registry.write_text(f'[backbones.head]\nkind = "caplens-r"\npath = "{tmp_path / "head"}"\n'
+                        '[metrics."CapLens-R"]\nfamily = "caplens-r"\nbackbone = "head"\nvision_backbone = "clip"\n'
+                        'text_backbone = "mclip-text"\n')
+    monkeypatch.setenv("CAPLENS_REGISTRY_CONFIG", str(registry))
+    image = render_scene(generate_scenes(0, 1)[0], size=32)
+    result = Scorer("tiny", "cpu").score([ScoreItem(image, "a red circle")], ["CapLens-R", "CLIP-S"])
+    assert "the head reads 11 features but its backbones give" in result["CapLens-R"].unavailable
+    assert result["CLIP-S"].unavailable is None and result["CLIP-S"].values[0] is not None
