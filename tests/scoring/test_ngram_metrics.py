@@ -1,6 +1,8 @@
 """BLEU, METEOR, ROUGE-L and CIDEr-D agree with the COCO caption toolkit's own pipeline."""
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 from pathlib import Path
 
@@ -143,6 +145,54 @@ def test_spice_scores_an_exact_match_as_1(java, tiny_scorer):
         pytest.skip(f"SPICE's CoreNLP jars are not installed ({', '.join(Path(m).name for m in missing)})")
     result = tiny_scorer.score([ScoreItem(None, "a dog", ["a dog"])], ["SPICE"])["SPICE"]
     assert result.unavailable is None and result.values == [pytest.approx(1.0)]
+
+
+def _spice_jar_stand_in(calls):
+    from pycocoevalcap.spice.spice import SPICE_JAR
+
+    """What `spice-1.0.jar IN -out OUT` writes, for the toolkit's own Python to read: per image_id
+    an "All" F-score made from its input (0.1 per reference + 0.01 per candidate token), so each
+    item's value says which input it came from."""
+    def check_call(command, cwd=None):
+        calls.append(command)
+        given = json.loads(Path(command[command.index(SPICE_JAR) + 1]).read_text())
+        out = command[command.index("-out") + 1]
+        Path(out).write_text(json.dumps([
+            {"image_id": entry["image_id"], "scores": {"All": {
+                "f": 0.1 * len(entry["refs"]) + 0.01 * len(entry["test"].split()), "pr": 0.5, "re": 0.5}}}
+            for entry in reversed(given)]))  # the jar's output order is not the input's
+    return check_call
+
+
+def test_spice_gives_each_item_the_toolkits_f_score_of_its_own_caption(java, tiny_scorer, monkeypatch):
+    """SPICE's Python side, where the CoreNLP jars are absent: the toolkit's compute_score runs
+    as shipped and only the Java call is replaced by a stand-in that writes the jar's output file."""
+    from pycocoevalcap.spice import spice as toolkit
+
+    calls = []
+    monkeypatch.setattr(coco.Spice, "_missing_resources", staticmethod(lambda: []))
+    monkeypatch.setattr(toolkit, "get_stanford_models", lambda: None)  # (it downloads them where absent)
+    monkeypatch.setattr(toolkit.subprocess, "check_call", _spice_jar_stand_in(calls))
+    items = [ScoreItem(None, "a dog on grass", ["a dog", "one dog"]), ScoreItem(None, "no references", []),
+             ScoreItem(None, "a cat", ["a cat sits", "a cat", "cat"]), ScoreItem(None, "two birds fly high", ["birds"])]
+    result = tiny_scorer.score(items, ["SPICE"])["SPICE"]
+    assert result.unavailable is None and len(calls) == 1
+    assert result.values == pytest.approx([0.2 + 0.04, None, 0.3 + 0.02, 0.1 + 0.04], abs=1e-12)
+    assert result.aggregate == pytest.approx((0.24 + 0.32 + 0.14) / 3, abs=1e-12)
+
+    def fails(command, cwd=None):
+        raise subprocess.CalledProcessError(1, command)
+
+    monkeypatch.setattr(toolkit.subprocess, "check_call", fails)
+    failed = tiny_scorer.score(items[:1], ["SPICE"])["SPICE"]
+    assert failed.unavailable.startswith("SPICE failed: Command") and failed.values == [None]
+
+    def vanished(command, cwd=None):
+        raise FileNotFoundError(2, "No such file or directory", "java")
+
+    monkeypatch.setattr(toolkit.subprocess, "check_call", vanished)
+    gone = tiny_scorer.score(items[:1], ["SPICE"])["SPICE"]
+    assert gone.unavailable == "SPICE failed: [Errno 2] No such file or directory: 'java'" and gone.values == [None]
 
 
 def test_spice_reports_missing_resources(java, tiny_scorer, tmp_path, monkeypatch):
