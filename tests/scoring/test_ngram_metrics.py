@@ -147,6 +147,22 @@ def test_spice_scores_an_exact_match_as_1(java, tiny_scorer):
     assert result.unavailable is None and result.values == [pytest.approx(1.0)]
 
 
+def test_a_meteor_answer_that_is_not_a_number_ends_the_process_and_the_next_call_starts_anew(
+        java, tiny_scorer, monkeypatch):
+    items = [ScoreItem(None, c, r) for c, r in zip(CANDIDATES, REFERENCES)]
+    baseline = tiny_scorer.score(items[:2], ["METEOR"])["METEOR"].values
+    broken = coco._meteor._proc
+    assert broken is not None and broken.poll() is None
+    monkeypatch.setattr(coco._meteor, "_read", lambda: "garbage")  # an answer the protocol cannot hold
+    failed = tiny_scorer.score(items[2:3], ["METEOR"])["METEOR"]
+    assert failed.unavailable == "METEOR failed: could not convert string to float: 'garbage'"
+    assert coco._meteor._proc is None and broken.poll() is not None  # closed and reaped, not left running
+    monkeypatch.undo()
+    again = tiny_scorer.score(items[:3], ["METEOR"])["METEOR"]
+    assert again.unavailable is None and again.values[:2] == pytest.approx(baseline, abs=1e-12)
+    assert coco._meteor._proc is not broken and coco._meteor._proc.poll() is None
+
+
 def _spice_jar_stand_in(calls):
     from pycocoevalcap.spice.spice import SPICE_JAR
 
