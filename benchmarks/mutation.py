@@ -59,7 +59,8 @@ MODULES: dict[str, list[str]] = {
     # (210 mutants that the first two leave untested)
     "scoring/training/trainer.py": ["tests/training/test_trainer_steps.py", "tests/training/test_trainer.py",
                                     "tests/training/test_learning_curve.py", "tests/training/test_caplens_r_cross.py",
-                                    "tests/annotation/test_training_jobs.py", "tests/training/test_run_records.py"],
+                                    "tests/annotation/test_training_jobs.py", "tests/training/test_run_records.py",
+                                    "tests/training/test_trainer_helpers.py"],
     "scoring/training/losses.py": ["tests/training/test_losses.py"],
     # queue_screens and quality call tasks.py's item navigation and reservation: their tests are its tests too
     "annotation/studies/tasks.py": ["tests/annotation/test_tasks.py", "tests/annotation/test_queue_leases.py",

@@ -102,3 +102,80 @@ def test_the_record_names_the_commit_the_code_was_at(finished):
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=trainer.Path(trainer.__file__).parent,
                               capture_output=True, text=True).stdout.strip()
         assert record["git_commit"] == head and len(head) == 40
+
+
+def test_the_record_says_what_ran_on_what_data_and_for_how_long(finished):
+    """training.json, field by field: what a reader needs to reproduce or cost a run."""
+    import calendar
+    import time
+
+    import torch
+
+    from scoring.training.recipes import RECIPES
+    from scoring.training.data import image_key, world_set
+
+    record = json.loads((finished.out_dir / RESULT_FILE).read_text())
+    assert set(record) == {
+        "recipe", "metric", "backbone_kind", "summary", "config", "data", "git_commit", "device", "precision",
+        "torch", "steps", "stopped_early_at", "wall_s", "before", "after", "selected_step", "history", "losses",
+        "warnings", "lineage", "finished_at", "budget"}
+    assert (record["recipe"], record["metric"], record["backbone_kind"]) == ("pr-mcs", "PR-MCS", "st-text")
+    assert record["summary"] == RECIPES["pr-mcs"].summary
+    assert record["config"] == load_config("pr-mcs-tiny", out=str(finished.out_dir)).to_dict()
+    data = record["data"]
+    rows = world_set("prmcs", {"scenes": 12, "split": "train", "size": 32, "languages": ["en", "de"]})[0]
+    assert data["rows"] == len(rows) and data["train_rows"] + data["heldout_rows"] == len(rows)
+    assert 0.2 * len(rows) < data["heldout_rows"] < 0.4 * len(rows)  # heldout_fraction 0.3, by image
+    assert data["evaluated_rows"] == data["heldout_rows"]  # fewer than max_heldout (400)
+    assert 1 <= data["heldout_images"] < len({image_key(r) for r in rows})
+    assert len(data["hash"]) == 64 and data["world"]["scenes"] == 12
+    assert record["budget"] == data["train_rows"]  # pr-mcs counts its budget in training rows
+    assert (record["device"], record["precision"], record["torch"]) == ("cpu", "fp32", torch.__version__)
+    assert record["steps"] == 6 and record["selected_step"] == 6 and record["stopped_early_at"] is None
+    assert [step for step, _ in record["losses"]] == [1, 2, 3, 4, 5, 6] and record["history"] == []
+    assert record["before"].keys() == record["after"].keys() and "drop_mean" in record["after"]
+    assert record["lineage"] == [] and record["warnings"] == []
+    finished_at = calendar.timegm(time.strptime(record["finished_at"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert 0 <= time.time() - finished_at < 600 and 0 < record["wall_s"] < 600
+    assert not (finished.out_dir / ".resume").exists()  # the snapshot goes once the run is done
+
+
+def test_a_run_tells_its_progress_and_logs_what_it_did(tmp_path):
+    import re
+
+    told, said = [], []
+    result = train(load_config("pr-mcs-tiny", out=str(tmp_path / "run")), progress=lambda f, m: told.append((f, m)),
+                   log=said.append)
+    record = json.loads((result.out_dir / RESULT_FILE).read_text())
+    held, train_rows = record["data"]["heldout_rows"], record["data"]["train_rows"]
+    assert told[:3] == [(0.0, "loading data"), (0.0, "preparing"), (0.0, f"evaluating before on {held} held-out rows")]
+    steps = told[3:9]
+    assert [f for f, _ in steps] == pytest.approx([k / 6 for k in range(1, 7)])
+    for k, (_, message) in enumerate(steps, start=1):
+        loss = dict(record["losses"])[k]
+        assert re.fullmatch(rf"pr-mcs step {k}/6 loss {loss:.4f} \d+:\d\d elapsed, ETA \d+:\d\d", message), message
+    assert told[9] == (1.0, f"evaluating after on {held} held-out rows")
+    wall = int(record["wall_s"])
+    assert told[10] == (1.0, f"pr-mcs done in {wall // 60}:{wall % 60:02d}") and len(told) == 11
+    assert said[0] == f"pr-mcs: {train_rows} training rows, {held} held-out rows ({record['data']['heldout_images']} images) on cpu"
+    assert said[1] == "before: " + ", ".join(f"{k} {v:.4f}" for k, v in record["before"].items())
+    assert said[2:8] == [m for _, m in steps]  # 6 steps: every one is logged (at most 20 lines a run)
+    assert said[8] == "after: " + ", ".join(f"{k} {v:.4f}" for k, v in record["after"].items()) and len(said) == 9
+
+
+def test_a_run_past_its_time_limit_stops_and_says_where(tmp_path):
+    said = []
+    result = train(load_config("pr-mcs-tiny", out=str(tmp_path / "run"), time_limit_s=1e-6), log=said.append)
+    record = json.loads((result.out_dir / RESULT_FILE).read_text())
+    # the "before" evaluation alone outlasts the limit: no step is taken
+    assert record["stopped_early_at"] == 0 and record["losses"] == [] and record["selected_step"] == 0
+    assert "time limit of 1e-06 s reached at step 0/6: stopping early" in said
+    assert record["steps"] == 6  # what was planned
+
+
+def test_a_long_run_logs_about_twenty_step_lines(tmp_path):
+    said = []
+    train(load_config("pr-mcs-tiny", out=str(tmp_path / "run"), max_steps=41, heldout_fraction=0.1), log=said.append)
+    logged = [int(line.split()[2].split("/")[0]) for line in said if line.startswith("pr-mcs step ")]
+    assert logged == [1, *range(2, 41, 2), 41]  # the first, every 41 // 20 = 2nd, and the last
+    assert said[-2].endswith("ETA 0:00")  # the last step has nothing left to do

@@ -182,3 +182,20 @@ def test_select_by_a_measure_the_recipe_does_not_report_is_refused_by_name(run):
     with pytest.raises(ValueError) as error:
         run(batch_size=2, epochs=1, eval_every=2, select_by="tau_c", options={"evaluations": [0.1, 0.2, 0.3]})
     assert str(error.value) == "select_by 'tau_c' is not a measure of this recipe; it reports w, score"
+
+
+def test_gradient_clipping_scales_the_step_to_the_norm_limit(run):
+    """Every gradient is 1; clipped to norm 0.25 each constant-rate step moves w by lr x 0.25,
+    and a limit above 1 changes nothing."""
+    result, seen = run(batch_size=2, epochs=1, grad_clip=0.25, schedule={"name": "constant", "warmup": 0})
+    assert _moves(_step_weights(seen, 1), result.after["w"]) == pytest.approx([LR * 0.25] * 4, abs=1e-7)
+    result, seen = run(batch_size=2, epochs=1, grad_clip=3.0, schedule={"name": "constant", "warmup": 0})
+    assert _moves(_step_weights(seen, 1), result.after["w"]) == pytest.approx([LR] * 4, abs=1e-7)
+
+
+def test_only_the_first_max_heldout_rows_are_evaluated(run):
+    import json
+
+    result, _ = run(batch_size=2, epochs=1, max_heldout=1)
+    data = json.loads((result.out_dir / "training.json").read_text())["data"]
+    assert (data["heldout_rows"], data["evaluated_rows"]) == (2, 1)

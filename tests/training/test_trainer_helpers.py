@@ -1,0 +1,114 @@
+"""The trainer's small decisions, each against values worked out by hand: which device and
+autocast precision a config gets, the schedule's factor at each step, which optimizer with which
+settings, how a duration is printed, and which `out` folders a run refuses."""
+import math
+
+import pytest
+import torch
+
+from scoring.training import load_config
+from scoring.training import trainer
+
+
+def _config(**overrides):
+    return load_config("pr-mcs-tiny", out="/nonexistent/run", **overrides)
+
+
+def test_device_follows_the_config_and_refuses_cuda_where_there_is_none(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert trainer._device(_config(device="cpu")) == torch.device("cpu")
+    assert trainer._device(_config(device="auto")) == torch.device("cpu")
+    with pytest.raises(ValueError, match=r"^device 'cuda' requested but CUDA is not available here$"):
+        trainer._device(_config(device="cuda"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert trainer._device(_config(device="auto")) == torch.device("cuda")
+    assert trainer._device(_config(device="cuda")) == torch.device("cuda")
+
+
+@pytest.mark.parametrize("precision, bf16, expected", [
+    ("auto", True, torch.bfloat16), ("auto", False, torch.float16), ("fp16", True, torch.float16),
+    ("bf16", True, torch.bfloat16), ("fp32", True, None)])
+def test_autocast_is_half_precision_on_cuda_only(monkeypatch, precision, bf16, expected):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
+    config = _config(precision=precision)
+    assert trainer._autocast_dtype(config, torch.device("cuda")) is expected
+    assert trainer._autocast_dtype(config, torch.device("cpu")) is None
+
+
+def test_cosine_schedule_warms_up_then_falls_to_zero_and_stays_there():
+    # 10 steps, warm-up 0.2 -> 2 steps: 1/2, 2/2; then cos over 8 steps, progress k/8
+    factor = trainer._schedule(_config(schedule={"name": "cosine", "warmup": 0.2}), 10)
+    expected = [0.5, 1.0] + [0.5 * (1 + math.cos(math.pi * k / 8)) for k in range(8)]
+    assert [factor(s) for s in range(10)] == pytest.approx(expected, abs=1e-12)
+    assert factor(10) == pytest.approx(0.0, abs=1e-12) and factor(25) == pytest.approx(0.0, abs=1e-12)
+    # an integer warm-up counts steps; the defaults are cosine with 5 % warm-up (20 steps -> 1)
+    assert trainer._schedule(_config(schedule={"warmup": 3}), 10)(2) == pytest.approx(1.0)
+    assert trainer._schedule(_config(schedule={"warmup": 3}), 10)(1) == pytest.approx(2 / 3)
+    default = trainer._schedule(_config(schedule={}), 20)
+    assert default(0) == 1.0 and default(1) == 1.0
+    assert default(2) == pytest.approx(0.5 * (1 + math.cos(math.pi / 19)))
+    # no warm-up, one step: the whole schedule is its first factor
+    assert trainer._schedule(_config(schedule={"warmup": 0}), 1)(0) == 1.0
+
+
+def test_constant_schedule_and_an_unknown_one():
+    factor = trainer._schedule(_config(schedule={"name": "constant", "warmup": 4}), 8)
+    assert [factor(s) for s in range(8)] == pytest.approx([0.25, 0.5, 0.75, 1, 1, 1, 1, 1])
+    with pytest.raises(ValueError, match=r"^unknown schedule 'linear': use cosine or constant$"):
+        trainer._schedule(_config(schedule={"name": "linear"}), 8)
+
+
+def test_optimizer_by_name_with_the_configs_settings():
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    adamw = trainer._optimizer(_config(optimizer={"name": "AdamW", "lr": 3e-4, "weight_decay": 0.02}), params)
+    assert type(adamw) is torch.optim.AdamW
+    assert adamw.param_groups[0]["lr"] == 3e-4 and adamw.param_groups[0]["weight_decay"] == 0.02
+    assert type(trainer._optimizer(_config(optimizer={"lr": 1e-3}), params)) is torch.optim.AdamW  # the default
+    assert type(trainer._optimizer(_config(optimizer={"name": "adam", "lr": 1e-3}), params)) is torch.optim.Adam
+    sgd = trainer._optimizer(_config(optimizer={"name": "sgd", "lr": 0.1, "momentum": 0.9}), params)
+    assert type(sgd) is torch.optim.SGD and sgd.param_groups[0]["momentum"] == 0.9
+    with pytest.raises(ValueError, match=r"^unknown optimizer 'lamb': use adamw, adam, sgd$"):
+        trainer._optimizer(_config(optimizer={"name": "lamb"}), params)
+
+
+@pytest.mark.parametrize("seconds, printed", [
+    (0, "0:00"), (59.9, "0:59"), (61, "1:01"), (3599, "59:59"), (3600, "1:00:00"), (3661, "1:01:01"),
+    (36000 + 60 * 5 + 7, "10:05:07")])
+def test_clock(seconds, printed):
+    assert trainer._clock(seconds) == printed
+
+
+def test_a_run_refuses_a_finished_folder_nothing_to_resume_and_starting_over_an_interrupted_one(tmp_path):
+    finished, empty, interrupted = tmp_path / "finished", tmp_path / "empty", tmp_path / "interrupted"
+    (finished / trainer.RESULT_FILE).parent.mkdir()
+    (finished / trainer.RESULT_FILE).write_text("{}")
+    (interrupted / trainer.SNAPSHOT).parent.mkdir(parents=True)
+    (interrupted / trainer.SNAPSHOT).write_bytes(b"")
+    for resume in (False, True):
+        with pytest.raises(ValueError, match=f"^{finished} already holds a finished run: choose another `out`$"):
+            trainer._check_out(finished, resume)
+    with pytest.raises(ValueError, match=rf"^nothing to resume in {empty}: no snapshot \(the run never reached "
+                                         r"its first one\)$"):
+        trainer._check_out(empty, True)
+    with pytest.raises(ValueError, match=f"^{interrupted} holds an interrupted run: resume it, or choose another `out`$"):
+        trainer._check_out(interrupted, False)
+    trainer._check_out(empty, False)  # a new run
+    trainer._check_out(interrupted, True)  # a resumed one
+
+
+def test_seeding_sets_threads_and_every_generator(monkeypatch):
+    import random
+
+    import numpy as np
+
+    calls = {}
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: calls.setdefault("threads", n))
+    monkeypatch.setattr(torch, "use_deterministic_algorithms", lambda on, warn_only: calls.setdefault("det", (on, warn_only)))
+    trainer._seed_everything(_config(seed=7, threads=3), torch.device("cpu"))
+    assert calls == {"threads": 3, "det": (True, True)}
+    draws = (torch.rand(1).item(), random.random(), np.random.rand())
+    torch.manual_seed(7), random.seed(7), np.random.seed(7)
+    assert draws == (torch.rand(1).item(), random.random(), np.random.rand())
+    calls.clear()
+    trainer._seed_everything(_config(seed=7, threads=None), torch.device("cuda"))
+    assert calls == {"det": (False, True)}  # CUDA kernels stay fast; no thread count forced
