@@ -449,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds per rechecked survivor (default: 5 times the tests' own run, at least 60)")
     parser.add_argument("--resume", action="store_true",
                         help="with --work-dir: keep each module's copy and mutmut's record there, so that a run "
-                             "stopped (kill -INT) continues where it was at the next call, on the same copy")
+                             "stopped (pkill -f 'mutmut run') continues where it was at the next call, on the "
+                             "same copy")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite mutation.md from mutation.json (and the NOTES here) without running")
     args = parser.parse_args(argv)
