@@ -422,6 +422,8 @@ def _write(module_result: dict) -> None:
         r = results[module]
         lines += ["", f"## `{module}`: {len(r['not_killed'])} not killed", "",
                   "Tests: " + ", ".join(f"`{t}`" for t in r["tests"]) + "."]
+        if r.get("code"):
+            lines += ["", f"Code and tests as at commit {r['code']['commit']}, copied {r['code']['copied_at']}."]
         if r.get("notes"):
             lines += ["", r["notes"]]
         rechecked = r.get("recheck", {}).get("outcome", {})
