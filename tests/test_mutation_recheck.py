@@ -50,3 +50,22 @@ def test_lines_that_are_gone_or_in_another_function_are_not_planted():
     assert mutation.plant(SOURCE, survivor("x_first", "    rng = make(other)", "    rng = None")) is None
     assert mutation.plant(SOURCE, survivor("xǁPoolǁother", "        rng = make(seed)", "        rng = None")) is None
     assert mutation.plant(SOURCE, survivor("x_missing", "    rng = make(seed)", "    rng = None")) is None
+
+
+def test_a_resumed_run_keeps_its_copy_and_a_new_run_takes_a_fresh_one(tmp_path):
+    """--resume: the copy (and mutmut's record inside it) of an earlier sitting is used as it is,
+    so the mutants already tested are not tested again on other code; without it the copy is new."""
+    import json
+
+    module, tests = "scoring/fingerprint.py", ["tests/test_mutation_recheck.py"]
+    work = mutation._scratch_copy(module, tests, tmp_path)
+    record = json.loads((work / mutation.COPY_RECORD).read_text())
+    assert record["copied_at"].endswith("Z") and (record["commit"] is None or len(record["commit"]) >= 7)
+    assert 'only_mutate = ["scoring/fingerprint.py"]' in (work / "pyproject.toml").read_text()
+    (work / "mutants").mkdir()
+    (work / "mutants" / "fingerprint.py.meta").write_text("tested so far")
+    again = mutation._scratch_copy(module, tests, tmp_path, resume=True)
+    assert again == work and (work / "mutants" / "fingerprint.py.meta").read_text() == "tested so far"
+    assert json.loads((work / mutation.COPY_RECORD).read_text()) == record
+    fresh = mutation._scratch_copy(module, tests, tmp_path)
+    assert fresh == work and not (work / "mutants").exists() and (work / "scoring" / "fingerprint.py").is_file()
