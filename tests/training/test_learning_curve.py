@@ -32,3 +32,42 @@ def test_learning_curve_has_one_point_per_rating_budget(tmp_path, monkeypatch):
     again = trainer.learning_curve(dataclasses.replace(
         config, options=config.options | {"learning_curve": [30, 90, full]}), record)
     assert again == curve["points"]
+
+
+def test_a_cancelled_curve_point_resumes_where_it_stopped_and_each_point_is_logged(tmp_path):
+    """Points live in OUT/curve/<budget>/ and train on the run's options with their budget (not
+    the curve's own options, or a point would draw a curve of its own); their lines go to the
+    run's log; cancelling inside a point leaves it resumable, and asking again resumes it."""
+    import json
+    import threading
+
+    import pytest
+
+    from scoring.tiny import ensure_tiny_checkpoints
+    from scoring.training import Cancelled, load_config, train
+    from scoring.training.trainer import learning_curve
+
+    ensure_tiny_checkpoints()
+    config = load_config("caplens-r-tiny", out=str(tmp_path / "run"), max_steps=3,
+                         options={"languages": ["en"], "learning_curve": [30], "learning_curve_steps": 3})
+    full = json.loads((train(load_config("caplens-r-tiny", out=str(tmp_path / "run"), max_steps=3,
+                                         options={"languages": ["en"]})).out_dir / "training.json").read_text())
+    cancel, said = threading.Event(), []
+
+    def log(line):
+        said.append(line)
+        if line.startswith("caplens-r step 2/3"):
+            cancel.set()
+
+    with pytest.raises(Cancelled):
+        learning_curve(config, full, log=log, cancel=cancel)
+    point = tmp_path / "run" / "curve" / "30"
+    assert (point / ".resume" / "snapshot.pt").is_file() and not (point / "training.json").exists()
+    assert any(line.startswith("caplens-r: ") for line in said)  # the point's own log lines
+    cancel.clear()
+    said.clear()
+    points = learning_curve(config, full, log=log, cancel=cancel)
+    assert "resumed at step 2/3" in said
+    record = json.loads((point / "training.json").read_text())
+    assert record["config"]["options"] == {"languages": ["en"], "budget": 30}
+    assert record["steps"] == 3 and [p["asked"] for p in points] == [30, None]

@@ -39,8 +39,10 @@ def test_read_result_of_a_record_without_warnings_has_none(tmp_path, finished):
     shutil.copytree(finished.out_dir, folder)
     record = json.loads((folder / RESULT_FILE).read_text())
     record["warnings"] = ["few ratings"]
+    record["device"] = "NVIDIA H100 80GB HBM3"  # what a CUDA run records
     (folder / RESULT_FILE).write_text(json.dumps(record))
     assert read_result(folder).warnings == ["few ratings"]
+    assert read_result(folder).device == "NVIDIA H100 80GB HBM3"
     del record["warnings"]  # written before warnings were kept
     (folder / RESULT_FILE).write_text(json.dumps(record))
     assert read_result(folder).warnings == []

@@ -287,3 +287,24 @@ def test_a_snapshot_written_on_cuda_resumes_on_the_cpu_without_touching_cuda(mon
     expected = torch.rand(3)
     trainer._restore_rng(state, torch.device("cpu"))
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_a_cuda_resume_sets_the_cuda_generator_it_saved_and_only_where_it_saved_one(monkeypatch):
+    """On CUDA the snapshot's CUDA generator state is put back on that device; a snapshot
+    written on the CPU (no CUDA state) resumes on CUDA with the CPU generators only."""
+    from scoring.training import trainer
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device="cuda": calls.append((state, device)))
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": torch.full((4,), 7, dtype=torch.uint8))
+    cuda = torch.device("cuda", 0)
+    state = trainer._rng_state(cuda)
+    assert torch.equal(state["cuda"], torch.full((4,), 7, dtype=torch.uint8))
+    expected = torch.rand(3)
+    trainer._restore_rng(state, cuda)
+    assert torch.equal(torch.rand(3), expected)
+    ((restored, device),) = calls
+    assert restored is state["cuda"] and device == cuda
+    calls.clear()
+    trainer._restore_rng(trainer._rng_state(torch.device("cpu")), cuda)
+    assert calls == []
