@@ -59,7 +59,7 @@ class OneWeight(Recipe):
 
 @pytest.fixture
 def run(tmp_path, monkeypatch):
-    """run(**config) -> (TrainResult, state.seen), trained with the fake recipe."""
+    """run(train_kwargs, **config) -> (TrainResult, state.seen), trained with the fake recipe."""
     states = []
     recipe = OneWeight("one-weight", "none", "none", "none", "one weight, loss w * mean(x)")
     real_setup = recipe.setup
@@ -72,12 +72,12 @@ def run(tmp_path, monkeypatch):
     object.__setattr__(recipe, "setup", keeping_state)
     monkeypatch.setitem(RECIPES, "one-weight", recipe)
 
-    def _run(**overrides):
+    def _run(train_kwargs=None, **overrides):
         values = dict(recipe="one-weight", data={"fake": "train"}, heldout={"fake": "heldout"},
                       out=str(tmp_path / f"run{len(states)}"), device="cpu", grad_clip=0.0,
                       optimizer={"name": "sgd", "lr": LR}, checkpoint_every=1000)
         values.update(overrides)
-        result = train(TrainConfig(**values))
+        result = train(TrainConfig(**values), **(train_kwargs or {}))
         return result, states[-1].seen
 
     return _run
@@ -199,3 +199,29 @@ def test_only_the_first_max_heldout_rows_are_evaluated(run):
     result, _ = run(batch_size=2, epochs=1, max_heldout=1)
     data = json.loads((result.out_dir / "training.json").read_text())["data"]
     assert (data["heldout_rows"], data["evaluated_rows"]) == (2, 1)
+
+
+def test_a_resumed_run_keeps_the_evaluations_and_the_best_step_from_before_it_stopped(run, tmp_path):
+    """Cancelled after step 3 with the step-2 evaluation (0.9) the best so far; the resumed run's
+    fresh recipe state evaluates 0.5 at step 4 and 0.9 after step 6. The snapshot carries the
+    history and the best weights: the record lists steps 2, 4, 6, and the tie at 0.9 keeps step 2,
+    where w was -0.2."""
+    import json
+    import threading
+
+    from scoring.training import Cancelled
+
+    cancel = threading.Event()
+
+    def stop_after_three(fraction, message):
+        if message.startswith("one-weight step 3/6 "):
+            cancel.set()
+
+    settings = dict(out=str(tmp_path / "cut"), batch_size=2, max_steps=6, eval_every=2, select_by="score",
+                    options={"evaluations": [0.5, 0.9, 0.2, 0.3]}, schedule={"name": "constant", "warmup": 0})
+    with pytest.raises(Cancelled):
+        run(train_kwargs={"progress": stop_after_three, "cancel": cancel}, **settings)
+    result, _ = run(train_kwargs={"resume": True}, **settings)
+    record = json.loads((result.out_dir / "training.json").read_text())
+    assert [(step, m["score"]) for step, m in record["history"]] == [(2, 0.9), (4, 0.5), (6, 0.9)]
+    assert record["selected_step"] == 2 and result.after["w"] == pytest.approx(-0.2, abs=1e-6)
