@@ -225,7 +225,23 @@ class JobRunner:
                     return
                 job = self._jobs[queue.popleft()]
                 job.status, job.started, job.message = "running", time.time(), "starting"
-            self._run(job)
+            try:
+                self._run(job)
+            except Exception as exc:  # after training: the job fails, this device's queue goes on
+                self._end(job, exc)
+
+    def _end(self, job: _Job, exc: Exception) -> None:
+        """A job that raised: cancelled (its snapshot stays) or failed with a message a user may read."""
+        with self._lock:
+            job.finished = time.time()
+            if job.cancel.is_set():
+                job.status, job.message = "cancelled", "cancelled; the last snapshot stays resumable"
+            else:
+                job.status = "failed"
+                job.error = public_message(user_message(exc))  # an unexpected error is logged with its id
+                LOG.warning("training job %s failed: %s", job.id, job.error)
+                job.message = f"failed: {job.error}"
+            self._note(job, job.message)
 
     def _run(self, job: _Job) -> None:
         train = self._train or _library_train()
@@ -233,16 +249,7 @@ class JobRunner:
             result = train(job.config, progress=lambda f, m: self._progress(job, f, m),
                            log=lambda line: self._note(job, line), cancel=job.cancel)
         except Exception as exc:  # the job ends; the server and the other jobs go on
-            with self._lock:
-                job.finished = time.time()
-                if job.cancel.is_set():
-                    job.status, job.message = "cancelled", "cancelled; the last snapshot stays resumable"
-                else:
-                    job.status = "failed"
-                    job.error = public_message(user_message(exc))  # an unexpected error is logged with its id
-                    LOG.warning("training job %s failed: %s", job.id, job.error)
-                    job.message = f"failed: {job.error}"
-                self._note(job, job.message)
+            self._end(job, exc)
             return
         with self._lock:
             job.before, job.after = dict(result.before), dict(result.after)
@@ -250,7 +257,10 @@ class JobRunner:
             job.warnings = list(result.warnings)
             job.progress, job.eta_s = 1.0, 0.0
             job.result = result
-            job.learning_curve = read_learning_curve(result.out_dir)
+            try:
+                job.learning_curve = read_learning_curve(result.out_dir)
+            except (OSError, ValueError) as exc:  # a damaged learning_curve.json: the trained model stands
+                self._note(job, f"the learning curve could not be read: {public_message(exc)}")
             if job.scratch:
                 job.status, job.finished = "done", time.time()
                 job.message = scratch_message(job.preset, "press “Register as a metric version”")

@@ -342,3 +342,39 @@ def test_a_run_that_wrote_a_learning_curve_shows_it_in_its_view(data_dir, tmp_pa
     plain = tj.JobRunner(train=fit_line, register=lambda result, **_: "X@y")
     job = plain.submit(config(tmp_path, "plain", steps=2), 1, "rita", "tiny", "d")
     assert plain.wait(job.id, 60).learning_curve is None
+
+
+def test_a_damaged_learning_curve_file_is_noted_and_the_trained_model_still_registers(data_dir, tmp_path):
+    def fit_with_a_broken_curve(config, **kwargs):
+        result = fit_line(config, **kwargs)
+        (result.out_dir / "learning_curve.json").write_text('{"unit": "ratings", "points": [')  # cut short
+        return result
+
+    runner = tj.JobRunner(train=fit_with_a_broken_curve)
+    job = runner.submit(config(tmp_path, "a", steps=3), 1, "rita", "tiny", "the preset's data")
+    view = runner.wait(job.id, 60)
+    assert view.status == "done" and view.metric_name, view.message
+    notes = [line for line in view.log if "learning curve could not be read" in line]
+    assert len(notes) == 1 and str(tmp_path) not in notes[0]  # no server path shown
+    assert view.learning_curve is None
+
+
+def test_an_error_after_training_fails_that_job_and_the_next_one_still_runs(data_dir, tmp_path, monkeypatch):
+    """Whatever raises once training returned (here: reading its learning curve) ends that job as
+    failed, with a message; the device's worker goes on with the queue instead of dying with the
+    job left "running" for ever."""
+    calls = []
+
+    def broken_then_fine(folder):
+        calls.append(folder)
+        if len(calls) == 1:
+            raise RuntimeError(f"unexpected trouble in {folder}")
+        return None
+
+    monkeypatch.setattr(tj, "read_learning_curve", broken_then_fine)
+    runner = tj.JobRunner(train=fit_line)
+    first = runner.submit(config(tmp_path, "a", steps=3), 1, "rita", "tiny", "the preset's data")
+    second = runner.submit(config(tmp_path, "b", steps=3), 1, "rita", "tiny", "the preset's data")
+    failed, done = runner.wait(first.id, 60), runner.wait(second.id, 60)
+    assert failed.status == "failed" and failed.message.startswith("failed: ") and str(tmp_path) not in failed.message
+    assert done.status == "done" and done.metric_name, done.message
