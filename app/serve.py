@@ -142,21 +142,24 @@ def sweep_own_files(age_s: float | None) -> int:
     return removed
 
 
-def start_sweeping():
-    """`sweep_own_files` every CACHE_SWEEP period on a daemon thread, and once more, of
-    everything, when the process exits."""
+def start_sweeping(stop=None):
+    """`sweep_own_files` every CACHE_SWEEP period on a daemon thread (until the threading.Event
+    `stop` is set, if one is given), and once more, of everything, when the process exits."""
     import atexit
+    import logging
     import threading
-    import time
 
     from app.ui import CACHE_SWEEP
 
     every, age = CACHE_SWEEP
+    stop = stop or threading.Event()
 
     def loop():
-        while True:
-            time.sleep(every)
-            sweep_own_files(age)
+        while not stop.wait(every):
+            try:
+                sweep_own_files(age)
+            except Exception:  # one failed sweep (a folder removed under it) must not end the sweeping
+                logging.getLogger(__name__).warning("the cache sweep failed; trying again later", exc_info=True)
 
     atexit.register(sweep_own_files, None)
     thread = threading.Thread(target=loop, name="caplens-sweep", daemon=True)
