@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import math
 import random
 import shutil
@@ -509,7 +510,15 @@ def read_result(folder: str | Path) -> TrainResult:
 
 
 def list_runs(root: str | Path) -> list[TrainResult]:
-    """Finished runs under `root` (any depth), newest first."""
+    """Finished runs under `root` (any depth), newest first. A run whose training.json cannot be
+    read (cut short, edited by hand) is left out with a warning, not the whole list."""
     root = Path(root)
     found = sorted(root.rglob(RESULT_FILE), key=lambda p: p.stat().st_mtime, reverse=True) if root.is_dir() else []
-    return [read_result(p.parent) for p in found]
+    runs = []
+    for path in found:
+        try:
+            runs.append(read_result(path.parent))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            logging.getLogger(__name__).warning("left out %s: its %s cannot be read (%s: %s)", path.parent,
+                                                RESULT_FILE, type(exc).__name__, exc)
+    return runs

@@ -48,7 +48,7 @@ def test_read_result_of_a_record_without_warnings_has_none(tmp_path, finished):
     assert read_result(folder).warnings == []
 
 
-def test_list_runs_finds_finished_runs_at_any_depth_newest_first(tmp_path, finished):
+def test_list_runs_finds_finished_runs_at_any_depth_newest_first(tmp_path, finished, caplog):
     root = tmp_path / "runs"
     record = json.loads((finished.out_dir / RESULT_FILE).read_text())
     folders = {"a": root / "a", "deep": root / "study" / "week1" / "deep", "b": root / "b"}
@@ -58,7 +58,14 @@ def test_list_runs_finds_finished_runs_at_any_depth_newest_first(tmp_path, finis
         stamp = 1_700_000_000 + 100 * [2, 3, 1][age]  # "deep" newest, then "a", then "b"
         os.utime(folder / RESULT_FILE, (stamp, stamp))
     (root / "unfinished" / ".resume").mkdir(parents=True)  # a run without training.json is not listed
-    runs = list_runs(root)
+    (root / "cut").mkdir()
+    (root / "cut" / RESULT_FILE).write_text('{"recipe": "pr-m')  # written halfway
+    (root / "edited").mkdir()
+    (root / "edited" / RESULT_FILE).write_text(json.dumps({k: v for k, v in record.items() if k != "losses"}))
+    with caplog.at_level("WARNING", logger="scoring.training.trainer"):
+        runs = list_runs(root)
+    left_out = sorted(r.getMessage().split(":")[0] for r in caplog.records)
+    assert left_out == [f"left out {root / 'cut'}", f"left out {root / 'edited'}"]
     assert [r.out_dir for r in runs] == [folders["deep"], folders["a"], folders["b"]]
     assert [r.wall_s for r in runs] == [2.0, 1.0, 3.0]
     assert all(isinstance(r, TrainResult) and r.recipe == "pr-mcs" for r in runs)
