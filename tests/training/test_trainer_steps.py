@@ -39,12 +39,13 @@ class OneWeight(Recipe):
     def setup(self, config, device, scratch):
         weight = torch.nn.Linear(1, 1, bias=False)
         torch.nn.init.zeros_(weight.weight)
-        return SimpleNamespace(trainable=weight, seen=[], nan_from=config.options.get("nan_from"),
+        return SimpleNamespace(trainable=weight, seen=[], draws=[], nan_from=config.options.get("nan_from"),
                                evaluations=iter(config.options.get("evaluations", ())))
 
     def batch_loss(self, state, rows, rng, device):
         w = state.trainable.weight[0, 0]
         state.seen.append((w.item(), [r["id"] for r in rows]))
+        state.draws.append(rng.random())
         if state.nan_from is not None and len(state.seen) >= state.nan_from:
             return w * float("nan"), {}
         return w * torch.tensor([r["x"] for r in rows]).mean(), {}
@@ -60,7 +61,7 @@ class OneWeight(Recipe):
 @pytest.fixture
 def run(tmp_path, monkeypatch):
     """run(train_kwargs, **config) -> (TrainResult, state.seen), trained with the fake recipe."""
-    states = []
+    states, draws = [], []
     recipe = OneWeight("one-weight", "none", "none", "none", "one weight, loss w * mean(x)")
     real_setup = recipe.setup
 
@@ -77,9 +78,13 @@ def run(tmp_path, monkeypatch):
                       out=str(tmp_path / f"run{len(states)}"), device="cpu", grad_clip=0.0,
                       optimizer={"name": "sgd", "lr": LR}, checkpoint_every=1000)
         values.update(overrides)
-        result = train(TrainConfig(**values), **(train_kwargs or {}))
+        try:
+            result = train(TrainConfig(**values), **(train_kwargs or {}))
+        finally:
+            draws.append(states[-1].draws if states else [])
         return result, states[-1].seen
 
+    _run.draws = draws  # per run, what each micro-batch drew from the random.Random it was given
     return _run
 
 
@@ -225,3 +230,25 @@ def test_a_resumed_run_keeps_the_evaluations_and_the_best_step_from_before_it_st
     record = json.loads((result.out_dir / "training.json").read_text())
     assert [(step, m["score"]) for step, m in record["history"]] == [(2, 0.9), (4, 0.5), (6, 0.9)]
     assert record["selected_step"] == 2 and result.after["w"] == pytest.approx(-0.2, abs=1e-6)
+
+
+def test_each_micro_batch_draws_from_its_own_seeded_generator_also_after_a_resume(run, tmp_path):
+    """A recipe's random choices (a prompt prefix, a negative) come from the generator the step
+    hands it, seeded by the run's seed and the micro-batch: an interrupted and resumed run draws
+    what an uninterrupted one draws, and another seed draws otherwise."""
+    import threading
+
+    from scoring.training import Cancelled
+
+    settings = dict(batch_size=2, max_steps=6, grad_accum=2)
+    run(out=str(tmp_path / "whole"), **settings)
+    cancel = threading.Event()
+    with pytest.raises(Cancelled):
+        run(out=str(tmp_path / "cut"), train_kwargs={"cancel": cancel, "progress": lambda f, m: (
+            cancel.set() if m.startswith("one-weight step 2/6 ") else None)}, **settings)
+    run(out=str(tmp_path / "cut"), train_kwargs={"resume": True}, **settings)
+    run(out=str(tmp_path / "other"), seed=1, **settings)
+    whole, first, resumed, other = run.draws
+    assert len(whole) == 12 and len(first) == 4 and len(resumed) == 8
+    assert first + resumed == whole and len(set(whole)) == 12
+    assert not set(other) & set(whole)
