@@ -188,3 +188,14 @@ def test_a_long_run_logs_about_twenty_step_lines(tmp_path):
     logged = [int(line.split()[2].split("/")[0]) for line in said if line.startswith("pr-mcs step ")]
     assert logged == [1, *range(2, 41, 2), 41]  # the first, every 41 // 20 = 2nd, and the last
     assert said[-2].endswith("ETA 0:00")  # the last step has nothing left to do
+
+
+def test_lineage_of_a_hand_written_record_without_config_or_data(tmp_path):
+    from scoring.training.trainer import lineage
+
+    (tmp_path / RESULT_FILE).write_text(json.dumps({"recipe": "pac-s", "losses": [[1, 0.5], [2, 0.4]],
+                                                    "wall_s": 3.5, "device": "cpu"}))
+    assert lineage(str(tmp_path)) == [{
+        "folder": str(tmp_path), "recipe": "pac-s", "base": None,
+        "data": {"source": None, "hash": None, "rows": None}, "lr": None, "steps": 2, "wall_s": 3.5,
+        "device": "cpu", "git_commit": None, "finished_at": None}]
