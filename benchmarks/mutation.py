@@ -201,6 +201,24 @@ NOTES: dict[str, str] = {
         "symmetric and pairs only texts of one image, whose rows and columns have the same number of "
         "positives, so the column-wise terms of one direction are the row-wise terms of the other "
         "(worked through by hand; all 23 survivors are of these kinds)."),
+    "scoring/training/trainer.py": (
+        "The run started 2026-11-27 22:35 on a copy at abf696b and goes on over several sittings "
+        "(`--resume`); tests written after the copy count only through `--recheck`. Survivors read during "
+        "the run: killed since by tests written after the copy (each planted by hand, each fails): "
+        "_restore_rng/_rng_state's CUDA branch (test_a_cuda_resume_sets_the_cuda_generator_it_saved...), "
+        "read_result's device, learning_curve's point options, folder, log, cancel and resume "
+        "(test_a_cancelled_curve_point_resumes...), save_snapshot's history and best "
+        "(test_a_resumed_run_keeps_the_evaluations...), the unseeded per-micro-batch generator "
+        "(test_each_micro_batch_draws...), lineage without config or data. Equivalent: `encoding=None` or "
+        "'UTF-8' for 'utf-8' (UTF-8 locale); json `indent` (formatting only); `continue` -> `break` in "
+        "learning_curve (budgets are sorted, so every later one is at least the full set too); "
+        "`.with_suffix('.TMP')` (any scratch name); `list_runs`'s `root.is_dir() or True` (rglob of a missing "
+        "folder or a file yields nothing); BatchOrder's seed formula (`- epoch`, another multiplier: any "
+        "distinct seed per epoch shuffles as well); `zero_grad(set_to_none=False/None)`; `device=None` and the "
+        "GradScaler branches (CUDA with fp16 only; the suite runs on the CPU); `round(loss, 7)` for 6. "
+        "Timeouts: `self.step = 1` or `-= 1` (the loop never ends) and read_learning_curve with no path "
+        "(the training job's worker thread died, so its test waited; fixed: the worker now survives, "
+        "test_an_error_after_training_fails_that_job_and_the_next_one_still_runs)."),
 }
 
 
