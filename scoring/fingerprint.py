@@ -41,10 +41,26 @@ def _checkpoint_files(spec) -> list[str]:
     return found
 
 
+HEAD_TOWERS = ("text_backbone", "vision_backbone", "cross_backbone")
+
+
+def _towers_a_head_names(spec) -> list[str]:
+    """The backbones a local CapLens-R head folder names in its caplens_r.json: where the
+    metric's registry row leaves one out, the metric reads the head's (scoring.metrics.caplens_r)."""
+    about = Path(spec.path) / "caplens_r.json" if spec.kind == "caplens-r" and spec.path else None
+    if about is None or not about.is_file():
+        return []
+    try:
+        named = json.loads(about.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # the metric cannot load such a head either
+    return [named[key] for key in HEAD_TOWERS if isinstance(named.get(key), str)] if isinstance(named, dict) else []
+
+
 def _backbones_read(registry, spec) -> list[str]:
     """Names of the backbones `spec`'s values depend on: its text and vision backbones, any
-    backbone an extra field names (CapLens-R's text_backbone), and the backbones those borrow
-    a tokenizer from (``tokenizer = "@clip"``)."""
+    backbone an extra field names (CapLens-R's text_backbone), the towers a CapLens-R head
+    names itself, and the backbones those borrow a tokenizer from (``tokenizer = "@clip"``)."""
     wanted = [spec.backbone, spec.vision_backbone]
     wanted += [value for value in spec.extra.values() if isinstance(value, str)]
     found: list[str] = []
@@ -53,9 +69,10 @@ def _backbones_read(registry, spec) -> list[str]:
         if not name or name in found or name not in registry.backbones:
             continue
         found.append(name)
-        tokenizer = registry.backbones[name].tokenizer
-        if isinstance(tokenizer, str) and tokenizer.startswith("@"):
-            wanted.append(tokenizer[1:])
+        backbone = registry.backbones[name]
+        wanted += _towers_a_head_names(backbone)
+        if isinstance(backbone.tokenizer, str) and backbone.tokenizer.startswith("@"):
+            wanted.append(backbone.tokenizer[1:])
     return found
 
 

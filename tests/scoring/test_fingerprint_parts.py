@@ -169,3 +169,42 @@ def test_document_frequency_digest_counts_the_reference_sets_too():
     assert document_frequency_digest(one) != document_frequency_digest(two)
     # Pinned, like the keys above: stored CIDEr-D scores are found again by this digest.
     assert document_frequency_digest(one) == "54288cb95eaba7753fdbe91f8b050b17e5207118"
+
+
+def test_a_caplens_r_head_that_names_its_own_towers_has_them_in_its_key(tmp_path):
+    """A registry row that names only the head: the metric then reads the towers the head's
+    caplens_r.json names, so those are in the key too (a retrained cross-encoder gets a new one)."""
+    import json
+
+    head = tmp_path / "head"
+    head.mkdir()
+    (head / "caplens_r.json").write_text(json.dumps({
+        "mode": "frozen", "text_backbone": "text", "vision_backbone": "vision", "cross_backbone": "cross"}))
+    row = f'''
+[profile]
+name = "heads"
+
+[backbones.head]
+kind = "caplens-r"
+label = "a head folder"
+path = "{head}"
+''' + "".join(f'''
+[backbones.{name}]
+kind = "{kind}"
+label = "{name}"
+hub = "example/{name}"
+revision = "{'a' * 40}"
+''' for name, kind in (("text", "st-text"), ("vision", "clip"), ("cross", "blip-itm"))) + '''
+[metrics."CapLens-R"]
+family = "caplens-r"
+backbone = "head"
+'''
+    scorer = _scorer(tmp_path, row)
+    assert _backbones_read(scorer.registry, scorer.registry.metrics["CapLens-R"]) == ["head", "text", "vision", "cross"]
+    before = score_fingerprint(scorer, "CapLens-R")
+    moved = row.replace('hub = "example/cross"\nrevision = "' + "a" * 40, 'hub = "example/cross"\nrevision = "' + "b" * 40)
+    assert moved != row
+    assert score_fingerprint(_scorer(tmp_path, moved, "moved.toml"), "CapLens-R") != before
+    (head / "caplens_r.json").write_text("{not json")  # such a head cannot load: nothing more is read
+    assert _backbones_read(_scorer(tmp_path, row, "again.toml").registry,
+                           scorer.registry.metrics["CapLens-R"]) == ["head"]
