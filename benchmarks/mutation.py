@@ -77,7 +77,10 @@ NOTES: dict[str, str] = {
         "Equivalent survivors: `encode('UTF-8')` is `encode('utf-8')`; `spec.tokenizer if ... or True` "
         "also stats a tokenizer named by a string (a Hugging Face name or \"@clip\"), which is no file "
         "in the working folder, so nothing is added; the timeout (`name = None`) loops forever, which "
-        "the time limit catches."),
+        "the time limit catches. In `_towers_a_head_names` (2026-11-27): `encoding=None`/'UTF-8' (UTF-8 "
+        "locale); `kind == 'caplens-r' or spec.path`: the other local folder that holds a caplens_r.json, "
+        "a cross-mode blip-itm run, names no towers in it, so nothing is added. `isinstance(named, dict) "
+        "or True` is killed by the damaged-head case written after the run (planted by hand, it fails)."),
     "scoring/metrics/base.py": (
         "Equivalent survivors: any other non-zero denominator than 1.0 where both scores are 0 (the "
         "numerator is 0 there); a dropped float64 cast of one input (the other is float64, and numpy "

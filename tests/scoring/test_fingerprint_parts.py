@@ -205,6 +205,7 @@ backbone = "head"
     moved = row.replace('hub = "example/cross"\nrevision = "' + "a" * 40, 'hub = "example/cross"\nrevision = "' + "b" * 40)
     assert moved != row
     assert score_fingerprint(_scorer(tmp_path, moved, "moved.toml"), "CapLens-R") != before
-    (head / "caplens_r.json").write_text("{not json")  # such a head cannot load: nothing more is read
-    assert _backbones_read(_scorer(tmp_path, row, "again.toml").registry,
-                           scorer.registry.metrics["CapLens-R"]) == ["head"]
+    for damaged in ("{not json", '["text", "vision"]'):  # such a head cannot load: nothing more is read
+        (head / "caplens_r.json").write_text(damaged)
+        assert _backbones_read(_scorer(tmp_path, row, "again.toml").registry,
+                               scorer.registry.metrics["CapLens-R"]) == ["head"]
