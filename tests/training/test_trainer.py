@@ -185,10 +185,23 @@ def test_a_continued_run_records_the_runs_it_continues(tmp_path):
     assert [(r["folder"], r["steps"]) for r in record["lineage"]] == [(str(first.out_dir), 2), (str(second.out_dir), 3)]
     assert record["lineage"][1]["base"] == str(first.out_dir)
     assert record["lineage"][0]["wall_s"] == json.loads((first.out_dir / "training.json").read_text())["wall_s"]
-    # A record written before lineage was kept is followed through its own `base`.
+    assert [r["recipe"] for r in record["lineage"]] == ["mcs-teacher", "mcs-teacher"]
+    assert [r["lr"] for r in record["lineage"]] == [record["config"]["optimizer"]["lr"]] * 2
+    assert lineage(str(third.out_dir)) == record["lineage"] + [lineage(str(third.out_dir))[-1]]
+    # A record written before lineage was kept is followed through its own `base`: the second
+    # run's record without its lineage still leads back to the first run.
     older = json.loads((second.out_dir / "training.json").read_text())
     del older["lineage"]
     (second.out_dir / "training.json").write_text(json.dumps(older))
+    first_base = json.loads((first.out_dir / "training.json").read_text())["config"]["base"]
+    assert [(r["folder"], r["steps"], r["base"]) for r in lineage(str(second.out_dir))] == [
+        (str(first.out_dir), 2, first_base), (str(second.out_dir), 3, str(first.out_dir))]
+    assert [r["steps"] for r in lineage(str(third.out_dir))] == [2, 3, 1]  # its own record keeps its lineage
+    assert first_base and lineage(first_base) == []  # the tiny base was not trained by CapLens
+    # The lineage a record keeps outlives the folders it names.
+    import shutil
+
+    shutil.rmtree(first.out_dir)
     assert [r["steps"] for r in lineage(str(third.out_dir))] == [2, 3, 1]
     assert lineage("world:clip") == [] and lineage(None) == []
 
