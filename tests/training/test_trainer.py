@@ -185,8 +185,14 @@ def test_a_continued_run_records_the_runs_it_continues(tmp_path):
     assert [(r["folder"], r["steps"]) for r in record["lineage"]] == [(str(first.out_dir), 2), (str(second.out_dir), 3)]
     assert record["lineage"][1]["base"] == str(first.out_dir)
     assert record["lineage"][0]["wall_s"] == json.loads((first.out_dir / "training.json").read_text())["wall_s"]
-    assert [r["recipe"] for r in record["lineage"]] == ["mcs-teacher", "mcs-teacher"]
-    assert [r["lr"] for r in record["lineage"]] == [record["config"]["optimizer"]["lr"]] * 2
+    for entry, run in zip(record["lineage"], (first, second), strict=True):  # each field from that run's record
+        kept = json.loads((run.out_dir / "training.json").read_text())
+        assert entry == {
+            "folder": str(run.out_dir), "recipe": "mcs-teacher", "base": kept["config"]["base"],
+            "data": {k: kept["data"][k] for k in ("source", "hash", "rows")},
+            "lr": kept["config"]["optimizer"]["lr"], "steps": len(kept["losses"]), "wall_s": kept["wall_s"],
+            "device": "cpu", "git_commit": kept["git_commit"], "finished_at": kept["finished_at"]}
+        assert entry["data"]["rows"] > 0 and entry["data"]["hash"] and entry["lr"] > 0
     assert lineage(str(third.out_dir)) == record["lineage"] + [lineage(str(third.out_dir))[-1]]
     # A record written before lineage was kept is followed through its own `base`: the second
     # run's record without its lineage still leads back to the first run.
