@@ -212,7 +212,10 @@ NOTES: dict[str, str] = {
         "read_result's device, learning_curve's point options, folder, log, cancel and resume "
         "(test_a_cancelled_curve_point_resumes...), save_snapshot's history and best "
         "(test_a_resumed_run_keeps_the_evaluations...), the unseeded per-micro-batch generator "
-        "(test_each_micro_batch_draws...), lineage without config or data. Equivalent: `encoding=None` or "
+        "(test_each_micro_batch_draws...), lineage without config or data, and lineage's record keys and the "
+        "older-record path, which test_a_continued_run_records_the_runs_it_continues claimed but never reached "
+        "(it read a record that kept its lineage; now it reads the one without, checks each field against the "
+        "run's own record, and that the kept lineage outlives the folders it names). Equivalent: `encoding=None` or "
         "'UTF-8' for 'utf-8' (UTF-8 locale); json `indent` (formatting only); `continue` -> `break` in "
         "learning_curve (budgets are sorted, so every later one is at least the full set too); "
         "`.with_suffix('.TMP')` (any scratch name); `list_runs`'s `root.is_dir() or True` (rglob of a missing "
@@ -221,7 +224,9 @@ NOTES: dict[str, str] = {
         "GradScaler branches (CUDA with fp16 only; the suite runs on the CPU); `round(loss, 7)` for 6. "
         "Timeouts: `self.step = 1` or `-= 1` (the loop never ends) and read_learning_curve with no path "
         "(the training job's worker thread died, so its test waited; fixed: the worker now survives, "
-        "test_an_error_after_training_fails_that_job_and_the_next_one_still_runs)."),
+        "test_an_error_after_training_fails_that_job_and_the_next_one_still_runs). Pausing the run with "
+        "SIGSTOP (for a CI run) made the two mutants then running count as timeouts; they were set back to "
+        "untested in mutmut's record and tested again (both killed): stop a run, do not pause it."),
 }
 
 
