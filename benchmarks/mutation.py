@@ -465,6 +465,27 @@ def _write(module_result: dict) -> None:
     (RESULTS / "mutation.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def status(workers_dir: Path) -> list[str]:
+    """One line per module copy kept in `workers_dir`: its commit and mutmut's counts so far
+    (read from the record mutmut keeps, `mutants/<module>.meta`)."""
+    from mutmut.stats import status_by_exit_code
+
+    lines = []
+    for copy in sorted(p.parent for p in workers_dir.glob(f"*/{COPY_RECORD}")):
+        about = json.loads((copy / COPY_RECORD).read_text(encoding="utf-8"))
+        for meta in sorted((copy / "mutants").rglob("*.py.meta")):
+            codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"].values()
+            counts: dict[str, int] = {}
+            for code in codes:
+                name = status_by_exit_code[code]
+                counts[name] = counts.get(name, 0) + 1
+            tested = len(codes) - counts.get("not checked", 0)
+            module = meta.relative_to(copy / "mutants").as_posix().removesuffix(".meta")
+            lines.append(f"{module} (copy of {about['commit']}, {about['copied_at']}): {tested} of {len(codes)} tested; "
+                         + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("modules", nargs="*", help="modules to mutate (default: all of --list)")
@@ -479,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --work-dir: keep each module's copy and mutmut's record there, so that a run "
                              "stopped (pkill -f 'mutmut run') continues where it was at the next call, on the "
                              "same copy")
+    parser.add_argument("--status", action="store_true",
+                        help="with --work-dir: how far each kept (--resume) module has got, from mutmut's record")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite mutation.md from mutation.json (and the NOTES here) without running")
     args = parser.parse_args(argv)
@@ -488,6 +511,12 @@ def main(argv: list[str] | None = None) -> int:
             if module in NOTES:
                 result["notes"] = NOTES[module]
             _write(result)
+        return 0
+    if args.status:
+        if not args.work_dir:
+            parser.error("--status needs --work-dir")
+        for line in status(Path(args.work_dir)):
+            print(line)
         return 0
     if args.list:
         for module, tests in MODULES.items():

@@ -69,3 +69,21 @@ def test_a_resumed_run_keeps_its_copy_and_a_new_run_takes_a_fresh_one(tmp_path):
     assert json.loads((work / mutation.COPY_RECORD).read_text()) == record
     fresh = mutation._scratch_copy(module, tests, tmp_path)
     assert fresh == work and not (work / "mutants").exists() and (work / "scoring" / "fingerprint.py").is_file()
+
+
+def test_status_reads_how_far_a_kept_run_has_got(tmp_path):
+    """--status: per kept copy, its commit and the counts in mutmut's record (mutmut's own names
+    for its exit codes: 1 killed, 0 survived, None not checked, -24 timeout)."""
+    import json
+
+    import pytest
+
+    pytest.importorskip("mutmut", reason="mutation testing is an extra: pip install -e '.[mutation]'")
+    copy = tmp_path / "scoring_training_trainer"
+    (copy / "mutants" / "scoring" / "training").mkdir(parents=True)
+    (copy / mutation.COPY_RECORD).write_text(json.dumps({"commit": "abc1234", "copied_at": "2026-11-27T22:35:23Z"}))
+    codes = {"a": 1, "b": 1, "c": 0, "d": None, "e": -24, "f": 1}
+    (copy / "mutants" / "scoring" / "training" / "trainer.py.meta").write_text(json.dumps({"exit_code_by_key": codes}))
+    assert mutation.status(tmp_path) == [
+        "scoring/training/trainer.py (copy of abc1234, 2026-11-27T22:35:23Z): 5 of 6 tested; "
+        "3 killed, 1 not checked, 1 survived, 1 timeout"]
