@@ -252,3 +252,21 @@ def test_each_micro_batch_draws_from_its_own_seeded_generator_also_after_a_resum
     assert len(whole) == 12 and len(first) == 4 and len(resumed) == 8
     assert first + resumed == whole and len(set(whole)) == 12
     assert not set(other) & set(whole)
+
+
+def test_select_by_says_which_step_it_kept_and_keeps_the_last_weights_when_they_are_best(run):
+    """Evaluations before, step 2, step 4 (after, 6 steps): the earlier step is put back and named;
+    when the last is best, or every evaluation is NaN, the last weights stay and nothing is said."""
+    import json
+
+    said = []
+    settings = dict(batch_size=2, max_steps=6, eval_every=2, select_by="score", schedule={"name": "constant", "warmup": 0})
+    result, _ = run(train_kwargs={"log": said.append}, options={"evaluations": [0.0, 0.9, 0.2, 0.1]}, **settings)
+    assert "kept the weights of step 2 (score 0.9000 on the held-out rows)" in said
+    assert result.after["w"] == pytest.approx(-0.2, abs=1e-6)
+    for evaluations in ([0.0, 0.1, 0.2, 0.3], [float("nan")] * 4):
+        said.clear()
+        result, _ = run(train_kwargs={"log": said.append}, options={"evaluations": evaluations}, **settings)
+        record = json.loads((result.out_dir / "training.json").read_text())
+        assert record["selected_step"] == 6 and result.after["w"] == pytest.approx(-0.6, abs=1e-6)
+        assert not [line for line in said if line.startswith("kept the weights")]
