@@ -456,7 +456,9 @@ def store_weights_as(folder: Path, dtype_name: str) -> None:
 
     if dtype_name not in STORE_DTYPES:
         raise ValueError(f"options.save_dtype must be one of {', '.join(STORE_DTYPES)}, not {dtype_name!r}")
-    for path in sorted(Path(folder).glob("*.safetensors")):
+    for path in sorted(Path(folder).rglob("*.safetensors")):  # sub-folders too (a sentence-transformers Dense layer)
+        if ".resume" in path.relative_to(folder).parts:  # the run's scratch, deleted once it is done
+            continue
         tensors = load_file(str(path))
         smaller = {k: v.to(STORE_DTYPES[dtype_name]) if v.is_floating_point() else v for k, v in tensors.items()}
         save_file({k: v.contiguous() for k, v in smaller.items()}, str(path), metadata={"format": "pt"})

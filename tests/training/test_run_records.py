@@ -113,16 +113,22 @@ def test_the_record_names_the_commit_the_code_was_at(finished):
         assert record["git_commit"] == head and len(head) == 40
 
 
-def test_the_record_says_what_ran_on_what_data_and_for_how_long(finished):
-    """training.json, field by field: what a reader needs to reproduce or cost a run."""
+def test_the_record_says_what_ran_on_what_data_and_for_how_long(tmp_path):
+    """training.json, field by field: what a reader needs to reproduce or cost a run. (Its own
+    run, not the module's: mutation testing maps a module fixture's run to the first test only.)
+    The run stores its weights in half precision (`options.save_dtype`)."""
     import calendar
     import time
 
     import torch
+    from safetensors.torch import load_file
 
     from scoring.training.recipes import RECIPES
     from scoring.training.data import image_key, world_set
 
+    finished = train(load_config("pr-mcs-tiny", out=str(tmp_path / "run"), options={"save_dtype": "float16"}))
+    weights = {k: v for f in finished.out_dir.rglob("*.safetensors") for k, v in load_file(str(f)).items()}
+    assert weights and {v.dtype for v in weights.values() if v.is_floating_point()} == {torch.float16}
     record = json.loads((finished.out_dir / RESULT_FILE).read_text())
     assert set(record) == {
         "recipe", "metric", "backbone_kind", "summary", "config", "data", "git_commit", "device", "precision",
@@ -130,7 +136,8 @@ def test_the_record_says_what_ran_on_what_data_and_for_how_long(finished):
         "warnings", "lineage", "finished_at", "budget"}
     assert (record["recipe"], record["metric"], record["backbone_kind"]) == ("pr-mcs", "PR-MCS", "st-text")
     assert record["summary"] == RECIPES["pr-mcs"].summary
-    assert record["config"] == load_config("pr-mcs-tiny", out=str(finished.out_dir)).to_dict()
+    assert record["config"] == load_config("pr-mcs-tiny", out=str(finished.out_dir),
+                                           options={"save_dtype": "float16"}).to_dict()
     data = record["data"]
     rows = world_set("prmcs", {"scenes": 12, "split": "train", "size": 32, "languages": ["en", "de"]})[0]
     assert data["rows"] == len(rows) and data["train_rows"] + data["heldout_rows"] == len(rows)
