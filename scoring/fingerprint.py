@@ -20,6 +20,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from scoring.registry import COMPANION_FIELDS
+
 
 def content_fingerprint(*parts: bytes) -> str:
     """SHA-256 hex digest of the bytes: the same picture under any file name gets one key."""
@@ -41,9 +43,6 @@ def _checkpoint_files(spec) -> list[str]:
     return found
 
 
-HEAD_TOWERS = ("text_backbone", "vision_backbone", "cross_backbone")
-
-
 def _towers_a_head_names(spec) -> list[str]:
     """The backbones a local CapLens-R head folder names in its caplens_r.json: where the
     metric's registry row leaves one out, the metric reads the head's (scoring.metrics.caplens_r)."""
@@ -54,7 +53,7 @@ def _towers_a_head_names(spec) -> list[str]:
         named = json.loads(about.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []  # the metric cannot load such a head either
-    return [named[key] for key in HEAD_TOWERS if isinstance(named.get(key), str)] if isinstance(named, dict) else []
+    return [named[key] for key in COMPANION_FIELDS if isinstance(named.get(key), str)] if isinstance(named, dict) else []
 
 
 def _backbones_read(registry, spec) -> list[str]:

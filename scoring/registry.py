@@ -23,6 +23,10 @@ from typing import Any
 
 from scoring.paths import data_dir
 
+# Fields of a metric row (and of a CapLens-R head's caplens_r.json) that name backbones read
+# beside `backbone`: user_registry registers them with a run, fingerprint keys scores by them.
+COMPANION_FIELDS = ("text_backbone", "vision_backbone", "cross_backbone")
+
 REGISTRY_DIR = Path(__file__).resolve().parent / "registry"
 BACKBONE_KINDS = ("clip", "openai-clip", "longclip", "st-text", "blip-itm", "caplens-r")
 PRECISIONS = ("fp32", "bf16", "fp16")

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from scoring.paths import data_dir
 from scoring.registry import (
-    METRIC_FAMILIES, MetricSpec, RegistryError, available_profiles, default_profile, load_registry, override_files,
+    COMPANION_FIELDS, METRIC_FAMILIES, MetricSpec, RegistryError, available_profiles, default_profile, load_registry, override_files,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,7 +43,6 @@ _REF = re.compile(r"[A-Za-z0-9_-]{2,}:[^/\\].*")
 # A dotted key reads a nested table (architecture.cross: the cross-encoder a CapLens-R head reads).
 COMPANIONS = {"mcs": {"vision_backbone": "teacher"},
               "caplens-r": {"text_backbone": "base", "vision_backbone": "teacher", "cross_backbone": "architecture.cross"}}
-COMPANION_FIELDS = ("vision_backbone", "text_backbone", "cross_backbone")
 # Metric-spec fields a registered version carries for its card (not formula parameters).
 CARD_FIELDS = ("recipe", "trained_on", "trained_at", "run", "device", "before", "after", "registered_by")
 # Held-out rows a new version scores before it is written (the registration check).
