@@ -108,3 +108,27 @@ def test_a_head_that_reads_other_features_than_its_towers_give_is_unavailable(tm
     result = Scorer("tiny", "cpu").score([ScoreItem(image, "a red circle")], ["CapLens-R", "CLIP-S"])
     assert "the head reads 11 features but its backbones give" in result["CapLens-R"].unavailable
     assert result["CLIP-S"].unavailable is None and result["CLIP-S"].values[0] is not None
+
+
+def test_a_saved_head_lands_in_a_new_nested_folder_and_predicts_what_it_predicted(tmp_path):
+    """save_head creates the folders a recipe's `out` names and records the head's shape beside
+    what it was told; loading the folder back predicts the same ratings."""
+    import torch
+
+    from scoring.metrics.caplens_r import CaplensRHead, RegressionHead, save_head
+
+    torch.manual_seed(0)
+    head = RegressionHead(13, 4)
+    out = tmp_path / "runs" / "study α" / "head"  # neither parent exists yet
+    save_head(head, {"collection": "Étude", "text_backbone": "mclip-text"}, out)
+    about = json.loads((out / "caplens_r.json").read_text(encoding="utf-8"))
+    assert about == {"collection": "Étude", "text_backbone": "mclip-text", "in_features": 13, "hidden": 4}
+
+    from scoring.registry import BackboneSpec
+
+    loaded = CaplensRHead.from_folder(BackboneSpec("head", "caplens-r", "head", path=out), out, None, lambda name: out)
+    x = np.random.default_rng(3).normal(size=(5, 13)).astype(np.float32)
+    with torch.inference_mode():
+        want = head(torch.from_numpy(x)).double().numpy()
+    assert loaded.predict(x) == pytest.approx(want, abs=1e-6)
+    assert loaded.about["collection"] == "Étude" and loaded.fluency is None

@@ -278,11 +278,25 @@ def test_mcs_and_pr_mcs_say_which_text_encoder_they_read_and_every_metric_report
     described = {name: build_metric(registry.metrics[name]).info("x").description for name in ("MCS", "PR-MCS")}
     assert "a multilingual text encoder distilled into CLIP's text space, clipped at 0" in described["MCS"]
     assert "the PR-MCS fine-tuned multilingual text encoder (perturbation robust), clipped" in described["PR-MCS"]
-    for name, spec in registry.metrics.items():  # every learned family reports its row's w and prefix, not a default
+    rows = [spec for profile in ("tiny", "world") for spec in load_registry(profile).metrics.values()]
+    assert "caplens-r" in {spec.family for spec in rows}
+    for spec in rows:  # every learned family reports its row's w and prefix, not a default
         if not FAMILIES[spec.family][0][0]:
             continue  # n-gram metrics have neither
         info = build_metric(dataclasses.replace(spec, w=spec.w + 1.5, prefix="A photo depicts ")).info("x")
-        assert (info.w, info.prefix) == (spec.w + 1.5, "A photo depicts "), name
+        assert (info.w, info.prefix) == (spec.w + 1.5, "A photo depicts "), spec.name
+
+
+def test_caplens_r_says_what_it_reads_and_where_its_provenance_is():
+    """The description is how a Space visitor learns what the learned metric reads and where to
+    find what it was trained on; its middle sentences are checked as the users read them."""
+    described = next(build_metric(spec).info("x").description for spec in load_registry("world").metrics.values()
+                     if spec.family == "caplens-r")
+    for words in ("candidate and reference embeddings (and, for a head trained so, an image-text",
+                  "reading of the pair and a word trigram model of the texts its raters judged fluent), trained on",
+                  "a collection's human ratings (see its training.json for the collection, the number of ratings",
+                  "and tau_c on held-out images). Only"):
+        assert words in described, words
 
 
 def test_harmonic_mean_by_hand_and_zero_where_both_scores_are_zero():
