@@ -79,19 +79,16 @@ def save_head(head: RegressionHead, about: dict, out: Path) -> None:
 class CaplensRHead:
     """A loaded head folder: predicts ratings from :func:`features`."""
 
-    def __init__(self, spec, head: RegressionHead, about: dict, print_: str, fluency=None):
-        self.spec = spec
-        self.label = spec.label
+    def __init__(self, head: RegressionHead, about: dict, fluency=None):
         self.head = head.eval()
         self.about = about
-        self.fingerprint = print_
         self.fluency = fluency  # scoring.metrics.fluency.FluencyModel, for a head trained with one
 
     @classmethod
     def from_folder(cls, spec, local: Path, placement, resolve: Callable[[str], Path]):
+        """The backbone loader's signature; a head needs only its folder (the score's key digests
+        the folder's files and the towers it names: `scoring.fingerprint`)."""
         from safetensors.torch import load_file
-
-        from scoring.backbones import fingerprint
 
         about = json.loads((local / "caplens_r.json").read_text(encoding="utf-8"))
         head = RegressionHead(int(about["in_features"]), int(about["hidden"]))
@@ -101,7 +98,7 @@ class CaplensRHead:
             from scoring.metrics.fluency import FluencyModel
 
             fluency = FluencyModel.load(local)
-        return cls(spec, head, about, fingerprint(spec, local), fluency)
+        return cls(head, about, fluency)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         with torch.inference_mode():

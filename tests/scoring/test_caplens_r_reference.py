@@ -127,8 +127,8 @@ def test_a_saved_head_lands_in_a_new_nested_folder_and_predicts_what_it_predicte
     from scoring.registry import BackboneSpec
 
     loaded = CaplensRHead.from_folder(BackboneSpec("head", "caplens-r", "head", path=out), out, None, lambda name: out)
-    x = np.random.default_rng(3).normal(size=(5, 13)).astype(np.float32)
+    x = np.random.default_rng(3).normal(size=(5, 13))  # float64, as with a fluency model's features
     with torch.inference_mode():
-        want = head(torch.from_numpy(x)).double().numpy()
+        want = head(torch.from_numpy(x.astype(np.float32))).double().numpy()
     assert loaded.predict(x) == pytest.approx(want, abs=1e-6)
     assert loaded.about["collection"] == "Étude" and loaded.fluency is None
