@@ -222,6 +222,22 @@ def test_spice_reports_missing_resources(java, tiny_scorer, tmp_path, monkeypatc
     assert result.values == [None]
 
 
+def test_spice_names_only_the_jar_its_toolkit_folder_lacks(java, tiny_scorer, tmp_path, monkeypatch):
+    """Each CoreNLP jar that the toolkit's spice/lib folder lacks is named, and only that one."""
+    lib = tmp_path / "spice" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "stanford-corenlp-3.6.0.jar").write_bytes(b"PK")
+    monkeypatch.setattr(coco, "_toolkit_dir", lambda: tmp_path)
+    assert coco.Spice._missing_resources() == [str(lib / "stanford-corenlp-3.6.0-models.jar")]
+    result = tiny_scorer.score([ScoreItem(None, "a dog", ["a dog"])], ["SPICE"])["SPICE"]
+    assert result.unavailable.startswith("SPICE needs the Stanford CoreNLP 3.6.0 models, not present: "
+                                         "stanford-corenlp-3.6.0-models.jar (python -m")
+    (lib / "stanford-corenlp-3.6.0-models.jar").write_bytes(b"PK")
+    assert coco.Spice._missing_resources() == []
+    (lib / "stanford-corenlp-3.6.0.jar").unlink()
+    assert coco.Spice._missing_resources() == [str(lib / "stanford-corenlp-3.6.0.jar")]
+
+
 def test_degenerate_candidates_do_not_break_alignment(java, tiny_scorer, images):
     """Empty and punctuation-only captions tokenise to '' and keep every other row in place."""
     candidates = ["", "...", CANDIDATES[1], "   "]
