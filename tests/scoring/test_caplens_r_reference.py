@@ -94,6 +94,8 @@ def test_caplens_r_equals_its_definition_with_and_without_references(setup):
         assert result["CapLens-R high"].values[k] == 1.0  # a head far above 1 is clipped to 1
     assert len({round(v, 6) for v in got if v is not None}) == 4  # four different items, four values
     assert result["CapLens-R high"].values[1] is None
+    alone = scorer.score([items[2]], ["CapLens-R"])["CapLens-R"].values  # a batch without any reference
+    assert alone[0] == pytest.approx(got[2], abs=1e-6)
 
 
 def test_a_head_that_reads_other_features_than_its_towers_give_is_unavailable(tmp_path, monkeypatch):
@@ -132,3 +134,25 @@ def test_a_saved_head_lands_in_a_new_nested_folder_and_predicts_what_it_predicte
         want = head(torch.from_numpy(x.astype(np.float32))).double().numpy()
     assert loaded.predict(x) == pytest.approx(want, abs=1e-6)
     assert loaded.about["collection"] == "Étude" and loaded.fluency is None
+
+
+def test_towers_of_different_widths_are_named_with_both_widths(tmp_path, monkeypatch):
+    """A 64-dim tiny text encoder beside the 128-dim world-CLIP vision tower: CapLens-R cannot
+    compare them and says which is which; the other metrics still score."""
+    from pathlib import Path
+
+    import scoring
+
+    ensure_tiny_checkpoints()
+    _write_head(tmp_path / "head", 5 + 3 * 64, 0.4, seed=1)
+    world_clip = Path(scoring.__file__).parent / "world" / "checkpoints" / "world-clip"
+    registry = tmp_path / "registry.toml"
+    registry.write_text(f'[backbones.head]\nkind = "caplens-r"\npath = "{tmp_path / "head"}"\n'
+                        f'[backbones.world-clip]\nkind = "clip"\nlabel = "world-CLIP"\npath = "{world_clip}"\n'
+                        '[metrics."CapLens-R"]\nfamily = "caplens-r"\nbackbone = "head"\n'
+                        'vision_backbone = "world-clip"\ntext_backbone = "mclip-text"\n')
+    monkeypatch.setenv("CAPLENS_REGISTRY_CONFIG", str(registry))
+    image = render_scene(generate_scenes(0, 1)[0], size=32)
+    result = Scorer("tiny", "cpu").score([ScoreItem(image, "a red circle", ["a circle"])], ["CapLens-R", "CLIP-S"])
+    assert result["CapLens-R"].unavailable == "text encoder outputs 64 dims but the vision tower 128"
+    assert result["CLIP-S"].unavailable is None and result["CLIP-S"].values[0] is not None
