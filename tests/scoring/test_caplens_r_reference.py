@@ -156,3 +156,61 @@ def test_towers_of_different_widths_are_named_with_both_widths(tmp_path, monkeyp
     result = Scorer("tiny", "cpu").score([ScoreItem(image, "a red circle", ["a circle"])], ["CapLens-R", "CLIP-S"])
     assert result["CapLens-R"].unavailable == "text encoder outputs 64 dims but the vision tower 128"
     assert result["CLIP-S"].unavailable is None and result["CLIP-S"].values[0] is not None
+
+
+def test_an_end_to_end_cross_encoder_row_scores_its_pair_heads_match_probability(tmp_path, monkeypatch):
+    """The recipe's cross mode registers a BLIP ITM folder as CapLens-R with variant "cross": its
+    value is the pair head's softmax[:, 1] for each (image, caption), computed here from the raw
+    transformers model; an item without an image gets none, an over-long caption is flagged."""
+    import torch
+    from transformers import BlipForImageTextRetrieval, BlipProcessor
+
+    folder = ensure_tiny_checkpoints() / "blip-itm"
+    registry = tmp_path / "registry.toml"
+    registry.write_text(f'[backbones.rated-itm]\nkind = "blip-itm"\npath = "{folder}"\n'
+                        '[metrics."CapLens-R cross"]\nfamily = "caplens-r"\nbackbone = "rated-itm"\nvariant = "cross"\n')
+    monkeypatch.setenv("CAPLENS_REGISTRY_CONFIG", str(registry))
+    scorer = Scorer("tiny", "cpu")
+    images = [render_scene(s, size=32) for s in generate_scenes(5, 2)]
+    long_caption = " ".join(["a red circle left of a blue square"] * 80)
+    items = [ScoreItem(images[0], "a red circle"), ScoreItem(None, "no image"),
+             ScoreItem(images[1], "two shapes on grey"), ScoreItem(images[0], long_caption)]
+    result = scorer.score(items, ["CapLens-R cross"])["CapLens-R cross"]
+    assert result.unavailable is None and result.values[1] is None
+
+    model, processor = BlipForImageTextRetrieval.from_pretrained(folder).eval(), BlipProcessor.from_pretrained(folder)
+    limit = scorer.backbone("rated-itm").max_tokens
+    with torch.no_grad():
+        batch = processor(images=[images[0], images[1], images[0]], text=["a red circle", "two shapes on grey", long_caption],
+                          padding=True, truncation=True, max_length=limit, return_tensors="pt")
+        want = model(**batch, use_itm_head=True).itm_score.softmax(-1)[:, 1].double().numpy()
+    got = [result.values[k] for k in (0, 2, 3)]
+    assert got == pytest.approx(list(want), abs=1e-5)
+    assert len({round(v, 6) for v in got}) == 3
+    assert result.truncated == [False, False, False, True]
+
+
+def test_caplens_r_requests_only_the_towers_its_row_names_and_only_rows_with_an_image():
+    """The Scorer encodes what metrics request before any runs: CapLens-R asks for its images and
+    for its candidates then references (in one text batch), of the items with an image only; a row
+    that names only one tower, or none (the head's caplens_r.json names them), or an end-to-end
+    cross-encoder, asks for nothing ahead."""
+    import dataclasses
+
+    from scoring.metrics.base import EmbeddingRequest, ScoreContext
+    from scoring.metrics.caplens_r import CaplensR
+    from scoring.registry import load_registry
+
+    spec = next(s for s in load_registry("world").metrics.values() if s.family == "caplens-r" and s.variant != "cross")
+    text, vision = spec.extra["text_backbone"], spec.vision_backbone
+    image = render_scene(generate_scenes(0, 1)[0], size=16)
+    items = [ScoreItem(image, "a red circle", ["a circle", "red"]), ScoreItem(None, "no image", ["left out"]),
+             ScoreItem(image, "two shapes", [])]
+    context = ScoreContext(items, ["k0", None, "k2"], backbone=None)
+    assert CaplensR(spec).embedding_requests(context) == [
+        EmbeddingRequest(vision, "image", ("k0", "k2")),
+        EmbeddingRequest(text, "text", ("a red circle", "two shapes", "a circle", "red"))]
+    only_vision = dataclasses.replace(spec, extra={k: v for k, v in spec.extra.items() if k != "text_backbone"})
+    for row in (only_vision, dataclasses.replace(spec, vision_backbone=None),
+                dataclasses.replace(only_vision, vision_backbone=None), dataclasses.replace(spec, variant="cross")):
+        assert CaplensR(row).embedding_requests(context) == [], row
