@@ -17,7 +17,7 @@ from scoring.world.scene import generate_scenes
 HIDDEN = 6
 
 
-def _write_head(folder, in_features, out_bias, seed):
+def _write_head(folder, in_features, out_bias, seed, about=None):
     rng = np.random.default_rng(seed)
     weights = {
         "net.0.weight": rng.normal(0, 2 / math.sqrt(in_features), (HIDDEN, in_features)).astype(np.float32),
@@ -27,13 +27,14 @@ def _write_head(folder, in_features, out_bias, seed):
     }
     folder.mkdir()
     (folder / "caplens_r.json").write_text(json.dumps({"mode": "frozen", "in_features": in_features,
-                                                       "hidden": HIDDEN}))
+                                                       "hidden": HIDDEN} | (about or {})))
     save_file(weights, str(folder / "model.safetensors"))
     return weights
 
 
-def _expected(weights, image, candidate, references):
-    """One item's rating from unit embeddings, by the definition (not by caplens_r.features)."""
+def _expected(weights, image, candidate, references, extra=()):
+    """One item's rating from unit embeddings, by the definition (not by caplens_r.features),
+    with `extra` features (a cross-encoder's [CLS] state) after them."""
     dim = len(candidate)
     if len(references):
         cosines = [float(np.dot(r, candidate)) for r in references]
@@ -44,7 +45,7 @@ def _expected(weights, image, candidate, references):
     else:
         mean = np.zeros(dim)
         scalars = [float(np.dot(image, candidate)), 0.0, 0.0, 0.0, 0.0]
-    x = np.concatenate([scalars, np.abs(candidate - mean), candidate * mean, image * candidate])
+    x = np.concatenate([scalars, np.abs(candidate - mean), candidate * mean, image * candidate, extra])
     hidden = weights["net.0.weight"].astype(np.float64) @ x + weights["net.0.bias"]
     hidden = np.array([0.5 * h * (1 + math.erf(h / math.sqrt(2))) for h in hidden])
     out = float(weights["net.2.weight"][0].astype(np.float64) @ hidden + weights["net.2.bias"][0])
@@ -214,3 +215,35 @@ def test_caplens_r_requests_only_the_towers_its_row_names_and_only_rows_with_an_
     for row in (only_vision, dataclasses.replace(spec, vision_backbone=None),
                 dataclasses.replace(only_vision, vision_backbone=None), dataclasses.replace(spec, variant="cross")):
         assert CaplensR(row).embedding_requests(context) == [], row
+
+
+def test_a_head_finds_the_towers_its_json_names_when_its_row_names_none(tmp_path, monkeypatch):
+    """A registry row may name only the head: the text, vision and cross-encoder towers then come
+    from its caplens_r.json, and the value is the definition's with the cross-encoder's [CLS]
+    state appended. A head that needs a tower nobody names is unavailable, saying which."""
+    ensure_tiny_checkpoints()
+    scorer = Scorer("tiny", "cpu")
+    text, vision, cross = scorer.backbone("mclip-text"), scorer.backbone("clip"), scorer.backbone("blip-itm")
+    dim = text.text_embeddings(["a cat"])[0].shape[1]
+    image = render_scene(generate_scenes(7, 1)[0], size=32)
+    item = ScoreItem(image, "a green triangle above a circle", references=["a triangle", "two shapes"])
+    cls = cross.cls_states([image], [item.candidate], ["k"])[0].astype(np.float64)
+    towers = {"text_backbone": "mclip-text", "vision_backbone": "clip"}
+    heads = {"reads all": towers | {"cross_model": "rated-itm", "cross_backbone": "blip-itm"},
+             "no cross tower": towers | {"cross_model": "rated-itm"}, "no text tower": {"vision_backbone": "clip"}}
+    weights = {name: _write_head(tmp_path / f"h{k}", 5 + 3 * dim + len(cls), 0.4, seed=10 + k, about=about)
+               for k, (name, about) in enumerate(heads.items())}
+    registry = tmp_path / "registry.toml"
+    registry.write_text("".join(f'[backbones.h{k}]\nkind = "caplens-r"\npath = "{tmp_path / f"h{k}"}"\n'
+                                f'[metrics."{name}"]\nfamily = "caplens-r"\nbackbone = "h{k}"\n'
+                                for k, name in enumerate(heads)))
+    monkeypatch.setenv("CAPLENS_REGISTRY_CONFIG", str(registry))
+    result = Scorer("tiny", "cpu").score([item], list(heads))
+    candidate = text.text_embeddings([item.candidate])[0][0].astype(np.float64)
+    references = text.text_embeddings(list(item.references))[0].astype(np.float64)
+    want = _expected(weights["reads all"], vision.image_embeddings([image], ["k"])[0].astype(np.float64),
+                     candidate, references, cls)
+    assert 0.0 < want < 1.0 and result["reads all"].values[0] == pytest.approx(want, abs=2e-5)
+    assert result["no cross tower"].unavailable == ("the head reads the cross-encoder rated-itm, but the CapLens-R "
+                                                    "entry names no cross_backbone")
+    assert result["no text tower"].unavailable == "the CapLens-R entry names no text_backbone / vision_backbone"
