@@ -58,13 +58,14 @@ def setup(tmp_path, monkeypatch):
     text = Scorer("tiny", "cpu").backbone("mclip-text")
     dim = text.text_embeddings(["a cat"])[0].shape[1]
     heads = {"CapLens-R": _write_head(tmp_path / "head", 5 + 3 * dim, 0.4, seed=1),
-             "CapLens-R high": _write_head(tmp_path / "high", 5 + 3 * dim, 40.0, seed=2)}
+             "CapLens-R high": _write_head(tmp_path / "high", 5 + 3 * dim, 40.0, seed=2),
+             "CapLens-R low": _write_head(tmp_path / "low", 5 + 3 * dim, -40.0, seed=3)}
     registry = tmp_path / "registry.toml"
     registry.write_text("".join(
         f'[backbones.{folder}]\nkind = "caplens-r"\npath = "{tmp_path / folder}"\n'
         f'[metrics."{name}"]\nfamily = "caplens-r"\nbackbone = "{folder}"\nvision_backbone = "clip"\n'
         'text_backbone = "mclip-text"\n'
-        for name, folder in (("CapLens-R", "head"), ("CapLens-R high", "high"))))
+        for name, folder in (("CapLens-R", "head"), ("CapLens-R high", "high"), ("CapLens-R low", "low"))))
     monkeypatch.setenv("CAPLENS_REGISTRY_CONFIG", str(registry))
     return Scorer("tiny", "cpu"), heads
 
@@ -79,7 +80,7 @@ def test_caplens_r_equals_its_definition_with_and_without_references(setup):
         ScoreItem(images[2], "a small blue square", references=["a blue square", "one square", "a square, small"]),
         ScoreItem(images[0], "two shapes", references=["one"]),
     ]
-    result = scorer.score(items, ["CapLens-R", "CapLens-R high"])
+    result = scorer.score(items, ["CapLens-R", "CapLens-R high", "CapLens-R low"])
     vision, text = scorer.backbone("clip"), scorer.backbone("mclip-text")
     got = result["CapLens-R"].values
     assert got[1] is None
@@ -93,8 +94,10 @@ def test_caplens_r_equals_its_definition_with_and_without_references(setup):
         assert 0.0 < want < 1.0  # the head was drawn so that no value of these items is clipped
         assert got[k] == pytest.approx(want, abs=2e-5), k
         assert result["CapLens-R high"].values[k] == 1.0  # a head far above 1 is clipped to 1
+        assert result["CapLens-R low"].values[k] == 0.0  # and one far below 0 to 0
     assert len({round(v, 6) for v in got if v is not None}) == 4  # four different items, four values
     assert result["CapLens-R high"].values[1] is None
+    assert result["CapLens-R"].truncated == [False] * 5  # the frozen path flags no truncation
     alone = scorer.score([items[2]], ["CapLens-R"])["CapLens-R"].values  # a batch without any reference
     assert alone[0] == pytest.approx(got[2], abs=1e-6)
 
