@@ -17,6 +17,7 @@ survivors with tests that check a value (docs/architecture.md, "Mutation testing
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -24,10 +25,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+PROGRESS = RESULTS / "mutation_progress"  # stopped --resume runs, carried to the next machine
 PACKAGES = ("scoring", "annotation", "db", "app")
 
 # Every metric of every shipped profile, through the public scorer: split, reordered, caches on
@@ -266,8 +269,54 @@ def _scratch_copy(module: str, tests: list[str], workers_dir: Path, resume: bool
     ])
     (work / "pyproject.toml").write_text(pyproject + section, encoding="utf-8")
     (work / COPY_RECORD).write_text(json.dumps({
-        "commit": _git_head(), "copied_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}), encoding="utf-8")
+        "commit": _git_head(), "copied_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "id": uuid.uuid4().hex[:12]}), encoding="utf-8")
     return work
+
+
+def _progress_file(module: str) -> Path:
+    return PROGRESS / (module.replace("/", "_").removesuffix(".py") + ".json")
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def carried_progress(module: str, work: Path) -> dict | None:
+    """The statuses of a run stopped on another machine (a fresh checkout has no kept copy), from
+    benchmarks/results/mutation_progress/: valid only while the module is byte for byte the code
+    those mutants were made from, since mutmut numbers mutants by their place in the code."""
+    path = _progress_file(module)
+    if not path.is_file():
+        return None
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    if saved["module_sha256"] != _digest(work / module):
+        print(f"{module}: the progress in {path} is of other code (the module changed since): "
+              "starting over", flush=True)
+        return None
+    return saved
+
+
+def save_progress(module: str, work: Path, statuses: dict[str, str], sittings: list[dict]) -> Path:
+    """Keep a stopped run's statuses in the repository, so that the next sitting, on any machine,
+    tests only the mutants no sitting has tested."""
+    path = _progress_file(module)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tested = sum(1 for status in statuses.values() if status != "not checked")
+    path.write_text(json.dumps({"module": module, "module_sha256": _digest(work / module), "sittings": sittings,
+                                "tested": tested, "mutants": len(statuses), "statuses": dict(sorted(statuses.items()))},
+                               indent=0), encoding="utf-8")
+    return path
+
+
+def _local_statuses(work: Path) -> dict[str, str]:
+    """mutmut's own record of the copy: mutant name -> status."""
+    statuses: dict[str, str] = {}
+    for line in _mutmut(work, "results", "--all", "true").splitlines():
+        name, sep, status = line.strip().rpartition(": ")
+        if sep and "__mutmut_" in name:
+            statuses[name] = status.strip()
+    return statuses
 
 
 def _mutmut(work: Path, *args: str, check: bool = True) -> str:
@@ -292,23 +341,36 @@ def run_module(module: str, workers_dir: Path, max_children: int, resume: bool =
         raise SystemExit(f"{module}: none of its tests exist ({', '.join(missing)})")
     work = _scratch_copy(module, tests, workers_dir, resume)
     copy = json.loads((work / COPY_RECORD).read_text(encoding="utf-8"))
-    timing = work / "caplens-wall.json"  # the sittings' wall time, added up
+    timing = work / "caplens-wall.json"  # this copy's sittings' wall time, added up
     earlier = json.loads(timing.read_text(encoding="utf-8"))["wall_s"] if timing.is_file() else 0.0
+    progress = carried_progress(module, work) if resume else None
+    carried = {name: status for name, status in (progress or {}).get("statuses", {}).items() if status != "not checked"}
+    names: list[str] = []  # with carried results: only the mutants that no sitting has tested
+    if carried:
+        local = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"] if (
+            meta := work / "mutants" / f"{module}.meta").is_file() else {}
+        names = [name for name in progress["statuses"] if name not in carried and local.get(name) is None]
+        print(f"{module}: {len(carried)} mutants tested in earlier sittings ({progress['sittings'][-1]['commit']}); "
+              f"{len(names)} to go", flush=True)
     started = time.time()
-    _mutmut(work, "run", "--max-children", str(max_children), check=False)
+    if names or not carried:
+        _mutmut(work, "run", "--max-children", str(max_children), *names, check=False)
     wall = earlier + time.time() - started
     timing.write_text(json.dumps({"wall_s": wall}), encoding="utf-8")
-    statuses: dict[str, str] = {}
-    for line in _mutmut(work, "results", "--all", "true").splitlines():
-        name, sep, status = line.strip().rpartition(": ")
-        if sep and "__mutmut_" in name:
-            statuses[name] = status.strip()
+    statuses = _local_statuses(work)
     if not statuses:
         raise RuntimeError(f"{module}: mutmut produced no mutants; see {work}")
+    statuses |= {name: status for name, status in carried.items() if statuses.get(name) == "not checked"}
+    this = copy.get("id") or copy["copied_at"]  # a copy made before copies had an id
+    sittings = [s for s in (progress or {}).get("sittings", []) if (s.get("id") or s["copied_at"]) != this]
+    sittings.append(copy | {"wall_s": round(wall, 1)})
+    wall = sum(s["wall_s"] for s in sittings)
     untested = sum(1 for status in statuses.values() if status == "not checked")
-    if resume and untested:  # stopped before the end: continue at the next sitting
+    if resume and untested:  # stopped before the end: continue at the next sitting, here or elsewhere
+        kept = save_progress(module, work, statuses, sittings)
         print(f"{module}: stopped with {untested} of {len(statuses)} mutants untested; run again with "
-              f"--resume --work-dir {workers_dir} to continue", flush=True)
+              f"--resume --work-dir {workers_dir} to continue (on another machine, commit {kept})",
+              flush=True)
         return None
     counts = {status: sum(1 for s in statuses.values() if s == status) for status in sorted(set(statuses.values()))}
     not_killed = [name for name, status in sorted(statuses.items()) if status != "killed"]
@@ -322,9 +384,10 @@ def run_module(module: str, workers_dir: Path, max_children: int, resume: bool =
         # killed out of all mutants: survivors and mutants no selected test reaches both count against
         "score": round(killed / len(statuses), 4), "wall_s": round(wall, 1),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "not_killed": survivors,
-        "code": copy,
+        "code": copy, "sittings": sittings,
     }
     shutil.rmtree(work, ignore_errors=True)
+    _progress_file(module).unlink(missing_ok=True)  # the finished run's result supersedes it
     return result
 
 
@@ -483,6 +546,14 @@ def status(workers_dir: Path) -> list[str]:
             module = meta.relative_to(copy / "mutants").as_posix().removesuffix(".meta")
             lines.append(f"{module} (copy of {about['commit']}, {about['copied_at']}): {tested} of {len(codes)} tested; "
                          + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    for kept in sorted(PROGRESS.glob("*.json")):  # stopped runs carried in the repository
+        saved = json.loads(kept.read_text(encoding="utf-8"))
+        counts = {}
+        for name in saved["statuses"].values():
+            counts[name] = counts.get(name, 0) + 1
+        lines.append(f"{saved['module']} (kept in {kept.name}, {len(saved['sittings'])} sitting(s), last of "
+                     f"{saved['sittings'][-1]['commit']}): {saved['tested']} of {saved['mutants']} tested; "
+                     + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     return lines
 
 
@@ -499,7 +570,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true",
                         help="with --work-dir: keep each module's copy and mutmut's record there, so that a run "
                              "stopped (pkill -f 'mutmut run') continues where it was at the next call, on the "
-                             "same copy")
+                             "same copy; a stopped run's statuses also go to benchmarks/results/mutation_progress/, "
+                             "and a fresh machine continues from there while the module's code is unchanged")
     parser.add_argument("--status", action="store_true",
                         help="with --work-dir: how far each kept (--resume) module has got, from mutmut's record")
     parser.add_argument("--report-only", action="store_true",
@@ -514,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.status:
         if not args.work_dir:
-            parser.error("--status needs --work-dir")
+            parser.error("--status needs --work-dir (stopped runs kept in the repository are listed too)")
         for line in status(Path(args.work_dir)):
             print(line)
         return 0

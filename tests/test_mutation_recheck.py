@@ -71,7 +71,7 @@ def test_a_resumed_run_keeps_its_copy_and_a_new_run_takes_a_fresh_one(tmp_path):
     assert fresh == work and not (work / "mutants").exists() and (work / "scoring" / "fingerprint.py").is_file()
 
 
-def test_status_reads_how_far_a_kept_run_has_got(tmp_path):
+def test_status_reads_how_far_a_kept_run_has_got(tmp_path, monkeypatch):
     """--status: per kept copy, its commit and the counts in mutmut's record (mutmut's own names
     for its exit codes: 1 killed, 0 survived, None not checked, -24 timeout)."""
     import json
@@ -79,6 +79,7 @@ def test_status_reads_how_far_a_kept_run_has_got(tmp_path):
     import pytest
 
     pytest.importorskip("mutmut", reason="mutation testing is an extra: pip install -e '.[mutation]'")
+    monkeypatch.setattr(mutation, "PROGRESS", tmp_path / "no-progress-kept")
     copy = tmp_path / "scoring_training_trainer"
     (copy / "mutants" / "scoring" / "training").mkdir(parents=True)
     (copy / mutation.COPY_RECORD).write_text(json.dumps({"commit": "abc1234", "copied_at": "2026-11-27T22:35:23Z"}))
@@ -87,3 +88,73 @@ def test_status_reads_how_far_a_kept_run_has_got(tmp_path):
     assert mutation.status(tmp_path) == [
         "scoring/training/trainer.py (copy of abc1234, 2026-11-27T22:35:23Z): 5 of 6 tested; "
         "3 killed, 1 not checked, 1 survived, 1 timeout"]
+
+
+def test_a_stopped_run_is_carried_to_a_fresh_machine_while_the_module_is_unchanged(tmp_path, monkeypatch):
+    """--resume on a machine without the kept copy: the statuses a stopped sitting saved in
+    benchmarks/results/mutation_progress/ are taken over, mutmut is asked for the untested mutants
+    only, and the merged statuses are saved again (or, once none is untested, become the result
+    and the progress file goes). A changed module starts over: mutmut numbers mutants by place."""
+    import json
+
+    import pytest
+
+    pytest.importorskip("mutmut", reason="mutation testing is an extra: pip install -e '.[mutation]'")
+    module, tests = "scoring/fingerprint.py", ["tests/test_mutation_recheck.py"]
+    monkeypatch.setattr(mutation, "PROGRESS", tmp_path / "progress")
+    names = [f"scoring.fingerprint.x_key__mutmut_{i}" for i in range(1, 6)]
+    record = {n: "not checked" for n in names}  # mutmut's record in the copy, as `mutmut results --all` tells it
+    calls = []
+
+    def fake_mutmut(work, *args, check=True):
+        if args[0] == "run":
+            calls.append(args)
+            for name in args[3:] or names:
+                record[name] = "survived" if name.endswith("_4") else "killed"
+            return ""
+        if args[0] == "results":
+            return "\n".join(f"    {name}: {status}" for name, status in record.items())
+        return f"--- a\n+++ b\n-    old line of {args[1]}\n+    new line\n"
+
+    monkeypatch.setattr(mutation, "_mutmut", fake_mutmut)
+    work = mutation._scratch_copy(module, tests, tmp_path / "first-machine")
+    first = {names[0]: "killed", names[1]: "timeout", names[2]: "not checked", names[3]: "not checked",
+             names[4]: "not checked"}
+    sitting = json.loads((work / mutation.COPY_RECORD).read_text()) | {"wall_s": 600.0}
+    saved = mutation.save_progress(module, work, first, [sitting])
+    assert saved == tmp_path / "progress" / "scoring_fingerprint.json"
+    assert json.loads(saved.read_text())["tested"] == 2
+
+    def stop_after_one(work, *args, check=True):  # the sitting is stopped after one more mutant
+        if args[0] == "run":
+            record[args[3]] = "killed"
+            record[names[1]] = "killed"  # what this copy's own record says wins over what was carried
+            calls.append(args)
+            return ""
+        return fake_mutmut(work, *args, check=check)
+
+    monkeypatch.setattr(mutation, "_mutmut", stop_after_one)
+    assert mutation.run_module(module, tmp_path / "second-machine", 2, resume=True) is None
+    assert calls[-1] == ("run", "--max-children", "2", names[2], names[3], names[4])
+    kept = json.loads(saved.read_text())
+    assert kept["statuses"] == {names[0]: "killed", names[1]: "killed", names[2]: "killed",
+                                names[3]: "not checked", names[4]: "not checked"}
+    assert [s["commit"] for s in kept["sittings"]] == [sitting["commit"]] * 2 and kept["tested"] == 3
+    assert mutation.status(tmp_path / "none") == [
+        f"scoring/fingerprint.py (kept in scoring_fingerprint.json, 2 sitting(s), last of {sitting['commit']}): "
+        "3 of 5 tested; 3 killed, 2 not checked"]
+
+    monkeypatch.setattr(mutation, "_mutmut", fake_mutmut)
+    for name in names:
+        record[name] = "not checked"  # a third machine: a fresh copy again
+    result = mutation.run_module(module, tmp_path / "third-machine", 2, resume=True)
+    assert calls[-1][3:] == (names[3], names[4])
+    assert result["counts"] == {"killed": 4, "survived": 1} and result["mutants"] == 5
+    assert [s["mutant"] for s in result["not_killed"]] == [names[3]]
+    assert len(result["sittings"]) == 3 and result["sittings"][0]["wall_s"] == 600.0
+    assert not saved.exists()
+
+    mutation.save_progress(module, work, first, [sitting])
+    (work / module).write_text((work / module).read_text() + "\n# changed\n")
+    assert mutation.carried_progress(module, work) is None
+    assert mutation.carried_progress(module, mutation._scratch_copy(module, tests, tmp_path / "fourth")) is not None
