@@ -45,9 +45,10 @@ MODULES: dict[str, list[str]] = {
     "scoring/metrics/mcs.py": [*_EVERY_METRIC, "tests/scoring/test_learned_metrics.py"],
     "scoring/metrics/specs.py": [*_EVERY_METRIC, "tests/scoring/test_umic_specs_fidelity.py", "tests/scoring/test_learned_metrics.py"],
     "scoring/metrics/umic.py": [*_EVERY_METRIC, "tests/scoring/test_umic_specs_fidelity.py", "tests/scoring/test_learned_metrics.py"],
-    "scoring/metrics/caplens_r.py": [*_EVERY_METRIC, "tests/scoring/test_caplens_r_reference.py",
-                                     "tests/scoring/test_learned_metrics.py", "tests/training/test_losses.py",
-                                     "tests/training/test_caplens_r_cross.py", "tests/training/test_caplens_r_fluency.py"],
+    # the module's own tests first: --recheck runs them in this order and stops at the first failure
+    "scoring/metrics/caplens_r.py": ["tests/scoring/test_caplens_r_reference.py", "tests/scoring/test_learned_metrics.py",
+                                     "tests/training/test_losses.py", "tests/training/test_caplens_r_cross.py",
+                                     "tests/training/test_caplens_r_fluency.py", *_EVERY_METRIC],
     "scoring/metrics/fluency.py": ["tests/training/test_caplens_r_fluency.py"],
     "scoring/metrics/coco.py": ["tests/scoring/test_ngram_metrics.py", "tests/scoring/test_ptb_line_separators.py",
                                 "tests/scoring/test_session_scoring.py", "tests/scoring/test_metric_protocol.py",
@@ -101,6 +102,25 @@ NOTES: dict[str, str] = {
         "test_reference_metrics_flag_truncated_candidates_and_descriptions_name_the_model), and `texts =` "
         "for `texts +=` (RefCLIP-S requesting only its references, hidden when CLIP-S requests the same "
         "candidates: test_metric_protocol.py::test_each_metric_alone_requests_everything_it_encodes)."),
+    "scoring/metrics/caplens_r.py": (
+        "The run of 2026-11-28 (350 of 453) found CapLens-R's end-to-end cross-encoder row (`variant = \"cross\"`, "
+        "the pair head's P(match) as the rating) reached by no test of this module: 20 of its 103 survivors. Tests "
+        "written afterwards in test_caplens_r_reference.py, each checked by planting mutants by hand: that row "
+        "against the raw BLIP pair head (imageless items, truncation flags); the towers a head's caplens_r.json "
+        "names when its row names none, with a cross-encoder's [CLS] state appended, and the exact message for a "
+        "tower nobody names; towers of different widths named with both widths; `embedding_requests` (rows with an "
+        "image, only towers the row names); clipping at 0 and no truncation flags on the frozen path; `save_head` "
+        "into a new nested folder, read back; the world profile's CapLens-R `w`, `prefix` and description "
+        "(test_metric_protocol.py). `CaplensRHead` kept `spec`, `label` and a fingerprint that nothing read: gone. "
+        "Equivalent survivors: the JSON layout of caplens_r.json (`indent`, `ensure_ascii`) and `encoding` None or "
+        "'UTF-8' (UTF-8 locale): the same payload is read back; `squeeze(+1)` for `squeeze(-1)` on the head's (N, 1) "
+        "output; the zero mean reference without its float32 dtype (the products are stored into the float32 feature "
+        "array); image keys passed as None to a vision tower or a cross-encoder (each hashes the images itself: the "
+        "same keys), and images passed as None where the Scorer has already encoded them (found by key); "
+        "`if flat or True` (a text tower given no text returns an empty (0, D) array) and the empty reference array's "
+        "shape (1, D) or dtype when no item has references (every item's slice of it is empty either way); "
+        "`head=` left out of `match_probability` (its default is \"pair\"); on the frozen path, whose flags are all "
+        "False, `scatter`'s flags left out or None (its default is no truncation); `cross_name = \"\"` for None (both falsy)."),
     "scoring/metrics/coco.py": (
         "Equivalent survivors seen so far: `CorpusCiderScorer(n=4, sigma=6.0)` without `n` or without `sigma` "
         "(pycocoevalcap's defaults are n=4, sigma=6.0); the `ref_len` setter's return value (a setter's is "
