@@ -64,8 +64,12 @@ def test_list_runs_finds_finished_runs_at_any_depth_newest_first(tmp_path, finis
     (root / "edited" / RESULT_FILE).write_text(json.dumps({k: v for k, v in record.items() if k != "losses"}))
     with caplog.at_level("WARNING", logger="scoring.training.trainer"):
         runs = list_runs(root)
-    left_out = sorted(r.getMessage().split(":")[0] for r in caplog.records)
-    assert left_out == [f"left out {root / 'cut'}", f"left out {root / 'edited'}"]
+    left_out = sorted((r.name, r.getMessage()) for r in caplog.records)
+    assert left_out == [
+        ("scoring.training.trainer", f"left out {root / 'cut'}: its training.json cannot be read "
+                                     "(JSONDecodeError: Unterminated string starting at: line 1 column 12 (char 11))"),
+        ("scoring.training.trainer", f"left out {root / 'edited'}: its training.json cannot be read "
+                                     "(KeyError: 'losses')")]
     assert [r.out_dir for r in runs] == [folders["deep"], folders["a"], folders["b"]]
     assert [r.wall_s for r in runs] == [2.0, 1.0, 3.0]
     assert all(isinstance(r, TrainResult) and r.recipe == "pr-mcs" for r in runs)

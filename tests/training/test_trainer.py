@@ -285,9 +285,15 @@ def test_weights_stored_in_half_precision_keep_integer_tensors_and_the_pt_format
 
     weights = {"w": torch.tensor([[0.1, -2.5]], dtype=torch.float32), "ids": torch.arange(4, dtype=torch.int64)}
     save_file(weights, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    (tmp_path / ".resume").mkdir()  # the run's scratch (sorted first): left as it is, and the rest still done
+    save_file(weights, str(tmp_path / ".resume" / "model.safetensors"))
+    (tmp_path / "2_Dense").mkdir()  # a sentence-transformers layer in a sub-folder
+    save_file(weights, str(tmp_path / "2_Dense" / "model.safetensors"))
     store_weights_as(tmp_path, "float16")
     loaded = load_file(str(tmp_path / "model.safetensors"))
     assert loaded["w"].dtype == torch.float16 and torch.equal(loaded["w"], weights["w"].half())
+    assert load_file(str(tmp_path / "2_Dense" / "model.safetensors"))["w"].dtype == torch.float16
+    assert load_file(str(tmp_path / ".resume" / "model.safetensors"))["w"].dtype == torch.float32
     assert loaded["ids"].dtype == torch.int64 and torch.equal(loaded["ids"], weights["ids"])
     with safe_open(str(tmp_path / "model.safetensors"), "pt") as stored:
         assert stored.metadata() == {"format": "pt"}
