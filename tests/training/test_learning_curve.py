@@ -15,6 +15,10 @@ def test_learning_curve_has_one_point_per_rating_budget(tmp_path, monkeypatch):
     curve = json.loads((tmp_path / "run" / "learning_curve.json").read_text(encoding="utf-8"))
     full = json.loads((tmp_path / "run" / "training.json").read_text(encoding="utf-8"))["budget"]
     assert curve["unit"] == "ratings"
+    from scoring.training import read_learning_curve
+
+    assert read_learning_curve(tmp_path / "run") == curve and read_learning_curve(str(tmp_path / "run")) == curve
+    assert read_learning_curve(tmp_path / "a run without a curve") is None
     budgets = [p["budget"] for p in curve["points"]]
     # 30 and 90 ratings (whole images, so a point may hold a few more), then the full run;
     # 100000 exceeds the set and is the full run itself.

@@ -321,10 +321,12 @@ def test_a_cuda_resume_sets_the_cuda_generator_it_saved_and_only_where_it_saved_
 
     calls = []
     monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device="cuda": calls.append((state, device)))
-    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": torch.full((4,), 7, dtype=torch.uint8))
+    read_from = []
+    monkeypatch.setattr(torch.cuda, "get_rng_state",
+                        lambda device="cuda": read_from.append(device) or torch.full((4,), 7, dtype=torch.uint8))
     cuda = torch.device("cuda", 0)
     state = trainer._rng_state(cuda)
-    assert torch.equal(state["cuda"], torch.full((4,), 7, dtype=torch.uint8))
+    assert torch.equal(state["cuda"], torch.full((4,), 7, dtype=torch.uint8)) and read_from == [cuda]
     expected = torch.rand(3)
     trainer._restore_rng(state, cuda)
     assert torch.equal(torch.rand(3), expected)
