@@ -228,9 +228,11 @@ NOTES: dict[str, str] = {
         "positives, so the column-wise terms of one direction are the row-wise terms of the other "
         "(worked through by hand; all 23 survivors are of these kinds)."),
     "scoring/training/trainer.py": (
-        "The run started 2026-11-27 22:35 on a copy at abf696b and goes on over several sittings "
-        "(`--resume`); tests written after the copy count only through `--recheck`. Survivors read during "
-        "the run: killed since by tests written after the copy (each planted by hand, each fails): "
+        "The run started on 2026-11-28 (the 2026-11-27 run was lost with its machine's scratch folder) and goes "
+        "on over sittings and machines: `--resume` keeps its statuses in benchmarks/results/mutation_progress/. "
+        "Killed after the copy by tests written for its survivors (each planted by hand, each fails): "
+        "store_weights_as's `.resume` name and `continue` -> `break` there, list_runs' warning and logger, "
+        "read_learning_curve's missing file, the CUDA generator's device. From the 2026-11-27 run, killed since the same way: "
         "_restore_rng/_rng_state's CUDA branch (test_a_cuda_resume_sets_the_cuda_generator_it_saved...), "
         "read_result's device, learning_curve's point options, folder, log, cancel and resume "
         "(test_a_cancelled_curve_point_resumes...), save_snapshot's history and best "
