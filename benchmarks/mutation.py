@@ -553,10 +553,10 @@ def _write(module_result: dict) -> None:
 def status(workers_dir: Path) -> list[str]:
     """One line per module copy kept in `workers_dir`: its commit and mutmut's counts so far
     (read from the record mutmut keeps, `mutants/<module>.meta`)."""
-    from mutmut.stats import status_by_exit_code
-
     lines = []
     for copy in sorted(p.parent for p in workers_dir.glob(f"*/{COPY_RECORD}")):
+        from mutmut.stats import status_by_exit_code  # only kept copies need mutmut to be read
+
         about = json.loads((copy / COPY_RECORD).read_text(encoding="utf-8"))
         for meta in sorted((copy / "mutants").rglob("*.py.meta")):
             codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"].values()

@@ -97,9 +97,6 @@ def test_a_stopped_run_is_carried_to_a_fresh_machine_while_the_module_is_unchang
     and the progress file goes). A changed module starts over: mutmut numbers mutants by place."""
     import json
 
-    import pytest
-
-    pytest.importorskip("mutmut", reason="mutation testing is an extra: pip install -e '.[mutation]'")
     module, tests = "scoring/fingerprint.py", ["tests/test_mutation_recheck.py"]
     monkeypatch.setattr(mutation, "PROGRESS", tmp_path / "progress")
     names = [f"scoring.fingerprint.x_key__mutmut_{i}" for i in range(1, 6)]
