@@ -32,6 +32,13 @@ def _write_head(folder, in_features, out_bias, seed, about=None):
     return weights
 
 
+def _use_registry(tmp_path, monkeypatch, toml: str) -> None:
+    """Score with the shipped profile plus the rows of `toml` (CAPLENS_REGISTRY_CONFIG)."""
+    registry = tmp_path / "registry.toml"
+    registry.write_text(toml)
+    monkeypatch.setenv("CAPLENS_REGISTRY_CONFIG", str(registry))
+
+
 def _expected(weights, image, candidate, references, extra=()):
     """One item's rating from unit embeddings, by the definition (not by caplens_r.features),
     with `extra` features (a cross-encoder's [CLS] state) after them."""
@@ -60,13 +67,11 @@ def setup(tmp_path, monkeypatch):
     heads = {"CapLens-R": _write_head(tmp_path / "head", 5 + 3 * dim, 0.4, seed=1),
              "CapLens-R high": _write_head(tmp_path / "high", 5 + 3 * dim, 40.0, seed=2),
              "CapLens-R low": _write_head(tmp_path / "low", 5 + 3 * dim, -40.0, seed=3)}
-    registry = tmp_path / "registry.toml"
-    registry.write_text("".join(
+    _use_registry(tmp_path, monkeypatch, "".join(
         f'[backbones.{folder}]\nkind = "caplens-r"\npath = "{tmp_path / folder}"\n'
         f'[metrics."{name}"]\nfamily = "caplens-r"\nbackbone = "{folder}"\nvision_backbone = "clip"\n'
         'text_backbone = "mclip-text"\n'
         for name, folder in (("CapLens-R", "head"), ("CapLens-R high", "high"), ("CapLens-R low", "low"))))
-    monkeypatch.setenv("CAPLENS_REGISTRY_CONFIG", str(registry))
     return Scorer("tiny", "cpu"), heads
 
 
@@ -105,11 +110,10 @@ def test_caplens_r_equals_its_definition_with_and_without_references(setup):
 def test_a_head_that_reads_other_features_than_its_towers_give_is_unavailable(tmp_path, monkeypatch):
     ensure_tiny_checkpoints()
     _write_head(tmp_path / "head", 11, 0.4, seed=1)
-    registry = tmp_path / "registry.toml"
-    registry.write_text(f'[backbones.head]\nkind = "caplens-r"\npath = "{tmp_path / "head"}"\n'
-                        '[metrics."CapLens-R"]\nfamily = "caplens-r"\nbackbone = "head"\nvision_backbone = "clip"\n'
-                        'text_backbone = "mclip-text"\n')
-    monkeypatch.setenv("CAPLENS_REGISTRY_CONFIG", str(registry))
+    _use_registry(tmp_path, monkeypatch, (
+        f'[backbones.head]\nkind = "caplens-r"\npath = "{tmp_path / "head"}"\n'
+        '[metrics."CapLens-R"]\nfamily = "caplens-r"\nbackbone = "head"\nvision_backbone = "clip"\n'
+        'text_backbone = "mclip-text"\n'))
     image = render_scene(generate_scenes(0, 1)[0], size=32)
     result = Scorer("tiny", "cpu").score([ScoreItem(image, "a red circle")], ["CapLens-R", "CLIP-S"])
     assert "the head reads 11 features but its backbones give" in result["CapLens-R"].unavailable
@@ -150,12 +154,11 @@ def test_towers_of_different_widths_are_named_with_both_widths(tmp_path, monkeyp
     ensure_tiny_checkpoints()
     _write_head(tmp_path / "head", 5 + 3 * 64, 0.4, seed=1)
     world_clip = Path(scoring.__file__).parent / "world" / "checkpoints" / "world-clip"
-    registry = tmp_path / "registry.toml"
-    registry.write_text(f'[backbones.head]\nkind = "caplens-r"\npath = "{tmp_path / "head"}"\n'
-                        f'[backbones.world-clip]\nkind = "clip"\nlabel = "world-CLIP"\npath = "{world_clip}"\n'
-                        '[metrics."CapLens-R"]\nfamily = "caplens-r"\nbackbone = "head"\n'
-                        'vision_backbone = "world-clip"\ntext_backbone = "mclip-text"\n')
-    monkeypatch.setenv("CAPLENS_REGISTRY_CONFIG", str(registry))
+    _use_registry(tmp_path, monkeypatch, (
+        f'[backbones.head]\nkind = "caplens-r"\npath = "{tmp_path / "head"}"\n'
+        f'[backbones.world-clip]\nkind = "clip"\nlabel = "world-CLIP"\npath = "{world_clip}"\n'
+        '[metrics."CapLens-R"]\nfamily = "caplens-r"\nbackbone = "head"\n'
+        'vision_backbone = "world-clip"\ntext_backbone = "mclip-text"\n'))
     image = render_scene(generate_scenes(0, 1)[0], size=32)
     result = Scorer("tiny", "cpu").score([ScoreItem(image, "a red circle", ["a circle"])], ["CapLens-R", "CLIP-S"])
     assert result["CapLens-R"].unavailable == "text encoder outputs 64 dims but the vision tower 128"
@@ -170,10 +173,9 @@ def test_an_end_to_end_cross_encoder_row_scores_its_pair_heads_match_probability
     from transformers import BlipForImageTextRetrieval, BlipProcessor
 
     folder = ensure_tiny_checkpoints() / "blip-itm"
-    registry = tmp_path / "registry.toml"
-    registry.write_text(f'[backbones.rated-itm]\nkind = "blip-itm"\npath = "{folder}"\n'
-                        '[metrics."CapLens-R cross"]\nfamily = "caplens-r"\nbackbone = "rated-itm"\nvariant = "cross"\n')
-    monkeypatch.setenv("CAPLENS_REGISTRY_CONFIG", str(registry))
+    _use_registry(tmp_path, monkeypatch, (
+        f'[backbones.rated-itm]\nkind = "blip-itm"\npath = "{folder}"\n'
+        '[metrics."CapLens-R cross"]\nfamily = "caplens-r"\nbackbone = "rated-itm"\nvariant = "cross"\n'))
     scorer = Scorer("tiny", "cpu")
     images = [render_scene(s, size=32) for s in generate_scenes(5, 2)]
     long_caption = " ".join(["a red circle left of a blue square"] * 80)
@@ -185,8 +187,8 @@ def test_an_end_to_end_cross_encoder_row_scores_its_pair_heads_match_probability
     model, processor = BlipForImageTextRetrieval.from_pretrained(folder).eval(), BlipProcessor.from_pretrained(folder)
     limit = scorer.backbone("rated-itm").max_tokens
     with torch.no_grad():
-        batch = processor(images=[images[0], images[1], images[0]], text=["a red circle", "two shapes on grey", long_caption],
-                          padding=True, truncation=True, max_length=limit, return_tensors="pt")
+        batch = processor(images=[images[0], images[1], images[0]],
+                          text=["a red circle", "two shapes on grey", long_caption], padding=True, truncation=True, max_length=limit, return_tensors="pt")
         want = model(**batch, use_itm_head=True).itm_score.softmax(-1)[:, 1].double().numpy()
     got = [result.values[k] for k in (0, 2, 3)]
     assert got == pytest.approx(list(want), abs=1e-5)
@@ -236,11 +238,9 @@ def test_a_head_finds_the_towers_its_json_names_when_its_row_names_none(tmp_path
              "no cross tower": towers | {"cross_model": "rated-itm"}, "no text tower": {"vision_backbone": "clip"}}
     weights = {name: _write_head(tmp_path / f"h{k}", 5 + 3 * dim + len(cls), 0.4, seed=10 + k, about=about)
                for k, (name, about) in enumerate(heads.items())}
-    registry = tmp_path / "registry.toml"
-    registry.write_text("".join(f'[backbones.h{k}]\nkind = "caplens-r"\npath = "{tmp_path / f"h{k}"}"\n'
-                                f'[metrics."{name}"]\nfamily = "caplens-r"\nbackbone = "h{k}"\n'
-                                for k, name in enumerate(heads)))
-    monkeypatch.setenv("CAPLENS_REGISTRY_CONFIG", str(registry))
+    _use_registry(tmp_path, monkeypatch, "".join(
+        f'[backbones.h{k}]\nkind = "caplens-r"\npath = "{tmp_path / f"h{k}"}"\n'
+        f'[metrics."{name}"]\nfamily = "caplens-r"\nbackbone = "h{k}"\n' for k, name in enumerate(heads)))
     result = Scorer("tiny", "cpu").score([item], list(heads))
     candidate = text.text_embeddings([item.candidate])[0][0].astype(np.float64)
     references = text.text_embeddings(list(item.references))[0].astype(np.float64)
