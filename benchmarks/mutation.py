@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -560,19 +561,14 @@ def status(workers_dir: Path) -> list[str]:
         about = json.loads((copy / COPY_RECORD).read_text(encoding="utf-8"))
         for meta in sorted((copy / "mutants").rglob("*.py.meta")):
             codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"].values()
-            counts: dict[str, int] = {}
-            for code in codes:
-                name = status_by_exit_code[code]
-                counts[name] = counts.get(name, 0) + 1
-            tested = len(codes) - counts.get("not checked", 0)
+            counts = Counter(status_by_exit_code[code] for code in codes)
+            tested = len(codes) - counts["not checked"]
             module = meta.relative_to(copy / "mutants").as_posix().removesuffix(".meta")
             lines.append(f"{module} (copy of {about['commit']}, {about['copied_at']}): {tested} of {len(codes)} tested; "
                          + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     for kept in sorted(PROGRESS.glob("*.json")):  # stopped runs carried in the repository
         saved = json.loads(kept.read_text(encoding="utf-8"))
-        counts = {}
-        for name in saved["statuses"].values():
-            counts[name] = counts.get(name, 0) + 1
+        counts = Counter(saved["statuses"].values())
         lines.append(f"{saved['module']} (kept in {kept.name}, {len(saved['sittings'])} sitting(s), last of "
                      f"{saved['sittings'][-1]['commit']}): {saved['tested']} of {saved['mutants']} tested; "
                      + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
