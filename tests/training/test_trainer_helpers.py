@@ -1,6 +1,7 @@
 """The trainer's small decisions, each against values worked out by hand: which device and
 autocast precision a config gets, the schedule's factor at each step, which optimizer with which
 settings, how a duration is printed, and which `out` folders a run refuses."""
+import json
 import math
 
 import pytest
@@ -112,3 +113,17 @@ def test_seeding_sets_threads_and_every_generator(monkeypatch):
     calls.clear()
     trainer._seed_everything(_config(seed=7, threads=None), torch.device("cuda"))
     assert calls == {"det": (False, True)}  # CUDA kernels stay fast; no thread count forced
+
+
+@pytest.mark.parametrize("dtype, precision", [(torch.bfloat16, "bfloat16"), (torch.float16, "float16"), (None, "fp32")])
+def test_the_record_names_the_cuda_card_and_the_autocast_precision(monkeypatch, tmp_path, dtype, precision):
+    """What a GPU run writes in training.json, from a CPU run whose device says CUDA: the card's
+    name (asked of the run's own device) and the autocast dtype, or fp32 without autocast."""
+    run = trainer._Run(load_config("pr-mcs-tiny", out=str(tmp_path / "run")), lambda m: None, lambda f, m: None)
+    asked = []
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: asked.append(device) or "NVIDIA H100 80GB HBM3")
+    run.device, run.autocast_dtype = torch.device("cuda", 1), dtype
+    record = run.save({"loss": 0.5}, 0, None)
+    assert (record["device"], record["precision"]) == ("NVIDIA H100 80GB HBM3", precision)
+    assert asked == [torch.device("cuda", 1)]
+    assert json.loads((tmp_path / "run" / trainer.RESULT_FILE).read_text())["precision"] == precision
