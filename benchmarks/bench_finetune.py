@@ -21,7 +21,6 @@ times come from each checkpoint's training.json.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -33,6 +32,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from world_protocol import protocol_parser, run_and_write  # noqa: E402  (beside this script)
 
 LANG = "en"  # the paper metrics' world checkpoints are English models
 CHECKPOINTS = {"PR-MCS": "world-prmcs", "SPECS": "world-specs", "PAC-S": "world-pacs", "UMIC-C": "world-itm",
@@ -241,32 +242,14 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--first-seed", type=int, default=1_000_000, help="first scene seed (test range or outside)")
-    parser.add_argument("--scenes", type=int, default=300)
-    parser.add_argument("--n-boot", type=int, default=1000)
-    parser.add_argument("--device")
-    parser.add_argument("--profile", default="world", help="a profile name or TOML file (a candidate's checkpoints)")
-    parser.add_argument("--choose", action="store_true", help="run on validation scenes, to choose (not to report)")
-    parser.add_argument("--json", type=Path, help="also write the full result here")
-    parser.add_argument("--md", type=Path, help="also write the report here")
+    parser = protocol_parser(__doc__.split("\n\n")[0], langs=False)
     parser.add_argument("--from-json", type=Path, help="print the report of an earlier --json result")
     args = parser.parse_args(argv)
     if args.from_json:
         print(report(json.loads(args.from_json.read_text(encoding="utf-8"))))
         return 0
-    try:
-        result = run(args.first_seed, args.scenes, args.device, args.n_boot, args.choose, args.profile)
-    except ValueError as exc:
-        print(f"bench_finetune: {exc}", file=sys.stderr)
-        return 2
-    text = report(result)
-    print(text)
-    if args.md:
-        args.md.write_text(text, encoding="utf-8")
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")
-    return 0
+    return run_and_write("bench_finetune", args, lambda: run(
+        args.first_seed, args.scenes, args.device, args.n_boot, args.choose, args.profile), report)
 
 
 if __name__ == "__main__":

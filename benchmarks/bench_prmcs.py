@@ -17,8 +17,6 @@ validation instead, to choose a checkpoint or setting, and says so.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -28,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_ratings import _jsonable, command_line  # noqa: E402  (beside this script)
+from world_protocol import command_line, protocol_parser, run_and_write  # noqa: E402  (beside this script)
 
 TARGET_DROP, TARGET_WEAKEST, TARGET_FALL = 50.0, 20.0, 0.02
 
@@ -100,30 +98,9 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="PR-MCS against MCS on world scenes, with scene-bootstrap intervals")
-    parser.add_argument("--first-seed", type=int, default=1_000_000)
-    parser.add_argument("--scenes", type=int, default=300)
-    parser.add_argument("--langs", default="en,de,fr,es,ja")
-    parser.add_argument("--profile", default="world")
-    parser.add_argument("--n-boot", type=int, default=1000)
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--choose", action="store_true", help="run on validation scenes, to choose (not to report)")
-    parser.add_argument("--json", type=Path)
-    parser.add_argument("--md", type=Path)
-    args = parser.parse_args(argv)
-    try:
-        result = run(args.first_seed, args.scenes, args.langs.split(","), args.profile, args.n_boot, args.device,
-                     args.choose)
-    except ValueError as exc:
-        print(f"bench_prmcs: {exc}", file=sys.stderr)
-        return 2
-    text = report(result)
-    if args.json:
-        args.json.write_text(json.dumps(_jsonable(result), indent=1, ensure_ascii=False), encoding="utf-8")
-    if args.md:
-        args.md.write_text(text, encoding="utf-8")
-    print(text)
-    return 0
+    args = protocol_parser("PR-MCS against MCS on world scenes, with scene-bootstrap intervals").parse_args(argv)
+    return run_and_write("bench_prmcs", args, lambda: run(
+        args.first_seed, args.scenes, args.langs.split(","), args.profile, args.n_boot, args.device, args.choose), report)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ instead, to choose between checkpoints or settings; its output says so and is no
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -22,6 +20,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from world_protocol import command_line, protocol_parser, run_and_write  # noqa: E402  (beside this script)
 
 METRICS = ["CLIP-S", "RefCLIP-S", "PAC-S", "RefPAC-S", "MCS", "PR-MCS", "SPECS", "UMIC-C", "UMIC", "CapLens-R"]
 TARGETS = {"short": 0.65, "long": 0.40, "all": 0.70}  # CapLens-R tau_c, issue 30
@@ -76,21 +77,6 @@ def run(first_seed: int, scenes: int, langs, profile: str, metrics, n_boot: int,
             "wall_s": round(time.time() - started, 1)}
 
 
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if hasattr(value, "low") and hasattr(value, "high"):
-        return {"value": value.value, "low": value.low, "high": value.high, "scenes": value.n}
-    return value
-
-
-def command_line(script: str, r: dict) -> str:
-    """The command that reproduces a report of a world range (with --choose on validation)."""
-    choose = "--choose " if r["range"].startswith("validation") else ""
-    return (f"python benchmarks/{script} {choose}--first-seed {r['first_seed']} --scenes {r['scenes']} "
-            f"--langs {','.join(r['langs'])} --profile {r['profile']}")
-
-
 def _fmt(est) -> str:
     return f"{est.value:+.3f} [{est.low:+.3f}, {est.high:+.3f}]"
 
@@ -126,31 +112,11 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--first-seed", type=int, default=1_000_000)
-    parser.add_argument("--scenes", type=int, default=300)
-    parser.add_argument("--langs", default="en,de,fr,es,ja")
-    parser.add_argument("--profile", default="world")
-    parser.add_argument("--metrics", default=",".join(METRICS))
-    parser.add_argument("--n-boot", type=int, default=1000)
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--choose", action="store_true", help="run on validation scenes, to choose (not to report)")
-    parser.add_argument("--json", type=Path)
-    parser.add_argument("--md", type=Path)
+    parser = protocol_parser(__doc__.split("\n\n")[0], metrics=",".join(METRICS))
     args = parser.parse_args(argv)
-    try:
-        result = run(args.first_seed, args.scenes, tuple(args.langs.split(",")), args.profile,
-                     args.metrics.split(","), args.n_boot, args.device, args.choose)
-    except ValueError as exc:
-        print(f"bench_ratings: {exc}", file=sys.stderr)
-        return 2
-    text = report(result)
-    print(text)
-    if args.md:
-        args.md.write_text(text, encoding="utf-8")
-    if args.json:
-        args.json.write_text(json.dumps(_jsonable(result), indent=1), encoding="utf-8")
-    return 0
+    return run_and_write("bench_ratings", args, lambda: run(
+        args.first_seed, args.scenes, tuple(args.langs.split(",")), args.profile, args.metrics.split(","),
+        args.n_boot, args.device, args.choose), report)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,13 @@
 each of its four negatives) on UMIC's own four negative kinds and on the world's content errors
 (a kind the recipe never trains on), per kind, with 95 % scene-bootstrap intervals (issue 30).
 
-    python benchmarks/bench_umic.py --first-seed 1000000 --scenes 300 [--profile world] [--metrics UMIC-C,UMIC] [--json F]
+    python benchmarks/bench_umic.py --first-seed 1000000 --scenes 300 [--profile world] [--metrics UMIC-C,UMIC]
+        [--n-boot 1000] [--device cuda] [--json F] [--md F]
+
+`--choose` runs on the validation range instead, to choose between checkpoints or settings.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -18,22 +19,25 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from world_protocol import protocol_parser, run_and_write  # noqa: E402  (beside this script)
 
-def run(first_seed: int, scenes: int, profile: str, metrics: list[str]) -> dict:
+
+def run(first_seed: int, scenes: int, profile: str, metrics: list[str], n_boot: int = 1000,
+        device: str | None = None, choose: bool = False) -> dict:
     from bench_finetune import _held_out_sets, pairwise_correct_table
 
     from scoring.analysis.correlation import cluster_bootstrap
     from scoring.api import Scorer
     from scoring.world.render import render_scene
     from scoring.world.scene import generate_scenes
-    from scoring.world.splits import check_report_range
+    from scoring.world.splits import check_range
 
-    kind = check_report_range(first_seed, scenes)
+    kind = check_range(first_seed, scenes, choose)
     started = time.time()
     world = generate_scenes(first_seed, scenes)
     sets = _held_out_sets(world)
     image_of = {f"images/{s.scene_id}.png": render_scene(s) for s in world}
-    scorer = Scorer(profile)
+    scorer = Scorer(profile, device)
     out = {"first_seed": first_seed, "scenes": scenes, "range": kind, "profile": profile, "sets": {}}
     for name in ("umic", "umic-errors"):
         groups = sets[name]
@@ -41,7 +45,8 @@ def run(first_seed: int, scenes: int, profile: str, metrics: list[str]) -> dict:
         entry = {"groups": len(groups)}
         for metric in metrics:
             correct = pairwise_correct_table(scorer, metric, groups, image_of)
-            est = cluster_bootstrap(lambda i: 100 * correct[i].mean(), np.arange(len(groups)))  # a group is a scene
+            # a group is a scene
+            est = cluster_bootstrap(lambda i: 100 * correct[i].mean(), np.arange(len(groups)), n_boot=n_boot)
             entry[metric] = {"accuracy": [est.value, est.low, est.high],
                              "by_kind": {str(x): 100 * float(correct[kinds == x].mean()) for x in sorted(set(kinds.ravel()))}}
         out["sets"][name] = entry
@@ -65,22 +70,10 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--first-seed", type=int, default=1_000_000)
-    parser.add_argument("--scenes", type=int, default=300)
-    parser.add_argument("--profile", default="world")
-    parser.add_argument("--metrics", default="UMIC-C,UMIC")
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args(argv)
-    try:
-        result = run(args.first_seed, args.scenes, args.profile, args.metrics.split(","))
-    except ValueError as exc:
-        print(f"bench_umic: {exc}", file=sys.stderr)
-        return 2
-    print(report(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1), encoding="utf-8")
-    return 0
+    args = protocol_parser(__doc__.split("\n\n")[0], langs=False, metrics="UMIC-C,UMIC").parse_args(argv)
+    return run_and_write("bench_umic", args, lambda: run(
+        args.first_seed, args.scenes, args.profile, args.metrics.split(","), args.n_boot, args.device, args.choose),
+        report)
 
 
 if __name__ == "__main__":

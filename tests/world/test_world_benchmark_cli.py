@@ -1,0 +1,65 @@
+"""The world benchmarks' shared command line (benchmarks/world_protocol.py), run as a user runs
+them: every one refuses a range the protocol forbids with one line and exit status 2, and a run
+writes the same report it prints, and its full result as JSON."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ["bench_ratings", "bench_prmcs", "bench_finetune", "bench_umic"]
+
+
+def _bench(script: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{script}.py"), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_each_world_benchmark_refuses_train_scenes_and_choosing_outside_validation(script):
+    done = _bench(script, "--first-seed", "10", "--scenes", "3")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"{script}: seeds 10..12 overlap the train range (0..499999): report on the test range "
+                           "(1000000..) or outside all ranges (2000000..)\n")
+    done = _bench(script, "--choose", "--first-seed", "1000000", "--scenes", "3")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"{script}: choosing runs on the validation range (500000..999999)\n"
+
+
+def test_a_choosing_run_writes_the_report_it_prints_and_its_result(tmp_path):
+    md, result = tmp_path / "umic.md", tmp_path / "umic.json"
+    done = _bench("bench_umic", "--choose", "--first-seed", "500000", "--scenes", "2", "--n-boot", "50",
+                  "--metrics", "UMIC", "--json", str(result), "--md", str(md))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == md.read_text(encoding="utf-8") + "\n"
+    r = json.loads(result.read_text(encoding="utf-8"))
+    assert (r["first_seed"], r["scenes"], r["range"], r["profile"]) == (
+        500000, 2, "validation (for choosing, not a result)", "world")
+    assert "validation (for choosing, not a result) range" in done.stdout.splitlines()[0]
+    for entry in r["sets"].values():
+        value, low, high = entry["UMIC"]["accuracy"]
+        assert entry["groups"] == 2 and 0 <= low <= value <= high <= 100
+        assert list(entry) == ["groups", "UMIC"]  # only the metric asked for
+
+
+def test_estimates_become_plain_json_and_the_command_line_reproduces_the_range():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import world_protocol
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from scoring.analysis.correlation import Estimate
+
+    est = Estimate(0.5, 0.25, 0.75, 300)
+    assert world_protocol.jsonable({"a": {"b": est}, "n": 3}) == {
+        "a": {"b": {"value": 0.5, "low": 0.25, "high": 0.75, "scenes": 300}}, "n": 3}
+    r = {"range": "validation (for choosing, not a result)", "first_seed": 500100, "scenes": 60, "langs": ["en", "de"],
+         "profile": "world"}
+    assert world_protocol.command_line("bench_ratings.py", r) == (
+        "python benchmarks/bench_ratings.py --choose --first-seed 500100 --scenes 60 --langs en,de --profile world")
+    assert world_protocol.command_line("bench_ratings.py", r | {"range": "test"}).startswith(
+        "python benchmarks/bench_ratings.py --first-seed 500100 ")
