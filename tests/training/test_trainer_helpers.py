@@ -127,3 +127,26 @@ def test_the_record_names_the_cuda_card_and_the_autocast_precision(monkeypatch, 
     assert (record["device"], record["precision"]) == ("NVIDIA H100 80GB HBM3", precision)
     assert asked == [torch.device("cuda", 1)]
     assert json.loads((tmp_path / "run" / trainer.RESULT_FILE).read_text())["precision"] == precision
+
+
+def test_the_record_is_indented_utf8_with_its_wall_time_in_tenths_and_its_end_in_utc(monkeypatch, tmp_path):
+    """training.json is for people too: one-space indents, non-ASCII text as written, the wall
+    time to a tenth of a second, and the finishing time in UTC whatever the machine's zone."""
+    import time
+    from datetime import datetime, timezone
+
+    run = trainer._Run(load_config("pr-mcs-tiny", out=str(tmp_path / "run")), lambda m: None, lambda f, m: None)
+    run.elapsed = lambda: 12.3456
+    run.state.warnings = ["Übersetzung: 3 Zeilen ohne Bild"]
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        record = run.save({"loss": 0.5}, 0, None)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert record["wall_s"] == 12.3
+    finished = datetime.strptime(record["finished_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert abs((datetime.now(timezone.utc) - finished).total_seconds()) < 120
+    text = (tmp_path / "run" / trainer.RESULT_FILE).read_text(encoding="utf-8")
+    assert text.startswith('{\n "recipe": "pr-mcs",\n') and '"Übersetzung: 3 Zeilen ohne Bild"' in text
