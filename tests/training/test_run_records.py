@@ -210,3 +210,31 @@ def test_lineage_of_a_hand_written_record_without_config_or_data(tmp_path):
         "folder": str(tmp_path), "recipe": "pac-s", "base": None,
         "data": {"source": None, "hash": None, "rows": None}, "lr": None, "steps": 2, "wall_s": 3.5,
         "device": "cpu", "git_commit": None, "finished_at": None}]
+
+
+def test_lineage_follows_the_bases_of_records_kept_before_the_lineage_with_every_field(tmp_path):
+    """Records written before `lineage` was kept: the chain is followed through each config's
+    `base`, oldest first, and every field is read from its own record."""
+    from scoring.training.trainer import lineage
+
+    first, second = tmp_path / "first", tmp_path / "second"
+
+    def write(folder, base, lr, commit, finished):
+        folder.mkdir()
+        (folder / RESULT_FILE).write_text(json.dumps({
+            "recipe": "caplens-r", "config": {"base": base, "optimizer": {"lr": lr}},
+            "data": {"source": "world", "hash": f"h-{folder.name}", "rows": 40, "heldout_rows": 9},
+            "losses": [[1, 0.9], [2, 0.8], [3, 0.7]], "wall_s": 12.5, "device": "NVIDIA H100 80GB HBM3",
+            "git_commit": commit, "finished_at": finished}), encoding="utf-8")
+
+    write(first, "world-mcs", 1e-4, "a" * 40, "2026-11-01T10:00:00Z")
+    write(second, str(first), 5e-5, "b" * 40, "2026-11-02T10:00:00Z")
+
+    def entry(folder, base, lr, commit, finished):
+        return {"folder": str(folder), "recipe": "caplens-r", "base": base,
+                "data": {"source": "world", "hash": f"h-{folder.name}", "rows": 40}, "lr": lr, "steps": 3,
+                "wall_s": 12.5, "device": "NVIDIA H100 80GB HBM3", "git_commit": commit, "finished_at": finished}
+
+    assert lineage(str(second)) == [entry(first, "world-mcs", 1e-4, "a" * 40, "2026-11-01T10:00:00Z"),
+                                    entry(second, str(first), 5e-5, "b" * 40, "2026-11-02T10:00:00Z")]
+    assert lineage("world-mcs") == [] and lineage(None) == [] and lineage("") == []
