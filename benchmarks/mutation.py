@@ -61,11 +61,13 @@ MODULES: dict[str, list[str]] = {
                                         "tests/analysis/test_cluster_bootstrap.py",
                                         "tests/analysis/test_bootstrap_reference.py"],
     # the others reach learning_curve, read_result, list_runs, _git_commit and store_weights_as
-    # (210 mutants that the first two leave untested)
+    # (210 mutants that the first two leave untested); the last two train a model from scratch in
+    # the run's scratch folder and fit a fluency model on the training rows (`_Run.__init__`)
     "scoring/training/trainer.py": ["tests/training/test_trainer_steps.py", "tests/training/test_trainer.py",
                                     "tests/training/test_learning_curve.py", "tests/training/test_caplens_r_cross.py",
                                     "tests/annotation/test_training_jobs.py", "tests/training/test_run_records.py",
-                                    "tests/training/test_trainer_helpers.py"],
+                                    "tests/training/test_trainer_helpers.py", "tests/world/test_world_training.py",
+                                    "tests/training/test_caplens_r_fluency.py"],
     "scoring/training/losses.py": ["tests/training/test_losses.py"],
     # queue_screens and quality call tasks.py's item navigation and reservation: their tests are its tests too
     "annotation/studies/tasks.py": ["tests/annotation/test_tasks.py", "tests/annotation/test_queue_leases.py",

@@ -1,6 +1,7 @@
 """The trainer's small decisions, each against values worked out by hand: which device and
 autocast precision a config gets, the schedule's factor at each step, which optimizer with which
 settings, how a duration is printed, and which `out` folders a run refuses."""
+import contextlib
 import json
 import math
 
@@ -150,3 +151,19 @@ def test_the_record_is_indented_utf8_with_its_wall_time_in_tenths_and_its_end_in
     assert abs((datetime.now(timezone.utc) - finished).total_seconds()) < 120
     text = (tmp_path / "run" / trainer.RESULT_FILE).read_text(encoding="utf-8")
     assert text.startswith('{\n "recipe": "pr-mcs",\n') and '"Übersetzung: 3 Zeilen ohne Bild"' in text
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, None])
+def test_a_run_takes_its_autocast_dtype_from_its_config_and_scales_only_fp16_gradients(monkeypatch, tmp_path, dtype):
+    """The run asks `_autocast_dtype` with its own config and device; only fp16 gets a CUDA
+    GradScaler (bf16 has fp32's exponent range and needs none)."""
+    asked = []
+    monkeypatch.setattr(trainer, "_autocast_dtype", lambda config, device: asked.append((config.precision, device)) or dtype)
+    config = load_config("pr-mcs-tiny", out=str(tmp_path / "run"), precision="fp16")
+    with pytest.warns(UserWarning) if dtype == torch.float16 else contextlib.nullcontext():  # no CUDA here
+        run = trainer._Run(config, lambda m: None, lambda f, m: None)
+    assert asked == [("fp16", torch.device("cpu"))] and run.autocast_dtype is dtype
+    if dtype == torch.float16:
+        assert isinstance(run.scaler, torch.amp.GradScaler) and run.scaler._device == "cuda"
+    else:
+        assert run.scaler is None
