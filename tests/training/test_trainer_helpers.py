@@ -4,6 +4,7 @@ settings, how a duration is printed, and which `out` folders a run refuses."""
 import contextlib
 import json
 import math
+import time
 
 import pytest
 import torch
@@ -126,6 +127,7 @@ def test_the_record_names_the_cuda_card_and_the_autocast_precision(monkeypatch, 
     run.device, run.autocast_dtype = torch.device("cuda", 1), dtype
     record = run.save({"loss": 0.5}, 0, None)
     assert (record["device"], record["precision"]) == ("NVIDIA H100 80GB HBM3", precision)
+    assert record["before"] == {} and record["history"] == [] and record["losses"] == []  # nothing evaluated or run
     assert asked == [torch.device("cuda", 1)]
     assert json.loads((tmp_path / "run" / trainer.RESULT_FILE).read_text())["precision"] == precision
 
@@ -160,10 +162,31 @@ def test_a_run_takes_its_autocast_dtype_from_its_config_and_scales_only_fp16_gra
     asked = []
     monkeypatch.setattr(trainer, "_autocast_dtype", lambda config, device: asked.append((config.precision, device)) or dtype)
     config = load_config("pr-mcs-tiny", out=str(tmp_path / "run"), precision="fp16")
+    started = time.time()
     with pytest.warns(UserWarning) if dtype == torch.float16 else contextlib.nullcontext():  # no CUDA here
         run = trainer._Run(config, lambda m: None, lambda f, m: None)
     assert asked == [("fp16", torch.device("cpu"))] and run.autocast_dtype is dtype
+    assert 0 <= run.elapsed() <= time.time() - started  # a new run has no time from earlier sittings
     if dtype == torch.float16:
         assert isinstance(run.scaler, torch.amp.GradScaler) and run.scaler._device == "cuda"
     else:
         assert run.scaler is None
+
+
+def test_a_run_evaluates_on_its_own_device_under_autocast_to_its_own_dtype(monkeypatch, tmp_path):
+    """What a CUDA run would enter, checked on the CPU: autocast for device type "cuda" at the
+    run's dtype, nothing without one, and the recipe's evaluation given the run's device."""
+    import warnings
+
+    run = trainer._Run(load_config("pr-mcs-tiny", out=str(tmp_path / "run")), lambda m: None, lambda f, m: None)
+    assert isinstance(run.autocast(), contextlib.nullcontext)
+    run.autocast_dtype = torch.bfloat16
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CUDA is not available here: torch disables the context
+        context = run.autocast()
+    assert isinstance(context, torch.autocast) and (context.device, context.fast_dtype) == ("cuda", torch.bfloat16)
+    run.autocast_dtype = None
+    given = []
+    monkeypatch.setattr(run.recipe, "evaluate", lambda state, rows, device: given.append((state, rows, device)) or {"m": 1.0})
+    assert run.evaluate("after") == {"m": 1.0}
+    assert given == [(run.state, run.eval_rows, run.device)] and run.module.training
