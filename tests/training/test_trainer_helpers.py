@@ -5,6 +5,7 @@ import contextlib
 import json
 import math
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -190,3 +191,26 @@ def test_a_run_evaluates_on_its_own_device_under_autocast_to_its_own_dtype(monke
     monkeypatch.setattr(run.recipe, "evaluate", lambda state, rows, device: given.append((state, rows, device)) or {"m": 1.0})
     assert run.evaluate("after") == {"m": 1.0}
     assert given == [(run.state, run.eval_rows, run.device)] and run.module.training
+
+
+def test_a_resume_maps_the_snapshot_to_the_runs_device_and_reads_one_kept_before_evaluations_were(monkeypatch, tmp_path):
+    """A snapshot is loaded onto the run's own device (one written on CUDA resumes on the CPU),
+    and one written before periodic evaluations were kept resumes with none."""
+    import threading
+
+    from scoring.training import Cancelled, train
+
+    out = tmp_path / "run"
+    cancel = threading.Event()
+    with pytest.raises(Cancelled):
+        train(load_config("pr-mcs-tiny", out=str(out)), cancel=cancel,
+              progress=lambda fraction, message: "step 3/6" in message and cancel.set())
+    snapshot = torch.load(out / trainer.SNAPSHOT, weights_only=False)
+    del snapshot["history"], snapshot["best"]
+    torch.save(snapshot, out / trainer.SNAPSHOT)
+    loaded, real = [], torch.load
+    monkeypatch.setattr(torch, "load", lambda path, **kw: loaded.append((Path(path).name, kw.get("map_location"))) or real(path, **kw))
+    result = train(load_config("pr-mcs-tiny", out=str(out)), resume=True)
+    assert ("snapshot.pt", torch.device("cpu")) in loaded
+    record = json.loads((result.out_dir / trainer.RESULT_FILE).read_text())
+    assert record["history"] == [] and record["selected_step"] == 6 and len(record["losses"]) == 6
