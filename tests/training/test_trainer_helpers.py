@@ -214,3 +214,25 @@ def test_a_resume_maps_the_snapshot_to_the_runs_device_and_reads_one_kept_before
     assert ("snapshot.pt", torch.device("cpu")) in loaded
     record = json.loads((result.out_dir / trainer.RESULT_FILE).read_text())
     assert record["history"] == [] and record["selected_step"] == 6 and len(record["losses"]) == 6
+
+
+def test_snapshots_fall_every_checkpoint_steps_before_the_last_and_a_cancel_says_where(monkeypatch, tmp_path):
+    import dataclasses
+    import threading
+
+    from scoring.training import Cancelled, train
+
+    snapshots, real = [], trainer._Run.save_snapshot
+    monkeypatch.setattr(trainer._Run, "save_snapshot", lambda run: snapshots.append(run.step) or real(run))
+    train(load_config("pr-mcs-tiny", out=str(tmp_path / "whole")))  # 6 steps, a snapshot every 2
+    assert snapshots == [2, 4]  # none at the last step: the run is finished there
+    snapshots.clear()
+    cancel = threading.Event()
+    with pytest.raises(Cancelled) as stopped:
+        train(load_config("pr-mcs-tiny", out=str(tmp_path / "cut")), cancel=cancel,
+              progress=lambda fraction, message: "step 3/6" in message and cancel.set())
+    assert str(stopped.value) == "cancelled at step 3/6" and snapshots == [2, 3]
+    unknown = dataclasses.replace(load_config("pr-mcs-tiny", out=str(tmp_path / "x")), recipe="bleu")
+    with pytest.raises(ValueError) as refused:
+        train(unknown)
+    assert str(refused.value) == f"unknown recipe 'bleu'; known: {', '.join(trainer.RECIPES)}"
