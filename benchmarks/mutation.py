@@ -299,6 +299,14 @@ def _scratch_copy(module: str, tests: list[str], workers_dir: Path, resume: bool
     return work
 
 
+def copy_tests(work: Path) -> list[str]:
+    """The tests a copy selects: those of MODULES when it was made (a kept copy keeps them)."""
+    import tomllib
+
+    config = tomllib.loads((work / "pyproject.toml").read_text(encoding="utf-8"))
+    return config["tool"]["mutmut"]["pytest_add_cli_args_test_selection"]
+
+
 def _progress_file(module: str) -> Path:
     return PROGRESS / (module.replace("/", "_").removesuffix(".py") + ".json")
 
@@ -365,7 +373,11 @@ def run_module(module: str, workers_dir: Path, max_children: int, resume: bool =
     if not tests:
         raise SystemExit(f"{module}: none of its tests exist ({', '.join(missing)})")
     work = _scratch_copy(module, tests, workers_dir, resume)
-    copy = json.loads((work / COPY_RECORD).read_text(encoding="utf-8"))
+    used = copy_tests(work)
+    if used != tests:
+        print(f"{module}: the kept copy runs the tests it was made with: {', '.join(used)}", flush=True)
+    tests = used
+    copy = json.loads((work / COPY_RECORD).read_text(encoding="utf-8")) | {"tests": used}
     timing = work / "caplens-wall.json"  # this copy's sittings' wall time, added up
     earlier = json.loads(timing.read_text(encoding="utf-8"))["wall_s"] if timing.is_file() else 0.0
     progress = carried_progress(module, work) if resume else None

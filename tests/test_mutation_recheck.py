@@ -155,3 +155,19 @@ def test_a_stopped_run_is_carried_to_a_fresh_machine_while_the_module_is_unchang
     (work / module).write_text((work / module).read_text() + "\n# changed\n")
     assert mutation.carried_progress(module, work) is None
     assert mutation.carried_progress(module, mutation._scratch_copy(module, tests, tmp_path / "fourth")) is not None
+
+
+def test_a_kept_copy_reports_the_tests_it_was_made_with(tmp_path, monkeypatch):
+    """MODULES may list more tests by the time a kept copy's run ends: the result and each
+    sitting name the tests that copy really ran."""
+    module, made_with = "scoring/fingerprint.py", ["tests/test_mutation_recheck.py"]
+    assert mutation.MODULES[module] != made_with
+    monkeypatch.setattr(mutation, "PROGRESS", tmp_path / "progress")
+    names = [f"scoring.fingerprint.x_key__mutmut_{i}" for i in range(1, 3)]
+    monkeypatch.setattr(mutation, "_mutmut", lambda work, *args, check=True: "" if args[0] == "run" else (
+        "\n".join(f"    {name}: killed" for name in names) if args[0] == "results" else ""))
+    work = mutation._scratch_copy(module, made_with, tmp_path / "wd")
+    assert mutation.copy_tests(work) == made_with
+    result = mutation.run_module(module, tmp_path / "wd", 2, resume=True)
+    assert result["tests"] == made_with and [s["tests"] for s in result["sittings"]] == [made_with]
+    assert result["counts"] == {"killed": 2}
