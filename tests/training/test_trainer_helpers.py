@@ -18,6 +18,11 @@ def _config(**overrides):
     return load_config("pr-mcs-tiny", out="/nonexistent/run", **overrides)
 
 
+def _quiet_run(config):
+    """A run set up (data, model, optimizer) but not started, with its messages dropped."""
+    return trainer._Run(config, lambda message: None, lambda fraction, message: None)
+
+
 def test_device_follows_the_config_and_refuses_cuda_where_there_is_none(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert trainer._device(_config(device="cpu")) == torch.device("cpu")
@@ -122,7 +127,7 @@ def test_seeding_sets_threads_and_every_generator(monkeypatch):
 def test_the_record_names_the_cuda_card_and_the_autocast_precision(monkeypatch, tmp_path, dtype, precision):
     """What a GPU run writes in training.json, from a CPU run whose device says CUDA: the card's
     name (asked of the run's own device) and the autocast dtype, or fp32 without autocast."""
-    run = trainer._Run(load_config("pr-mcs-tiny", out=str(tmp_path / "run")), lambda m: None, lambda f, m: None)
+    run = _quiet_run(load_config("pr-mcs-tiny", out=str(tmp_path / "run")))
     asked = []
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: asked.append(device) or "NVIDIA H100 80GB HBM3")
     run.device, run.autocast_dtype = torch.device("cuda", 1), dtype
@@ -139,7 +144,7 @@ def test_the_record_is_indented_utf8_with_its_wall_time_in_tenths_and_its_end_in
     import time
     from datetime import datetime, timezone
 
-    run = trainer._Run(load_config("pr-mcs-tiny", out=str(tmp_path / "run")), lambda m: None, lambda f, m: None)
+    run = _quiet_run(load_config("pr-mcs-tiny", out=str(tmp_path / "run")))
     run.elapsed = lambda: 12.3456
     run.state.warnings = ["Übersetzung: 3 Zeilen ohne Bild"]
     monkeypatch.setenv("TZ", "America/New_York")
@@ -165,7 +170,7 @@ def test_a_run_takes_its_autocast_dtype_from_its_config_and_scales_only_fp16_gra
     config = load_config("pr-mcs-tiny", out=str(tmp_path / "run"), precision="fp16")
     started = time.time()
     with pytest.warns(UserWarning) if dtype == torch.float16 else contextlib.nullcontext():  # no CUDA here
-        run = trainer._Run(config, lambda m: None, lambda f, m: None)
+        run = _quiet_run(config)
     assert asked == [("fp16", torch.device("cpu"))] and run.autocast_dtype is dtype
     assert 0 <= run.elapsed() <= time.time() - started  # a new run has no time from earlier sittings
     if dtype == torch.float16:
@@ -179,7 +184,7 @@ def test_a_run_evaluates_on_its_own_device_under_autocast_to_its_own_dtype(monke
     run's dtype, nothing without one, and the recipe's evaluation given the run's device."""
     import warnings
 
-    run = trainer._Run(load_config("pr-mcs-tiny", out=str(tmp_path / "run")), lambda m: None, lambda f, m: None)
+    run = _quiet_run(load_config("pr-mcs-tiny", out=str(tmp_path / "run")))
     assert isinstance(run.autocast(), contextlib.nullcontext)
     run.autocast_dtype = torch.bfloat16
     with warnings.catch_warnings():
