@@ -75,3 +75,32 @@ def test_a_cancelled_curve_point_resumes_where_it_stopped_and_each_point_is_logg
     record = json.loads((point / "training.json").read_text())
     assert record["config"]["options"] == {"languages": ["en"], "budget": 30}
     assert record["steps"] == 3 and [p["asked"] for p in points] == [30, None]
+
+
+def test_train_hands_its_log_and_cancel_to_the_learning_curve(tmp_path):
+    """A curve asked through `train` (as the CLI and the Train tab ask it) reports its points'
+    lines in the caller's log and stops when the caller cancels inside a point."""
+    import threading
+
+    import pytest
+
+    from scoring.tiny import ensure_tiny_checkpoints
+    from scoring.training import Cancelled, load_config, train
+
+    ensure_tiny_checkpoints()
+    # The full run takes 2 steps and the curve's point 3, so "step 2/3" is said only inside the point.
+    config = load_config("caplens-r-tiny", out=str(tmp_path / "run"), max_steps=2,
+                         options={"languages": ["en"], "learning_curve": [30], "learning_curve_steps": 3})
+    cancel, said = threading.Event(), []
+
+    def log(line):
+        said.append(line)
+        if line.startswith("caplens-r step 2/3"):
+            cancel.set()
+
+    with pytest.raises(Cancelled):
+        train(config, log=log, cancel=cancel)
+    point = tmp_path / "run" / "curve" / "30"
+    assert (tmp_path / "run" / "training.json").is_file()  # the full run finished before the curve
+    assert (point / ".resume" / "snapshot.pt").is_file() and not (point / "training.json").exists()
+    assert any(line.startswith("caplens-r step 1/3") for line in said)
