@@ -171,3 +171,12 @@ def test_a_kept_copy_reports_the_tests_it_was_made_with(tmp_path, monkeypatch):
     result = mutation.run_module(module, tmp_path / "wd", 2, resume=True)
     assert result["tests"] == made_with and [s["tests"] for s in result["sittings"]] == [made_with]
     assert result["counts"] == {"killed": 2}
+
+
+def test_the_score_after_a_recheck_counts_what_todays_tests_kill_and_drops_what_is_gone():
+    result = {"mutants": 10, "counts": {"killed": 6, "survived": 3, "timeout": 1},
+              "recheck": {"outcome": {"a": "killed", "b": "gone (the line was removed)", "c": "survived",
+                                      "d": "killed (planted by hand, it fails)"}}}
+    assert mutation.rechecked_score(result) == 8 / 9
+    assert mutation.rechecked_score({"mutants": 10, "counts": {"killed": 6}}) is None
+    assert mutation.rechecked_score({"mutants": 10, "counts": {"killed": 6}, "recheck": {"outcome": {}}}) is None
