@@ -241,3 +241,39 @@ def test_snapshots_fall_every_checkpoint_steps_before_the_last_and_a_cancel_says
     with pytest.raises(ValueError) as refused:
         train(unknown)
     assert str(refused.value) == f"unknown recipe 'bleu'; known: {', '.join(trainer.RECIPES)}"
+
+
+def test_on_a_clock_of_a_minute_a_step_the_eta_counts_the_steps_left_and_the_time_limit_must_be_passed(monkeypatch, tmp_path):
+    """Each step takes exactly one minute on a stand-in clock: step k of 6 says k minutes
+    elapsed and 6 - k minutes left; a limit of 180 s is not yet passed after step 3 (exactly
+    180 s), so step 4 is taken and the run stops after it. Periodic evaluations say their step."""
+    from scoring.training import train
+
+    now = [1_000_000.0]
+
+    class Clock:  # the time module, but its time() moves only when a step is taken
+        def __getattr__(self, name):
+            return getattr(time, name)
+
+        def time(self):
+            return now[0]
+
+    real_step = trainer._Run.optimise_one_step
+
+    def a_minute_long(run):
+        now[0] += 60.0
+        return real_step(run)
+
+    monkeypatch.setattr(trainer, "time", Clock())
+    monkeypatch.setattr(trainer._Run, "optimise_one_step", a_minute_long)
+    said, told = [], []
+    result = train(load_config("pr-mcs-tiny", out=str(tmp_path / "run"), time_limit_s=180, eval_every=2),
+                   log=said.append, progress=lambda fraction, message: told.append(message))
+    steps = [line for line in said if line.startswith("pr-mcs step ")]
+    assert [line.split(" elapsed")[0].rsplit(" ", 1)[1] + " " + line.split("ETA ")[1] for line in steps] == [
+        "1:00 5:00", "2:00 4:00", "3:00 3:00", "4:00 2:00"]
+    assert "time limit of 180 s reached at step 4/6: stopping early" in said
+    record = json.loads((result.out_dir / trainer.RESULT_FILE).read_text(encoding="utf-8"))
+    assert record["stopped_early_at"] == 4 and record["wall_s"] == 240.0
+    assert any(line.startswith("step 2: ") for line in said)
+    assert any(message.startswith("evaluating step 2 on ") for message in told)
