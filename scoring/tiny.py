@@ -304,13 +304,13 @@ def build_staged(target: Path, write: Callable[[Path], None], version: str) -> P
     """Run ``write(folder)`` in a staging folder beside ``target``, stamp ``version`` and
     rename it into place, so a reader (or a second process building at the same time)
     never sees a half-written set."""
-    from transformers.utils import logging as hf_logging
+    from scoring.backbones import quiet_progress_bars
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    hf_logging.disable_progress_bar()
     staging = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
     try:
-        write(staging)
+        with quiet_progress_bars():
+            write(staging)
         (staging / "VERSION").write_text(version)
         if target.exists():
             if is_current(target, version):
@@ -324,7 +324,6 @@ def build_staged(target: Path, write: Callable[[Path], None], version: str) -> P
             if not is_current(target, version):
                 raise
     finally:
-        hf_logging.enable_progress_bar()
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return target

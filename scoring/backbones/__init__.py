@@ -201,6 +201,22 @@ def fingerprint(spec: BackboneSpec, local: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+@contextlib.contextmanager
+def quiet_progress_bars():
+    """transformers' "Loading weights" and "Writing model shards" bars off inside the block, then
+    as they were before it: a block inside another (a training run that loads a backbone) leaves
+    them off until the outer one ends, and a user who turned them off keeps them off."""
+    from transformers.utils import logging as hf_logging
+
+    were_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if were_on:
+            hf_logging.enable_progress_bar()
+
+
 def load_backbone(
     spec: BackboneSpec, placement: Placement, resolve_reference: Callable[[str], Path], pipeline=None
 ):
@@ -213,8 +229,6 @@ def load_backbone(
     from scoring.backbones.st_text import MultilingualTextEncoder
     from scoring.metrics.caplens_r import CaplensRHead
 
-    from transformers.utils import logging as hf_logging
-
     local = fetch(spec)
     loaders = {
         "clip": ClipBackbone.from_folder,
@@ -224,16 +238,14 @@ def load_backbone(
         "blip-itm": ItmBackbone.from_folder,
         "caplens-r": CaplensRHead.from_folder,
     }
-    hf_logging.disable_progress_bar()  # no "Loading weights" bars in the CLI or logs
     try:
-        backbone = loaders[spec.kind](spec, local, placement_for(spec, placement), resolve_reference)
+        with quiet_progress_bars():  # no "Loading weights" bars in the CLI or logs
+            backbone = loaders[spec.kind](spec, local, placement_for(spec, placement), resolve_reference)
     except BackboneUnavailable:
         raise
     except Exception as exc:  # corrupt weights, wrong layout, missing tokenizer files …
         detail = " ".join(str(exc).split())[:300] or type(exc).__name__
         raise BackboneUnavailable(f"cannot load {spec.source} as {spec.kind}: {detail}") from exc
-    finally:
-        hf_logging.enable_progress_bar()
     if pipeline is not None and hasattr(backbone, "pipeline"):
         backbone.pipeline = pipeline
     return backbone
