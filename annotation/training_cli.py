@@ -19,14 +19,14 @@ from pathlib import Path
 
 def register(subparsers, parents) -> None:
     """Add `caplens finetune`."""
-    from scoring.training import RECIPES
+    from scoring.training import RECIPE_NAMES
 
     finetune = subparsers.add_parser(
         "finetune", parents=parents, help="train a metric (PR-MCS, PAC-S, SPECS, UMIC, ITM, CapLens-R, ...) or list runs",
         description="Fine-tune a metric on a fine-tuning set, a collection or the synthetic world; "
                     "`caplens finetune list` shows finished runs and their before/after numbers.")
-    finetune.add_argument("recipe", choices=[*RECIPES, "list", "register"], metavar="RECIPE",
-                          help=f"one of {', '.join(RECIPES)}; `list`; or `register` (the finished run --out names)")
+    finetune.add_argument("recipe", choices=[*RECIPE_NAMES, "list", "register"], metavar="RECIPE",
+                          help=f"one of {', '.join(RECIPE_NAMES)}; `list`; or `register` (the finished run --out names)")
     finetune.add_argument("--config", help="TOML config file or preset name (default: the recipe's world preset)")
     source = finetune.add_mutually_exclusive_group()
     source.add_argument("--set", dest="set_path", type=Path, help="an exported fine-tuning set (folder or data file)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from scoring.corpus.run import DEFAULT_BATCH_ROWS, ENGINES
+from scoring.corpus import DEFAULT_BATCH_ROWS, ENGINES
 
 
 def register(subparsers, parents) -> None:

@@ -37,6 +37,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
+from scoring.corpus import DEFAULT_BATCH_ROWS, ENGINES
 from scoring.corpus.manifest import CorpusRow, Manifest, read_manifest
 from scoring.csv_safe import frame_to_csv
 from scoring.fingerprint import score_fingerprint
@@ -45,10 +46,8 @@ from scoring.paths import write_atomically
 SCORE_COLUMNS = ["id", "model", "metric", "score", "metric_version", "checkpoint_hash"]
 ERROR_COLUMNS = ["row", "id", "model", "image", "reason"]
 RECORD_COLUMNS = ["batch", "row", "status", "reason", "image", *SCORE_COLUMNS]
-DEFAULT_BATCH_ROWS = 256
 TOKENISE_ROWS = 2048  # rows per PTB tokeniser call in the document-frequency pass
 URL_TIMEOUT_S = 30
-ENGINES = ("auto", "local", "ray")
 RUN_FILE = "run.json"  # the manifest and the metric versions of the latest run
 UNAVAILABLE_FILE = "unavailable.json"  # metric -> {version, reason}: metrics that could not run
 

@@ -3,11 +3,25 @@
     from scoring.training import RECIPES, load_config, train
     result = train(load_config("pr-mcs-tiny"))
 
-Configs, recipes and guarantees: docs/training.md.
+Configs, recipes and guarantees: docs/training.md. The recipes and the trainer (and torch with
+them) load on first use, so a command line that only names recipes (`caplens --help`, every
+`caplens db` and `user` command) starts without them.
 """
-from scoring.training.config import TrainConfig, load_config, presets
-from scoring.training.recipes import RECIPES, Recipe
-from scoring.training.trainer import Cancelled, TrainResult, list_runs, read_learning_curve, read_result, train
+import importlib
 
-__all__ = ["RECIPES", "Recipe", "TrainConfig", "TrainResult", "Cancelled", "load_config", "presets", "train",
-           "list_runs", "read_learning_curve", "read_result"]
+from scoring.training.config import RECIPE_NAMES, TrainConfig, load_config, presets
+
+_LATER = {"RECIPES": "recipes", "Recipe": "recipes", "Cancelled": "trainer", "TrainResult": "trainer",
+          "list_runs": "trainer", "read_learning_curve": "trainer", "read_result": "trainer", "train": "trainer"}
+
+
+def __getattr__(name: str):
+    if name not in _LATER:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LATER[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = ["RECIPES", "RECIPE_NAMES", "Recipe", "TrainConfig", "TrainResult", "Cancelled", "load_config", "presets",
+           "train", "list_runs", "read_learning_curve", "read_result"]

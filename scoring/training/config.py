@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
+# The recipes' names, for command lines that list them without loading torch; the same as
+# `RECIPES` in recipes.py, in its order (tests/training/test_trainer_helpers.py checks).
+RECIPE_NAMES = ("world-clip", "mcs-teacher", "pr-mcs", "pac-s", "specs", "itm", "umic", "caplens-r")
 PATH_KEYS = ("base", "teacher", "out")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")

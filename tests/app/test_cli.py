@@ -56,3 +56,23 @@ def test_unknown_command_fails():
     proc = subprocess.run([sys.executable, "-m", "app.cli", "no-such-command"], capture_output=True, text=True)
     assert proc.returncode != 0
     assert "invalid choice" in proc.stderr
+
+
+def test_building_the_command_line_and_a_database_command_load_neither_torch_nor_pandas(tmp_path):
+    """`caplens --help`, `caplens user list` and every other database command start in well under
+    a second: the recipes, the trainer and the corpus engines load only when a command uses them."""
+    probe = ("import sys; from app.cli import main; main(['user', 'list']); "
+             "print(sorted(m for m in ('torch', 'pandas', 'gradio', 'transformers') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "CAPLENS_DATA_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_recipe_names_the_command_line_offers_are_the_recipes():
+    from scoring.training import RECIPE_NAMES, RECIPES
+
+    assert RECIPE_NAMES == tuple(RECIPES)
+    finetune = build_parser()._subparsers._group_actions[0].choices["finetune"]
+    recipe = next(a for a in finetune._actions if a.dest == "recipe")
+    assert recipe.choices == [*RECIPES, "list", "register"]
