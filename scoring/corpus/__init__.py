@@ -6,23 +6,14 @@
 
 See docs/corpus.md; the engines are in `scoring.corpus.run` and `scoring.corpus.ray_engine`.
 """
-import importlib
-
 from scoring.corpus.manifest import CorpusRow, Manifest, open_manifest, read_manifest
+from scoring.lazy import on_first_use
 
 # What `caplens score-corpus` offers before the engines (pandas, torch) load: they load on first use.
 ENGINES = ("auto", "local", "ray")
 DEFAULT_BATCH_ROWS = 256
-_IN_RUN = ("CorpusReport", "current_scores", "read_errors", "read_scores", "run_manifest", "score_corpus")
+__getattr__ = on_first_use(__name__, {name: "run" for name in (
+    "CorpusReport", "current_scores", "read_errors", "read_scores", "run_manifest", "score_corpus")})
 
-
-def __getattr__(name: str):
-    if name not in _IN_RUN:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.run"), name)
-    globals()[name] = value
-    return value
-
-
-__all__ = ["DEFAULT_BATCH_ROWS", "ENGINES", "CorpusReport", "CorpusRow", "Manifest", "current_scores", "open_manifest", "read_errors", "read_manifest",
-           "read_scores", "run_manifest", "score_corpus"]
+__all__ = ["DEFAULT_BATCH_ROWS", "ENGINES", "CorpusReport", "CorpusRow", "Manifest", "current_scores",
+           "open_manifest", "read_errors", "read_manifest", "read_scores", "run_manifest", "score_corpus"]

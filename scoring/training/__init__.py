@@ -7,21 +7,12 @@ Configs, recipes and guarantees: docs/training.md. The recipes and the trainer (
 them) load on first use, so a command line that only names recipes (`caplens --help`, every
 `caplens db` and `user` command) starts without them.
 """
-import importlib
-
+from scoring.lazy import on_first_use
 from scoring.training.config import RECIPE_NAMES, TrainConfig, load_config, presets
 
-_LATER = {"RECIPES": "recipes", "Recipe": "recipes", "Cancelled": "trainer", "TrainResult": "trainer",
-          "list_runs": "trainer", "read_learning_curve": "trainer", "read_result": "trainer", "train": "trainer"}
-
-
-def __getattr__(name: str):
-    if name not in _LATER:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LATER[name]}"), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = on_first_use(__name__, {
+    "RECIPES": "recipes", "Recipe": "recipes", "Cancelled": "trainer", "TrainResult": "trainer",
+    "list_runs": "trainer", "read_learning_curve": "trainer", "read_result": "trainer", "train": "trainer"})
 
 __all__ = ["RECIPES", "RECIPE_NAMES", "Recipe", "TrainConfig", "TrainResult", "Cancelled", "load_config", "presets",
            "train", "list_runs", "read_learning_curve", "read_result"]

@@ -43,7 +43,6 @@ def test_a_cancelled_curve_point_resumes_where_it_stopped_and_each_point_is_logg
     the curve's own options, or a point would draw a curve of its own); their lines go to the
     run's log; cancelling inside a point leaves it resumable, and asking again resumes it."""
     import json
-    import threading
 
     import pytest
 
@@ -56,12 +55,7 @@ def test_a_cancelled_curve_point_resumes_where_it_stopped_and_each_point_is_logg
                          options={"languages": ["en"], "learning_curve": [30], "learning_curve_steps": 3})
     full = json.loads((train(load_config("caplens-r-tiny", out=str(tmp_path / "run"), max_steps=3,
                                          options={"languages": ["en"]})).out_dir / "training.json").read_text())
-    cancel, said = threading.Event(), []
-
-    def log(line):
-        said.append(line)
-        if line.startswith("caplens-r step 2/3"):
-            cancel.set()
+    cancel, said, log = _cancelled_at("caplens-r step 2/3")
 
     with pytest.raises(Cancelled):
         learning_curve(config, full, log=log, cancel=cancel)
@@ -80,8 +74,6 @@ def test_a_cancelled_curve_point_resumes_where_it_stopped_and_each_point_is_logg
 def test_train_hands_its_log_and_cancel_to_the_learning_curve(tmp_path):
     """A curve asked through `train` (as the CLI and the Train tab ask it) reports its points'
     lines in the caller's log and stops when the caller cancels inside a point."""
-    import threading
-
     import pytest
 
     from scoring.tiny import ensure_tiny_checkpoints
@@ -91,12 +83,7 @@ def test_train_hands_its_log_and_cancel_to_the_learning_curve(tmp_path):
     # The full run takes 2 steps and the curve's point 3, so "step 2/3" is said only inside the point.
     config = load_config("caplens-r-tiny", out=str(tmp_path / "run"), max_steps=2,
                          options={"languages": ["en"], "learning_curve": [30], "learning_curve_steps": 3})
-    cancel, said = threading.Event(), []
-
-    def log(line):
-        said.append(line)
-        if line.startswith("caplens-r step 2/3"):
-            cancel.set()
+    cancel, said, log = _cancelled_at("caplens-r step 2/3")
 
     with pytest.raises(Cancelled):
         train(config, log=log, cancel=cancel)
@@ -104,3 +91,17 @@ def test_train_hands_its_log_and_cancel_to_the_learning_curve(tmp_path):
     assert (tmp_path / "run" / "training.json").is_file()  # the full run finished before the curve
     assert (point / ".resume" / "snapshot.pt").is_file() and not (point / "training.json").exists()
     assert any(line.startswith("caplens-r step 1/3") for line in said)
+
+
+def _cancelled_at(line_start):
+    """A log that sets its cancel event on the first line starting with `line_start`."""
+    import threading
+
+    cancel, said = threading.Event(), []
+
+    def log(line):
+        said.append(line)
+        if line.startswith(line_start):
+            cancel.set()
+
+    return cancel, said, log
