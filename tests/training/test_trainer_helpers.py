@@ -81,7 +81,7 @@ def test_optimizer_by_name_with_the_configs_settings():
 
 
 @pytest.mark.parametrize("seconds, printed", [
-    (0, "0:00"), (59.9, "0:59"), (61, "1:01"), (3599, "59:59"), (3600, "1:00:00"), (3661, "1:01:01"),
+    (0, "0:00"), (59.9, "0:59"), (61, "1:01"), (3540, "59:00"), (3599, "59:59"), (3600, "1:00:00"), (3661, "1:01:01"),
     (36000 + 60 * 5 + 7, "10:05:07")])
 def test_clock(seconds, printed):
     assert trainer._clock(seconds) == printed
@@ -277,3 +277,15 @@ def test_on_a_clock_of_a_minute_a_step_the_eta_counts_the_steps_left_and_the_tim
     assert record["stopped_early_at"] == 4 and record["wall_s"] == 240.0
     assert any(line.startswith("step 2: ") for line in said)
     assert any(message.startswith("evaluating step 2 on ") for message in told)
+
+
+def test_what_train_returns_is_what_the_record_says(monkeypatch, tmp_path):
+    """The TrainResult a caller gets (the Train tab shows it) carries the record's device, the
+    card's name on a GPU run, and its wall time, not defaults."""
+    from scoring.training import train
+
+    real_save = trainer._Run.save
+    monkeypatch.setattr(trainer._Run, "save", lambda run, *args: {**real_save(run, *args), "device": "NVIDIA H100 80GB HBM3"})
+    result = train(load_config("pr-mcs-tiny", out=str(tmp_path / "run")))
+    record = json.loads((tmp_path / "run" / trainer.RESULT_FILE).read_text(encoding="utf-8"))
+    assert result.device == "NVIDIA H100 80GB HBM3" and result.wall_s == record["wall_s"] > 0
