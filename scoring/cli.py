@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif")
@@ -35,29 +37,38 @@ def register(subparsers, parents) -> None:
     parser.add_argument("--profile", metavar="NAME",
                         help="registry profile or .toml path (default: $CAPLENS_PROFILE, else hub when its checkpoints "
                              "load, else world, as `caplens serve` chooses)")
-    parser.add_argument("--lang", metavar="CODE", default="en", help="language of the captions (default: en)")
+    parser.add_argument("--lang", metavar="CODE", default="auto",
+                        help="language of the captions without a lang column: an ISO 639-1 code, or auto to "
+                             "detect each caption's, as the app does (default: auto)")
     parser.add_argument("--out", metavar="PER_ITEM.json", type=Path, help="write per-item scores as JSON")
     parser.add_argument("--device", help="torch device: cpu, cuda, cuda:1, mps (default: cuda, then mps, then cpu)")
     parser.add_argument("--batch-size", metavar="ROWS", type=int, default=DEFAULT_BATCH_ROWS,
                         help=f"captions per model-metric batch; the bar advances per batch (default: {DEFAULT_BATCH_ROWS})")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar, and no line on the languages detected")
     parser.set_defaults(handler=run_score)
 
 
 def read_rows(candidates: Path, references: Path | None, lang: str):
-    """The rows of `caplens score`: `scoring.corpus.manifest.read_score_rows`, as in the app."""
+    """The rows of `caplens score`: `scoring.corpus.manifest.read_score_rows`, as in the app,
+    each with its language (a row's own, else `lang`; "auto" detects it as the app does)."""
     from scoring.corpus.manifest import read_score_rows
+    from scoring.language_id import check_language, resolve_language
 
     for path in (candidates, references):
         if path is not None and not path.is_file():
             raise FileNotFoundError(f"{'ROWS' if path is candidates else 'REFS_JSON'} not found: {path}")
-    rows = read_score_rows([candidates] + ([references] if references else []), lang=lang)
+    rows = read_score_rows([candidates] + ([references] if references else []), lang=check_language(lang))
     if not rows:
         raise ValueError(f"{candidates}: no candidates")
+    resolved = []
     for row in rows:
         if row.problem:
             raise ValueError(f"{candidates.name} row {row.row}: {row.problem}")
-    return rows
+        try:
+            resolved.append(dataclasses.replace(row, lang=resolve_language(row.lang, row.candidate)))
+        except ValueError as exc:
+            raise ValueError(f"{candidates.name} row {row.row}: {exc}") from None
+    return resolved
 
 
 def find_image(image_dir: Path, image_id: str) -> Path:
@@ -108,6 +119,10 @@ def run_score(args: argparse.Namespace) -> int:
             raise ValueError(f"{', '.join(needing)} need references: pass --references REFS_JSON")
     else:
         names = [n for n in scorer.metric_names() if has_references or not scorer.info(n).needs_references]
+    if args.lang.strip().lower() == "auto" and not args.quiet:
+        found = Counter(row.lang for row in rows)
+        print("caplens score: languages detected: " + ", ".join(f"{code} {n}" for code, n in found.most_common())
+              + " (--lang CODE sets one for rows without a lang column)", file=sys.stderr, flush=True)
     frequencies, notes = _cider_document_frequencies(scorer, rows, names)
     results = score_in_batches(scorer, items, names, args.batch_size, show_progress=not args.quiet,
                                cider_document_frequency=frequencies)
@@ -133,6 +148,7 @@ def run_score(args: argparse.Namespace) -> int:
                 for name, r in results.items()
             },
             "items": per_item,
+            "languages": {image_id: row.lang for image_id, row in zip(ids, rows)},
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(payload, indent=2, ensure_ascii=False))

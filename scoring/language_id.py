@@ -88,8 +88,28 @@ def detect_language(text: str, default: str = "en") -> str:
     return best
 
 
+@lru_cache(maxsize=1)
+def known_codes() -> frozenset[str]:
+    """Every language code a caption may be given: LANGUAGES and the 75 languages detection
+    knows (ISO 639-1), each of which a multilingual encoder may cover."""
+    from lingua import Language
+
+    return frozenset(LANGUAGES) | {_code(language) for language in Language.all()}
+
+
+def check_language(code: str) -> str:
+    """`code` in lower case, or ValueError naming the choices: a typo ("xx", "english") would
+    otherwise score as a language no metric knows, without a word. UNKNOWN passes: results
+    carry it (captions without letters), and a caller may send it back."""
+    normal = code.strip().lower()
+    if normal in (AUTO, UNKNOWN) or normal in known_codes():  # UNKNOWN: what detection gives emoji
+        return normal
+    raise ValueError(f"unknown language code {code!r}: give a two-letter ISO 639-1 code "
+                     f"({', '.join(LANGUAGES)}, ...) or {AUTO!r} to detect it")
+
+
 def resolve_language(choice: str | None, text: str) -> str:
     """The language a caption is scored in: the user's choice, or detected when "auto"."""
-    if not choice or choice == AUTO:
+    if not choice or check_language(choice) == AUTO:
         return detect_language(text)
-    return choice
+    return check_language(choice)

@@ -38,7 +38,8 @@ def register(subparsers, parents) -> None:
         ),
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    parser.add_argument("--lang", default="en", help="language code: en, de, fr, es, ja (default: en)")
+    parser.add_argument("--lang", default="en",
+                        help="language code: en, de, fr, es, ja, ... or auto to detect it (default: en)")
     parser.add_argument(
         "--critical", default=None,
         help='critical objects for substitution, separated by ";" (e.g. "white shirt;golf")',
@@ -59,10 +60,13 @@ def _read_corpus(path: str) -> list[str]:
 def _run(args: argparse.Namespace) -> int:
     if not args.text.strip():
         raise ValueError("caption text is empty: nothing to perturb")
+    from scoring.language_id import resolve_language
+
+    lang = resolve_language(args.lang, args.text)
     if args.detail_units:
         from scoring.perturb.detail_units import detail_units
 
-        print(json.dumps(detail_units(args.text, args.lang), ensure_ascii=False))
+        print(json.dumps(detail_units(args.text, lang), ensure_ascii=False))
         return 0
     from scoring.perturb.ops import PRMCS_OPS, canonical_op, perturb
 
@@ -70,7 +74,7 @@ def _run(args: argparse.Namespace) -> int:
     corpus = _read_corpus(args.corpus) if args.corpus else None
     results = [
         perturb(
-            args.text, op, p=args.p, seed=args.seed, lang=args.lang,
+            args.text, op, p=args.p, seed=args.seed, lang=lang,
             critical=args.critical, corpus=corpus,
         ).to_dict()
         for op in ops

@@ -59,6 +59,10 @@ def test_score_metric_selection_and_unknown_metric(client, image_file):
     assert 0.0 <= result["rows"][0]["CLIP-S"] <= 2.5
     with pytest.raises(AppError, match=r"^unknown metric 'NOPE' in profile 'tiny'; known: CLIP-S, "):
         client.predict(handle_file(str(image_file)), "a red square", "", "en", "NOPE", api_name="/score")
+    with pytest.raises(AppError, match=r"^unknown language code 'xx': give a two-letter ISO 639-1 code \(en, de, "):
+        client.predict(handle_file(str(image_file)), "a red square", "", "xx", "CLIP-S", api_name="/score")
+    upper = client.predict(handle_file(str(image_file)), "a red square", "", "EN", "CLIP-S", api_name="/score")
+    assert upper["rows"][0]["lang"] == "en" and upper["rows"][0]["CLIP-S"] == result["rows"][0]["CLIP-S"]
 
 
 def test_resending_with_one_edited_caption_scores_only_that_one(server, image_file):

@@ -66,3 +66,17 @@ def test_emoji_only_captions_perturb_as_language_unknown():
     assert {r.lang for r in results} == {UNKNOWN}
     assert [r.op for r in results if not r.noop] == ["repetition", "removal", "masking", "jumble"]
     assert "language is unknown" in results[-1].noop_reason
+
+
+def test_a_chosen_language_is_checked_and_lower_cased_and_auto_detects():
+    from scoring.language_id import check_language, known_codes, resolve_language
+
+    assert resolve_language("DE", "a dog") == "de" and resolve_language(" sv ", "a dog") == "sv"
+    assert resolve_language("auto", "ein Hund läuft über die Wiese") == "de" == resolve_language("", "ein Hund läuft über die Wiese")
+    assert {"en", "ja", "he", "sv", "zu"} <= known_codes() and len(known_codes()) == 75
+    assert resolve_language("und", "🐶") == UNKNOWN  # what a result row says of a caption without letters
+    for typo in ("xx", "english", "en-US"):
+        with pytest.raises(ValueError, match=rf"^unknown language code '{typo}': give a two-letter ISO 639-1 code "
+                                             r"\(en, de, fr, es, ja, it, pt, nl, ru, zh, ko, ar, \.\.\.\) or 'auto' to detect it$"):
+            resolve_language(typo, "a dog")
+    assert check_language("Auto") == "auto"

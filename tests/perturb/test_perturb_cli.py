@@ -73,3 +73,14 @@ def test_permutation_is_jumbles_alias(capsys):
     code_jumble, out_jumble, _ = run(capsys, "--op", "jumble", "--seed", "3", "a dog runs on the grass")
     assert code == code_jumble == 0
     assert json.loads(out) == json.loads(out_jumble) and json.loads(out)["op"] == "jumble"
+
+
+def test_the_language_is_checked_and_auto_detects_it(capsys):
+    caption = PRMCS_FIGURES["de"].caption
+    code, out, _ = run(capsys, "--op", "masking", "--lang", "auto", caption)
+    assert code == 0 and json.loads(out)["lang"] == "de"
+    code, out, _ = run(capsys, "--op", "masking", "--lang", "DE", caption)
+    assert code == 0 and json.loads(out)["lang"] == "de"
+    code, out, err = run(capsys, "--op", "masking", "--lang", "xx", caption)
+    assert code == 2 and out == ""
+    assert err.startswith("caplens perturb: error: unknown language code 'xx': give a two-letter ISO 639-1 code")

@@ -236,3 +236,41 @@ def test_what_the_models_left_alive_is_frozen_before_the_first_batch(inputs, cap
                         "--batch-size", "2")
     assert code == 0, err
     assert events == ["freeze", "score", "score"]
+
+
+def test_each_caption_is_scored_in_its_detected_language_unless_one_is_given(tmp_path, tiny_dir, make_image, capsys,
+                                                                              monkeypatch):
+    """As the app: without --lang each caption's language is detected, said on stderr and kept
+    in --out; a row's own lang column wins; a code no language has is refused with its row."""
+    from scoring.api import Scorer
+
+    scored, real_score = [], Scorer.score
+    monkeypatch.setattr(Scorer, "score", lambda self, items, *a, **k: scored.append([i.lang for i in items])
+                        or real_score(self, items, *a, **k))
+    folder = tmp_path / "images"
+    folder.mkdir()
+    rows = [("a", "a brown dog runs across the green field", None), ("b", "ein brauner Hund läuft über die grüne Wiese", None),
+            ("c", "un chien brun court dans le champ vert", None), ("d", "a brown dog runs across the field", "fr")]
+    lines = ["image,candidate,lang"]
+    for i, (name, caption, lang) in enumerate(rows):
+        make_image(i).save(folder / f"{name}.png")
+        lines.append(f"{name}.png,{caption},{lang or ''}")
+    (tmp_path / "rows.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = _run(capsys, tmp_path / "rows.csv", folder, "--profile", "tiny", "--metrics", "MCS",
+                          "--out", tmp_path / "auto.json")
+    assert code == 0, err
+    assert "caplens score: languages detected: fr 2, en 1, de 1 (--lang CODE sets one for rows without a lang column)" in err
+    auto = json.loads((tmp_path / "auto.json").read_text())
+    assert list(auto["languages"].values()) == ["en", "de", "fr", "fr"]
+    assert scored[-1] == ["en", "de", "fr", "fr"]  # what the metrics were given
+
+    code, out, err = _run(capsys, tmp_path / "rows.csv", folder, "--profile", "tiny", "--metrics", "MCS", "--lang", "DE",
+                          "--out", tmp_path / "de.json", "--quiet")
+    assert code == 0 and "languages detected" not in err
+    assert list(json.loads((tmp_path / "de.json").read_text())["languages"].values()) == ["de", "de", "de", "fr"]
+    assert scored[-1] == ["de", "de", "de", "fr"]
+    code, _, err = _run(capsys, tmp_path / "rows.csv", folder, "--profile", "tiny", "--lang", "xx")
+    assert code == 2 and "caplens score: error: unknown language code 'xx': give a two-letter ISO 639-1 code" in err
+    (tmp_path / "typo.csv").write_text("image,candidate,lang\na.png,a dog,english\n", encoding="utf-8")
+    code, _, err = _run(capsys, tmp_path / "typo.csv", folder, "--profile", "tiny")
+    assert code == 2 and "caplens score: error: typo.csv row 1: unknown language code 'english'" in err
