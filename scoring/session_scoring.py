@@ -190,7 +190,7 @@ def _resolve(request: ScoreRequest) -> tuple[list[tuple[DecodedImage | None, Sco
             continue
         image = match_image(row.image, request.images)
         if image is None:
-            names = ", ".join(i.name for i in request.images) or "none uploaded"
+            names = ", ".join(i.name for i in request.images) or "none that could be read"
             messages.append(f"row {number}: no image named {row.image!r} (images: {names}); row left out.")
             continue
         pairs.append((image, row))
@@ -269,6 +269,8 @@ def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> S
     meta: dict[str, dict] = cache.setdefault("_metrics", {})
     rows_cache: dict = cache.setdefault("_rows", {})
     resolved, messages = _resolve(request)
+    if not resolved:  # scoring nothing would show every metric "available" over an empty table
+        raise ValueError("\n".join([*messages, "Nothing to score: every row names an image that is not here."]))
     cider_names = [n for n in names if scorer.registry.metrics[n].family == "cider"]
     frequencies, tag, cider_note = _frequencies(request, resolved, cider_names)
     slot = {name: f"{name}@{tag}" if name in cider_names else name for name in names}

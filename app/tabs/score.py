@@ -204,8 +204,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         if not chosen:
             messages.append("Choose at least one metric.")
             return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), state
-        if paths and not images:
-            messages.append("No usable image: only text metrics can score.")
+        if paths and not images and any(not row.image for row in score_rows):
+            messages.append("No usable image: only text metrics can score the rows without an image name.")
         if source == COLLECTION and frequencies is None:
             messages.append("No collection's document frequencies yet (choose one after logging in): CIDEr uses "
                             "this batch.")

@@ -114,6 +114,15 @@ def test_each_row_is_scored_with_its_own_image_and_references():
     # A blank image cell is every image.
     outcome = run_scoring(ScoreRequest(images, [ScoreRow("", "a square", ["a square"])], "en", ["BLEU-1"]), {})
     assert list(outcome.frame["image"]) == ["red.png", "blue.png"]
+    # Every row left out (its file was no image, so nothing could be read): one refusal naming
+    # each row, not a table of metrics "available" over no pair.
+    with pytest.raises(ValueError) as refused:
+        run_scoring(ScoreRequest([], [ScoreRow("notimage.png", "a green circle", []), ScoreRow("b.png", "a dog", [])],
+                                 "en", ["BLEU-1"]), {})
+    assert str(refused.value).splitlines() == [
+        "row 1: no image named 'notimage.png' (images: none that could be read); row left out.",
+        "row 2: no image named 'b.png' (images: none that could be read); row left out.",
+        "Nothing to score: every row names an image that is not here."]
 
 
 def test_table_cells_split_references_and_skip_empty_rows():
