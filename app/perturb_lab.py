@@ -115,7 +115,8 @@ def caption_robustness(scorer, image, original: str, perturbations: Sequence[Per
     cider = [n for n in results if scorer.registry.metrics[n].family == "cider"]
     source = batch_document_frequencies([references]) if cider and references else None
     notes = {name: document_frequency_note(source) for name in cider} if source is not None else {}
-    availability = metric_availability(list(results), meta, [values], bool(references), image is not None, notes)
+    availability = metric_availability(list(results), meta, [{**values, "lang": lang}], bool(references),
+                                       image is not None, notes)
     statuses = {entry["metric"]: entry["status"] for entry in availability}
     return CaptionRobustness(table, statuses, ops, missing_input_messages(availability))
 

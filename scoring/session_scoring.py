@@ -313,8 +313,8 @@ def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> S
     frame = pd.DataFrame(table_rows_out, columns=["#", "image", "caption", "lang", *names, "truncated by"])
     with_refs = any(refs for _, _, refs, _, _ in pairs)
     with_image = any(image is not None for image, *_ in pairs)
-    availability = metric_availability(names, meta, [{n: r[n] for n in names} for r in table_rows_out], with_refs,
-                                       with_image, {name: cider_note for name in cider_names if cider_note})
+    availability = metric_availability(names, meta, table_rows_out, with_refs, with_image,
+                                       {name: cider_note for name in cider_names if cider_note})
     return ScoreOutcome(frame=frame, metric_columns=names, availability=availability, messages=messages,
                         scored_now=len(unique), thumbnails=image_thumbnails(request.images),
                         ranges={name: tuple(scorer.info(name).range) for name in names})
@@ -325,15 +325,38 @@ def metric_meta(scorer, name: str, result) -> dict:
     run, and which inputs it needs."""
     info = scorer.info(name)
     return {"backbone": result.backbone, "unavailable": result.unavailable,
-            "needs_image": info.needs_image, "needs_references": info.needs_references}
+            "needs_image": info.needs_image, "needs_references": info.needs_references,
+            "languages": info.languages, "clips_at_zero": scorer.registry.metrics[name].family in CLIPPED_FAMILIES}
+
+
+# Families whose formula is w · max(cos, 0) (RefCLIP-S: a harmonic mean with such a term): a
+# value of exactly 0 there is a negative cosine, which a user should not read as "no signal".
+CLIPPED_FAMILIES = ("clip-s", "refclip-s", "mcs", "specs")
+
+
+def _value_notes(name: str, info: dict, rows: list[dict]) -> list[str]:
+    """What a user should know before reading a metric's values over these rows: captions in a
+    language it was not made for, and scores clipped to 0."""
+    scored = [row for row in rows if row.get(name) is not None and row.get(name) == row.get(name)]
+    notes = []
+    made_for = info.get("languages")
+    others = [row["lang"] for row in scored if made_for and row.get("lang") and row["lang"] not in made_for]
+    if others:
+        notes.append(f"made for {', '.join(made_for)}: {len(others)} of {len(scored)} caption(s) are in "
+                     f"{', '.join(sorted(set(others)))}")
+    zeros = sum(1 for row in scored if row[name] == 0.0) if info.get("clips_at_zero") else 0
+    if zeros:
+        notes.append(f"{zeros} of {len(scored)} score(s) are 0: a negative cosine is clipped to 0")
+    return notes
 
 
 def metric_availability(names, meta: dict, rows: list[dict], with_references: bool, with_image: bool = True,
                         notes: dict[str, str] | None = None) -> list[dict]:
     """Per metric: its backbone and "available", "unavailable: <reason>", or which of its own
     inputs these rows lack (an image, references, or both) when it scored none of them; `notes`
-    (e.g. CIDEr-D's document-frequency note) are added to an available metric's status. The one
-    status rule of the Score tab, the /score API and the Perturbation lab."""
+    (e.g. CIDEr-D's document-frequency note) are added to an available metric's status, and so
+    are captions in a language the metric was not made for (rows with a "lang") and scores
+    clipped to 0. The one status rule of the Score tab, the /score API and the Perturbation lab."""
     notes = notes or {}
     availability = []
     for name in names:
@@ -346,8 +369,10 @@ def metric_availability(names, meta: dict, rows: list[dict], with_references: bo
                                                          with_references)) if needed and not given]
             needs = " and ".join(lacking) or "an image or references"
             status = f"available (needs {needs} for these rows)"
-        elif status == "available" and notes.get(name):
-            status = f"available; {notes[name]}"
+        elif status == "available":
+            said = ([notes[name]] if notes.get(name) else []) + _value_notes(name, info, rows)
+            if said:
+                status = "available; " + "; ".join(said)
         availability.append({"metric": name, "backbone": info.get("backbone", ""), "status": status})
     return availability
 

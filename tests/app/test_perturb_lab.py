@@ -83,7 +83,8 @@ def test_a_lab_run_detects_the_language_and_keeps_perturbations_when_scoring_fai
     run = perturb_and_score(scorer, "ein Mann fährt mit dem Fahrrad über die Brücke", "removal", None, 0, "auto",
                             None, references=["ein Mann fährt Fahrrad"], metrics=["BLEU-1"])
     assert run.lang == "de" and [p.lang for p in run.perturbations] == ["de"]
-    assert run.problem is None and run.robustness.statuses == {"BLEU-1": "available"}
+    # BLEU's PTB tokenizer is English's: the status says so for a German caption
+    assert run.problem is None and run.robustness.statuses == {"BLEU-1": "available; made for en: 1 of 1 caption(s) are in de"}
     unscored = perturb_and_score(scorer, TEXT, ALL_FIVE, 0.4, 0, "en", None, metrics=["NOPE"])
     assert len(unscored.perturbations) == 5 and unscored.robustness is None
     assert unscored.problem.startswith("unknown metric 'NOPE'")

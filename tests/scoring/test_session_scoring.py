@@ -182,3 +182,32 @@ def test_cider_from_one_image_says_why_it_is_zero_and_a_collection_source_is_use
                                                  "4 reference set(s)")
     # Back to this batch: the remembered collection values are not reused for it.
     assert list(run_scoring(ScoreRequest(images, rows, "en", ["CIDEr"]), cache).frame["CIDEr"]) == [0.0, 0.0]
+
+
+def test_the_status_says_when_captions_are_in_a_language_the_metric_was_not_made_for_and_when_scores_are_clipped():
+    """CLIP-S is made for English: German and French captions get a number, and the status says
+    how many are not English; MCS (any language) says nothing of it. A score of exactly 0 from a
+    w · max(cos, 0) metric is a clipped negative cosine, and the status counts them."""
+    from scoring.session_scoring import ScoreRow, metric_availability
+
+    rows = [ScoreRow("", caption, []) for caption in
+            ("a red square on a white ground", "ein rotes Quadrat auf weißem Grund", "un carré rouge sur fond blanc")]
+    outcome = run_scoring(ScoreRequest(red_square(), rows, "auto", ["CLIP-S", "MCS"]), {})
+    assert list(outcome.frame["lang"]) == ["en", "de", "fr"]
+    statuses = {a["metric"]: a["status"] for a in outcome.availability}
+    assert statuses["CLIP-S"].startswith("available; made for en: 2 of 3 caption(s) are in de, fr")
+    assert not statuses["MCS"].startswith("available; made for")
+    # two captions whose tiny CLIP cosine with the red square is negative
+    clipped = run_scoring(ScoreRequest(red_square(), [ScoreRow("", c, []) for c in ("xyz", "nothing at all", "a dog")],
+                                       "en", ["CLIP-S"]), {})
+    assert list(clipped.frame["CLIP-S"] == 0.0) == [True, True, False]
+    assert clipped.availability[0]["status"] == "available; 2 of 3 score(s) are 0: a negative cosine is clipped to 0"
+    meta = {"SPECS": {"languages": ("en",), "clips_at_zero": True}, "BLEU-1": {"languages": ("en",)}}
+    table = [{"SPECS": 0.0, "BLEU-1": 0.0, "lang": "en"}, {"SPECS": 0.31, "BLEU-1": 0.5, "lang": "en"},
+             {"SPECS": 0.0, "BLEU-1": 0.0, "lang": "en"}, {"SPECS": None, "BLEU-1": None, "lang": "en"}]
+    assert [a["status"] for a in metric_availability(["SPECS", "BLEU-1"], meta, table, True)] == [
+        "available; 2 of 3 score(s) are 0: a negative cosine is clipped to 0", "available"]
+    table[1]["lang"] = "ja"
+    assert metric_availability(["SPECS"], meta, table, True, notes={"SPECS": "a note"})[0]["status"] == (
+        "available; a note; made for en: 1 of 3 caption(s) are in ja; 2 of 3 score(s) are 0: a negative cosine is "
+        "clipped to 0")
