@@ -58,8 +58,8 @@ def perturb_caption(text: str, op: str, p: float | None, seed: int, lang: str, c
     language lacks raises TaggerUnavailableError; among all five it is a no-op saying so."""
     if not text or not text.strip():
         raise ValueError("Enter a caption to perturb.")
-    check_caption_length(text, "text")
-    check_caption_length("; ".join(critical or []), "critical")
+    check_caption_length(text, "caption")
+    check_caption_length("; ".join(critical or []), "critical objects")
     ops = list(PRMCS_OPS) if op in (ALL_FIVE, "all") else [canonical_op(op)]
     lang = resolve_language(lang, text)
     results = []

@@ -19,11 +19,11 @@ def test_a_caption_at_the_limit_passes_and_one_character_more_is_refused_naming_
                                           r"\(caption_max_chars\)\.$"):
         check_caption_length(text + "a", "references 2")
     monkeypatch.setenv("CAPLENS_CAPTION_MAX_CHARS", "12")
-    with pytest.raises(TextTooLong, match="text: 13 characters; the limit is 12"):
+    with pytest.raises(TextTooLong, match="^caption: 13 characters; the limit is 12"):
         perturb_caption("a red car yes", "masking", 0.4, 0, "en", None)
     assert perturb_caption("a red car ye", "masking", 0.4, 0, "en", None)[0].op == "masking"
     monkeypatch.setenv("CAPLENS_CAPTION_MAX_CHARS", "13")
-    with pytest.raises(TextTooLong, match="critical: 16 characters; the limit is 13"):
+    with pytest.raises(TextTooLong, match="^critical objects: 16 characters; the limit is 13"):
         perturb_caption("a red car yes", "substitution", None, 0, "en", ["red car", "car yes"])
 
 
