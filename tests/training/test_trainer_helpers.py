@@ -58,6 +58,9 @@ def test_cosine_schedule_warms_up_then_falls_to_zero_and_stays_there():
     assert default(2) == pytest.approx(0.5 * (1 + math.cos(math.pi / 19)))
     # no warm-up, one step: the whole schedule is its first factor
     assert trainer._schedule(_config(schedule={"warmup": 0}), 1)(0) == 1.0
+    # one step after the warm-up: the cosine runs its whole course in that one step
+    after_warmup = trainer._schedule(_config(schedule={"warmup": 3}), 4)
+    assert after_warmup(3) == 1.0 and after_warmup(4) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_constant_schedule_and_an_unknown_one():
@@ -289,3 +292,26 @@ def test_what_train_returns_is_what_the_record_says(monkeypatch, tmp_path):
     result = train(load_config("pr-mcs-tiny", out=str(tmp_path / "run")))
     record = json.loads((tmp_path / "run" / trainer.RESULT_FILE).read_text(encoding="utf-8"))
     assert result.device == "NVIDIA H100 80GB HBM3" and result.wall_s == record["wall_s"] > 0
+
+
+def test_split_rows_names_what_left_it_without_rows(monkeypatch):
+    """Each way a config can leave a run with nothing to train or evaluate is refused in words
+    that name the recipe, or the images that sit on both sides."""
+    from scoring.training.data import image_key
+    from scoring.training.trainer import split_rows
+
+    def refused(**overrides):
+        with pytest.raises(ValueError) as error:
+            split_rows(load_config("caplens-r-tiny", out="/nonexistent/run", **overrides))
+        return str(error.value)
+
+    assert refused(options={"languages": ["ja"]}) == "the set has no rows recipe caplens-r can use"
+    german_heldout = {"world": {"scenes": 2, "split": "heldout", "size": 32, "languages": ["de"]}}
+    assert refused(options={"languages": ["en"]}, heldout=german_heldout) == (
+        "the held-out set has no rows recipe caplens-r can use")
+    same = load_config("caplens-r-tiny", out="/nonexistent/run").data
+    train_rows = trainer.RECIPES["caplens-r"].load_rows(load_config("caplens-r-tiny", out="/nonexistent/run"))[0]
+    shared = sorted({image_key(r) for r in train_rows})
+    assert refused(heldout=same) == f"{len(shared)} image(s) are both in `data` and in `heldout`, e.g. {shared[0]}"
+    monkeypatch.setattr(trainer.RECIPES["caplens-r"], "training_rows", lambda rows, config: [])
+    assert refused() == "no training rows are left for recipe caplens-r (options)"
