@@ -254,7 +254,28 @@ NOTES: dict[str, str] = {
         "(the training job's worker thread died, so its test waited; fixed: the worker now survives, "
         "test_an_error_after_training_fails_that_job_and_the_next_one_still_runs). Pausing the run with "
         "SIGSTOP (for a CI run) made the two mutants then running count as timeouts; they were set back to "
-        "untested in mutmut's record and tested again (both killed): stop a run, do not pause it."),
+        "untested in mutmut's record and tested again (both killed): stop a run, do not pause it. "
+        "The copy of cab7756 (2026-11-28, three sittings, 1,238 mutants): tests written after the copy for its "
+        "survivors, each planted by hand in trainer.py and each failing: the record's CUDA card name and "
+        "precision label (test_the_record_names_the_cuda_card_and_the_autocast_precision); wall_s rounding, a "
+        "local-time finish, the record's indent and ensure_ascii (test_the_record_is_indented_utf8...); "
+        "lineage's git_commit, None on both sides in the copy, which is no git checkout "
+        "(test_lineage_follows_the_bases...with_every_field); _Run.__init__'s autocast dtype and GradScaler "
+        "(test_a_run_takes_its_autocast_dtype...); the scratch folder and fit_on's rows (reached only by "
+        "tests/world/test_world_training.py and tests/training/test_caplens_r_fluency.py, now in this list); "
+        "_Run.autocast (all six, CUDA-only) and _Run.evaluate's device (test_a_run_evaluates_on_its_own_device...); "
+        "_Run.begin's map_location and a snapshot without history (test_a_resume_maps_the_snapshot...); "
+        "_Run.loop's snapshot condition, the cancel message and train's unknown-recipe message "
+        "(test_snapshots_fall_every_checkpoint_steps...); the ETA rate (`/`, `+`), the elapsed time "
+        "(`+ self.started`, elapsed_before), the time limit's strict `>` and the periodic evaluation's label "
+        "(test_on_a_clock_of_a_minute_a_step..., a stand-in clock that moves a minute a step); train handing "
+        "its log and cancel to learning_curve (test_train_hands_its_log_and_cancel_to_the_learning_curve); the "
+        "device train returns (test_what_train_returns_is_what_the_record_says); _clock's `// 61` (3,540 s "
+        "prints 59:00); split_rows' four refusals (test_split_rows_names_what_left_it_without_rows); the "
+        "cosine schedule's `max(2, ...)` when one step follows the warm-up. Equivalent in that copy: "
+        "`say = lambda message: 0` (what a log returns is never read); `'ADAMW'.lower()`; `encoding=None` or "
+        "'UTF-8'; `ensure_ascii=None` (falsy); `rmtree(..., ignore_errors=...)` on `.resume`, which always "
+        "exists at save; `BatchOrder._epoch = -2`; `.to(None)` and `prepare(..., None)` on the CPU."),
 }
 
 
