@@ -25,6 +25,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from scoring.backbones import quiet_progress_bars
 from scoring.backbones.graphs import device_work
 from scoring.training.config import TrainConfig
 from scoring.training.data import image_key, split_by_image
@@ -388,14 +389,8 @@ class _Run:
 
     def save(self, after: dict[str, float], selected_step: int, stopped_early: int | None) -> dict:
         """The model folder (the recipe's format, optionally in half precision) and training.json."""
-        from transformers.utils import logging as hf_logging
-
         config, recipe = self.config, self.recipe
-        hf_logging.disable_progress_bar()  # no "Writing model shards" bars in logs
-        try:
-            recipe.save(self.state, self.out)
-        finally:
-            hf_logging.enable_progress_bar()
+        recipe.save(self.state, self.out)
         if config.options.get("save_dtype"):
             store_weights_as(self.out, config.options["save_dtype"])
         device = self.device
@@ -431,11 +426,12 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
     _check_out(Path(config.out), resume)
     say = log or (lambda message: None)
     tell = progress or (lambda fraction, message: None)
-    run = _Run(config, say, tell)
-    run.begin(resume)
-    stopped_early = run.loop(cancel)
-    after, selected_step = run.finish()
-    record = run.save(after, selected_step, stopped_early)
+    with quiet_progress_bars():  # no "Loading weights" or "Writing model shards" bars in the log
+        run = _Run(config, say, tell)
+        run.begin(resume)
+        stopped_early = run.loop(cancel)
+        after, selected_step = run.finish()
+        record = run.save(after, selected_step, stopped_early)
     if config.options.get("learning_curve"):
         learning_curve(config, record, log=say, cancel=cancel)
     tell(1.0, f"{run.recipe.name} done in {_clock(record['wall_s'])}")

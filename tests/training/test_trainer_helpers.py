@@ -315,3 +315,24 @@ def test_split_rows_names_what_left_it_without_rows(monkeypatch):
     assert refused(heldout=same) == f"{len(shared)} image(s) are both in `data` and in `heldout`, e.g. {shared[0]}"
     monkeypatch.setattr(trainer.RECIPES["caplens-r"], "training_rows", lambda rows, config: [])
     assert refused() == "no training rows are left for recipe caplens-r (options)"
+
+
+def test_a_run_keeps_transformers_bars_off_from_its_start_to_its_end_and_puts_them_back(monkeypatch, tmp_path):
+    """No "Loading weights" or "Writing model shards" bar in a run's log: they are off from
+    before the model is built (a from-scratch model saves itself then) to after it is saved,
+    although loading a backbone inside the run turns them off and back on for itself."""
+    from transformers.utils import logging as hf_logging
+
+    from scoring.training import train
+
+    seen = {}
+    for name in ("begin", "save"):
+        real = getattr(trainer._Run, name)
+        monkeypatch.setattr(trainer._Run, name, lambda run, *args, _real=real, _name=name: seen.setdefault(
+            _name, hf_logging.is_progress_bar_enabled()) is None or _real(run, *args))
+    hf_logging.enable_progress_bar()
+    try:
+        train(load_config("pr-mcs-tiny", out=str(tmp_path / "run")))
+        assert seen == {"begin": False, "save": False} and hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.enable_progress_bar()
