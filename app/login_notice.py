@@ -20,8 +20,8 @@ def notice_text(purpose: str, roles: tuple[str, ...], login: dict | None, login_
         return (f"{purpose}\n\n🔒 **Needs a login** ({needs}); you are not logged in. {HOW_TO_GET_AN_ACCOUNT}"
                 f"{WHERE_TO_LOG_IN[login_here]}")
     who = f"{login['name']} ({login['role']})"
-    if login["role"] in roles:
-        return f"{purpose}\n\nLogged in as {who}."
+    if login["role"] in roles:  # where the login form is, its Account box already says who
+        return purpose if login_here else f"{purpose}\n\nLogged in as {who}."
     return (f"{purpose}\n\n🔒 Logged in as {who}, but this tab needs the role {needs}. An admin can change it: "
             f"`caplens user set-role {login['name']} {roles[0]}`.")
 

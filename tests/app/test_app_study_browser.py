@@ -127,8 +127,11 @@ def test_the_login_form_folds_away_once_logged_in(page, server, study):
     log_in(page, *server.annotator)
     page.wait_for_function("() => !document.querySelector('#login-name')?.offsetParent")
     assert not page.locator("#login-hint").is_visible() and page.locator("#logout-button").is_visible()
-    page.wait_for_function("() => document.querySelector('#annotate-login-notice')?.innerText.includes('Logged in as')")
-    assert "Log in below" not in page.locator("#annotate-login-notice").inner_text()
+    page.wait_for_function("() => !document.querySelector('#annotate-login-notice')?.innerText.includes('Needs a login')")
+    # who is logged in is said once, in the Account box beside the Log out button
+    assert page.locator("#login-status textarea").input_value().startswith("Logged in as ")
+    assert "Log in below" not in (notice := page.locator("#annotate-login-notice").inner_text())
+    assert "Logged in as" not in notice and notice.startswith("Annotate")
     page.locator("#logout-button").click()
     page.wait_for_function("() => !!document.querySelector('#login-name')?.offsetParent")
     assert page.locator("#login-status textarea").input_value() == "Not logged in."
