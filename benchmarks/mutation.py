@@ -311,6 +311,10 @@ def _scratch_copy(module: str, tests: list[str], workers_dir: Path, resume: bool
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q"]',
         'process_isolation = "forkserver"',  # torch is not fork-safe once imported
         "use_git_change_detection = false",
+        # mutmut's CPU limit is 30 x (the tests' own time + this): a session fixture's setup (a
+        # scorer loading every model) is charged to the first test that used it in the timing run,
+        # so a mutant reached only by a later 0.3 s test hit 38 s of CPU while loading (SPICE's).
+        "timeout_constant = 5.0",
         "",
     ])
     (work / "pyproject.toml").write_text(pyproject + section, encoding="utf-8")
