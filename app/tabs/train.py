@@ -44,11 +44,17 @@ def _clock(seconds: float | None) -> str:
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+NO_JOB_SHOWN = "No job shown: start one, or click one of your jobs."
+
+
 def progress_bar(view: jobs.JobView | None) -> str:
-    """Numbers only (no user text goes into HTML)."""
-    percent = 0.0 if view is None else round(100 * view.progress, 1)
-    eta = "" if view is None or not view.active else f" · ETA {_clock(view.eta_s)}"
-    elapsed = "" if view is None else f" · {_clock(view.elapsed_s)} elapsed"
+    """Numbers only (no user text goes into HTML); no bar before a job is shown (an empty 0 %
+    bar read as a job stuck at its start)."""
+    if view is None:
+        return f'<div id="train-progress-text">{NO_JOB_SHOWN}</div>'
+    percent = round(100 * view.progress, 1)
+    eta = f" · ETA {_clock(view.eta_s)}" if view.active else ""
+    elapsed = f" · {_clock(view.elapsed_s)} elapsed"
     return (
         '<div style="border:1px solid #999;border-radius:4px;height:14px;width:100%">'
         f'<div id="train-progress-fill" style="background:#3b82f6;height:100%;width:{percent}%"></div></div>'

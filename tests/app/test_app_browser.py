@@ -501,6 +501,7 @@ def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts,
     before_run = metric_names("tiny")
     # Before any job: no Cancel to press and no empty loss axes.
     assert not page.locator("#train-cancel").is_visible() and not page.locator("#train-loss").is_visible()
+    assert page.locator("#train-progress").inner_text() == "No job shown: start one, or click one of your jobs."
     page.locator("#train-start").click()
     # A tiny preset is a smoke run: it stays in the researcher's scratch space …
     page.wait_for_function(status_js("kept in your scratch space"), timeout=JOB_TIMEOUT_MS)
