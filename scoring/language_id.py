@@ -98,12 +98,16 @@ def known_codes() -> frozenset[str]:
 
 
 def check_language(code: str) -> str:
-    """`code` in lower case, or ValueError naming the choices: a typo ("xx", "english") would
-    otherwise score as a language no metric knows, without a word. UNKNOWN passes: results
-    carry it (captions without letters), and a caller may send it back."""
+    """`code` as the two-letter code metrics know ("en-US" and "EN" are "en"), or ValueError naming
+    the choices: a typo ("xx", "english") would otherwise score as a language no metric knows,
+    without a word. UNKNOWN passes: results carry it (captions without letters), and a caller may
+    send it back."""
     normal = code.strip().lower()
-    if normal in (AUTO, UNKNOWN) or normal in known_codes():  # UNKNOWN: what detection gives emoji
+    if normal in (AUTO, UNKNOWN):  # UNKNOWN: what detection gives a caption without letters
         return normal
+    primary = normal.replace("_", "-").split("-")[0]  # a BCP 47 tag's language: en-US, pt_BR, zh-Hans
+    if primary in known_codes():
+        return primary
     raise ValueError(f"unknown language code {code!r}: give a two-letter ISO 639-1 code "
                      f"({', '.join(LANGUAGES)}, ...) or {AUTO!r} to detect it")
 

@@ -75,7 +75,8 @@ def test_a_chosen_language_is_checked_and_lower_cased_and_auto_detects():
     assert resolve_language("auto", "ein Hund läuft über die Wiese") == "de" == resolve_language("", "ein Hund läuft über die Wiese")
     assert {"en", "ja", "he", "sv", "zu"} <= known_codes() and len(known_codes()) == 75
     assert resolve_language("und", "🐶") == UNKNOWN  # what a result row says of a caption without letters
-    for typo in ("xx", "english", "en-US"):
+    assert [check_language(tag) for tag in ("en-US", "pt_BR", "zh-Hans", "EN-gb")] == ["en", "pt", "zh", "en"]
+    for typo in ("xx", "english", "xx-US", "-en"):
         with pytest.raises(ValueError, match=rf"^unknown language code '{typo}': give a two-letter ISO 639-1 code "
                                              r"\(en, de, fr, es, ja, it, pt, nl, ru, zh, ko, ar, \.\.\.\) or 'auto' to detect it$"):
             resolve_language(typo, "a dog")
