@@ -267,3 +267,26 @@ def test_document_frequencies_that_make_every_idf_zero_are_named_with_the_way_ou
     assert coco.document_frequency_problem(same) == "not meaningful: document frequencies from 3 identical reference sets" + tail
     same.add(["two dogs in the snow"])
     assert coco.document_frequency_problem(same) is None
+
+
+def test_a_meteor_process_starts_once_closes_and_starts_again(monkeypatch):
+    """A MeteorProcess of its own (the scorer's is made at import), its JVM stood in for by a
+    sleeping process: warming it twice starts one, closing ends it, the next warm-up starts anew."""
+    started = []
+
+    def start(self):
+        self._proc = subprocess.Popen(["sleep", "60"], stdin=subprocess.PIPE)
+        started.append(self._proc)
+
+    monkeypatch.setattr(coco.MeteorProcess, "_start", start)
+    process = coco.MeteorProcess()
+    try:
+        process.warm_up()
+        process.warm_up()
+        assert len(started) == 1 and started[0].poll() is None
+        process.close()
+        assert process._proc is None and started[0].poll() is not None
+        process.warm_up()
+        assert len(started) == 2 and process._proc is started[1]
+    finally:
+        process.close()
