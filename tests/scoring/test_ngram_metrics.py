@@ -290,3 +290,16 @@ def test_a_meteor_process_starts_once_closes_and_starts_again(monkeypatch):
         assert len(started) == 2 and process._proc is started[1]
     finally:
         process.close()
+
+
+def test_the_meteor_reader_is_a_daemon_thread_so_a_process_can_exit_while_the_jvm_runs(java):
+    """Python joins every non-daemon thread before its exit handlers run, and the handler that
+    ends the JVM is one of them: a reader that was no daemon would wait on the JVM's output for ever."""
+    before = set(threading.enumerate())
+    process = coco.MeteorProcess()
+    try:
+        process.warm_up()
+        readers = [t for t in threading.enumerate() if t not in before]
+        assert len(readers) == 1 and readers[0].daemon
+    finally:
+        process.close()
