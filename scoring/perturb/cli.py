@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 _OPS_HELP = (
     "repetition, removal, masking, jumble, substitution (PR-MCS), keyword-substitution, "
@@ -57,6 +58,11 @@ def _read_corpus(path: str) -> list[str]:
         return [line.strip() for line in handle if line.strip()]
 
 
+def _json(value) -> str:
+    """Indented for a person at a terminal; one line for a pipe or a program."""
+    return json.dumps(value, ensure_ascii=False, indent=2 if sys.stdout.isatty() else None)
+
+
 def _run(args: argparse.Namespace) -> int:
     if not args.text.strip():
         raise ValueError("caption text is empty: nothing to perturb")
@@ -66,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.detail_units:
         from scoring.perturb.detail_units import detail_units
 
-        print(json.dumps(detail_units(args.text, lang), ensure_ascii=False))
+        print(_json(detail_units(args.text, lang)))
         return 0
     from scoring.perturb.ops import PRMCS_OPS, canonical_op, perturb
 
@@ -79,5 +85,5 @@ def _run(args: argparse.Namespace) -> int:
         ).to_dict()
         for op in ops
     ]
-    print(json.dumps(results if args.op == "all" else results[0], ensure_ascii=False))
+    print(_json(results if args.op == "all" else results[0]))
     return 0

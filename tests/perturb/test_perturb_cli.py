@@ -84,3 +84,13 @@ def test_the_language_is_checked_and_auto_detects_it(capsys):
     code, out, err = run(capsys, "--op", "masking", "--lang", "xx", caption)
     assert code == 2 and out == ""
     assert err.startswith("caplens perturb: error: unknown language code 'xx': give a two-letter ISO 639-1 code")
+
+
+def test_json_is_indented_at_a_terminal_and_one_line_in_a_pipe(capsys, monkeypatch):
+    import sys
+
+    code, piped, _ = run(capsys, "--op", "masking", "--seed", "3", "a man rides a horse")
+    assert code == 0 and piped.count("\n") == 1
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    code, shown, _ = run(capsys, "--op", "masking", "--seed", "3", "a man rides a horse")
+    assert code == 0 and shown.startswith('{\n  "text": ') and json.loads(shown) == json.loads(piped)
