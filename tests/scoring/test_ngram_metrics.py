@@ -303,3 +303,23 @@ def test_the_meteor_reader_is_a_daemon_thread_so_a_process_can_exit_while_the_jv
         assert len(readers) == 1 and readers[0].daemon
     finally:
         process.close()
+
+
+def test_bleu_runs_the_toolkit_once_a_batch_silently_and_defaults_to_bleu4(java, tiny_scorer, monkeypatch, capsys):
+    """BLEU-1..4 of one batch share one toolkit call, which prints nothing (its verbose mode
+    writes to stdout, into `caplens score`'s output); a BLEU row of a registry without `n` is BLEU-4."""
+    import dataclasses
+
+    from pycocoevalcap.bleu.bleu import Bleu as ToolkitBleu
+
+    from scoring.metrics.base import ScoreContext
+
+    calls, real = [], ToolkitBleu.compute_score
+    monkeypatch.setattr(ToolkitBleu, "compute_score", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    items = [ScoreItem(None, c, r) for c, r in zip(CANDIDATES, REFERENCES)]
+    capsys.readouterr()
+    scores = tiny_scorer.score(items, ["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4"])
+    assert len(calls) == 1 and capsys.readouterr().out == ""
+    spec = tiny_scorer.registry.metrics["BLEU-4"]
+    unnumbered = coco.Bleu(dataclasses.replace(spec, n=None)).compute(ScoreContext(items, [None] * len(items), None))
+    assert unnumbered.values == scores["BLEU-4"].values and unnumbered.aggregate == scores["BLEU-4"].aggregate
