@@ -323,3 +323,31 @@ def test_bleu_runs_the_toolkit_once_a_batch_silently_and_defaults_to_bleu4(java,
     spec = tiny_scorer.registry.metrics["BLEU-4"]
     unnumbered = coco.Bleu(dataclasses.replace(spec, n=None)).compute(ScoreContext(items, [None] * len(items), None))
     assert unnumbered.values == scores["BLEU-4"].values and unnumbered.aggregate == scores["BLEU-4"].aggregate
+
+
+def test_meteor_says_when_its_process_is_silent_or_gone(monkeypatch):
+    """What `_read` tells the user: METEOR not answering within its time limit, or its process
+    ended (the reader thread puts None when the JVM's output closes)."""
+    import queue
+
+    from scoring.metrics.base import MetricUnavailable
+
+    monkeypatch.setattr(coco, "METEOR_TIMEOUT_S", 0.2)
+    process = coco.MeteorProcess()
+    process._lines = queue.Queue()
+    with pytest.raises(MetricUnavailable) as silent:
+        process._read()
+    assert str(silent.value) == "METEOR did not answer within 0 s"
+    process._lines.put(None)
+    with pytest.raises(MetricUnavailable) as gone:
+        process._read()
+    assert str(gone.value) == "the METEOR process exited unexpectedly"
+    process._lines.put("0.5")
+    assert process._read() == "0.5"
+
+
+def test_a_caption_holding_meteors_field_separator_scores_as_without_it(java):
+    """METEOR's protocol separates fields with |||: a caption holding it must not add a field."""
+    references = {0: ["a dog runs on the grass"]}
+    with_bars = coco._meteor.score(references, {0: ["a dog ||| on grass"]})
+    assert with_bars == coco._meteor.score(references, {0: ["a dog on grass"]})
