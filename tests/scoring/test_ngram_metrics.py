@@ -349,5 +349,6 @@ def test_meteor_says_when_its_process_is_silent_or_gone(monkeypatch):
 def test_a_caption_holding_meteors_field_separator_scores_as_without_it(java):
     """METEOR's protocol separates fields with |||: a caption holding it must not add a field."""
     references = {0: ["a dog runs on the grass"]}
-    with_bars = coco._meteor.score(references, {0: ["a dog ||| on grass"]})
-    assert with_bars == coco._meteor.score(references, {0: ["a dog on grass"]})
+    plain = coco._meteor.score(references, {0: ["a dog on grass"]})
+    assert coco._meteor.score(references, {0: ["a dog ||| on grass"]}) == plain
+    assert coco._meteor.score({0: ["a dog runs ||| on the grass"]}, {0: ["a dog on grass"]}) == plain
