@@ -352,3 +352,17 @@ def test_a_caption_holding_meteors_field_separator_scores_as_without_it(java):
     plain = coco._meteor.score(references, {0: ["a dog on grass"]})
     assert coco._meteor.score(references, {0: ["a dog ||| on grass"]}) == plain
     assert coco._meteor.score({0: ["a dog runs ||| on the grass"]}, {0: ["a dog on grass"]}) == plain
+
+
+def test_a_text_tokenised_once_is_not_sent_to_the_tokenizer_again(java, monkeypatch):
+    import uuid
+
+    text = f"A cached caption, {uuid.uuid4().hex}."
+    first = coco.ptb_tokenize([text])
+    assert first == [f"a cached caption {text.split(', ')[1].rstrip('.').lower()}"]
+
+    def no_java(*args, **kwargs):
+        raise AssertionError("the tokenizer ran for a text it had already tokenised")
+
+    monkeypatch.setattr(coco.subprocess, "run", no_java)
+    assert coco.ptb_tokenize([text, text]) == first * 2
