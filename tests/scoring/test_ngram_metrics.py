@@ -366,3 +366,17 @@ def test_a_text_tokenised_once_is_not_sent_to_the_tokenizer_again(java, monkeypa
 
     monkeypatch.setattr(coco.subprocess, "run", no_java)
     assert coco.ptb_tokenize([text, text]) == first * 2
+
+
+def test_a_failing_tokenizer_is_named_with_the_start_of_what_it_said(tmp_path, monkeypatch):
+    """A tokenizer that exits with an error (here a stand-in `java` that writes 300 characters,
+    one of them no UTF-8, to stderr) makes the n-gram metrics unavailable, quoting 200 of them."""
+    from scoring.metrics.base import MetricUnavailable
+
+    fake = tmp_path / "java"
+    fake.write_bytes(b"#!/bin/sh\nprintf 'E\\377' >&2\nprintf '%0299d' 0 >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(coco, "require_java", lambda: str(fake))
+    with pytest.raises(MetricUnavailable) as failed:
+        coco.ptb_tokenize(["a caption no cache holds yet 7f3a"])
+    assert str(failed.value) == "PTB tokenizer failed: E\ufffd" + "0" * 198
