@@ -114,6 +114,5 @@ def check_language(code: str) -> str:
 
 def resolve_language(choice: str | None, text: str) -> str:
     """The language a caption is scored in: the user's choice, or detected when "auto"."""
-    if not choice or check_language(choice) == AUTO:
-        return detect_language(text)
-    return check_language(choice)
+    chosen = check_language(choice) if choice else AUTO
+    return detect_language(text) if chosen == AUTO else chosen
