@@ -380,3 +380,29 @@ def test_a_failing_tokenizer_is_named_with_the_start_of_what_it_said(tmp_path, m
     with pytest.raises(MetricUnavailable) as failed:
         coco.ptb_tokenize(["a caption no cache holds yet 7f3a"])
     assert str(failed.value) == "PTB tokenizer failed: E\ufffd" + "0" * 198
+
+
+def test_without_java_the_ngram_metrics_say_what_to_install_and_a_batch_without_references_needs_none(
+        tiny_scorer, tmp_path, monkeypatch):
+    """No `java` on PATH: BLEU and CIDEr are unavailable, naming the package to install; a batch
+    where no item has references gives None per item and no truncation flag, without
+    looking for Java at all."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with_references = tiny_scorer.score([ScoreItem(None, CANDIDATES[0], REFERENCES[0])], ["BLEU-1", "CIDEr"])
+    for name in ("BLEU-1", "CIDEr"):
+        assert with_references[name].unavailable == (
+            "needs a Java runtime (install default-jre-headless); `java` is not on PATH"), name
+    without = tiny_scorer.score([ScoreItem(None, "a dog", []), ScoreItem(None, "a cat", [])], ["BLEU-1", "ROUGE-L"])
+    for name in ("BLEU-1", "ROUGE-L"):
+        assert without[name].unavailable is None and without[name].values == [None, None], name
+        assert without[name].truncated == [False, False], name
+
+
+def test_the_ngram_metrics_of_one_batch_tokenise_it_once(java, tiny_scorer, monkeypatch):
+    """BLEU, ROUGE-L and CIDEr-D of one batch share one tokenisation (kept in the batch's memo)."""
+    calls, real = [], coco.ptb_tokenize
+    monkeypatch.setattr(coco, "ptb_tokenize", lambda texts: calls.append(len(texts)) or real(texts))
+    items = [ScoreItem(None, c, r) for c, r in zip(CANDIDATES, REFERENCES)]
+    scores = tiny_scorer.score(items, ["BLEU-1", "BLEU-4", "ROUGE-L", "CIDEr"])
+    assert all(scores[name].available for name in scores)
+    assert calls == [len(CANDIDATES) + sum(map(len, REFERENCES))]
