@@ -467,6 +467,15 @@ def _block_span(source: str, keyword: str, name: str, start: int = 0) -> tuple[i
     return match.start(), len(source) if end is None else end.start()
 
 
+GONE = "gone (its lines are nowhere in today's code)"
+NOT_PLANTED = "not planted (its lines are not in its function once today)"
+
+
+def _removed_and_added(survivor: dict) -> tuple[str, str]:
+    """The lines a recorded mutant removed and those it put in their place."""
+    return tuple("\n".join(line[1:] for line in survivor["change"] if line.startswith(sign)) for sign in "-+")
+
+
 def plant(source: str, survivor: dict) -> str | None:
     """`source` with one recorded survivor's change made again inside its own function (mutmut
     names it: `x_<function>__mutmut_<n>`, or `xǁ<Class>ǁ<method>__mutmut_<n>`), or None where
@@ -478,8 +487,7 @@ def plant(source: str, survivor: dict) -> str | None:
         span = outer and _block_span(source[:outer[1]], "def", method, outer[0])
     else:
         span = _block_span(source, "def", name.removeprefix("x_"))
-    old = "\n".join(line[1:] for line in survivor["change"] if line.startswith("-"))
-    new = "\n".join(line[1:] for line in survivor["change"] if line.startswith("+"))
+    old, new = _removed_and_added(survivor)
     if not old or span is None:
         return None
     body = source[span[0]:span[1]]
@@ -503,7 +511,7 @@ def _recheck_some(module: str, tests: list[str], survivors: list[dict], work: Pa
         for survivor in survivors:
             planted = plant(original, survivor)
             if planted is None:
-                outcome[survivor["mutant"]] = "not planted (its lines are not in its function once today)"
+                outcome[survivor["mutant"]] = NOT_PLANTED if _removed_and_added(survivor)[0] in original else GONE
                 continue
             target.write_text(planted, encoding="utf-8")
             try:
@@ -551,7 +559,7 @@ def rechecked_score(result: dict) -> float | None:
     outcome = result.get("recheck", {}).get("outcome", {})
     if not outcome:
         return None
-    gone = sum(1 for v in outcome.values() if v.startswith("gone"))
+    gone = sum(1 for v in outcome.values() if v == GONE)
     killed = result["counts"].get("killed", 0) + sum(1 for v in outcome.values() if v.startswith("killed"))
     return killed / (result["mutants"] - gone)
 

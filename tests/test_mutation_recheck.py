@@ -175,8 +175,20 @@ def test_a_kept_copy_reports_the_tests_it_was_made_with(tmp_path, monkeypatch):
 
 def test_the_score_after_a_recheck_counts_what_todays_tests_kill_and_drops_what_is_gone():
     result = {"mutants": 10, "counts": {"killed": 6, "survived": 3, "timeout": 1},
-              "recheck": {"outcome": {"a": "killed", "b": "gone (the line was removed)", "c": "survived",
-                                      "d": "killed (planted by hand, it fails)"}}}
-    assert mutation.rechecked_score(result) == 8 / 9
+              "recheck": {"outcome": {"a": "killed", "b": mutation.GONE, "c": "survived",
+                                      "d": "killed (planted by hand, it fails)", "e": mutation.NOT_PLANTED}}}
+    assert mutation.rechecked_score(result) == 8 / 9  # a mutant not planted still counts against the score
     assert mutation.rechecked_score({"mutants": 10, "counts": {"killed": 6}}) is None
     assert mutation.rechecked_score({"mutants": 10, "counts": {"killed": 6}, "recheck": {"outcome": {}}}) is None
+
+
+def test_a_recheck_says_gone_only_where_the_lines_are_nowhere_in_the_module(tmp_path):
+    """Lines that are nowhere in today's module are gone (they leave the count); lines still in it,
+    but not once in the survivor's own function, are not planted (they stay against the score).
+    Neither runs a test."""
+    (tmp_path / "mod.py").write_text(SOURCE)
+    gone = survivor("x_first", "    rng = make(other)", "    rng = None")
+    moved = survivor("xǁPoolǁother", "        rng = make(seed)", "        rng = None")
+    outcome = mutation._recheck_some("mod.py", ["no_such_test.py"], [gone, moved], tmp_path, 5)
+    assert outcome == {gone["mutant"]: mutation.GONE, moved["mutant"]: mutation.NOT_PLANTED}
+    assert (tmp_path / "mod.py").read_text() == SOURCE
