@@ -399,10 +399,11 @@ def test_without_java_the_ngram_metrics_say_what_to_install_and_a_batch_without_
 
 
 def test_the_ngram_metrics_of_one_batch_tokenise_it_once(java, tiny_scorer, monkeypatch):
-    """BLEU, ROUGE-L and CIDEr-D of one batch share one tokenisation (kept in the batch's memo)."""
+    """BLEU, ROUGE-L and CIDEr-D of one batch share one tokenisation (kept in the batch's memo), and
+    they truncate nothing (a flag the tables show beside a score)."""
     calls, real = [], coco.ptb_tokenize
     monkeypatch.setattr(coco, "ptb_tokenize", lambda texts: calls.append(len(texts)) or real(texts))
     items = [ScoreItem(None, c, r) for c, r in zip(CANDIDATES, REFERENCES)]
     scores = tiny_scorer.score(items, ["BLEU-1", "BLEU-4", "ROUGE-L", "CIDEr"])
-    assert all(scores[name].available for name in scores)
+    assert all(scores[name].available and scores[name].truncated == [False] * len(items) for name in scores)
     assert calls == [len(CANDIDATES) + sum(map(len, REFERENCES))]
