@@ -559,7 +559,7 @@ def rechecked_score(result: dict) -> float | None:
     outcome = result.get("recheck", {}).get("outcome", {})
     if not outcome:
         return None
-    gone = sum(1 for v in outcome.values() if v == GONE)
+    gone = sum(1 for v in outcome.values() if v.startswith("gone"))  # GONE, or a reason read by hand
     killed = result["counts"].get("killed", 0) + sum(1 for v in outcome.values() if v.startswith("killed"))
     return killed / (result["mutants"] - gone)
 
