@@ -10,7 +10,7 @@ def test_rates_follow_the_equations():
     assert specificity_rate([0.2, 0.3, 0.4, 0.5], [0.3, 0.3, 0.1, 0.6], "pos") == pytest.approx(0.5)
     # negative: extension must score lower; 1 of 2
     assert specificity_rate([0.5, 0.5], [0.4, 0.6], "neg") == pytest.approx(0.5)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="kind must be 'pos' or 'neg', got 'other'"):
         specificity_rate([1], [1], "other")
 
 

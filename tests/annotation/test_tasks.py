@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 
 import pytest
 from PIL import Image as PILImage
@@ -99,7 +100,7 @@ def test_rating_queue_balances_to_k_skips_and_edits(engine, accounts, collection
         assert [(h.version, h.overall, h.fluency) for h in history] == [(1, 0.2, None), (2, 0.9, 0.3)]
         assert next_rating_item(s, accounts["cal"], col, k=2) is None
         for bad in (1.5, -0.1, "x", float("nan")):
-            with pytest.raises(ValueError):
+            with pytest.raises(ValueError, match=f"overall must be (a number )?between 0 and 1, got {re.escape(repr(bad))}"):
                 submit_rating(s, accounts["ann"], skipped.id, bad)
         reference = s.query(Caption).filter_by(kind="reference").first()
         with pytest.raises(ValueError, match="reference"):

@@ -122,7 +122,7 @@ def test_status_icons_carry_the_words_escaped_and_pictures_take_only_image_data_
     assert picture_cell(uri) == f'<img src="{uri}" alt="" style="max-height:56px;max-width:72px;display:block">'
     assert picture_cell(None) == picture_cell("") == ""
     for bad in ('data:image/jpeg;base64,abc" onerror="alert(1)', "https://example.com/a.png", XSS):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="a picture cell takes a base64 image data URI only"):
             picture_cell(bad)
     frame = pd.DataFrame([{"#": 1, "image": "a.png", "caption": "a dog", "lang": "en", "CLIP-S": 0.5,
                            "truncated by": ""},

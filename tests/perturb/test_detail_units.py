@@ -125,9 +125,8 @@ def test_negative_units_are_shuffled_nine_times_in_ten():
 def test_negatives_come_from_other_images():
     captions = ["A dog runs on a beach.", "A dog plays on the sand, near the sea.", "A red car is parked on a street."]
     triplets = specs_triplets(captions, seed=1, image_ids=["img1", "img1", "img2"])
-    for t in triplets:
-        if t.caption_index in (0, 1):
-            assert t.negative_source == 2
+    of_img1 = [t for t in triplets if t.caption_index in (0, 1)]
+    assert of_img1 and all(t.negative_source == 2 for t in of_img1)
     with pytest.raises(ValueError, match="another image"):
         specs_triplets(["A dog runs on a beach, and a cat sleeps."], seed=0)
 

@@ -130,7 +130,7 @@ def test_embeddings_api_is_normalised_and_cached(tiny_scorer, images):
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)
     m = tiny_scorer.text_embeddings(["ein hund"], backbone="mclip-text")
     assert m.shape == (1, 64)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="backbone 'mclip-text' has no image tower"):
         tiny_scorer.image_embeddings(images[:1], backbone="mclip-text")
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 from PIL import Image
 
-from scoring.api import get_scorer
+from scoring.api import ScoreItem, get_scorer
 from scoring.session_scoring import ScoreRequest, score_request
 
 PROFILE = "tiny"
@@ -56,11 +56,13 @@ def test_editing_one_caption_rescores_only_that_caption():
     edited = captions[:2] + ["two small cats"] + captions[3:]
     second = run_scoring(ScoreRequest.grid(images, edited, ["a red square"], "en", ["CLIP-S", "BLEU-1"]), cache, scorer)
     assert second.scored_now == 1 and scorer.calls == [5, 1]
-    # Unchanged rows keep their values; the edited one has its own.
-    for row_a, row_b in zip(first.frame.to_dict("records"), second.frame.to_dict("records")):
-        if row_a["caption"] == row_b["caption"]:
-            assert row_a["CLIP-S"] == row_b["CLIP-S"]
-    assert second.frame.loc[2, "caption"] == "two small cats"
+    # Unchanged rows keep their values; the edited one has the value a fresh score gives it.
+    before, after = first.frame.to_dict("records"), second.frame.to_dict("records")
+    assert len(after) == 5 and [r["caption"] for r in after] == edited
+    for i in (0, 1, 3, 4):
+        assert (after[i]["CLIP-S"], after[i]["BLEU-1"]) == (before[i]["CLIP-S"], before[i]["BLEU-1"])
+    fresh = scorer.scorer.score([ScoreItem(images[0].image, "two small cats", ["a red square"])], ["CLIP-S"])["CLIP-S"]
+    assert after[2]["CLIP-S"] == pytest.approx(fresh.values[0], abs=5e-4) and after[2]["CLIP-S"] != before[2]["CLIP-S"]
 
 
 def test_without_image_only_text_metrics_have_values():

@@ -131,6 +131,9 @@ def test_specs_values_on_both_scales_in_float64():
     assert cos[:2] == pytest.approx([0.6, -0.8])
     paper = specs_values(image, text)  # the default scale is the paper's
     assert paper.dtype == np.float64
+    assert cos[2] == pytest.approx(2 / 3, abs=1e-7)
+    assert paper.tolist() == pytest.approx([0.6, 0.0, 2 / 3], abs=1e-7)  # by hand: max(cos, 0)
+    assert specs_values(image, text, "released").tolist() == pytest.approx([0.8, 0.1, 5 / 6], abs=1e-7)  # (cos+1)/2
     np.testing.assert_array_equal(paper, np.clip(cos, 0, None))  # exactly: no float32 rounding
     np.testing.assert_array_equal(specs_values(image, text, "released"), np.clip((cos + 1) / 2, 0, None))
     with pytest.raises(ValueError, match=r"^SPECS scale must be one of paper, released, not 'log'$"):

@@ -94,5 +94,5 @@ def test_annotators_are_biased_noisy_and_reproducible():
     harsh, lenient = Annotator("harsh", -0.3, 0.0), Annotator("lenient", 0.3, 0.0)
     truth = candidates[0]
     assert harsh.rate(truth, "x")["overall"] < lenient.rate(truth, "x")["overall"]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="needs at least one annotator"):
         panel(0)

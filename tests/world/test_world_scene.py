@@ -48,7 +48,7 @@ def test_variant_render_changes_pixels_not_content():
 
 
 def test_bad_arguments_are_rejected():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="need 1 <= min_objects <= max_objects <= 9"):
         generate_scene(0, min_objects=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="image size must be at least 16 pixels"):
         render_scene(generate_scene(0), size=8)
