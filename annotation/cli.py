@@ -29,6 +29,22 @@ def register(subparsers, parents) -> None:
     seed.add_argument("--scenes", type=int, default=12)
     seed.add_argument("--force", action="store_true", help="import again even if the demo collection exists")
     seed.set_defaults(handler=_seed)
+    study = _subcommands(subparsers, "world").add_parser(
+        "study", parents=parents,
+        help="a simulated rating study: world captions imported into a collection, rated by the world's simulated "
+             "annotators (accounts sim-annotator-0, -1, ...) through the same queue people use, and exported as a "
+             "CapLens-R training set (the finetune-human set)")
+    study.add_argument("out", metavar="DIR", help="folder for the exported training set")
+    study.add_argument("--collection", required=True, help="a new collection for the study's captions")
+    study.add_argument("--scenes", type=int, default=20, help="world scenes to import (default 20)")
+    study.add_argument("--split", default="train", choices=("train", "validation", "test"),
+                       help="the seed range the scenes come from (default train: a set to learn from)")
+    study.add_argument("--skip", type=int, default=0, help="scenes of the range to pass over first")
+    study.add_argument("--langs", default="en", help="comma-separated caption languages (default en)")
+    study.add_argument("--annotators", type=int, default=3, help="simulated annotators; each caption gets this many ratings")
+    study.add_argument("--size", type=int, default=128, help="image side in pixels")
+    study.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")
+    study.set_defaults(handler=_world_study)
 
     db = subparsers.add_parser("db", parents=parents, help="database: migrations, import, export, agreement")
     db_commands = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
@@ -395,6 +411,38 @@ def _user_sessions(args) -> int:
         print(f"ended {live_before} live session(s) of {args.name}")
     elif not listed:
         print(f"{args.name} has no session that has not expired")
+    return 0
+
+
+def _world_study(args: argparse.Namespace) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from annotation.captions import get_collection
+    from annotation.database import database_session
+    from annotation.training.world_study import export_study, run_world_study
+    from scoring.world.grammar import LANGUAGES
+    from scoring.world.sets import split_scenes
+
+    langs = tuple(code.strip() for code in args.langs.split(",") if code.strip())
+    if not langs or set(langs) - set(LANGUAGES):
+        raise ValueError(f"--langs takes world languages, comma-separated: {', '.join(LANGUAGES)}")
+    scenes = split_scenes(args.split, args.scenes, skip=args.skip)
+    with database_session(read_only=True) as session:
+        try:
+            get_collection(session, args.collection)
+        except LookupError:
+            pass
+        else:
+            raise ValueError(f"a collection named {args.collection!r} exists already; a study needs a new one")
+    with tempfile.TemporaryDirectory(prefix="caplens-study-") as work, database_session() as session:
+        report = run_world_study(session, _acting_user(session, args.user), scenes, args.collection, Path(work),
+                                 langs=langs, annotators=args.annotators, size=args.size)
+    with database_session(read_only=True) as session:
+        exported = export_study(session, _acting_user(session, args.user), args.collection, Path(args.out))
+    print(json.dumps({"collection": report.collection, "split": args.split, "scenes": len(scenes),
+                      "captions": report.captions, "ratings": report.ratings, "annotators": list(report.annotators),
+                      "training_set": exported}, indent=2, ensure_ascii=False))
     return 0
 
 

@@ -125,3 +125,26 @@ def test_a_one_megabyte_csv_field_is_one_line_naming_the_line_not_a_traceback(db
     assert result.returncode == 2 and "Traceback" not in result.stderr and "_csv" not in result.stderr
     assert result.stderr.strip() == ("caplens db: error: line 3: a field is longer than 131,072 characters; "
                                      "a caption may have at most 5,000")
+
+
+def test_world_study_rates_through_the_queue_and_exports_the_training_set(db_url, tmp_path):
+    """`caplens world study`: two train-range scenes, three simulated annotators through the queue,
+    the finetune-human set written; a second study into the same collection or with a language the
+    world does not speak is refused before anything is written."""
+    from scoring.world.sets import rated_rows, split_scenes
+
+    done = caplens("world", "study", str(tmp_path / "set"), "--collection", "sim", "--scenes", "2", "--size", "32")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    rows = [json.loads(line) for line in (tmp_path / "set" / "data.jsonl").read_text().splitlines()]
+    expected = {r["caption_id"] for r in rated_rows(split_scenes("train", 2), ("en",))}
+    assert report["split"] == "train" and report["scenes"] == 2 and report["captions"] == len(rows) == len(expected)
+    assert report["ratings"] == 3 * len(rows) and report["annotators"] == ["sim-annotator-0", "sim-annotator-1", "sim-annotator-2"]
+    assert all(r["n_ratings"] == 3 for r in rows) and report["training_set"]["rows"] == len(rows)
+    again = caplens("world", "study", str(tmp_path / "set2"), "--collection", "sim", "--scenes", "2")
+    assert again.returncode == 2 and "a collection named 'sim' exists already" in again.stderr
+    klingon = caplens("world", "study", str(tmp_path / "set3"), "--collection", "sim2", "--langs", "en,tlh")
+    assert klingon.returncode == 2 and "--langs takes world languages, comma-separated: en, de" in klingon.stderr
+    assert not (tmp_path / "set2").exists() and not (tmp_path / "set3").exists()
+    with session_scope(get_engine(db_url)) as s:
+        assert s.scalar(select(Collection).where(Collection.name == "sim2")) is None

@@ -10,7 +10,7 @@ from app.cli import build_parser
 # commands (or a command renamed) fails here. Commands added later need no change.
 TOP_LEVEL = {"serve", "score", "score-corpus", "perturb", "world", "analyze", "db", "user", "finetune"}
 NESTED = {
-    "world": {"show", "sets", "train", "measure", "seed"},
+    "world": {"show", "sets", "train", "measure", "seed", "study"},
     "analyze": {"reproduce", "fetch", "correlation", "robustness", "specificity", "retrieval", "pascal50s", "foil",
                 "length", "load"},
     "db": {"upgrade", "downgrade", "current", "import", "import-scores", "export", "agreement", "perturb",
