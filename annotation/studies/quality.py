@@ -28,7 +28,7 @@ Permission problems raise PermissionError, bad input ValueError, unknown names L
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sqlalchemy import case, delete, func, select
 from sqlalchemy.orm import Session
@@ -174,12 +174,6 @@ def check_items(session: Session, user: User, collection: Collection) -> list[Ch
     require_role(user, *RESEARCH_ROLES)
     return list(session.scalars(select(CheckItem).where(CheckItem.collection_id == collection.id)
                                 .order_by(CheckItem.kind, CheckItem.id)))
-
-
-def check_captions(collection: Collection):
-    """A select of the caption ids that are check items of `collection` (the ordinary queue
-    leaves them out)."""
-    return select(CheckItem.caption_id).where(CheckItem.collection_id == collection.id)
 
 
 # ---------------------------------------------------------------------------------------

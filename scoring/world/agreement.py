@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from scoring.analysis.correlation import Estimate, cluster_bootstrap, kendall_tau
+from scoring.analysis.correlation import Estimate, cluster_bootstrap, cluster_bootstrap_estimate, kendall_tau
 
 from .annotators import panel
 from .scene import Scene
@@ -37,11 +37,6 @@ def rating_table(scenes: Sequence[Scene], langs: Sequence[str], annotators: int 
     return pd.DataFrame(rows)
 
 
-def _tau(table: pd.DataFrame, column: str, against: str = "human"):
-    x, y = table[column].to_numpy(float), table[against].to_numpy(float)
-    return lambda index: kendall_tau(x[index], y[index], variant="c")
-
-
 def _subset(table: pd.DataFrame, lang: str, style: str) -> pd.DataFrame:
     part = table[table["lang"] == lang]
     return part if style == "all" else part[part["style"] == style]
@@ -61,12 +56,12 @@ def agreement(table: pd.DataFrame, metrics: Sequence[str], *, n_boot: int = 1000
             scenes = part["scene"].to_numpy()
             entry = {"captions": len(part), "scenes": int(part["scene"].nunique())}
             for column in ("oracle", *metrics):
-                entry[column] = cluster_bootstrap(_tau(part, column), scenes, n_boot=n_boot, seed=seed)
+                entry[column] = cluster_bootstrap_estimate(part[column], part["human"], scenes, "kendall_c",
+                                                           n_boot=n_boot, seed=seed)
             others = {}
             for r in raters:
                 rest = part[[c for c in raters if c != r]].mean(axis=1)
-                frame = pd.DataFrame({"one": part[r], "rest": rest})
-                others[r] = cluster_bootstrap(_tau(frame, "one", "rest"), scenes, n_boot=n_boot, seed=seed)
+                others[r] = cluster_bootstrap_estimate(part[r], rest, scenes, "kendall_c", n_boot=n_boot, seed=seed)
             entry["annotators"] = others
             out.setdefault(lang, {})[style] = entry
     return out

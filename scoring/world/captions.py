@@ -81,10 +81,3 @@ def scene_captions(scene: Scene, langs: tuple[str, ...] = LANGUAGES, seed: int =
     if len(scene.objects) >= LONG_MIN_OBJECTS:
         descriptions["long"] = describe_long(scene)
     return {style: {lang: realise(d, lang) for lang in langs} for style, d in descriptions.items()}
-
-
-def token_count(text: str, lang: str) -> int:
-    """Whitespace tokens; for Japanese, characters (it has no spaces) as a rough morpheme proxy."""
-    if lang == "ja":
-        return sum(1 for ch in text if not ch.isspace())
-    return len(text.split())
