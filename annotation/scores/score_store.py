@@ -24,7 +24,7 @@ from annotation.people.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import get_collection, in_collection
 from annotation.transfer.exporters import captions_table, ratings_table
 from annotation.transfer.importers import import_rows
-from db.models import Caption, MetricScore, User, utcnow
+from db.models import Caption, MetricScore, utcnow
 from scoring.analysis.robustness import ORIGINAL
 from scoring.analysis.tables import RATING_DIMENSIONS, import_rows_for, score_columns
 from scoring.api import ScoreItem

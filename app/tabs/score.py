@@ -156,8 +156,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
                 with gr.Row():
                     button = gr.Button("Score", variant="primary", elem_id="score-button", scale=2)
                     live_press = gr.Button("Score (live)", visible="hidden", elem_id="score-live-press")
-                    live = gr.Checkbox(value=True, label="Score as I edit", elem_id="score-live", scale=1,
-                                       interactive=True)
+                    gr.Checkbox(value=True, label="Score as I edit", elem_id="score-live", scale=1,
+                                interactive=True)
             with gr.Column(elem_id="score-options"):
                 rows_file = gr.File(
                     label="…or upload rows: CSV or JSONL (image, candidate, references), Parquet, or COCO results + "

@@ -14,7 +14,6 @@ from annotation.people.accounts import create_user, get_user, login_account, set
 from annotation.people.acting import NotLoggedIn
 from annotation.people.auth_sessions import (
     FREE_FAILURES_PER_ACCOUNT,
-    FREE_FAILURES_PER_CLIENT,
     FREE_UNKNOWN_PER_CLIENT,
     MAX_WAIT_S,
     SESSION_LIFETIME,

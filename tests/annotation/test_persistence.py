@@ -4,7 +4,6 @@ CommitScheduler into a folder standing in for the dataset repository, restored i
 data directory, gives identical tables and images."""
 from __future__ import annotations
 
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace

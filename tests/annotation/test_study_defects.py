@@ -20,7 +20,7 @@ from annotation.captions import add_caption, get_or_create_collection, validate_
 from annotation.transfer.exporters import export_table
 from annotation.image_store import add_image
 from annotation.transfer.importers import ImportRejected, import_file
-from annotation.studies.tasks import mark_critical, next_rating_item, skip_item, submit_rating
+from annotation.studies.tasks import mark_critical, next_rating_item, submit_rating
 from db.models import Rating, RatingLease, User
 from db.session import session_scope
 
