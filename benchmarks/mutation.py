@@ -106,7 +106,8 @@ NOTES: dict[str, str] = {
         "for `texts +=` (RefCLIP-S requesting only its references, hidden when CLIP-S requests the same "
         "candidates: test_metric_protocol.py::test_each_metric_alone_requests_everything_it_encodes)."),
     "scoring/metrics/caplens_r.py": (
-        "The run of 2026-11-28 (350 of 453) found CapLens-R's end-to-end cross-encoder row (`variant = \"cross\"`, "
+        "The run of record (2026-11-28 12:15, today's code and tests): 413 of 442 killed; its 29 survivors are "
+        "all of the equivalent kinds listed at the end. The earlier run of 2026-11-28 (350 of 453) found CapLens-R's end-to-end cross-encoder row (`variant = \"cross\"`, "
         "the pair head's P(match) as the rating) reached by no test of this module: 20 of its 103 survivors. Tests "
         "written afterwards in test_caplens_r_reference.py, each checked by planting mutants by hand: that row "
         "against the raw BLIP pair head (imageless items, truncation flags); the towers a head's caplens_r.json "
