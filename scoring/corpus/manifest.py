@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from scoring.clipscore_json import CANDIDATES_SHAPE, REFERENCES_SHAPE, is_candidates, is_references, references_of
+from scoring.clipscore_json import CANDIDATES_SHAPE, REFERENCES_SHAPE, clipscore_entries, is_candidates, is_references
 
 FORMATS = ("jsonl", "csv", "parquet", "coco")
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet",
@@ -276,12 +276,7 @@ def _json_rows(paths: list[Path], lang: str) -> list[CorpusRow]:
         elif is_candidates(data):
             kind, value = "candidates", {str(k): v for k, v in data.items()}
         elif is_references(data):
-            kind, value = "references", {}
-            for key, refs in data.items():
-                try:
-                    value[str(key)] = references_of(refs)
-                except ValueError:
-                    raise ValueError(f"{path.name}: references of {key!r} must be a list of strings") from None
+            kind, value = "references", {str(k): refs for k, refs in data.items()}
         else:
             raise ValueError(f"{path.name}: expected {CANDIDATES_SHAPE}, {REFERENCES_SHAPE}, "
                              "a COCO results list or a COCO captions file")
@@ -295,9 +290,14 @@ def _json_rows(paths: list[Path], lang: str) -> list[CorpusRow]:
     if candidates is None:
         raise ValueError(f"{' and '.join(p.name for p in paths)}: no candidates (a COCO results list or "
                          '{"image_id": "caption"})')
+    # candidates and references paired by id through the format's one reader (a COCO captions file
+    # holds other images too: its ids without a candidate are no mismatch)
+    entries, extra = clipscore_entries(candidates, references)
+    bad = next((e for e in entries if e.problem), None)
+    if bad is not None:
+        raise ValueError(f"{names['references']}: references of {bad.image_id!r} must be a list of strings")
     if references is not None and "coco" not in names:
         missing = [i for i in candidates if i not in references]
-        extra = [k for k in references if k not in candidates]
         if missing or extra:
             parts = []
             if missing:
@@ -306,11 +306,11 @@ def _json_rows(paths: list[Path], lang: str) -> list[CorpusRow]:
                 parts.append(f"{len(extra)} reference id(s) not among the candidates, e.g. {extra[:3]}")
             raise ValueError(f"ids of {names['references']} do not match the candidates: " + "; ".join(parts))
     rows = []
-    for number, (identifier, caption) in enumerate(candidates.items(), start=1):
-        row = CorpusRow(number, identifier, "", files.get(identifier, identifier), caption,
-                        list((references or {}).get(identifier, [])), lang)
-        if "coco" in names and identifier not in files:
-            row.problem = f"image id {identifier} is not in {names['coco']}"
+    for number, entry in enumerate(entries, start=1):
+        row = CorpusRow(number, entry.image_id, "", files.get(entry.image_id, entry.image_id), entry.candidate,
+                        entry.references, lang)
+        if "coco" in names and entry.image_id not in files:
+            row.problem = f"image id {entry.image_id} is not in {names['coco']}"
         rows.append(row)
     return rows
 

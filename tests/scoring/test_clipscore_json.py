@@ -66,3 +66,19 @@ def test_a_candidate_that_is_not_a_string_is_refused_by_each_reader(tmp_path):
     rows = clipscore_rows(candidates, None, tmp_path, None)
     assert rows[1] == ("candidate 'img2'", "the candidate must be a string")
     assert rows[0][1]["caption"] == "a dog" and rows[0][1]["references"] == []
+
+
+def test_score_rows_refuse_references_of_ids_no_candidate_has_and_bad_references(tmp_path):
+    """`caplens score` and the Score tab score what they are given: a references file must name
+    exactly the candidates' ids, and each id's references must be strings."""
+    candidates, references = tmp_path / "c.json", tmp_path / "r.json"
+    candidates.write_text(json.dumps(CANDIDATES))
+    references.write_text(json.dumps({**REFERENCES, "img9": ["a stray reference"]}))
+    with pytest.raises(ValueError) as extra:
+        read_score_rows([candidates, references])
+    assert str(extra.value) == ("ids of r.json do not match the candidates: "
+                                "1 reference id(s) not among the candidates, e.g. ['img9']")
+    references.write_text(json.dumps({"img1": ["a puppy"], "img2": ["a kitten", 3], "img3": []}))
+    with pytest.raises(ValueError) as bad:
+        read_score_rows([references, candidates])  # either order
+    assert str(bad.value) == "r.json: references of 'img2' must be a list of strings"
