@@ -22,6 +22,7 @@ from annotation.studies.tasks import next_rating_item, submit_rating
 from db.models import Collection, User
 from scoring.world.annotators import panel
 from scoring.world.errors import Candidate
+from scoring.world.grammar import LANGUAGES
 from scoring.world.render import render_scene
 from scoring.world.scene import Scene
 from scoring.world.sets import rating_candidates
@@ -54,7 +55,12 @@ def run_world_study(session: Session, researcher: User, scenes: list[Scene], col
                     langs=("en",), annotators: int = 3, first_annotator: int = 0, size: int = 128) -> StudyReport:
     """Import `scenes`' candidates into `collection` and let `annotators` simulated annotators
     rate every caption through the queue, each until it offers them nothing more (k = the
-    number of annotators: every caption ends with exactly that many ratings)."""
+    number of annotators: every caption ends with exactly that many ratings). A study needs a new
+    collection and world languages; both are checked before anything is written."""
+    if not langs or set(langs) - set(LANGUAGES):
+        raise ValueError(f"a world study takes world languages: {', '.join(LANGUAGES)}")
+    if session.scalar(select(Collection.id).where(Collection.name == collection)) is not None:
+        raise ValueError(f"a collection named {collection!r} exists already; a study needs a new one")
     rows, truth = _import_rows(scenes, langs, Path(work_dir) / "images", size)
     import_rows(session, researcher, rows, collection=collection, base_dir=Path(work_dir) / "images",
                 source_name=f"world study ({len(scenes)} scenes)")

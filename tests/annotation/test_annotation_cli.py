@@ -144,7 +144,7 @@ def test_world_study_rates_through_the_queue_and_exports_the_training_set(db_url
     again = caplens("world", "study", str(tmp_path / "set2"), "--collection", "sim", "--scenes", "2")
     assert again.returncode == 2 and "a collection named 'sim' exists already" in again.stderr
     klingon = caplens("world", "study", str(tmp_path / "set3"), "--collection", "sim2", "--langs", "en,tlh")
-    assert klingon.returncode == 2 and "--langs takes world languages, comma-separated: en, de" in klingon.stderr
+    assert klingon.returncode == 2 and "a world study takes world languages: en, de" in klingon.stderr
     assert not (tmp_path / "set2").exists() and not (tmp_path / "set3").exists()
     with session_scope(get_engine(db_url)) as s:
         assert s.scalar(select(Collection).where(Collection.name == "sim2")) is None
