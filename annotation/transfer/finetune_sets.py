@@ -83,7 +83,7 @@ def _specs_rows(session: Session, collection: Collection | None, rng: random.Ran
             caption, image = items[triplet.caption_index]
             rows.append({"image": image, "base": triplet.base, "positive": triplet.positive,
                          "negative": triplet.negative, "language": language, "j": triplet.unit_index,
-                         "negative_shuffled": triplet.shuffled, "caption_id": caption.id,
+                         "negative_shuffled": triplet.shuffled, "caption": caption.text, "caption_id": caption.id,
                          "negative_source_caption_id": items[triplet.negative_source][0].id,
                          "import_id": caption.import_id})
     return rows, {"negatives_shuffled": sum(r["negative_shuffled"] for r in rows), "shuffle_ratio": SHUFFLE_RATIO,

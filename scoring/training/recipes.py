@@ -231,14 +231,31 @@ class PacsRecipe(ClipRecipe):
 
 
 class SpecsRecipe(ClipRecipe):
-    """SPECS: contrastive loss plus the detail hinges on (c_j, c_j + d+, c_j + d−) triplets."""
+    """SPECS: contrastive loss plus the detail hinges on (c_j, c_j + d+, c_j + d−) triplets.
+
+    `options.contrastive_on` names the row fields whose texts the contrastive term pairs with
+    the image, averaged: `["positive"]` (c_j + d+, the default, as the shipped world runs), the
+    paper's `["caption"]` (the full caption), or e.g. `["positive", "short_caption"]` to keep a
+    style of caption the triplets never show aligned with the image."""
+
+    def contrastive_fields(self, state, rows) -> list[str]:
+        fields = list(state.config.options.get("contrastive_on", ["positive"]))
+        missing = sorted({f for f in fields for r in rows if not r.get(f)})
+        if not fields or missing:
+            raise ValueError(f"options.contrastive_on names row fields that hold the texts to pair with the image; "
+                             f"{'none given' if not fields else 'rows without ' + ', '.join(missing)}")
+        return fields
 
     def batch_loss(self, state, rows, rng, device):
         image = self.images(state, rows, device)
         base = self.texts(state, [r["base"] for r in rows], device)
         positive = self.texts(state, [r["positive"] for r in rows], device)
         negative = self.texts(state, [r["negative"] for r in rows], device)
-        contrastive = losses.info_nce(image, positive, self.scale(state), [image_key(r) for r in rows])
+        ids = [image_key(r) for r in rows]
+        fields = self.contrastive_fields(state, rows)
+        contrastive = sum(losses.info_nce(image, positive if f == "positive" else
+                                          self.texts(state, [r[f] for r in rows], device), self.scale(state), ids)
+                          for f in fields) / len(fields)
         w = state.weights
         return losses.specs_loss(contrastive, _cos(image, base), _cos(image, positive), _cos(image, negative),
                                  (w["alpha"], w["beta"], w["gamma"]))

@@ -205,7 +205,8 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
 
     teacher: MCS teacher learning pairs (caption in a language, its English source);
     prmcs: PR-MCS triplets (original, perturbed, operation) from scoring.perturb.ops;
-    specs: SPECS triplets (base c_j, c_j + d+, c_j + d-) on the world's exact detail units;
+    specs: SPECS triplets (base c_j, c_j + d+, c_j + d-) on the world's exact detail units, with
+    the full caption they come from (`caption`) and the scene's short caption (`short_caption`);
     umic: one positive (each of the scene's captions, short and long) and UMIC's four negatives (§3.2: keyword substitution,
     another image's caption, repetition & removal, word-order permutation), as UMIC trains;
     umic-errors: the same positive with four controlled content errors (another scene's caption
@@ -247,7 +248,8 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
                         negative, shuffled = _shuffled_unit(rng.choice(foreign), lang, rng)
                         specs.append({"image": image, "base": base, "positive": base + cap.units[j],
                                       "negative": base + negative, "language": lang, "j": j,
-                                      "negative_shuffled": shuffled})
+                                      "negative_shuffled": shuffled, "caption": cap.text,
+                                      "short_caption": caps["short"][lang].text})
         short = caps["short"]
         for lang, cap in short.items():
             erred = candidates_for(scene, cap.description, (lang,), seed=seed, damaged=False)[1:]

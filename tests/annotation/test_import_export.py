@@ -271,11 +271,13 @@ def test_specs_triplets_from_detail_units(engine, accounts, filled, tmp_path):
                             (images[1], "A small cat sits on a sofa, while a woman reads a book near the window")]:
             add_caption(s, accounts["rita"], image, text, kind="reference")
         manifest = build_finetune_set(s, accounts["rita"], "specs", tmp_path / "specs", seed=0)
+        by_id = {c.id: c.text for c in s.scalars(select(Caption))}
     rows = [json.loads(line) for line in (tmp_path / "specs" / "data.jsonl").read_text().splitlines()]
     assert manifest["rows"] == len(rows) > 0 and manifest["languages_without_other_images"] == ["de"]
     for row in rows:
         assert row["positive"].startswith(row["base"]) and row["negative"].startswith(row["base"])
         assert len(row["positive"]) > len(row["base"]) and row["negative"] != row["positive"]
+        assert row["caption"].startswith(row["positive"]) and row["caption"] in by_id.values()
 
 
 def test_perturbing_a_collection_feeds_the_prmcs_set(engine, accounts, filled, tmp_path):

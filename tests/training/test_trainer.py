@@ -335,3 +335,45 @@ def test_a_cuda_resume_sets_the_cuda_generator_it_saved_and_only_where_it_saved_
     calls.clear()
     trainer._restore_rng(trainer._rng_state(torch.device("cpu")), cuda)
     assert calls == []
+
+
+def test_specs_contrastive_term_pairs_the_image_with_the_fields_contrastive_on_names(tmp_path):
+    """`options.contrastive_on`: the contrastive term is the mean of one symmetric InfoNCE per
+    named field (the default c_j + d+, the paper's full caption, the world's short caption)."""
+    import random as _random
+
+    from scoring.training import losses
+    from scoring.training.recipes import RECIPES
+
+    recipe = RECIPES["specs"]
+    rows, _, _ = world_set("specs", {"scenes": 8, "size": 32, "languages": ["en"]})
+    rows = list({image_key(r): r for r in rows}.values())  # one triplet of each image
+    assert len(rows) >= 4
+    assert all(r["caption"].startswith(r["positive"]) and r["short_caption"] not in (r["caption"], "") for r in rows)
+    cpu = torch.device("cpu")
+
+    def contrastive(fields):
+        config = _config("specs-tiny", tmp_path / "s", loss={"alpha": 1.0, "beta": 0.0, "gamma": 0.0},
+                         options={"contrastive_on": fields})
+        state = recipe.setup(config, cpu, tmp_path / "scratch")
+        state.trainable.eval()
+        with torch.no_grad():
+            loss, parts = recipe.batch_loss(state, rows, _random.Random(0), cpu)
+            by_hand = {f: float(losses.info_nce(recipe.images(state, rows, cpu),
+                                                recipe.texts(state, [r[f] for r in rows], cpu),
+                                                recipe.scale(state), [image_key(r) for r in rows]))
+                       for f in ("positive", "caption", "short_caption")}
+        return float(loss), by_hand
+
+    default, by_hand = contrastive(["positive"])
+    both, _ = contrastive(["positive", "short_caption"])
+    paper, _ = contrastive(["caption"])
+    assert default == pytest.approx(by_hand["positive"], rel=1e-5)
+    assert paper == pytest.approx(by_hand["caption"], rel=1e-5)
+    assert both == pytest.approx((by_hand["positive"] + by_hand["short_caption"]) / 2, rel=1e-5)
+    # the tiny tower's few text positions cut c_j + d+ and its full caption alike; the short caption differs
+    assert abs(by_hand["short_caption"] - by_hand["positive"]) > 1e-3
+    with pytest.raises(ValueError, match="rows without short_caption"):
+        recipe.batch_loss(recipe.setup(_config("specs-tiny", tmp_path / "s", options={"contrastive_on": ["short_caption"]}),
+                                       cpu, tmp_path / "scratch"),
+                          [{k: v for k, v in r.items() if k != "short_caption"} for r in rows], _random.Random(0), cpu)

@@ -32,6 +32,10 @@ def test_write_all_formats(tmp_path):
     specs = rows("specs")
     assert specs and all(r["positive"].startswith(r["base"]) and r["negative"].startswith(r["base"]) for r in specs)
     assert all(r["positive"] != r["negative"] for r in specs)
+    # each triplet carries its full caption (the paper's contrastive text) and the scene's short caption
+    short = {(r["image"], r["language"]): r["caption"] for r in rows("teacher") if r["style"] == "short"}
+    assert all(r["caption"].startswith(r["positive"]) and r["short_caption"] == short[r["image"], r["language"]]
+               for r in specs)
     prmcs = rows("prmcs")
     assert {r["operation"] for r in prmcs} == {"repetition", "removal", "masking", "jumble", "substitution"}
     assert all(r["original"] != r["perturbed"] for r in prmcs)
