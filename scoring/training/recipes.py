@@ -37,6 +37,11 @@ def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1)
 
 
+def _cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(len(a), len(b)) cosine similarities."""
+    return torch.nn.functional.normalize(a.float(), dim=-1) @ torch.nn.functional.normalize(b.float(), dim=-1).T
+
+
 def _language(row: dict) -> str | None:
     return row.get("language") or row.get("lang")
 
@@ -238,6 +243,30 @@ class SpecsRecipe(ClipRecipe):
     paper's `["caption"]` (the full caption), or e.g. `["positive", "short_caption"]` to keep a
     style of caption the triplets never show aligned with the image."""
 
+    def setup(self, config, device, scratch):
+        state = super().setup(config, device, scratch)
+        state.teacher = None
+        if state.weights["anchor"]:
+            if config.teacher is None:
+                raise ValueError("loss.anchor keeps SPECS's short-caption similarities where `teacher` (a CLIP "
+                                 "folder or PROFILE:BACKBONE, e.g. world:clip) puts them: set `teacher`")
+            state.teacher = load_trainable(config.teacher, device, ("clip",))
+            state.teacher.model.requires_grad_(False).eval()
+        return state
+
+    def anchor_loss(self, state, rows, image, device) -> torch.Tensor:
+        """Mean squared difference between the batch's image x short-caption cosine matrix and the
+        teacher's: the short captions of the other images in a batch stand in for wrong ones, so
+        SPECS keeps how its base orders short captions (a CapLens addition; the paper has none)."""
+        texts = [r["short_caption"] for r in rows]
+        student = _cosine_matrix(image, self.texts(state, texts, device))
+        with torch.no_grad():
+            keys = [image_key(r) for r in rows]
+            teacher_image = clip_image_features(state.teacher, state.pixels([r["image"] for r in rows], keys, device))
+            teacher = _cosine_matrix(teacher_image, clip_text_features(state.teacher, [state.prefix + t for t in texts],
+                                                                      device))
+        return ((student - teacher) ** 2).mean()
+
     def contrastive_fields(self, state, rows) -> list[str]:
         fields = list(state.config.options.get("contrastive_on", ["positive"]))
         missing = sorted({f for f in fields for r in rows if not r.get(f)})
@@ -257,8 +286,12 @@ class SpecsRecipe(ClipRecipe):
                                           self.texts(state, [r[f] for r in rows], device), self.scale(state), ids)
                           for f in fields) / len(fields)
         w = state.weights
-        return losses.specs_loss(contrastive, _cos(image, base), _cos(image, positive), _cos(image, negative),
-                                 (w["alpha"], w["beta"], w["gamma"]))
+        loss, parts = losses.specs_loss(contrastive, _cos(image, base), _cos(image, positive), _cos(image, negative),
+                                        (w["alpha"], w["beta"], w["gamma"]))
+        if state.teacher is not None:
+            anchor = self.anchor_loss(state, rows, image, device)
+            loss, parts = loss + w["anchor"] * anchor, parts | {"anchor": anchor.item()}
+        return loss, parts
 
     @torch.no_grad()
     def evaluate(self, state, rows, device):
@@ -965,7 +998,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
                {"lambda_v": 0.05, "lambda_t": 0.05}),
     SpecsRecipe("specs", "SPECS", "clip", "specs",
                 "SPECS: α·L_contrastive + β·L_pos + γ·L_neg, detached batch margin ε",
-                {"alpha": losses.SPECS_WEIGHTS[0], "beta": losses.SPECS_WEIGHTS[1], "gamma": losses.SPECS_WEIGHTS[2]}),
+                {"alpha": losses.SPECS_WEIGHTS[0], "beta": losses.SPECS_WEIGHTS[1], "gamma": losses.SPECS_WEIGHTS[2],
+                 "anchor": 0.0}),
     ItmRecipe("itm", "UMIC-C", "blip-itm", "umic",
               "image-text matching base (UMIC-C): two-way ITM head, positives against other images' captions"),
     UmicRecipe("umic", "UMIC", "blip-itm", "umic",

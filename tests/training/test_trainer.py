@@ -377,3 +377,47 @@ def test_specs_contrastive_term_pairs_the_image_with_the_fields_contrastive_on_n
         recipe.batch_loss(recipe.setup(_config("specs-tiny", tmp_path / "s", options={"contrastive_on": ["short_caption"]}),
                                        cpu, tmp_path / "scratch"),
                           [{k: v for k, v in r.items() if k != "short_caption"} for r in rows], _random.Random(0), cpu)
+
+
+def test_specs_anchor_is_the_squared_gap_between_its_and_the_teachers_short_caption_cosine_matrices(tmp_path):
+    """`loss.anchor` (with `teacher`): mean over the batch's image x short-caption cosine matrix of
+    (SPECS − teacher)²; zero while SPECS is still its teacher, by hand against a changed teacher."""
+    import random as _random
+
+    from scoring.training.models import clip_image_features, clip_text_features
+    from scoring.training.recipes import RECIPES
+
+    recipe = RECIPES["specs"]
+    rows, _, _ = world_set("specs", {"scenes": 8, "size": 32, "languages": ["en"]})
+    rows = list({image_key(r): r for r in rows}.values())
+    cpu = torch.device("cpu")
+    tiny_clip = "${CAPLENS_TINY_DIR}/clip"
+
+    def state_for(weights, teacher=tiny_clip):
+        config = _config("specs-tiny", tmp_path / "s", teacher=teacher, loss=weights)
+        state = recipe.setup(config, cpu, tmp_path / "scratch")
+        state.trainable.eval()
+        return state
+
+    plain, anchored = state_for({}), state_for({"anchor": 3.0})
+    with torch.no_grad():
+        loss, _ = recipe.batch_loss(plain, rows, _random.Random(0), cpu)
+        same, parts = recipe.batch_loss(anchored, rows, _random.Random(0), cpu)
+        assert parts["anchor"] == pytest.approx(0.0, abs=1e-10) and float(same) == pytest.approx(float(loss), rel=1e-6)
+        for p in anchored.teacher.model.text_projection.parameters():
+            p.add_(0.05 * torch.randn_like(p))  # a teacher that differs from the student
+        moved, parts = recipe.batch_loss(anchored, rows, _random.Random(0), cpu)
+
+        def matrix(clip):
+            keys = [image_key(r) for r in rows]
+            image = clip_image_features(clip, anchored.pixels([r["image"] for r in rows], keys, cpu))
+            text = clip_text_features(clip, [anchored.prefix + r["short_caption"] for r in rows], cpu)
+            return torch.nn.functional.normalize(image, dim=-1) @ torch.nn.functional.normalize(text, dim=-1).T
+
+        student, teacher = matrix(anchored.clip), matrix(anchored.teacher)
+        by_hand = float(((student - teacher) ** 2).mean())
+    assert student.shape == (len(rows), len(rows)) and by_hand > 1e-6
+    assert parts["anchor"] == pytest.approx(by_hand, rel=1e-5)
+    assert float(moved) == pytest.approx(float(loss) + 3.0 * by_hand, rel=1e-5)
+    with pytest.raises(ValueError, match="set `teacher`"):
+        state_for({"anchor": 1.0}, teacher=None)
