@@ -63,3 +63,16 @@ def test_estimates_become_plain_json_and_the_command_line_reproduces_the_range()
         "python benchmarks/bench_ratings.py --choose --first-seed 500100 --scenes 60 --langs en,de --profile world")
     assert world_protocol.command_line("bench_ratings.py", r | {"range": "test"}).startswith(
         "python benchmarks/bench_ratings.py --first-seed 500100 ")
+
+
+def test_training_times_count_the_steps_trained_not_the_losses_a_shipped_copy_keeps(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_finetune
+
+    folder = tmp_path / "scoring" / "world" / "checkpoints" / "world-specs"
+    folder.mkdir(parents=True)
+    (folder / "training.json").write_text(json.dumps({
+        "steps": 390, "wall_s": 600.0, "device": "cpu", "losses": [[s, 1.0] for s in range(0, 390, 20)],
+        "lineage": [{"steps": 700, "wall_s": 1200.0, "device": "cpu"}]}))
+    monkeypatch.setattr(bench_finetune, "ROOT", tmp_path)
+    assert bench_finetune.training_times() == {"SPECS": {"wall_s": 1800.0, "device": "cpu", "steps": 1090, "runs": 2}}
