@@ -172,8 +172,7 @@ class ClipRecipe(Recipe):
         image = torch.cat([self.images(state, picked[i:i + 64], device) for i in range(0, len(picked), 64)])
         text = torch.cat([self.texts(state, [r[caption_key] for r in picked[i:i + 64]], device)
                           for i in range(0, len(picked), 64)])
-        sim = (torch.nn.functional.normalize(text.float(), dim=-1) @ torch.nn.functional.normalize(image.float(), dim=-1).T).float()
-        return recall_at_k(sim.cpu().numpy(), np.arange(len(picked)), ks=(1, 5))
+        return recall_at_k(_cosine_matrix(text, image).cpu().numpy(), np.arange(len(picked)), ks=(1, 5))
 
 
 class WorldClipRecipe(ClipRecipe):
@@ -254,18 +253,33 @@ class SpecsRecipe(ClipRecipe):
             state.teacher.model.requires_grad_(False).eval()
         return state
 
-    def anchor_loss(self, state, rows, image, device) -> torch.Tensor:
-        """Mean squared difference between the batch's image x short-caption cosine matrix and the
-        teacher's: the short captions of the other images in a batch stand in for wrong ones, so
-        SPECS keeps how its base orders short captions (a CapLens addition; the paper has none)."""
-        texts = [r["short_caption"] for r in rows]
-        student = _cosine_matrix(image, self.texts(state, texts, device))
-        with torch.no_grad():
-            keys = [image_key(r) for r in rows]
-            teacher_image = clip_image_features(state.teacher, state.pixels([r["image"] for r in rows], keys, device))
-            teacher = _cosine_matrix(teacher_image, clip_text_features(state.teacher, [state.prefix + t for t in texts],
-                                                                      device))
-        return ((student - teacher) ** 2).mean()
+    @torch.no_grad()
+    def prepare(self, state, rows, device):
+        """With `loss.anchor`: the frozen teacher's embedding of every image and short caption, once,
+        in sorted chunks (the same values in a resumed run), not again at every step."""
+        state.teacher_images, state.teacher_texts = {}, {}
+        if state.teacher is None:
+            return
+        images = {image_key(r): r["image"] for r in rows}
+        keys = sorted(images)
+        for i in range(0, len(keys), 64):
+            chunk = keys[i:i + 64]
+            pixels = state.pixels([images[k] for k in chunk], chunk, device)
+            state.teacher_images.update(zip(chunk, clip_image_features(state.teacher, pixels).float()))
+        texts = sorted({r["short_caption"] for r in rows})
+        for i in range(0, len(texts), 128):
+            chunk = texts[i:i + 128]
+            state.teacher_texts.update(zip(chunk, clip_text_features(state.teacher, [state.prefix + t for t in chunk],
+                                                                     device).float()))
+
+    def anchor_loss(self, state, rows, image, short) -> torch.Tensor:
+        """Mean squared difference between the batch's image x short-caption cosine matrix (`image`,
+        `short`: SPECS's embeddings) and the teacher's: the short captions of the other images in a
+        batch stand in for wrong ones, so SPECS keeps how its base orders short captions (a CapLens
+        addition; the paper has none)."""
+        teacher = _cosine_matrix(torch.stack([state.teacher_images[image_key(r)] for r in rows]),
+                                 torch.stack([state.teacher_texts[r["short_caption"]] for r in rows]))
+        return ((_cosine_matrix(image, short) - teacher.to(image.device)) ** 2).mean()
 
     def contrastive_fields(self, state, rows) -> list[str]:
         fields = list(state.config.options.get("contrastive_on", ["positive"]))
@@ -282,14 +296,16 @@ class SpecsRecipe(ClipRecipe):
         negative = self.texts(state, [r["negative"] for r in rows], device)
         ids = [image_key(r) for r in rows]
         fields = self.contrastive_fields(state, rows)
-        contrastive = sum(losses.info_nce(image, positive if f == "positive" else
-                                          self.texts(state, [r[f] for r in rows], device), self.scale(state), ids)
-                          for f in fields) / len(fields)
+        texts = {"positive": positive}  # each field's texts encoded once, also when the anchor reads them
+        for f in fields + (["short_caption"] if state.teacher is not None else []):
+            if f not in texts:
+                texts[f] = self.texts(state, [r[f] for r in rows], device)
+        contrastive = sum(losses.info_nce(image, texts[f], self.scale(state), ids) for f in fields) / len(fields)
         w = state.weights
         loss, parts = losses.specs_loss(contrastive, _cos(image, base), _cos(image, positive), _cos(image, negative),
                                         (w["alpha"], w["beta"], w["gamma"]))
         if state.teacher is not None:
-            anchor = self.anchor_loss(state, rows, image, device)
+            anchor = self.anchor_loss(state, rows, image, texts["short_caption"])
             loss, parts = loss + w["anchor"] * anchor, parts | {"anchor": anchor.item()}
         return loss, parts
 

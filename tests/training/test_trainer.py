@@ -401,11 +401,14 @@ def test_specs_anchor_is_the_squared_gap_between_its_and_the_teachers_short_capt
 
     plain, anchored = state_for({}), state_for({"anchor": 3.0})
     with torch.no_grad():
+        recipe.prepare(anchored, rows, cpu)  # the teacher's embeddings, once before training
         loss, _ = recipe.batch_loss(plain, rows, _random.Random(0), cpu)
         same, parts = recipe.batch_loss(anchored, rows, _random.Random(0), cpu)
         assert parts["anchor"] == pytest.approx(0.0, abs=1e-10) and float(same) == pytest.approx(float(loss), rel=1e-6)
-        for p in anchored.teacher.model.text_projection.parameters():
-            p.add_(0.05 * torch.randn_like(p))  # a teacher that differs from the student
+        teacher = anchored.teacher.model
+        for p in [*teacher.text_projection.parameters(), *teacher.visual_projection.parameters()]:
+            p.add_(0.05 * torch.randn_like(p))  # a teacher that differs from the student in both towers
+        recipe.prepare(anchored, rows, cpu)
         moved, parts = recipe.batch_loss(anchored, rows, _random.Random(0), cpu)
 
         def matrix(clip):
