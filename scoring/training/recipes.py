@@ -566,11 +566,37 @@ class UmicRecipe(ItmRecipe):
     def batch_loss(self, state, rows, rng, device):
         k = len(rows[0]["negatives"])
         pixels = self.pixels(state, rows, device)
-        texts = [r["positive"] for r in rows] + [n for r in rows for n in r["negatives"]]
-        expanded = torch.cat([pixels, pixels.repeat_interleave(k, dim=0)])
+        # `detail` (a CapLens addition, 0 by default): a long reference ranked above its scene's
+        # short one by the same margin, so that more correct detail scores higher, as raters judge.
+        detailed = [i for i, r in enumerate(rows) if r.get("style") == "long" and r.get("short_caption")] \
+            if state.weights["detail"] else []
+        texts = [r["positive"] for r in rows] + [n for r in rows for n in r["negatives"]] + \
+            [rows[i]["short_caption"] for i in detailed]
+        expanded = torch.cat([pixels, pixels.repeat_interleave(k, dim=0), pixels[detailed]])
         scores = self.match(state, expanded, texts, device)
-        positive, negatives = scores[:len(rows)], scores[len(rows):].view(len(rows), k)
-        return losses.umic_ranking(positive, negatives, state.weights["margin"]), {}
+        n = len(rows)
+        positive, negatives = scores[:n], scores[n:n + n * k].view(n, k)
+        loss = losses.umic_ranking(positive, negatives, state.weights["margin"])
+        if not detailed:
+            return loss, {}
+        detail = losses.umic_ranking(positive[detailed], scores[n + n * k:, None], state.weights["margin"])
+        return loss + state.weights["detail"] * detail, {"detail": float(detail)}
+
+    @torch.no_grad()
+    def evaluate(self, state, rows, device):
+        """The paper's pairwise accuracy on its four negative kinds, and apart from it
+        `pairwise_detail`: a long reference above its scene's short one."""
+        out = super().evaluate(state, rows, device)
+        detailed = [r for r in rows if r.get("style") == "long" and r.get("short_caption")]
+        if detailed:
+            from scoring.analysis.pairwise import pairwise_correct
+
+            pairs = []
+            for r in detailed:
+                pixels = self.pixels(state, [r], device).expand(2, -1, -1, -1)
+                pairs.append(self.match(state, pixels, [r["positive"], r["short_caption"]], device).tolist())
+            out["pairwise_detail"] = float(np.mean(pairwise_correct(*zip(*pairs))))
+        return out
 
     def prepare_rows(self, rows, config):
         rows = super().prepare_rows(rows, config)
@@ -1020,7 +1046,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
               "image-text matching base (UMIC-C): two-way ITM head, positives against other images' captions"),
     UmicRecipe("umic", "UMIC", "blip-itm", "umic",
                "UMIC: ranking loss max(0, 0.2 − (S(I,X) − S(I,X̂))), one positive and four negatives, one-logit head",
-               {"margin": losses.UMIC_MARGIN}),
+               {"margin": losses.UMIC_MARGIN, "detail": 0.0}),
     CaplensRRecipe("caplens-r", "CapLens-R", "caplens-r", "ratings",
                    "CapLens-R: the mean human rating learned from a collection's ratings (frozen-feature head, or an end-to-end cross-encoder)"),
 )}

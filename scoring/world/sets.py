@@ -280,17 +280,19 @@ def _umic_paper_groups(scenes, all_caps, paths, langs, seed: int) -> list[dict]:
     for lang in langs:
         # Every reference caption of a scene is a positive, as UMIC takes every COCO reference:
         # here the short one and, for scenes of three or more objects, the long one.
-        positives = [(s.scene_id, caption[lang].text) for s in scenes for caption in all_caps[s.scene_id].values()]
+        positives = [(s.scene_id, style, caption[lang].text) for s in scenes
+                     for style, caption in all_caps[s.scene_id].items()]
         by_image: dict[str, list[str]] = {}
-        for sid, text in positives:
+        for sid, _, text in positives:
             by_image.setdefault(sid, []).append(text)
-        vocabulary = PosVocabulary([text for _, text in positives], lang)
-        for k, (sid, text) in enumerate(positives):
+        vocabulary = PosVocabulary([text for _, _, text in positives], lang)
+        for k, (sid, style, text) in enumerate(positives):
             negatives = umic_negatives(sid, text, by_image, lang=lang, seed=seed + k, corpus=vocabulary)
             if len(by_image) < 2 or any(n.noop or n.text == text for n in negatives):
                 continue
             groups.append({"image": paths[sid], "positive": text, "negatives": [n.text for n in negatives],
-                           "negative_kinds": [n.kind for n in negatives], "language": lang})
+                           "negative_kinds": [n.kind for n in negatives], "language": lang, "style": style,
+                           "short_caption": all_caps[sid]["short"][lang].text})
     return groups
 
 

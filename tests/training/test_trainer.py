@@ -424,3 +424,40 @@ def test_specs_anchor_is_the_squared_gap_between_its_and_the_teachers_short_capt
     assert float(moved) == pytest.approx(float(loss) + 3.0 * by_hand, rel=1e-5)
     with pytest.raises(ValueError, match="set `teacher`"):
         state_for({"anchor": 1.0}, teacher=None)
+
+
+def test_umic_detail_term_ranks_each_long_reference_above_its_scenes_short_one(tmp_path):
+    """`loss.detail` (0 by default): the UMIC ranking loss of each long positive against its scene's
+    short caption, by hand from the model's own scores; evaluate reports it apart from the paper's kinds."""
+    import random as _random
+
+    from scoring.training import losses
+    from scoring.training.recipes import RECIPES
+
+    recipe = RECIPES["umic"]
+    rows, _, _ = world_set("umic", {"scenes": 12, "size": 32, "languages": ["en"]})
+    long_rows = [r for r in rows if r["style"] == "long"]
+    assert long_rows and all(r["short_caption"] and r["short_caption"] != r["positive"] for r in long_rows)
+    assert all(r["short_caption"] == r["positive"] for r in rows if r["style"] == "short")
+    batch = long_rows[:3] + [r for r in rows if r["style"] == "short"][:3]
+    cpu = torch.device("cpu")
+
+    def state_for(weights):
+        state = recipe.setup(_config("umic-tiny", tmp_path / "u", loss=weights), cpu, tmp_path / "scratch")
+        state.trainable.eval()
+        return state
+
+    plain, detailed = state_for({}), state_for({"detail": 2.5})
+    with torch.no_grad():
+        loss, parts = recipe.batch_loss(plain, batch, _random.Random(0), cpu)
+        with_detail, parts_detail = recipe.batch_loss(detailed, batch, _random.Random(0), cpu)
+        pixels = recipe.pixels(detailed, batch[:3], cpu)
+        long_scores = recipe.match(detailed, pixels, [r["positive"] for r in batch[:3]], cpu)
+        short_scores = recipe.match(detailed, pixels, [r["short_caption"] for r in batch[:3]], cpu)
+        by_hand = float((losses.UMIC_MARGIN - (long_scores - short_scores)).clamp(min=0).mean())
+        evaluated = recipe.evaluate(detailed, batch, cpu)
+    assert parts == {} and parts_detail["detail"] == pytest.approx(by_hand, rel=1e-5)
+    assert float(with_detail) == pytest.approx(float(loss) + 2.5 * by_hand, rel=1e-5)
+    expected = np.mean([1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(long_scores.tolist(), short_scores.tolist())])
+    assert evaluated["pairwise_detail"] == pytest.approx(expected)
+    assert "pairwise_detail" not in {k for k in recipe.evaluate(detailed, batch[3:], cpu)}
