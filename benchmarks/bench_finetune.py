@@ -114,15 +114,16 @@ def specificity(scorer, metric, base, triplets, image_of, n_boot: int = 1000) ->
 
 
 def training_times() -> dict[str, dict]:
+    from scoring.training.trainer import steps_taken
+
     folder = ROOT / "scoring" / "world" / "checkpoints"
     out = {}
     for metric, name in CHECKPOINTS.items():
         path = folder / name / "training.json"
         if path.is_file():
             record = json.loads(path.read_text(encoding="utf-8"))
-            # `steps`, not the losses kept: a shipped copy keeps every 20th step's loss
             runs = record.get("lineage", []) + [{"wall_s": record.get("wall_s"), "device": record.get("device"),
-                                                 "steps": record["steps"]}]
+                                                 "steps": steps_taken(record)}]
             out[metric] = {"wall_s": round(sum(r["wall_s"] or 0 for r in runs), 1),
                            "device": ", ".join(dict.fromkeys(r["device"] for r in runs)),
                            "steps": sum(r["steps"] for r in runs), "runs": len(runs)}

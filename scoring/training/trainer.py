@@ -127,19 +127,47 @@ def _git_commit() -> str | None:
 def lineage(base: str | None) -> list[dict]:
     """The CapLens runs a checkpoint continues, oldest first: what `base` was trained with and
     for how long (read from its training.json, or followed through its own `base` for records
-    written before the lineage was kept). Empty for a model CapLens did not train."""
-    if not base or not (Path(base) / RESULT_FILE).is_file():
+    written before the lineage was kept). `base` may be a folder or a `PROFILE:BACKBONE` reference
+    to a local checkpoint (a shipped world model continued). Empty for a model CapLens did not train."""
+    folder = _local_folder(base)
+    if folder is None or not (folder / RESULT_FILE).is_file():
         return []
-    record = json.loads((Path(base) / RESULT_FILE).read_text(encoding="utf-8"))
+    record = json.loads((folder / RESULT_FILE).read_text(encoding="utf-8"))
+    if "recipe" not in record:  # the world's own training scripts write another record
+        return []
     config = record.get("config", {})
     earlier = record["lineage"] if "lineage" in record else lineage(config.get("base"))
     return earlier + [{
-        "folder": str(base), "recipe": record.get("recipe"), "base": config.get("base"),
+        "folder": str(folder), "recipe": record.get("recipe"), "base": config.get("base"),
         "data": {k: record.get("data", {}).get(k) for k in ("source", "hash", "rows")},
-        "lr": config.get("optimizer", {}).get("lr"), "steps": len(record.get("losses", [])),
+        "lr": config.get("optimizer", {}).get("lr"), "steps": steps_taken(record),
         "wall_s": record.get("wall_s"), "device": record.get("device"), "git_commit": record.get("git_commit"),
         "finished_at": record.get("finished_at"),
     }]
+
+
+def steps_taken(record: dict) -> int:
+    """Optimizer steps a run record's model took: where a time limit stopped it, else its
+    `steps`; counting its losses undercounts a shipped copy, which keeps only every n-th."""
+    return record.get("stopped_early_at") or record.get("steps") or len(record.get("losses", []))
+
+
+def _local_folder(base: str | None) -> Path | None:
+    """The folder of a training base: a path as given, or a registry backbone whose checkpoint is
+    on this machine (nothing is fetched for a record)."""
+    if not base:
+        return None
+    if Path(base).exists() or ":" not in base:
+        return Path(base)
+    from scoring.registry import load_registry
+
+    profile, _, name = base.partition(":")
+    try:
+        spec = load_registry(profile).backbones.get(name)
+    except (ValueError, OSError):
+        return None
+    path = getattr(spec, "path", None)
+    return Path(path) if path and Path(path).exists() else None
 
 
 def _clock(seconds: float) -> str:

@@ -238,3 +238,19 @@ def test_lineage_follows_the_bases_of_records_kept_before_the_lineage_with_every
     assert lineage(str(second)) == [entry(first, "world-mcs", 1e-4, "a" * 40, "2026-11-01T10:00:00Z"),
                                     entry(second, str(first), 5e-5, "b" * 40, "2026-11-02T10:00:00Z")]
     assert lineage("world-mcs") == [] and lineage(None) == [] and lineage("") == []
+
+
+def test_lineage_of_a_registry_reference_reads_the_shipped_checkpoints_record_and_its_steps():
+    """A shipped world model continued (`base = "world:caplens-r-cross"`): the lineage follows the
+    reference to the checkpoint on disk, and counts its steps, not the losses its shipped copy keeps."""
+    from scoring.registry import load_registry
+    from scoring.training.trainer import lineage
+
+    folder = load_registry("world").backbones["caplens-r-cross"].path
+    record = json.loads((folder / RESULT_FILE).read_text(encoding="utf-8"))
+    assert len(record["losses"]) < record["steps"]  # a shipped copy: every n-th loss
+    *_, last = lineage("world:caplens-r-cross")
+    assert last["folder"] == str(folder) and last["steps"] == (record["stopped_early_at"] or record["steps"])
+    assert last["lr"] == record["config"]["optimizer"]["lr"] and last["finished_at"] == record["finished_at"]
+    assert lineage("world:no-such-backbone") == [] and lineage("no-such-profile:clip") == []
+    assert lineage("world:mclip-text") == []  # trained by `caplens world train`, not by a recipe

@@ -76,3 +76,7 @@ def test_training_times_count_the_steps_trained_not_the_losses_a_shipped_copy_ke
         "lineage": [{"steps": 700, "wall_s": 1200.0, "device": "cpu"}]}))
     monkeypatch.setattr(bench_finetune, "ROOT", tmp_path)
     assert bench_finetune.training_times() == {"SPECS": {"wall_s": 1800.0, "device": "cpu", "steps": 1090, "runs": 2}}
+    # a run its time limit stopped took the steps it reached, not the ones it planned
+    record = json.loads((folder / "training.json").read_text()) | {"stopped_early_at": 374}
+    (folder / "training.json").write_text(json.dumps(record))
+    assert bench_finetune.training_times()["SPECS"]["steps"] == 1074
