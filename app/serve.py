@@ -343,24 +343,31 @@ def launch(demo, kwargs: dict) -> None:
     import warnings
 
     _stop_on_sigterm()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="This MCP server includes a tool that has a gr.State input",
-                                category=UserWarning)
-        demo.queue(default_concurrency_limit=2)
-        without_queue_analytics(demo._queue)
-        from scoring.api import freeze_long_lived_objects
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="This MCP server includes a tool that has a gr.State input",
+                                    category=UserWarning)
+            demo.queue(default_concurrency_limit=2)
+            without_queue_analytics(demo._queue)
+            from scoring.api import freeze_long_lived_objects
 
-        freeze_long_lived_objects()
-        # Gradio's own start-up lines end with "To create a public link, set `share=True` in
-        # `launch()`", which is not how CapLens shares (`--share`): its addresses are said here.
-        demo.launch(**{**kwargs, "prevent_thread_lock": True, "quiet": True})
-    if not kwargs.get("quiet"):
-        print(f"* Running on local URL:  {demo.local_url}", flush=True)
-        if demo.share_url:
-            print(f"* Running on public URL: {demo.share_url}", flush=True)
-    if not kwargs.get("prevent_thread_lock"):
+            freeze_long_lived_objects()
+            # Gradio's own start-up lines end with "To create a public link, set `share=True` in
+            # `launch()`", which is not how CapLens shares (`--share`): its addresses are said here.
+            demo.launch(**{**kwargs, "prevent_thread_lock": True, "quiet": True})
+        if not kwargs.get("quiet"):
+            print(f"* Running on local URL:  {demo.local_url}", flush=True)
+            if demo.share_url:
+                print(f"* Running on public URL: {demo.share_url}", flush=True)
+        if kwargs.get("prevent_thread_lock"):
+            return
         demo.block_thread()
-        _exit_if_busy_threads()  # the server has closed (Ctrl+C or SIGTERM); else it runs on in its thread
+    except KeyboardInterrupt:
+        # A stop that arrives before `block_thread` (Gradio's launch goes on for a while after
+        # the server answers; on a busy machine for seconds) is the same stop: close the server,
+        # not end with a traceback and exit 130.
+        demo.close(verbose=False)
+    _exit_if_busy_threads()  # the server has closed (Ctrl+C or SIGTERM); else it runs on in its thread
 
 
 def _exit_if_busy_threads() -> None:

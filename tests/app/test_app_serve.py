@@ -52,6 +52,8 @@ def test_serve_creates_the_database_and_names_the_profile_and_sigterm_removes_up
                 break
             except OSError:
                 time.sleep(1)
+        while time.time() < deadline and "* Running on local URL" not in log.read_text():
+            time.sleep(0.2)  # the server answers before Gradio's launch has returned
         output = log.read_text()
         assert page is not None, output
         assert "CapLens" in page
@@ -67,6 +69,40 @@ def test_serve_creates_the_database_and_names_the_profile_and_sigterm_removes_up
     output = log.read_text()
     assert f"* Running on local URL:  http://127.0.0.1:{port}" in output
     assert "share=True" not in output  # Gradio's advice; CapLens shares with --share
+
+
+def test_a_stop_before_the_launch_returns_closes_the_server_and_exits_cleanly():
+    """SIGTERM that lands while Gradio's launch is still running (after the server answers,
+    before `block_thread`) used to escape as KeyboardInterrupt: `caplens serve` printed
+    "interrupted" and exited 130 instead of closing the server."""
+    import signal
+
+    import gradio as gr
+
+    from app.serve import launch
+
+    class StoppedDuringLaunch(gr.Blocks):
+        def launch(self, **kwargs):
+            answer = super().launch(**kwargs)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises in this thread long before this ends
+            return answer
+
+    port = free_port()
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with StoppedDuringLaunch() as demo:
+            gr.Markdown("stop me")
+        try:
+            launch(demo, {"server_name": "127.0.0.1", "server_port": port, "quiet": True})
+        except KeyboardInterrupt:
+            demo.close()
+            pytest.fail("the stop escaped launch as KeyboardInterrupt (caplens serve exits 130)")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert not demo.is_running
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5)
 
 
 def test_profile_choice_says_why_hub_is_not_used(monkeypatch):
