@@ -43,7 +43,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
                           label="Perturbations: PR-MCS Table 7 layout", interactive=False, wrap=True,
                           elem_id="analyze-table7", column_widths=render.column_widths(["lang", *render.TABLE7_COLUMNS]))
     drops = gr.Plot(label="Score change under perturbation")
-    table_state = gr.State(None)
+    report_state = gr.State(None)
 
     def on_analyse(name, chosen, metric, each_rating, request: gr.Request, progress=gr.Progress()):
         filters = CorrelationFilters(per_rating=bool(each_rating))
@@ -53,24 +53,20 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
         except (PermissionError, ValueError, LookupError) as exc:
             return user_message(exc), filters.describe(), *[gr.skip()] * 6
         heat = plots.correlation_heatmap(report.correlations, "kendall_c")
-        scatter_figure = _scatter(report.table, metric if metric in chosen else chosen[0])
+        scatter_figure = report.scatter(metric if metric in chosen else chosen[0], render.inert_captions)
         cells = correlation_cells(report.correlations)
         if report.robustness is None:
             return (f"{report.summary} No perturbed captions stored in this collection: save some from the "
-                    "Perturbation lab.", filters.describe(), cells, heat, scatter_figure, None, None, report.table)
+                    "Perturbation lab.", filters.describe(), cells, heat, scatter_figure, None, None, report)
         table7_cells = robustness_cells(report.robustness)  # one column per operation: widths fit its headers
         return (report.summary, filters.describe(), cells, heat, scatter_figure,
                 gr.Dataframe(value=table7_cells, column_widths=render.column_widths(list(table7_cells.columns))),
-                plots.robustness_drop_bars(report.robustness), report.table)
+                plots.robustness_drop_bars(report.robustness), report)
 
-    def _scatter(table, metric):
-        return plots.metric_vs_human_scatter(render.inert_captions(table.dropna(subset=["human"])), metric,
-                                             hover_cols=("image_id", "candidate"), color_col="lang")
-
-    def on_metric(table, metric, request: gr.Request):
-        if table is None or metric not in table or not logged_in(request):
+    def on_metric(report, metric, request: gr.Request):
+        if report is None or metric not in report.rows or not logged_in(request):
             return gr.skip()
-        return _scatter(table, metric)
+        return report.scatter(metric, render.inert_captions)
 
     with gr.Accordion("Reproduce a published benchmark (files kept on the server)", open=False,
                       elem_id="reproduce-section"):
@@ -111,6 +107,6 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
 
     follow_collections(user_state, refresh, collection, status)
     run.click(on_analyse, [collection, metrics, scatter_metric, per_rating],
-              [status, filters_note, correlations, heatmap, scatter, table7, drops, table_state],
+              [status, filters_note, correlations, heatmap, scatter, table7, drops, report_state],
               show_progress_on=[status], api_visibility="private")  # one bar with the counts, on the status
-    scatter_metric.change(on_metric, [table_state, scatter_metric], scatter, api_visibility="private")
+    scatter_metric.change(on_metric, [report_state, scatter_metric], scatter, api_visibility="private")

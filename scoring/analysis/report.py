@@ -5,7 +5,7 @@ and its failure cases, with the readable cells the tables display.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pandas as pd
 
@@ -82,6 +82,16 @@ class CollectionReport:
         if self.unavailable:
             text += " " + unavailable_text(self.unavailable)
         return text
+
+    def scatter(self, metric: str, display: Callable[[pd.DataFrame], pd.DataFrame] = lambda rows: rows):
+        """The metric against the human score over exactly the rows correlated (`rows`: no
+        perturbed caption, one point per rating with `filters.per_rating`), so that the figure's
+        n and τc count what the table counts. `display` readies the rows for showing (the app
+        escapes caption text)."""
+        from .plots import metric_vs_human_scatter
+
+        return metric_vs_human_scatter(display(self.rows), metric, hover_cols=("image_id", "candidate"),
+                                       color_col="lang")
 
 
 def constant_rating_languages(table: pd.DataFrame) -> list[str]:

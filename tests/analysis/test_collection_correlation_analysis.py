@@ -104,6 +104,22 @@ def test_app_and_cli_correlate_the_same_rows(collection, tmp_path, capsys, per_r
     assert ("each overall rating is one row" in printed) == per_rating
 
 
+@pytest.mark.parametrize("per_rating", [False, True])
+def test_the_scatter_counts_the_rows_the_table_correlates(collection, per_rating):
+    """The Analyze tab's scatter took every caption with a rating, the rated perturbation
+    included, so its title said n=8 beside a table of 4 + 3 (a user saw 793 against 791)."""
+    from scoring.analysis.correlation import kendall_tau
+
+    report = app_path(collection, Scorer("tiny"), per_rating)
+    n = int(report.correlations.drop_duplicates("lang")["n"].sum())
+    assert n == (15 if per_rating else 7)
+    figure = report.scatter("BLEU-1")
+    tau = kendall_tau(report.rows["BLEU-1"], report.rows["human"], "c")
+    assert f"(n={n}, Kendall τc={tau:.3f})" in figure.layout.title.text
+    points = sum(len(trace.x) for trace in figure.data)
+    assert points == n
+
+
 def test_mean_rating_per_caption_is_the_human_score(collection):
     rows = app_path(collection, Scorer("tiny")).rows.set_index("candidate")
     assert rows.loc["a dog on the grass", "human"] == pytest.approx(0.65)
