@@ -309,6 +309,7 @@ def score_request(scorer, request: ScoreRequest, cache: dict | None = None) -> S
         for name in names:
             row[name] = scored.get(slot[name], (None, False))[0]
         row["truncated by"] = ", ".join(n for n in names if scored.get(slot[n], (None, False))[1])
+        row[HAS_REFERENCES] = bool(refs)  # not a column of the frame: read by the status notes
         table_rows_out.append(row)
     frame = pd.DataFrame(table_rows_out, columns=["#", "image", "caption", "lang", *names, "truncated by"])
     with_refs = any(refs for _, _, refs, _, _ in pairs)
@@ -334,11 +335,25 @@ def metric_meta(scorer, name: str, result) -> dict:
 CLIPPED_FAMILIES = ("clip-s", "refclip-s", "mcs", "specs")
 
 
+HAS_REFERENCES = "_has_references"
+
+
+def _rows_named(numbers: list) -> str:
+    shown = ", ".join(f"#{n}" for n in numbers[:5])
+    return shown + (f" and {len(numbers) - 5} more" if len(numbers) > 5 else "")
+
+
 def _value_notes(name: str, info: dict, rows: list[dict]) -> list[str]:
-    """What a user should know before reading a metric's values over these rows: captions in a
-    language it was not made for, and scores clipped to 0."""
+    """What a user should know before reading a metric's values over these rows: rows it has no
+    value for because they have no references (each row carries its own), captions in a language
+    it was not made for, and scores clipped to 0."""
     scored = [row for row in rows if row.get(name) is not None and row.get(name) == row.get(name)]
     notes = []
+    if info.get("needs_references"):
+        bare = [row.get("#", k + 1) for k, row in enumerate(rows)
+                if row.get(HAS_REFERENCES) is False and row not in scored]
+        if bare:
+            notes.append(f"no value for {_rows_named(bare)}: no references in that row (each row takes its own)")
     made_for = info.get("languages")
     others = [row["lang"] for row in scored if made_for and row.get("lang") and row["lang"] not in made_for]
     if others:

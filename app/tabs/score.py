@@ -125,7 +125,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     rows = gr.Dataframe(
         value=[["", "", "", ""]], headers=ROW_HEADERS, datatype=["str", "str", "str", "html"], column_count=4,
         static_columns=[3], interactive=True, wrap=True, column_widths=["17%", "26%", "29%", "28%"],  # each header word fits (app.ui.PAGE_CSS: at 390 px too)
-        label="Rows: image file name (empty: every image), candidate, that image's references",
+        label="Rows: image file name (empty: every image), candidate, references for this row",
         elem_id="score-rows", render=False,
     )
     # The examples: a gr.Dataset with the layout of gr.Examples, whose click runs through the

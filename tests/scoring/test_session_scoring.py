@@ -213,3 +213,23 @@ def test_the_status_says_when_captions_are_in_a_language_the_metric_was_not_made
     assert metric_availability(["SPECS"], meta, table, True, notes={"SPECS": "a note"})[0]["status"] == (
         "available; a note; made for en: 1 of 3 caption(s) are in ja; 2 of 3 score(s) are 0: a negative cosine is "
         "clipped to 0")
+
+
+def test_rows_without_references_are_named_in_the_reference_metrics_status():
+    """Each row takes its own references: rows 2 and 3 without any get no RefCLIP-S or BLEU-1
+    value, and the status says which rows and why instead of a bare "available"; CLIP-S, which
+    needs none, scores all three and says nothing of it."""
+    from scoring.session_scoring import ScoreRow
+
+    rows = [ScoreRow("", "a red square", ["a red square on white"]), ScoreRow("", "a red box", []),
+            ScoreRow("", "a dog", [])]
+    outcome = run_scoring(ScoreRequest(red_square(), rows, "en", ["RefCLIP-S", "BLEU-1", "CLIP-S"]), {})
+    frame = outcome.frame.set_index("#")
+    assert frame.loc[1, "BLEU-1"] is not None and frame.loc[[2, 3], "BLEU-1"].isna().all()
+    assert frame["CLIP-S"].notna().all()
+    statuses = {a["metric"]: a["status"] for a in outcome.availability}
+    said = "no value for #2, #3: no references in that row (each row takes its own)"
+    assert statuses["BLEU-1"] == f"available; {said}"
+    assert statuses["RefCLIP-S"].startswith(f"available; {said}")  # (then its clipped-to-0 count)
+    assert "no value" not in statuses["CLIP-S"]
+    assert "_has_references" not in outcome.frame.columns
