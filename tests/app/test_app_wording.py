@@ -19,6 +19,17 @@ def test_analyze_is_spelled_one_way_in_the_code_the_cli_and_the_docs():
     assert found == []
 
 
+
+def test_the_docs_count_the_mcp_tools_the_server_has():
+    """README and docs/app.md said "seven endpoints" after `next_pair` and `judge_pair` made nine."""
+    from app.api import ENDPOINTS
+
+    words = {7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
+    said = [(path.name, m.group(1)) for path in (ROOT / "README.md", ROOT / "docs" / "app.md")
+            for m in re.finditer(r"(\w+) endpoints (?:become MCP tools|above, named after them)",
+                                 " ".join(path.read_text(encoding="utf-8").split()))]
+    assert said and all(word == words[len(ENDPOINTS)] for _, word in said), said
+
 def test_no_table_shows_placeholder_headers_before_it_is_filled(tmp_path, monkeypatch):
     """Gradio draws an empty Dataframe with the headers "1 | 2 | 3": every table of the app has
     its own headers from the start, or stays hidden until it has a result."""
