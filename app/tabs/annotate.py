@@ -19,6 +19,7 @@ from annotation.errors import user_message
 from app.errors import refused_in_status
 from annotation.studies.quality import review_screen, settle_and_next
 from annotation.studies.guidelines import study_guidelines
+from app import render
 from app.langs import LANGUAGES
 from app.tabs import pairwise as pairwise_view
 from annotation.people.accounts import ALL_ROLES
@@ -242,7 +243,8 @@ def build(user_state: gr.State):
                             "kept as its history); **Withdraw** deletes your rating and returns the caption to "
                             "the queue.")
                 my_table = gr.Dataframe(headers=MY_RATING_HEADERS, interactive=False, wrap=True,
-                                        elem_id="my-ratings-table")
+                                        elem_id="my-ratings-table",  # no header breaks mid-word
+                                        column_widths=render.column_widths(MY_RATING_HEADERS, wide=("caption",)))
                 with gr.Row():
                     my_caption_id = gr.Number(label="Caption id", precision=0, elem_id="my-caption-id",
                                               min_width=120)

@@ -111,7 +111,7 @@ def result_table(view: jobs.JobView | None) -> pd.DataFrame:
 
 def status_text(view: jobs.JobView | None) -> str:
     if view is None:
-        return "No training job yet."
+        return ""  # the progress line says it once (NO_JOB_SHOWN)
     lines = [f"Job {view.id} ({view.recipe}, preset {view.preset}, {view.data}) on {view.device}: {view.status}"]
     if view.queue_position:
         lines.append(f"waiting: number {view.queue_position} in the {view.device} queue")
