@@ -157,7 +157,7 @@ class FileImages:
             return f"image path {ref!r} must be relative to the manifest's folder, without '..'"
         path = (self.base / relative).resolve()
         if not path.is_relative_to(self.base) or not path.is_file():
-            return f"image {ref!r} not found next to the manifest"
+            return f"image {ref!r} not found next to the manifest (a zip of the manifest and its images brings them along)"
         return ImageSource(key=str(relative), label=ref, read=path.read_bytes)
 
 

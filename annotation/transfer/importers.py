@@ -178,7 +178,7 @@ def plan_rows(rows: list[Row], external_parents: dict[str, Caption]) -> StagingP
             caption.update(source_model=row.source_model, perturbation=row.perturbation,
                            perturbation_op=(row.perturbation or {}).get("op"), external_id=row.caption_id)
             caption_seq = caption["seq"]
-            counts["captions"] += 1
+            counts["references" if row.kind == "reference" else "captions"] += 1  # as the report names them
             if row.caption_id:
                 by_external[row.caption_id] = caption_seq
             if row.parent_id:

@@ -63,7 +63,7 @@ def test_import_export_and_agreement_commands(db_url, tmp_path, make_png):
     bad.write_text("image,caption\nmissing.png,x\na.png,\n")
     rejected = caplens("db", "import", str(bad))
     assert rejected.returncode == 2
-    assert "line 2: image 'missing.png' not found" in rejected.stderr and "line 3: caption text is empty" in rejected.stderr
+    assert "line 2: image 'missing.png' not found next to the manifest (a zip of the manifest and its images" in rejected.stderr and "line 3: caption text is empty" in rejected.stderr
     out = tmp_path / "ratings.parquet"
     exported = caplens("db", "export", "--format", "parquet", "--what", "ratings", "--collection", "cli", str(out))
     assert exported.returncode == 0 and json.loads(exported.stdout)["rows"] == 6 and out.is_file()
