@@ -11,7 +11,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from scoring.analysis.robustness import ORIGINAL, format_table7, robustness_table
+from scoring.analysis.robustness import ORIGINAL, format_table7, robustness_table, undefined_change
 from scoring.api import ScoreItem
 from scoring.language_id import resolve_language
 from scoring.paths import check_caption_length
@@ -118,7 +118,12 @@ def caption_robustness(scorer, image, original: str, perturbations: Sequence[Per
     availability = metric_availability(list(results), meta, [{**values, "lang": lang}], bool(references),
                                        image is not None, notes)
     statuses = {entry["metric"]: entry["status"] for entry in availability}
-    return CaptionRobustness(table, statuses, ops, missing_input_messages(availability))
+    messages = missing_input_messages(availability)
+    flat = [] if table.empty else [m for m, v in zip(table["metric"], table["original"]) if undefined_change(v)]
+    if flat:  # the chart draws changes only: say why these have no bars
+        messages.append(f"{', '.join(flat)}: the original scores 0, so no change in % is defined; left out of the "
+                        "chart (the table shows the scores).")
+    return CaptionRobustness(table, statuses, ops, messages)
 
 
 def caption_robustness_cells(result: CaptionRobustness) -> pd.DataFrame:

@@ -41,9 +41,14 @@ def op_name(op) -> str:
 NEGLIGIBLE_ORIGINAL = 1e-6
 
 
+def undefined_change(original: float | None) -> bool:
+    """No relative change is defined off this original: missing, not finite, or ~0."""
+    return original is None or not np.isfinite(original) or abs(original) < NEGLIGIBLE_ORIGINAL
+
+
 def percent_change(original: float, perturbed: float) -> float:
     """100 (perturbed - original) / original; nan when the original mean is ~0 or missing."""
-    if original is None or not np.isfinite(original) or abs(original) < NEGLIGIBLE_ORIGINAL:
+    if undefined_change(original):
         return float("nan")
     return 100.0 * (perturbed - original) / original
 

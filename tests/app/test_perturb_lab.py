@@ -71,6 +71,20 @@ def test_one_operation_has_no_average_and_unavailable_metrics_say_why():
     assert cells.loc["SPICE", "Original"] == "-"
 
 
+
+def test_a_metric_whose_original_scores_0_is_said_to_have_no_bars():
+    """Off a zero original no change in % is defined, so the chart has no bar for it: a new
+    user saw MCS and PR-MCS missing from it without a word. BLEU-1 against a reference that
+    shares no word with the caption scores 0."""
+    perturbations = perturb_caption(TEXT, ALL_FIVE, 0.4, 0, "en", None)
+    result = caption_robustness(get_scorer("tiny"), None, TEXT, perturbations, ["zebra"], "en", ["BLEU-1", "ROUGE-L"])
+    originals = result.table.set_index("metric")["original"]
+    assert originals["BLEU-1"] == pytest.approx(0, abs=1e-9) and originals["ROUGE-L"] == 0.0  # (BLEU: 1e-16)
+    assert result.messages == ["BLEU-1, ROUGE-L: the original scores 0, so no change in % is defined; left out of "
+                               "the chart (the table shows the scores)."]
+    kept = caption_robustness(get_scorer("tiny"), None, TEXT, perturbations, [TEXT], "en", ["BLEU-1"])
+    assert kept.messages == []
+
 def test_inputs_as_typed():
     assert parse_critical("man; white shirt\nhorse ;") == ["man", "white shirt", "horse"]
     assert parse_critical("  ") is None
