@@ -131,11 +131,12 @@ def table_records(rows: Sequence[ScoreRow]) -> list[list[str]]:
 def rows_from_files(paths: Sequence[str | Path]) -> tuple[list[list[str]], list[str]]:
     """The table's cells read from uploaded rows files (CSV, JSONL, Parquet, COCO results +
     captions JSON, or the CLIPScore JSON pair) by `scoring.corpus.manifest.read_score_rows`,
-    and a message per row that cannot be used. ValueError when the files cannot be read."""
+    and a message per row that cannot be used. ValueError when the files cannot be read. A row
+    without an image means every image, as an empty image cell of the table does."""
     from scoring.corpus.manifest import read_score_rows
 
     rows, messages = [], []
-    for row in read_score_rows(paths):
+    for row in read_score_rows(paths, image_optional=True):
         if row.problem:
             messages.append(f"row {row.row}: {row.problem}")
         elif not row.candidate.strip():

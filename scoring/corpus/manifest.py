@@ -197,7 +197,8 @@ def _image(manifest: Manifest, value) -> str:
     return str((manifest.image_root / text).resolve())
 
 
-def _row(manifest: Manifest, number: int, record: dict | str, resolve_image: bool = True) -> CorpusRow:
+def _row(manifest: Manifest, number: int, record: dict | str, resolve_image: bool = True,
+         image_optional: bool = False) -> CorpusRow:
     if isinstance(record, str):
         return CorpusRow(number, f"#{number}", "", "", "", problem=record)
     identifier = _first(record, "id")
@@ -211,9 +212,11 @@ def _row(manifest: Manifest, number: int, record: dict | str, resolve_image: boo
     )
     image = _first(record, "image")
     if image is None or not str(image).strip():
-        row.problem = "no image given"
-        return row
-    row.image = _image(manifest, image) if resolve_image else str(image).strip()
+        if not image_optional:
+            row.problem = "no image given"
+            return row
+    else:
+        row.image = _image(manifest, image) if resolve_image else str(image).strip()
     try:
         row.references = _references(_first(record, "references"))
     except ValueError as exc:
@@ -226,7 +229,7 @@ def _row(manifest: Manifest, number: int, record: dict | str, resolve_image: boo
 ROWS_SUFFIXES = (".csv", ".jsonl", ".ndjson", ".parquet", ".pq", ".json")
 
 
-def read_score_rows(paths, lang: str = "en") -> list[CorpusRow]:
+def read_score_rows(paths, lang: str = "en", image_optional: bool = False) -> list[CorpusRow]:
     """Rows to score (image, candidate, references) from the files a person gives: one CSV,
     JSONL or Parquet file of rows (fields as in a manifest), or JSON files that the content
     tells apart: a COCO results list with its COCO captions file, or `{"id": "caption"}` with
@@ -234,7 +237,8 @@ def read_score_rows(paths, lang: str = "en") -> list[CorpusRow]:
 
     The image stays the name as written (a COCO image's file name, else its id): the caller
     matches it against its images (the CLI in a folder, the app among the uploads). Rows
-    whose fields cannot be used carry `problem`; files that cannot be read raise ValueError."""
+    whose fields cannot be used carry `problem`; files that cannot be read raise ValueError.
+    `image_optional`: a row without an image keeps image "" (the app's table: every image)."""
     paths = [Path(p) for p in paths]
     if not paths:
         raise ValueError("no rows file given")
@@ -250,7 +254,8 @@ def read_score_rows(paths, lang: str = "en") -> list[CorpusRow]:
         manifest = Manifest(path, kind, path.parent, None, lang)
         records = {"jsonl": _jsonl_records, "csv": _csv_records, "parquet": _parquet_records}[kind]
         try:
-            return [_row(manifest, n, record, resolve_image=False) for n, record in enumerate(records(manifest), 1)]
+            return [_row(manifest, n, record, resolve_image=False, image_optional=image_optional)
+                    for n, record in enumerate(records(manifest), 1)]
         except (UnicodeDecodeError, csv.Error) as exc:
             raise ValueError(f"{path.name}: cannot read the rows ({exc})") from None
         except Exception as exc:  # pyarrow's errors for a file that is not Parquet

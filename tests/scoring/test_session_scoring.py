@@ -233,3 +233,17 @@ def test_rows_without_references_are_named_in_the_reference_metrics_status():
     assert statuses["RefCLIP-S"].startswith(f"available; {said}")  # (then its clipped-to-0 count)
     assert "no value" not in statuses["CLIP-S"]
     assert "_has_references" not in outcome.frame.columns
+
+
+def test_an_uploaded_row_without_an_image_means_every_image_as_in_the_table(tmp_path):
+    """The rows table says "image file name (empty: every image)"; an uploaded file's row with
+    an empty image was refused ("no image given"). `caplens score` still asks for one."""
+    from scoring.corpus.manifest import read_score_rows
+    from scoring.session_scoring import rows_from_files
+
+    path = tmp_path / "rows.csv"
+    path.write_text("image,caption,references\n,a red ball on grass,a red ball lying on grass | a ball\n"
+                    "red.png,a red square,\n", encoding="utf-8")
+    assert rows_from_files([path]) == ([["", "a red ball on grass", "a red ball lying on grass | a ball"],
+                                        ["red.png", "a red square", ""]], [])
+    assert [row.problem for row in read_score_rows([path])] == ["no image given", None]
