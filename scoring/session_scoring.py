@@ -348,11 +348,12 @@ def _value_notes(name: str, info: dict, rows: list[dict]) -> list[str]:
     """What a user should know before reading a metric's values over these rows: rows it has no
     value for because they have no references (each row carries its own), captions in a language
     it was not made for, and scores clipped to 0."""
-    scored = [row for row in rows if row.get(name) is not None and row.get(name) == row.get(name)]
+    has_value = [row.get(name) is not None and row.get(name) == row.get(name) for row in rows]  # NaN: none
+    scored = [row for row, value in zip(rows, has_value) if value]
     notes = []
     if info.get("needs_references"):
-        bare = [row.get("#", k + 1) for k, row in enumerate(rows)
-                if row.get(HAS_REFERENCES) is False and row not in scored]
+        bare = [row.get("#", k + 1) for k, (row, value) in enumerate(zip(rows, has_value))
+                if row.get(HAS_REFERENCES) is False and not value]
         if bare:
             notes.append(f"no value for {_rows_named(bare)}: no references in that row (each row takes its own)")
     made_for = info.get("languages")

@@ -211,12 +211,12 @@ def _row(manifest: Manifest, number: int, record: dict | str, resolve_image: boo
         lang=str(_first(record, "lang", "language") or manifest.lang),
     )
     image = _first(record, "image")
-    if image is None or not str(image).strip():
-        if not image_optional:
-            row.problem = "no image given"
-            return row
-    else:
-        row.image = _image(manifest, image) if resolve_image else str(image).strip()
+    image = "" if image is None else str(image).strip()  # (an image id may be the number 0)
+    if image:
+        row.image = _image(manifest, image) if resolve_image else image
+    elif not image_optional:
+        row.problem = "no image given"
+        return row
     try:
         row.references = _references(_first(record, "references"))
     except ValueError as exc:
