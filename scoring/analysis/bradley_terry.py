@@ -27,23 +27,35 @@ BT_COLUMNS = ["rank", "system", "strength", "low", "high", "wins", "comparisons"
 
 
 def _fit(wins: np.ndarray, games: np.ndarray, max_iter: int, tol: float) -> np.ndarray:
-    """MM iteration on win totals `wins` (per system) and the symmetric count matrix `games`."""
-    n = wins.size
-    p = np.full(n, 1.0 / n)
-    played = games.sum(axis=1) > 0
+    """MM iteration on win totals `wins` (per system, shape (n,) or (B, n)) and the symmetric
+    count matrices `games` ((n, n) or (B, n, n)): B fits at once, each stopping on its own
+    when no share moves by `tol`, so a bootstrap's resamples cost one loop, not B."""
+    single = np.ndim(wins) == 1
+    wins, games = np.atleast_2d(wins), games.reshape((-1,) + games.shape[-2:])
+    n = wins.shape[1]
+    p = np.full(wins.shape, 1.0 / n)
+    played = games.sum(axis=2) > 0
+    fitted = np.full(wins.shape, np.nan)
+    active = np.arange(wins.shape[0])
     for _ in range(max_iter):
+        if active.size == 0:
+            break
+        current, counts = p[active], games[active]
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(games > 0, games / (p[:, None] + p[None, :]), 0.0)
-        denominator = ratio.sum(axis=1)
-        new = np.where(played & (denominator > 0), wins / np.where(denominator > 0, denominator, 1.0), 0.0)
-        total = new.sum()
-        if total <= 0:
-            return np.full(n, np.nan)
-        new = new / total
-        if np.max(np.abs(new - p)) < tol:
-            return new
-        p = new
-    return p
+            ratio = np.where(counts > 0, counts / (current[:, :, None] + current[:, None, :]), 0.0)
+        denominator = ratio.sum(axis=2)
+        new = np.where(played[active] & (denominator > 0),
+                       wins[active] / np.where(denominator > 0, denominator, 1.0), 0.0)
+        total = new.sum(axis=1)
+        alive = total > 0  # a fit whose shares all vanish stays NaN
+        new[alive] /= total[alive, None]
+        done = alive & (np.max(np.abs(new - current), axis=1) < tol)
+        fitted[active[done]] = new[done]
+        going = alive & ~done
+        p[active[going]] = new[going]
+        active = active[going]
+    fitted[active] = p[active]  # max_iter reached: the last iterate
+    return fitted[0] if single else fitted
 
 
 def _tallies(index_a: np.ndarray, index_b: np.ndarray, outcome: np.ndarray, weight: np.ndarray,
@@ -110,12 +122,10 @@ def bradley_terry_ranking(first: Sequence, second: Sequence, outcome: Sequence[f
             raise ValueError("clusters must have one entry per comparison")
     low = high = np.full(n, np.nan)
     if n_boot > 0 and labels.size >= 2:
-        samples = np.full((n_boot, n), np.nan)
-        for b, draw in enumerate(_bootstrap_indices(labels.size, n_boot, seed)):
-            weight = np.bincount(draw, minlength=labels.size)[members].astype(float)
-            w, g = _tallies(index_a, index_b, result, weight, n)
-            present = g.sum(axis=1) > 0
-            samples[b] = np.where(present, _fit(w, g, max_iter, tol), np.nan)
+        tallies = [_tallies(index_a, index_b, result, np.bincount(draw, minlength=labels.size)[members].astype(float), n)
+                   for draw in _bootstrap_indices(labels.size, n_boot, seed)]
+        w, g = np.stack([t[0] for t in tallies]), np.stack([t[1] for t in tallies])
+        samples = np.where(g.sum(axis=2) > 0, _fit(w, g, max_iter, tol), np.nan)
         tail = (1.0 - confidence) / 2.0 * 100.0
         with np.errstate(all="ignore"):
             low, high = np.nanpercentile(samples, [tail, 100.0 - tail], axis=0)

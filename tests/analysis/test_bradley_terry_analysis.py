@@ -109,3 +109,25 @@ def test_two_system_interval_is_the_percentile_of_resampled_win_shares():
                                                                              abs=1e-6)
     assert [table.loc["B", "low"], table.loc["B", "high"]] == pytest.approx(
         np.percentile(1 - shares, [2.5, 97.5]), abs=1e-6)
+
+
+def test_a_never_beaten_system_stops_at_max_iter_and_batched_fits_equal_single_ones():
+    """A chain A > B > C that A never loses has no finite maximum: the fit stops at max_iter
+    with A's share close to, not at, 1. The bootstrap fits all resamples at once; each row must
+    be the fit it would get alone, whether it converged, ran out of iterations or vanished."""
+    from scoring.analysis.bradley_terry import _fit
+
+    chain = bradley_terry(["A", "B", "B"], ["B", "C", "C"], [1, 1, 0.5], max_iter=200)
+    assert 0.9 < chain["A"] < 1.0 and chain["C"] > 0
+    assert bradley_terry(["A", "B", "B"], ["B", "C", "C"], [1, 1, 0.5], max_iter=2000)["A"] > chain["A"]
+
+    games_chain = np.array([[0, 1, 0], [1, 0, 2], [0, 2, 0]], float)
+    games_all = np.array([[0, 2, 1], [2, 0, 1], [1, 1, 0]], float)
+    cases = [(np.array([1.0, 2.0, 0.0]), games_all),   # C never wins: share 0, converges
+             (np.array([1.0, 1.5, 0.5]), games_chain),  # A never loses: runs to max_iter
+             (np.array([2.0, 1.0, 1.0]), games_all),    # converges
+             (np.zeros(3), games_all)]                  # no wins at all: NaN
+    batched = _fit(np.stack([w for w, _ in cases]), np.stack([g for _, g in cases]), 300, 1e-12)
+    for row, (wins, games) in zip(batched, cases):
+        np.testing.assert_array_equal(row, _fit(wins, games, 300, 1e-12))
+    assert np.isnan(batched[3]).all() and batched[0][2] == 0.0 and 0.9 < batched[1][0] < 1.0
