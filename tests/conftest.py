@@ -7,6 +7,8 @@ import importlib.util
 import os
 import tempfile
 
+import pytest
+
 # Nothing in the suite may reach a model hub; loading code must work from local files.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -15,6 +17,35 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ.setdefault("CAPLENS_DATA_DIR", tempfile.mkdtemp(prefix="caplens-test-data-"))
 # Gradio's upload cache too: tests that count files in it must not see an earlier run's.
 os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="caplens-test-gradio-"))
+# Under pytest-xdist each worker inherits the controller's folders; a worker of its own keeps
+# two session servers from sharing one SQLite file and one upload cache.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for name in ("CAPLENS_DATA_DIR", "GRADIO_TEMP_DIR"):
+        os.environ[name] = os.path.join(os.environ[name], os.environ["PYTEST_XDIST_WORKER"])
+        os.makedirs(os.environ[name], exist_ok=True)
 
+pytest_plugins = []
 if importlib.util.find_spec("sqlalchemy") is not None:
-    pytest_plugins = ["tests.database_fixtures"]
+    pytest_plugins.append("tests.database_fixtures")
+if importlib.util.find_spec("xdist") is not None:
+    pytest_plugins.append("tests.xdist_scheduling")
+
+
+def _module_rank(item) -> int:
+    """0: a module with a test marked slow (the Space's install and boot, Ray clusters), 1: one
+    that drives the browser, 2: the rest."""
+    return 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("browser") else 2
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest modules first, each module's tests kept together and in order, so that under
+    pytest-xdist the long ones start at once instead of ending the run alone on one worker. A
+    browser test must live in a module named *browser*: that name puts it in the one browser
+    group of tests/xdist_scheduling.py."""
+    rank: dict[str, int] = {}
+    for item in items:
+        rank[item.module.__name__] = min(rank.get(item.module.__name__, 2), _module_rank(item))
+        if item.get_closest_marker("browser") and "browser" not in item.path.name:
+            raise pytest.UsageError(f"{item.nodeid} drives the browser: move it to a module whose name says "
+                                    "'browser', so that browser tests run one module at a time")
+    items.sort(key=lambda item: rank[item.module.__name__])

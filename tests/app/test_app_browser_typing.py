@@ -74,6 +74,9 @@ def test_a_cell_opened_just_before_the_live_score_keeps_what_is_typed(page):
         page.keyboard.press("Enter")
         page.wait_for_timeout(int(gap * 1000))
         page.locator(f"#score-rows [data-testid=cell-{second}-1]").dblclick()
+        # A person types once the editor shows; on a loaded machine it can open later than 150 ms.
+        page.wait_for_function("() => ['INPUT', 'TEXTAREA'].includes(document.activeElement?.tagName)"
+                               f" && document.activeElement.closest('[data-testid=cell-{second}-1]')")
         page.wait_for_timeout(150)
         page.keyboard.press("Control+a")
         page.keyboard.type(text_b, delay=KEY_DELAY_MS)
