@@ -9,6 +9,8 @@ import tempfile
 
 import pytest
 
+from tests.xdist_scheduling import BROWSER_GROUP, scope_of
+
 # Nothing in the suite may reach a model hub; loading code must work from local files.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -45,7 +47,7 @@ def pytest_collection_modifyitems(config, items):
     rank: dict[str, int] = {}
     for item in items:
         rank[item.module.__name__] = min(rank.get(item.module.__name__, 2), _module_rank(item))
-        if item.get_closest_marker("browser") and "browser" not in item.path.name:
+        if item.get_closest_marker("browser") and scope_of(item.nodeid) != BROWSER_GROUP:
             raise pytest.UsageError(f"{item.nodeid} drives the browser: move it to a module whose name says "
                                     "'browser', so that browser tests run one module at a time")
     items.sort(key=lambda item: rank[item.module.__name__])
