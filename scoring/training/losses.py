@@ -104,6 +104,17 @@ def umic_ranking(positive: torch.Tensor, negatives: torch.Tensor, margin: float 
     return (margin - (positive[:, None] - negatives)).clamp(min=0).mean()
 
 
+def umic_cross_ranking(positive: torch.Tensor, negatives: torch.Tensor, margin: float = UMIC_MARGIN) -> torch.Tensor:
+    """UMIC's ranking loss across images: each positive S(I_i, X_i) above every negative of the
+    batch's other rows, S(I_j, X̂_j) with j ≠ i, by the same margin. A CapLens addition: the
+    paper's loss compares a caption only with its own negatives on its own image, so it never
+    sets one level for "right" across images, which a rating's scale has."""
+    b = positive.shape[0]
+    gaps = (margin - (positive[:, None, None] - negatives[None, :, :])).clamp(min=0)  # (B, B, K)
+    others = ~torch.eye(b, dtype=torch.bool, device=positive.device)
+    return gaps[others].mean() if b > 1 else positive.sum() * 0
+
+
 def itm_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Image-text matching: two-way cross-entropy, label 1 = the caption belongs to the image."""
     return F.cross_entropy(logits.float(), labels)

@@ -576,11 +576,14 @@ class UmicRecipe(ItmRecipe):
         scores = self.match(state, expanded, texts, device)
         n = len(rows)
         positive, negatives = scores[:n], scores[n:n + n * k].view(n, k)
-        loss = losses.umic_ranking(positive, negatives, state.weights["margin"])
-        if not detailed:
-            return loss, {}
-        detail = losses.umic_ranking(positive[detailed], scores[n + n * k:, None], state.weights["margin"])
-        return loss + state.weights["detail"] * detail, {"detail": float(detail)}
+        loss, parts = losses.umic_ranking(positive, negatives, state.weights["margin"]), {}
+        if state.weights["cross"]:  # a CapLens addition, 0 by default: one level of "right" across images
+            cross = losses.umic_cross_ranking(positive, negatives, state.weights["margin"])
+            loss, parts["cross"] = loss + state.weights["cross"] * cross, float(cross)
+        if detailed:
+            detail = losses.umic_ranking(positive[detailed], scores[n + n * k:, None], state.weights["margin"])
+            loss, parts["detail"] = loss + state.weights["detail"] * detail, float(detail)
+        return loss, parts
 
     @torch.no_grad()
     def evaluate(self, state, rows, device):
@@ -1046,7 +1049,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
               "image-text matching base (UMIC-C): two-way ITM head, positives against other images' captions"),
     UmicRecipe("umic", "UMIC", "blip-itm", "umic",
                "UMIC: ranking loss max(0, 0.2 − (S(I,X) − S(I,X̂))), one positive and four negatives, one-logit head",
-               {"margin": losses.UMIC_MARGIN, "detail": 0.0}),
+               {"margin": losses.UMIC_MARGIN, "detail": 0.0, "cross": 0.0}),
     CaplensRRecipe("caplens-r", "CapLens-R", "caplens-r", "ratings",
                    "CapLens-R: the mean human rating learned from a collection's ratings (frozen-feature head, or an end-to-end cross-encoder)"),
 )}

@@ -71,6 +71,16 @@ def test_umic_ranking():
     assert loss.item() == pytest.approx(0.0875, abs=1e-6)
 
 
+def test_umic_cross_ranking_compares_each_positive_with_the_other_rows_negatives_only():
+    # row 0 (0.9) against row 1's (0.6, 0.95): 0, 0.25; row 1 (0.5) against row 0's (0.8, 0.3):
+    # 0.5, 0; its own negatives (0.6, 0.95 for row 1) would add 0.3 and 0.65: left out
+    positive, negatives = torch.tensor([0.9, 0.5]), torch.tensor([[0.8, 0.3], [0.6, 0.95]])
+    assert losses.umic_cross_ranking(positive, negatives).item() == pytest.approx(0.1875, abs=1e-6)
+    # margin 0: 0, 0.05 and 0.3, 0
+    assert losses.umic_cross_ranking(positive, negatives, margin=0.0).item() == pytest.approx(0.0875, abs=1e-6)
+    assert losses.umic_cross_ranking(positive[:1], negatives[:1]).item() == 0.0
+
+
 def test_one_logit_head_in_the_pair_head_is_its_sigmoid():
     from scoring.training.recipes import write_one_logit_head
 

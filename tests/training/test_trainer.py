@@ -461,3 +461,31 @@ def test_umic_detail_term_ranks_each_long_reference_above_its_scenes_short_one(t
     expected = np.mean([1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(long_scores.tolist(), short_scores.tolist())])
     assert evaluated["pairwise_detail"] == pytest.approx(expected)
     assert "pairwise_detail" not in {k for k in recipe.evaluate(detailed, batch[3:], cpu)}
+
+
+def test_umic_cross_term_ranks_each_positive_above_the_other_images_negatives(tmp_path):
+    """`loss.cross` (0 by default): each positive against the negatives of the batch's other rows,
+    by hand from the model's own scores, added on top of the paper's loss."""
+    import random as _random
+
+    from scoring.training import losses
+    from scoring.training.recipes import RECIPES
+
+    recipe = RECIPES["umic"]
+    rows, _, _ = world_set("umic", {"scenes": 6, "size": 32, "languages": ["en"]})
+    batch = rows[:4]
+    cpu = torch.device("cpu")
+    state = recipe.setup(_config("umic-tiny", tmp_path / "u", loss={"cross": 1.5}), cpu, tmp_path / "scratch")
+    state.trainable.eval()
+    with torch.no_grad():
+        total, parts = recipe.batch_loss(state, batch, _random.Random(0), cpu)
+        k = len(batch[0]["negatives"])
+        pixels = recipe.pixels(state, batch, cpu)
+        positive = recipe.match(state, pixels, [r["positive"] for r in batch], cpu)
+        negatives = recipe.match(state, pixels.repeat_interleave(k, dim=0),
+                                 [n for r in batch for n in r["negatives"]], cpu).view(len(batch), k)
+    own = float((losses.UMIC_MARGIN - (positive[:, None] - negatives)).clamp(min=0).mean())
+    cross = np.mean([max(0.0, losses.UMIC_MARGIN - (float(positive[i]) - float(negatives[j, m])))
+                     for i in range(4) for j in range(4) if j != i for m in range(k)])
+    assert cross > 1e-4 and parts["cross"] == pytest.approx(cross, rel=1e-5)
+    assert float(total) == pytest.approx(own + 1.5 * cross, rel=1e-5)
