@@ -9,7 +9,7 @@ import tempfile
 
 import pytest
 
-from tests.xdist_scheduling import is_browser_scope, scope_of
+from tests.xdist_scheduling import BROWSER_GROUP, scope_of
 
 # Nothing in the suite may reach a model hub; loading code must work from local files.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -34,20 +34,20 @@ if importlib.util.find_spec("xdist") is not None:
 
 
 def _module_rank(item) -> int:
-    """0: a module that drives the browser (the two browser lanes are the longest units), 1: one
-    with a test marked slow (the Space's install and boot, Ray clusters), 2: the rest."""
-    return 0 if item.get_closest_marker("browser") else 1 if item.get_closest_marker("slow") else 2
+    """0: a module with a test marked slow (the Space's install and boot, Ray clusters), 1: one
+    that drives the browser, 2: the rest."""
+    return 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("browser") else 2
 
 
 def pytest_collection_modifyitems(config, items):
     """Longest modules first, each module's tests kept together and in order, so that under
     pytest-xdist the long ones start at once instead of ending the run alone on one worker. A
-    browser test must live in a module named *browser*: that name puts it in a browser lane of
-    tests/xdist_scheduling.py."""
+    browser test must live in a module named *browser*: that name puts it in the one browser
+    group of tests/xdist_scheduling.py."""
     rank: dict[str, int] = {}
     for item in items:
         rank[item.module.__name__] = min(rank.get(item.module.__name__, 2), _module_rank(item))
-        if item.get_closest_marker("browser") and not is_browser_scope(scope_of(item.nodeid)):
+        if item.get_closest_marker("browser") and scope_of(item.nodeid) != BROWSER_GROUP:
             raise pytest.UsageError(f"{item.nodeid} drives the browser: move it to a module whose name says "
-                                    "'browser', so that it runs in a browser lane")
+                                    "'browser', so that browser tests run one module at a time")
     items.sort(key=lambda item: rank[item.module.__name__])
