@@ -63,7 +63,7 @@ def test_a_cell_opened_just_before_the_live_score_keeps_what_is_typed(page):
     page.locator("#score-examples button.gallery-item").first.click()
     page.wait_for_function(
         "() => document.querySelector('#score-status textarea')?.value.includes('Scored 6')", timeout=240_000)
-    lost = []
+    lost, reopened = [], []
     for run, gap in enumerate(GAPS_S):
         first, second = run % 6, (run + 1) % 6
         text_a, text_b = f"a green cross number {run}", f"a purple diamond above a red triangle {run}"
@@ -73,10 +73,19 @@ def test_a_cell_opened_just_before_the_live_score_keeps_what_is_typed(page):
         page.keyboard.type(text_a, delay=KEY_DELAY_MS)
         page.keyboard.press("Enter")
         page.wait_for_timeout(int(gap * 1000))
-        page.locator(f"#score-rows [data-testid=cell-{second}-1]").dblclick()
-        # A person types once the editor shows; on a loaded machine it can open later than 150 ms.
-        page.wait_for_function("() => ['INPUT', 'TEXTAREA'].includes(document.activeElement?.tagName)"
-                               f" && document.activeElement.closest('[data-testid=cell-{second}-1]')")
+        cell = page.locator(f"#score-rows [data-testid=cell-{second}-1]")
+        cell.dblclick()
+        # A person types once the editor shows (on a loaded machine later than 150 ms), and double
+        # clicks again when it did not open: a CI run saw none open in 60 s, the double click
+        # lost while the page was busy. The claim is about text once typed.
+        opened = ("() => ['INPUT', 'TEXTAREA'].includes(document.activeElement?.tagName)"
+                  f" && document.activeElement.closest('[data-testid=cell-{second}-1]')")
+        try:
+            page.wait_for_function(opened, timeout=5_000)
+        except PlaywrightTimeout:
+            reopened.append(gap)
+            cell.dblclick()
+            page.wait_for_function(opened)
         page.wait_for_timeout(150)
         page.keyboard.press("Control+a")
         page.keyboard.type(text_b, delay=KEY_DELAY_MS)
@@ -87,4 +96,4 @@ def test_a_cell_opened_just_before_the_live_score_keeps_what_is_typed(page):
         cells = [row[1].removesuffix("⋮").rstrip("\n") for row in table_rows(page, "#score-rows")]
         if cells[first] != text_a or cells[second] != text_b:
             lost.append((gap, cells[first], cells[second]))
-    assert lost == []
+    assert lost == [], (lost, f"double clicked again after gaps {reopened}")
