@@ -579,10 +579,10 @@ class UmicRecipe(ItmRecipe):
         loss, parts = losses.umic_ranking(positive, negatives, state.weights["margin"]), {}
         if state.weights["cross"]:  # a CapLens addition, 0 by default: one level of "right" across images
             cross = losses.umic_cross_ranking(positive, negatives, state.weights["margin"])
-            loss, parts["cross"] = loss + state.weights["cross"] * cross, float(cross)
+            loss, parts["cross"] = loss + state.weights["cross"] * cross, cross.item()
         if detailed:
             detail = losses.umic_ranking(positive[detailed], scores[n + n * k:, None], state.weights["margin"])
-            loss, parts["detail"] = loss + state.weights["detail"] * detail, float(detail)
+            loss, parts["detail"] = loss + state.weights["detail"] * detail, detail.item()
         return loss, parts
 
     @torch.no_grad()
