@@ -34,11 +34,9 @@ if importlib.util.find_spec("xdist") is not None:
 
 
 def _module_rank(item) -> int:
-    """0: a module that drives the browser (together the longest unit of work), 1: one with a
-    test marked slow (the Space's install and boot, Ray clusters), 2: the rest. Browser first:
-    xdist hands a worker a second unit while its first has two tests or fewer left, so with the
-    Space's one test first that worker also took the browser modules, 130 s late, and ended last."""
-    return 0 if item.get_closest_marker("browser") else 1 if item.get_closest_marker("slow") else 2
+    """0: a module with a test marked slow (the Space's install and boot, Ray clusters), 1: one
+    that drives the browser, 2: the rest."""
+    return 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("browser") else 2
 
 
 def pytest_collection_modifyitems(config, items):
