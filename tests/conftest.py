@@ -9,8 +9,6 @@ import tempfile
 
 import pytest
 
-from tests.xdist_scheduling import BROWSER_GROUP, scope_of
-
 # Nothing in the suite may reach a model hub; loading code must work from local files.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -44,6 +42,10 @@ def pytest_collection_modifyitems(config, items):
     pytest-xdist the long ones start at once instead of ending the run alone on one worker. A
     browser test must live in a module named *browser*: that name puts it in the one browser
     group of tests/xdist_scheduling.py."""
+    # Imported here, after pytest_plugins registered the module: a top-level import came first
+    # and pytest warned on every run that it could not rewrite the module's asserts.
+    from tests.xdist_scheduling import BROWSER_GROUP, scope_of
+
     rank: dict[str, int] = {}
     for item in items:
         rank[item.module.__name__] = min(rank.get(item.module.__name__, 2), _module_rank(item))
