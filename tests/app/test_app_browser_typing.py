@@ -16,6 +16,12 @@ KEY_DELAY_MS = 30
 RUNS = 6  # each of the example's six rows once (ten took 61 s of a suite at its 20-minute budget)
 
 
+def editor_open(cell: str = "") -> str:
+    """JavaScript: a cell's editor has the focus (in the rows table cell `cell`, e.g. "cell-2-1")."""
+    inside = f" && !!document.activeElement.closest('[data-testid={cell}]')" if cell else ""
+    return f"() => ['INPUT', 'TEXTAREA'].includes(document.activeElement?.tagName){inside}"
+
+
 def test_typing_at_30_ms_per_key_across_cells_keeps_every_character(page, artifacts):
     page.locator("#score-examples button.gallery-item").first.click()
     page.wait_for_function(  # a cold first score of every metric: slow on a busy 2-core machine
@@ -25,14 +31,13 @@ def test_typing_at_30_ms_per_key_across_cells_keeps_every_character(page, artifa
         row = run % 6
         candidate, references = f"a red ball against blue number {run}", f"a blue wall behind a red ball {run}"
         page.locator(f"#score-rows [data-testid=cell-{row}-1]").dblclick()
-        page.wait_for_function("() => ['INPUT', 'TEXTAREA'].includes(document.activeElement?.tagName)")
+        page.wait_for_function(editor_open())
         page.keyboard.press("Control+a")
         page.keyboard.type(candidate, delay=KEY_DELAY_MS)
         page.keyboard.press("Enter")  # commits the cell: the live score starts 0.8 s later …
         page.keyboard.press("ArrowRight")
         page.keyboard.press("Enter")  # … while the next cell is being typed into
-        editing = ("() => ['INPUT', 'TEXTAREA'].includes(document.activeElement?.tagName)"
-                   " && document.activeElement.closest('[data-testid=cell-%d-2]')" % row)
+        editing = editor_open(f"cell-{row}-2")
         try:
             page.wait_for_function(editing, timeout=5_000)
         except PlaywrightTimeout:  # on a loaded machine the grid can miss a hop made right after Enter; a person clicks
@@ -68,7 +73,7 @@ def test_a_cell_opened_just_before_the_live_score_keeps_what_is_typed(page):
         first, second = run % 6, (run + 1) % 6
         text_a, text_b = f"a green cross number {run}", f"a purple diamond above a red triangle {run}"
         page.locator(f"#score-rows [data-testid=cell-{first}-1]").dblclick()
-        page.wait_for_function("() => ['INPUT', 'TEXTAREA'].includes(document.activeElement?.tagName)")
+        page.wait_for_function(editor_open())
         page.keyboard.press("Control+a")
         page.keyboard.type(text_a, delay=KEY_DELAY_MS)
         page.keyboard.press("Enter")
@@ -78,8 +83,7 @@ def test_a_cell_opened_just_before_the_live_score_keeps_what_is_typed(page):
         # A person types once the editor shows (on a loaded machine later than 150 ms), and double
         # clicks again when it did not open: a CI run saw none open in 60 s, the double click
         # lost while the page was busy. The claim is about text once typed.
-        opened = ("() => ['INPUT', 'TEXTAREA'].includes(document.activeElement?.tagName)"
-                  f" && document.activeElement.closest('[data-testid=cell-{second}-1]')")
+        opened = editor_open(f"cell-{second}-1")
         try:
             page.wait_for_function(opened, timeout=5_000)
         except PlaywrightTimeout:
