@@ -115,6 +115,24 @@ def umic_cross_ranking(positive: torch.Tensor, negatives: torch.Tensor, margin: 
     return gaps[others].mean() if b > 1 else positive.sum() * 0
 
 
+def teacher_rank_distillation(student: torch.Tensor, teacher: torch.Tensor, temperature: float,
+                              image_ids: list | None = None) -> torch.Tensor:
+    """RankNet distillation over the batch's pairs of rows: the student's P(i above j) =
+    sigmoid(z_i − z_j) (`student`: logits, (B,)) is fitted by cross-entropy to the teacher's
+    sigmoid((t_i − t_j) / temperature). Pairs showing the same image are left out, so the term
+    sets only how captions of different images compare. A CapLens addition for UMIC, whose
+    ranking loss compares a caption only with captions of its own image."""
+    b = student.shape[0]
+    keep = ~torch.eye(b, dtype=torch.bool, device=student.device)
+    if image_ids is not None:
+        keep &= ~positives_mask(image_ids, b, student.device)
+    if not keep.any():
+        return student.sum() * 0
+    gaps = student.float()[:, None] - student.float()[None, :]
+    target = torch.sigmoid((teacher.float()[:, None] - teacher.float()[None, :]) / temperature).to(gaps.device)
+    return F.binary_cross_entropy_with_logits(gaps[keep], target[keep])
+
+
 def itm_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Image-text matching: two-way cross-entropy, label 1 = the caption belongs to the image."""
     return F.cross_entropy(logits.float(), labels)

@@ -558,10 +558,31 @@ class UmicRecipe(ItmRecipe):
             one.bias.copy_(head.bias[1:2] - head.bias[0:1])
         state.head = one
         state.trainable = nn.ModuleDict({"itm": state.itm.model, "head": one})
+        state.teacher = None
+        if state.weights["teacher_rank"]:
+            if config.teacher is None:
+                raise ValueError("loss.teacher_rank orders captions of different images as `teacher` (a CLIP folder "
+                                 "or PROFILE:BACKBONE, e.g. world:clip) does: set `teacher`")
+            state.teacher = load_trainable(config.teacher, device, ("clip",))
+            state.teacher.model.requires_grad_(False).eval()
+            state.teacher_pixels = PixelCache(state.teacher.image_processor)
         return state
 
+    def one_logit(self, state, pixels, texts, device):
+        return state.head(itm_cls(state.itm, pixels, texts, device)).float().squeeze(-1)
+
     def match(self, state, pixels, texts, device):
-        return torch.sigmoid(state.head(itm_cls(state.itm, pixels, texts, device)).float()).squeeze(-1)
+        return torch.sigmoid(self.one_logit(state, pixels, texts, device))
+
+    @torch.no_grad()
+    def teacher_scores(self, state, rows, device) -> tuple[torch.Tensor, float]:
+        """The teacher CLIP's cosine of each row's image and positive caption (with the CLIP-S
+        prefix, `options.prefix`), and its temperature 1 / logit scale."""
+        pixels = state.teacher_pixels([r["image"] for r in rows], [image_key(r) for r in rows], device)
+        prefix = state.config.options.get("prefix", "")
+        return _cos(clip_image_features(state.teacher, pixels).float(),
+                    clip_text_features(state.teacher, [prefix + r["positive"] for r in rows], device).float()), \
+            float(1 / state.teacher.model.logit_scale.exp())
 
     def batch_loss(self, state, rows, rng, device):
         k = len(rows[0]["negatives"])
@@ -573,10 +594,15 @@ class UmicRecipe(ItmRecipe):
         texts = [r["positive"] for r in rows] + [n for r in rows for n in r["negatives"]] + \
             [rows[i]["short_caption"] for i in detailed]
         expanded = torch.cat([pixels, pixels.repeat_interleave(k, dim=0), pixels[detailed]])
-        scores = self.match(state, expanded, texts, device)
+        logits = self.one_logit(state, expanded, texts, device)
+        scores = torch.sigmoid(logits)
         n = len(rows)
         positive, negatives = scores[:n], scores[n:n + n * k].view(n, k)
         loss, parts = losses.umic_ranking(positive, negatives, state.weights["margin"]), {}
+        if state.teacher is not None:  # a CapLens addition, 0 by default: the teacher's order across images
+            teacher, temperature = self.teacher_scores(state, rows, device)
+            rank = losses.teacher_rank_distillation(logits[:n], teacher, temperature, [image_key(r) for r in rows])
+            loss, parts["teacher_rank"] = loss + state.weights["teacher_rank"] * rank, rank.item()
         if state.weights["cross"]:  # a CapLens addition, 0 by default: one level of "right" across images
             cross = losses.umic_cross_ranking(positive, negatives, state.weights["margin"])
             loss, parts["cross"] = loss + state.weights["cross"] * cross, cross.item()
@@ -1049,7 +1075,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
               "image-text matching base (UMIC-C): two-way ITM head, positives against other images' captions"),
     UmicRecipe("umic", "UMIC", "blip-itm", "umic",
                "UMIC: ranking loss max(0, 0.2 − (S(I,X) − S(I,X̂))), one positive and four negatives, one-logit head",
-               {"margin": losses.UMIC_MARGIN, "detail": 0.0, "cross": 0.0}),
+               {"margin": losses.UMIC_MARGIN, "detail": 0.0, "cross": 0.0, "teacher_rank": 0.0}),
     CaplensRRecipe("caplens-r", "CapLens-R", "caplens-r", "ratings",
                    "CapLens-R: the mean human rating learned from a collection's ratings (frozen-feature head, or an end-to-end cross-encoder)"),
 )}

@@ -81,6 +81,29 @@ def test_umic_cross_ranking_compares_each_positive_with_the_other_rows_negatives
     assert losses.umic_cross_ranking(positive[:1], negatives[:1]).item() == 0.0
 
 
+def test_teacher_rank_distillation_fits_the_teachers_pairwise_order_across_images_only():
+    import math
+
+    # rows 0 and 1 show one image, row 2 another: pairs (0,2), (2,0), (1,2), (2,1) count.
+    # (0,2): gap z = 1 - 0 = 1, teacher target sigmoid((0.3 - 0.1) / 0.1) = sigmoid(2)
+    # (1,2): gap z = 3 - 0 = 3, target sigmoid((0.2 - 0.1) / 0.1) = sigmoid(1); each reversed pair
+    # is the mirror (-z, 1 - target), whose cross-entropy is the same number.
+    def bce(z, y):
+        return -(y * math.log(1 / (1 + math.exp(-z))) + (1 - y) * math.log(1 - 1 / (1 + math.exp(-z))))
+
+    def sig(x):
+        return 1 / (1 + math.exp(-x))
+
+    student, teacher = torch.tensor([1.0, 3.0, 0.0]), torch.tensor([0.3, 0.2, 0.1])
+    expected = (bce(1, sig(2)) + bce(3, sig(1))) / 2
+    value = losses.teacher_rank_distillation(student, teacher, 0.1, ["a", "a", "b"])
+    assert value.item() == pytest.approx(expected, abs=1e-6)
+    # without image ids every pair counts, (0,1) too: gap -2 against sigmoid(1)
+    every = losses.teacher_rank_distillation(student, teacher, 0.1)
+    assert every.item() == pytest.approx((bce(1, sig(2)) + bce(3, sig(1)) + bce(-2, sig(1))) / 3, abs=1e-6)
+    assert losses.teacher_rank_distillation(student[:2], teacher[:2], 0.1, ["a", "a"]).item() == 0.0
+
+
 def test_one_logit_head_in_the_pair_head_is_its_sigmoid():
     from scoring.training.recipes import write_one_logit_head
 

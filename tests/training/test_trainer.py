@@ -489,3 +489,50 @@ def test_umic_cross_term_ranks_each_positive_above_the_other_images_negatives(tm
                      for i in range(4) for j in range(4) if j != i for m in range(k)])
     assert cross > 1e-4 and parts["cross"] == pytest.approx(cross, rel=1e-5)
     assert float(total) == pytest.approx(own + 1.5 * cross, rel=1e-5)
+
+
+def test_umic_teacher_rank_term_distils_the_teacher_clips_order_of_other_images_captions(tmp_path):
+    """`loss.teacher_rank` (0 by default): the batch's positives of different images ordered as the
+    teacher CLIP's cosine orders them, by hand from both models' own outputs."""
+    import math
+    import random as _random
+
+    from scoring.training import losses
+    from scoring.training.models import clip_image_features, clip_text_features
+    from scoring.training.recipes import RECIPES
+
+    recipe = RECIPES["umic"]
+    rows, _, _ = world_set("umic", {"scenes": 6, "size": 32, "languages": ["en"]})
+    batch = rows[::3][:5]
+    cpu = torch.device("cpu")
+    with pytest.raises(ValueError, match="set `teacher`"):
+        recipe.setup(_config("umic-tiny", tmp_path / "u", loss={"teacher_rank": 2.0}), cpu, tmp_path / "scratch")
+    config = _config("umic-tiny", tmp_path / "u", loss={"teacher_rank": 2.0}, teacher="${CAPLENS_TINY_DIR}/clip",
+                     options={"prefix": "A photo depicts "})
+    state, unweighted = (recipe.setup(c, cpu, tmp_path / f"scratch{k}")
+                         for k, c in enumerate((config, _config("umic-tiny", tmp_path / "p"))))
+    torch.manual_seed(0)  # the tiny head scores every caption alike, and at equal logits the
+    with torch.no_grad():  # cross-entropy is log 2 whatever the teacher says: spread them
+        state.head.weight.normal_(0, 3)
+        unweighted.head.load_state_dict(state.head.state_dict())
+    state.trainable.eval()
+    unweighted.trainable.eval()
+    with torch.no_grad():
+        total, parts = recipe.batch_loss(state, batch, _random.Random(0), cpu)
+        plain, _ = recipe.batch_loss(unweighted, batch, _random.Random(0), cpu)
+        logits = recipe.one_logit(state, recipe.pixels(state, batch, cpu), [r["positive"] for r in batch], cpu)
+        pixels = state.teacher_pixels([r["image"] for r in batch], [image_key(r) for r in batch], cpu)
+        image = torch.nn.functional.normalize(clip_image_features(state.teacher, pixels), dim=-1)
+        text = torch.nn.functional.normalize(
+            clip_text_features(state.teacher, ["A photo depicts " + r["positive"] for r in batch], cpu), dim=-1)
+        teacher = (image * text).sum(-1).tolist()
+        temperature = 1 / float(state.teacher.model.logit_scale.exp())
+    terms = []
+    for i in range(len(batch)):
+        for j in range(len(batch)):
+            if image_key(batch[i]) != image_key(batch[j]):
+                z, y = float(logits[i] - logits[j]), 1 / (1 + math.exp(-(teacher[i] - teacher[j]) / temperature))
+                terms.append(-(y * math.log(1 / (1 + math.exp(-z))) + (1 - y) * math.log(1 / (1 + math.exp(z)))))
+    assert len({image_key(r) for r in batch}) > 1 and terms and float(logits.std()) > 0.1
+    assert parts["teacher_rank"] == pytest.approx(np.mean(terms), rel=1e-4)
+    assert float(total) == pytest.approx(float(plain) + 2.0 * np.mean(terms), rel=1e-4)
