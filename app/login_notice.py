@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gradio as gr
 
+from app.session import follow_login
+
 HOW_TO_GET_AN_ACCOUNT = (
     "**No account?** Accounts are made by whoever runs this server, on its command line: "
     "`caplens user add NAME --role annotator` (or `researcher`, `admin`). On its first start with an empty "
@@ -34,5 +36,5 @@ def login_notice(elem_prefix: str, purpose: str, roles: tuple[str, ...], user_st
     def shown(login):
         return notice_text(purpose, roles, login, login_here)
 
-    user_state.change(shown, user_state, notice, api_visibility="private")
+    follow_login(user_state, shown, [user_state], [notice])
     return notice

@@ -9,8 +9,11 @@ changes; nothing trusts it, so replaying a Gradio session hash logs nobody in.
 """
 from __future__ import annotations
 
+import inspect
 import os
+import weakref
 from pathlib import Path
+from typing import Callable
 from urllib.parse import urlsplit
 
 import gradio as gr
@@ -19,6 +22,7 @@ from gradio.utils import get_upload_folder
 from annotation.people.acting import collection_names
 from annotation.people.auth_sessions import hand_out, session_account
 from annotation.errors import user_message
+from app.errors import as_gradio_error
 
 TOKEN_COOKIE = "caplens-session"
 TOKEN_HEADER = "x-caplens-token"
@@ -132,5 +136,47 @@ def follow_collections(user_state: gr.State, refresh: gr.Button, collection: gr.
     def choices(request: gr.Request):
         return collection_choices(request, leading)
 
-    for trigger in (refresh.click, user_state.change):
-        trigger(choices, None, [collection, status], api_visibility="private")
+    refresh.click(choices, None, [collection, status], api_visibility="private")
+    follow_login(user_state, choices, [], [collection, status])
+
+
+# What each tab refreshes when the login changes, gathered per login state until `bind_login`
+# joins them into one event. Twenty `.change` listeners were twenty queue round trips and twenty
+# re-renders of the page: a login took 7-10 s in the browser tests.
+_FOLLOWERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def follow_login(user_state: gr.State, fn: Callable, inputs: list, outputs: list) -> None:
+    """Run `fn(*inputs[, request])` -> `outputs` when `user_state` changes (once `bind_login` ran).
+    `inputs` may name `user_state` alone; `fn` gets the request when it asks for a gr.Request."""
+    if any(component is not user_state for component in inputs):
+        raise ValueError("a login follower reads the login state only")
+    _FOLLOWERS.setdefault(user_state, []).append((fn, bool(inputs), list(outputs)))
+
+
+def _wants_request(fn: Callable) -> bool:
+    return any(p.annotation in (gr.Request, "gr.Request") for p in inspect.signature(fn).parameters.values())
+
+
+def bind_login(user_state: gr.State) -> None:
+    """One `user_state.change` event running every follower in turn. A follower that fails leaves
+    its own outputs as they are and says why in a warning; the others still refresh."""
+    followers = _FOLLOWERS.pop(user_state, [])
+    outputs = [component for _, _, outs in followers for component in outs]
+    if len({id(c) for c in outputs}) != len(outputs):
+        raise ValueError("two login followers write the same component")
+
+    def on_login_change(login, request: gr.Request):
+        values = []
+        for fn, reads_login, outs in followers:
+            args = ([login] if reads_login else []) + ([request] if _wants_request(fn) else [])
+            try:
+                result = fn(*args)
+            except Exception as exc:
+                gr.Warning(as_gradio_error(exc).message)
+                result = tuple(gr.skip() for _ in outs) if len(outs) > 1 else gr.skip()
+            values.extend(result if len(outs) > 1 else [result])
+        return values
+
+    if followers:
+        user_state.change(on_login_change, user_state, outputs, api_visibility="private")

@@ -7,6 +7,7 @@ import gradio as gr
 from annotation.warmup import warm_up_state
 from app import api, engine
 from app.errors import guard_events
+from app.session import bind_login
 from app.tabs import admin, agreement, analyze, analyze_files, annotate, data, failures, pairwise, perturb, score, train
 
 TITLE = "CapLens"
@@ -79,6 +80,7 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
                 pairwise.build(ctx, user_state)
             with gr.Tab("Admin", id="admin"):
                 admin.build(user_state)
+        bind_login(user_state)
         api.build(ctx)
         restore_login(demo, annotate_tab)
         demo.load(None, None, None, js=annotate.KEYBOARD_JS)

@@ -16,7 +16,7 @@ from annotation.people.accounts import ALL_ROLES
 from annotation.people.admin import DEFAULT_LINK_HOURS, admin_action, admin_screen
 from annotation.errors import user_message
 from app.login_notice import login_notice
-from app.session import account_id
+from app.session import account_id, follow_login
 
 PURPOSE = ("**Admin**: create accounts or one-time invite links with a role, disable and re-enable accounts, "
            "change roles, force a password reset, and read the log of these actions.")
@@ -85,4 +85,4 @@ def build(user_state: gr.State) -> None:
             return pd.DataFrame(columns=ACCOUNT_HEADERS), pd.DataFrame(columns=AUDIT_HEADERS), "", ""
 
     refresh.click(guarded(on_refresh), None, outputs, api_visibility="private")
-    user_state.change(guarded(on_login), None, outputs, api_visibility="private")
+    follow_login(user_state, on_login, [], outputs)

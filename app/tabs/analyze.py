@@ -11,7 +11,7 @@ from annotation.errors import user_message
 from annotation.scores.server_benchmarks import TABLE_COLUMNS, reproduce_on_server, server_benchmarks
 from app import engine, render
 from app.login_notice import login_notice
-from app.session import account_id, collection_row, follow_collections, logged_in
+from app.session import account_id, collection_row, follow_collections, follow_login, logged_in
 from scoring.analysis import plots
 from scoring.analysis.report import CorrelationFilters, correlation_cells, robustness_cells
 
@@ -100,8 +100,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
             return user_message(exc), gr.skip()
         return done.summary, done.table
 
-    for trigger in (bench_refresh.click, user_state.change):
-        trigger(on_benchmarks, None, [bench, bench_status], api_visibility="private")
+    bench_refresh.click(on_benchmarks, None, [bench, bench_status], api_visibility="private")
+    follow_login(user_state, on_benchmarks, [], [bench, bench_status])
     bench_run.click(on_reproduce, [bench], [bench_status, bench_table], show_progress_on=[bench_status],
                     api_visibility="private")
 

@@ -19,7 +19,7 @@ from annotation.errors import user_message
 from annotation.lab import collection_document_frequency, collection_images
 from app import engine, render
 from app.langs import language_choices
-from app.session import account_id, collection_dropdown, private_copies
+from app.session import account_id, collection_dropdown, follow_login, private_copies
 from app.uploads import LoadedImage, UploadError, load_upload
 from scoring.language_id import AUTO
 from scoring.session_scoring import BATCH, EXAMPLES, ScoreRequest, ScoreRow, example_document_frequencies, \
@@ -275,20 +275,24 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     def on_df_source(source):
         return gr.Dropdown(visible=source == COLLECTION)
 
-    def on_df_collection(name, request: gr.Request):
-        if not name:
-            return None, gr.skip()
+    def on_df_collection(name, source, request: gr.Request):
+        """The chosen collection's document frequencies (and True), counted only while a collection
+        is the source: a login fills in the first collection, which costs nothing until chosen."""
+        if source != COLLECTION or not name:
+            return None, gr.skip(), False
         try:
             frequencies = collection_document_frequency(account_id(request), name)
         except (PermissionError, ValueError, LookupError) as exc:
-            return None, user_message(exc)
+            return None, user_message(exc), False
         return frequencies, (f"CIDEr document frequencies from {frequencies.label}: "
-                             f"{frequencies.frequencies.reference_sets} reference sets.")
+                             f"{frequencies.frequencies.reference_sets} reference sets."), True
 
+    df_counted = gr.Checkbox(False, visible=False)
     df_source.change(on_df_source, df_source, df_collection, api_visibility="private")
-    df_collection.change(on_df_collection, df_collection, [df_state, status], api_visibility="private").then(
-        None, None, None, js=LIVE_JS)
-    user_state.change(collection_dropdown, None, df_collection, api_visibility="private")
+    for event in (df_source.change, df_collection.change):
+        event(on_df_collection, [df_collection, df_source], [df_state, status, df_counted],
+              api_visibility="private").then(None, df_counted, None, js=f"(counted) => {{ if (counted) ({LIVE_JS})(); }}")
+    follow_login(user_state, collection_dropdown, [], [df_collection])
 
     def on_collection(name, request: gr.Request):
         if not name:
@@ -311,7 +315,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         records = table_records([ScoreRow("", caption, list(entry["references"])) for caption in entry["captions"]])
         return image, with_pictures(records, image), entry["language"], ""
 
-    user_state.change(collection_dropdown, None, pick_collection, api_visibility="private")
+    follow_login(user_state, collection_dropdown, [], [pick_collection])
     pick_collection.change(on_collection, pick_collection, [pick_image, picked, pick_status],
                            api_visibility="private")
     pick_button.click(on_pick, [picked, pick_image], [files, rows, lang, pick_status],

@@ -24,7 +24,7 @@ from annotation.training import training_jobs as jobs
 from annotation.people.accounts import RESEARCH_ROLES
 from app import engine
 from app.login_notice import login_notice
-from app.session import account_id, collection_dropdown
+from app.session import account_id, collection_dropdown, follow_login
 
 PRESET_DATA, SET_FILE, COLLECTION = "the preset's data", "a set file", "a collection"
 REFRESH_S = 1.0
@@ -337,10 +337,10 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
     delete.click(on_delete, panel.job_id, outputs, api_visibility="private")
     delete_version.click(on_delete_version, versions, [versions, versions_note, panel.registry_event],
                          api_visibility="private")
-    user_state.change(on_login, user_state, outputs, api_visibility="private")
-    user_state.change(on_versions, user_state, versions, api_visibility="private")
+    follow_login(user_state, on_login, [user_state], outputs)
+    follow_login(user_state, on_versions, [user_state], [versions])
     listed.select(on_pick, listed, [panel.job_id, panel.timer], api_visibility="private")
     panel.registry_event.change(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None,
                                 score_metrics, api_visibility="private")
     panel.registry_event.change(on_versions, user_state, versions, api_visibility="private")
-    user_state.change(collection_dropdown, None, collection, api_visibility="private")
+    follow_login(user_state, collection_dropdown, [], [collection])

@@ -1,0 +1,74 @@
+"""A login refreshes every tab in one event: `follow_login` gathers what each tab shows for the
+login, `bind_login` runs them in turn as one `user_state.change` listener, and a follower that
+fails keeps its own outputs and warns without stopping the others."""
+from __future__ import annotations
+
+import gradio as gr
+import pytest
+
+from app.session import bind_login, follow_login
+
+
+class FakeRequest:
+    headers: dict = {}
+
+
+def login_listeners(demo: gr.Blocks, state: gr.State) -> list:
+    return [fn for fn in demo.fns.values() if (state._id, "change") in fn.targets]
+
+
+def test_followers_run_in_one_event_in_order_and_a_failing_one_keeps_its_outputs():
+    seen = []
+
+    def greets(login):
+        return f"hello {login['name']}"
+
+    def with_request(request: gr.Request):
+        seen.append(request)
+        return "first", "second"
+
+    def fails():
+        raise PermissionError("Log in as a researcher to see collections.")
+
+    with gr.Blocks() as demo:
+        state = gr.State(None)
+        a, b, c, d = (gr.Textbox() for _ in range(4))
+        follow_login(state, greets, [state], [a])
+        follow_login(state, fails, [], [b])
+        follow_login(state, with_request, [], [c, d])
+        bind_login(state)
+    [listener] = login_listeners(demo, state)
+    assert [o._id for o in listener.outputs] == [a._id, b._id, c._id, d._id]
+    request = FakeRequest()
+    with pytest.warns(UserWarning, match="Log in as a researcher"):
+        values = listener.fn({"name": "ada", "role": "annotator"}, request)
+    assert values[0] == "hello ada" and values[2:] == ["first", "second"]
+    assert values[1] == gr.skip()  # the failed follower's textbox stays as it was
+    assert seen == [request]
+
+
+def test_a_follower_reads_the_login_state_alone_and_no_component_is_written_twice():
+    with gr.Blocks():
+        state, other = gr.State(None), gr.State(None)
+        box = gr.Textbox()
+        with pytest.raises(ValueError, match="reads the login state only"):
+            follow_login(state, lambda x: x, [other], [box])
+        follow_login(state, lambda: "a", [], [box])
+        follow_login(state, lambda: "b", [], [box])
+        with pytest.raises(ValueError, match="same component"):
+            bind_login(state)
+
+
+def test_the_app_refreshes_every_tab_with_one_login_listener(monkeypatch, tmp_path):
+    """The whole app: one listener on the login state (there were twenty), which writes every
+    tab's notice and collection list."""
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    from app.engine import AppContext
+    from app.ui import build_app
+
+    demo = build_app(AppContext(profile="tiny", banner="", console=""))
+    [joined] = [fn for fn in demo.fns.values() if fn.name == "on_login_change"]
+    [(state_id, _)] = joined.targets
+    assert login_listeners(demo, demo.blocks[state_id]) == [joined]
+    written = {getattr(o, "elem_id", None) for o in joined.outputs}
+    assert {"annotate-login-notice", "admin-login-notice", "train-login-notice", "score-df-collection"} <= written
