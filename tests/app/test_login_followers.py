@@ -10,7 +10,9 @@ from app.session import bind_login, follow_login
 
 
 class FakeRequest:
+    """A request without a session: no token header, no cookie."""
     headers: dict = {}
+    cookies: dict = {}
 
 
 def login_listeners(demo: gr.Blocks, state: gr.State) -> list:
@@ -72,3 +74,24 @@ def test_the_app_refreshes_every_tab_with_one_login_listener(monkeypatch, tmp_pa
     assert login_listeners(demo, demo.blocks[state_id]) == [joined]
     written = {getattr(o, "elem_id", None) for o in joined.outputs}
     assert {"annotate-login-notice", "admin-login-notice", "train-login-notice", "score-df-collection"} <= written
+
+
+def test_the_score_tab_counts_document_frequencies_only_for_a_chosen_collection(monkeypatch, tmp_path):
+    """A login fills in the first collection for CIDEr's document frequencies; counting them (a
+    pass over the collection's references, then a rescore) waits until a collection is the
+    source, so logging in on another tab costs nothing there."""
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    from app.engine import AppContext
+    from app.tabs.score import BATCH, COLLECTION, EXAMPLES
+    from app.ui import build_app
+
+    demo = build_app(AppContext(profile="tiny", banner="", console=""))
+    counting = [fn for fn in demo.fns.values() if fn.name == "on_df_collection"]
+    sources = {demo.blocks[block_id].elem_id for fn in counting for block_id, _ in fn.targets}
+    assert sources == {"score-df-source", "score-df-collection"}
+    count = counting[0].fn
+    for source in (BATCH, EXAMPLES):
+        assert count("app-test", source, FakeRequest()) == (None, gr.skip(), False)
+    assert count("", COLLECTION, FakeRequest()) == (None, gr.skip(), False)
+    state, message, counted = count("app-test", COLLECTION, FakeRequest())  # no login: refused in words
+    assert state is None and counted is False and "log in" in message.lower()
