@@ -17,6 +17,7 @@ from typing import Callable
 from urllib.parse import urlsplit
 
 import gradio as gr
+from gradio.blocks import Block
 from gradio.utils import get_upload_folder
 
 from annotation.people.acting import collection_names
@@ -158,6 +159,11 @@ def _wants_request(fn: Callable) -> bool:
     return any(p.annotation in (gr.Request, "gr.Request") for p in inspect.signature(fn).parameters.values())
 
 
+def _by_component(result) -> bool:
+    """Whether a handler returned {component: value} (not an update, which is a dict too)."""
+    return isinstance(result, dict) and bool(result) and all(isinstance(k, Block) for k in result)
+
+
 def bind_login(user_state: gr.State) -> None:
     """One `user_state.change` event running every follower in turn. A follower that fails leaves
     its own outputs as they are and says why in a warning; the others still refresh."""
@@ -174,8 +180,11 @@ def bind_login(user_state: gr.State) -> None:
                 result = fn(*args)
             except Exception as exc:
                 gr.Warning(as_gradio_error(exc).message)
-                result = tuple(gr.skip() for _ in outs) if len(outs) > 1 else gr.skip()
-            values.extend(result if len(outs) > 1 else [result])
+                result = {}
+            if _by_component(result) or isinstance(result, dict) and not result:
+                values.extend(result.get(c, gr.skip()) for c in outs)  # Gradio's {component: value} form
+            else:
+                values.extend(result if len(outs) > 1 else [result])
         return values
 
     if followers:

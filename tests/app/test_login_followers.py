@@ -32,20 +32,25 @@ def test_followers_run_in_one_event_in_order_and_a_failing_one_keeps_its_outputs
     def fails():
         raise PermissionError("Log in as a researcher to see collections.")
 
+    def by_component():  # Gradio's other return form: only the named outputs change
+        return {f: "set"}
+
     with gr.Blocks() as demo:
         state = gr.State(None)
-        a, b, c, d = (gr.Textbox() for _ in range(4))
+        a, b, c, d, e, f = (gr.Textbox() for _ in range(6))
         follow_login(state, greets, [state], [a])
         follow_login(state, fails, [], [b])
         follow_login(state, with_request, [], [c, d])
+        follow_login(state, by_component, [], [e, f])
         bind_login(state)
     [listener] = login_listeners(demo, state)
-    assert [o._id for o in listener.outputs] == [a._id, b._id, c._id, d._id]
+    assert [o._id for o in listener.outputs] == [a._id, b._id, c._id, d._id, e._id, f._id]
     request = FakeRequest()
     with pytest.warns(UserWarning, match="Log in as a researcher"):
         values = listener.fn({"name": "ada", "role": "annotator"}, request)
-    assert values[0] == "hello ada" and values[2:] == ["first", "second"]
+    assert values[0] == "hello ada" and values[2:4] == ["first", "second"]
     assert values[1] == gr.skip()  # the failed follower's textbox stays as it was
+    assert values[4:] == [gr.skip(), "set"]
     assert seen == [request]
 
 
