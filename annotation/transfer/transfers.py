@@ -25,13 +25,34 @@ def import_upload(account_id: int | None, path: str | None, collection: str | No
                   progress: Callable[[str, int, int], None] | None = None) -> dict:
     """Import `path` (CSV, JSONL, or a zip of images with a manifest) all or nothing into
     `collection` (default: named after the file); the import report as a dict, naming the
-    upload by its file name (never the server's folder it was uploaded to)."""
+    upload by its file name (never the server's folder it was uploaded to), and in words as
+    `summary`."""
     if not path:
         raise ValueError("Upload a file to import (CSV, JSONL, or a zip of images with a manifest).")
     with acting(account_id, read_only=True) as (session, user):  # the import commits its own short batches
         report = import_file(session, user, path, collection=(collection or "").strip() or None,
                              fmt=None if fmt in (None, "auto") else fmt, progress=progress, commit_batches=True)
-        return report.to_dict() | {"source": Path(path).name}
+        report = report.to_dict() | {"source": Path(path).name}
+    return report | {"summary": import_summary(report)}
+
+
+def _count(n: int, singular: str, plural: str | None = None) -> str:
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
+def import_summary(report: dict) -> str:
+    """An import report (`import_upload`'s dict) in words, every count of it named."""
+    c = report["counts"]
+    written = [_count(c.get("captions", 0), "caption"), _count(c.get("references", 0), "reference"),
+               _count(c.get("ratings", 0), "rating"), _count(c.get("critical_annotations", 0), "critical-object annotation")]
+    lines = [f"Imported {report['source']} ({report['format']}, {_count(c.get('rows', 0), 'row')}) into "
+             f"'{report['collection']}' as import #{report['import_id']}.",
+             "Written: " + ", ".join(written) + ".",
+             f"Images: {c.get('images_new', 0)} new, {c.get('images_existing', 0)} already stored."]
+    if c.get("annotators_created"):
+        lines.append(f"{_count(c['annotators_created'], 'annotator account')} created for the file's annotator "
+                     "names, without a login.")
+    return "\n".join(lines)
 
 
 def _downloadable(path: Path, folder: Path) -> str:

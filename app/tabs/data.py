@@ -6,7 +6,6 @@ download as a copy only this session may fetch.
 """
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 
@@ -80,7 +79,7 @@ def build(user_state: gr.State) -> None:
             report = import_upload(account_id(request), path, into, import_format, _progress_callback(progress))
         except (PermissionError, ValueError, LookupError, OSError) as exc:
             return user_message(exc), "Import failed: nothing was written."
-        return json.dumps(report, indent=2, ensure_ascii=False), f"Imported into {report['collection']}."
+        return report["summary"], f"Imported into {report['collection']}."
 
     def on_export(export_what, chosen_format, chosen_collection, request: gr.Request, progress=gr.Progress()):
         progress(0.1, desc=f"exporting {export_what}")

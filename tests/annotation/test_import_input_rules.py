@@ -94,3 +94,19 @@ def test_the_web_import_report_names_the_upload_not_the_servers_folder(engine, a
     path.write_text(json.dumps({"image": "a.png", "caption": "a red square"}))
     report = import_upload(accounts["rita"].id, str(path), "web")
     assert report["source"] == "mine.jsonl" and str(tmp_path) not in json.dumps(report)
+    assert report["summary"] == (f"Imported mine.jsonl (jsonl, 1 row) into 'web' as import #{report['import_id']}.\n"
+                                 "Written: 1 caption, 0 references, 0 ratings, 0 critical-object annotations.\n"
+                                 "Images: 1 new, 0 already stored.")
+
+
+def test_the_import_summary_names_every_count_in_words():
+    from annotation.transfer.transfers import import_summary
+
+    counts = {"rows": 7, "captions": 2, "references": 1, "ratings": 6, "critical_annotations": 1, "images_new": 0,
+              "images_existing": 2, "annotators_created": 3}
+    report = {"import_id": 9, "collection": "cli", "source": "r.jsonl", "format": "jsonl", "counts": counts}
+    assert import_summary(report) == (
+        "Imported r.jsonl (jsonl, 7 rows) into 'cli' as import #9.\n"
+        "Written: 2 captions, 1 reference, 6 ratings, 1 critical-object annotation.\n"
+        "Images: 0 new, 2 already stored.\n"
+        "3 annotator accounts created for the file's annotator names, without a login.")

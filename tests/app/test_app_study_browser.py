@@ -235,7 +235,10 @@ def test_a_collection_imported_in_data_appears_in_annotate(page, server, study, 
     open_tab(page, "Data")
     page.locator("#data-import-file input[type=file]").set_input_files(str(rows))
     page.locator("#data-import-button").click()
-    page.wait_for_function(value_is("data-import-report", '"collection": "zz-imported"'))
+    page.wait_for_function(value_is("data-import-report", "into 'zz-imported' as import #"))
+    report = page.locator("#data-import-report textarea").input_value()
+    assert "Written: 1 caption, 0 references, 0 ratings, 0 critical-object annotations." in report, report
+    assert "Images: 0 new, 1 already stored." in report, report
     open_tab(page, "Annotate")
     page.locator("#annotate-collection input").click()
     page.get_by_role("option", name="zz-imported", exact=True).wait_for()
