@@ -497,7 +497,6 @@ def test_umic_teacher_rank_term_distils_the_teacher_clips_order_of_other_images_
     import math
     import random as _random
 
-    from scoring.training import losses
     from scoring.training.models import clip_image_features, clip_text_features
     from scoring.training.recipes import RECIPES
 
