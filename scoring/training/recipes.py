@@ -37,6 +37,15 @@ def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1)
 
 
+def frozen_teacher(config: TrainConfig, device, needed_by: str):
+    """The frozen CLIP `teacher` of a loss term that reads one (`needed_by` says which and why)."""
+    if config.teacher is None:
+        raise ValueError(f"{needed_by}: set `teacher` (a CLIP folder or PROFILE:BACKBONE, e.g. world:clip)")
+    teacher = load_trainable(config.teacher, device, ("clip",))
+    teacher.model.requires_grad_(False).eval()
+    return teacher
+
+
 def _cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """(len(a), len(b)) cosine similarities."""
     return torch.nn.functional.normalize(a.float(), dim=-1) @ torch.nn.functional.normalize(b.float(), dim=-1).T
@@ -244,13 +253,8 @@ class SpecsRecipe(ClipRecipe):
 
     def setup(self, config, device, scratch):
         state = super().setup(config, device, scratch)
-        state.teacher = None
-        if state.weights["anchor"]:
-            if config.teacher is None:
-                raise ValueError("loss.anchor keeps SPECS's short-caption similarities where `teacher` (a CLIP "
-                                 "folder or PROFILE:BACKBONE, e.g. world:clip) puts them: set `teacher`")
-            state.teacher = load_trainable(config.teacher, device, ("clip",))
-            state.teacher.model.requires_grad_(False).eval()
+        state.teacher = frozen_teacher(config, device, "loss.anchor keeps SPECS's short-caption similarities where "
+                                       "the teacher puts them") if state.weights["anchor"] else None
         return state
 
     @torch.no_grad()
@@ -558,14 +562,10 @@ class UmicRecipe(ItmRecipe):
             one.bias.copy_(head.bias[1:2] - head.bias[0:1])
         state.head = one
         state.trainable = nn.ModuleDict({"itm": state.itm.model, "head": one})
-        state.teacher = None
-        if state.weights["teacher_rank"]:
-            if config.teacher is None:
-                raise ValueError("loss.teacher_rank orders captions of different images as `teacher` (a CLIP folder "
-                                 "or PROFILE:BACKBONE, e.g. world:clip) does: set `teacher`")
-            state.teacher = load_trainable(config.teacher, device, ("clip",))
-            state.teacher.model.requires_grad_(False).eval()
-            state.teacher_pixels = PixelCache(state.teacher.image_processor)
+        state.teacher = frozen_teacher(config, device, "loss.teacher_rank orders captions of different images as "
+                                       "the teacher does") if state.weights["teacher_rank"] else None
+        if state.teacher is not None:
+            state.teacher_pixels, state.teacher_images = PixelCache(state.teacher.image_processor), {}
         return state
 
     def one_logit(self, state, pixels, texts, device):
@@ -577,10 +577,15 @@ class UmicRecipe(ItmRecipe):
     @torch.no_grad()
     def teacher_scores(self, state, rows, device) -> tuple[torch.Tensor, float]:
         """The teacher CLIP's cosine of each row's image and positive caption (with the CLIP-S
-        prefix, `options.prefix`), and its temperature 1 / logit scale."""
-        pixels = state.teacher_pixels([r["image"] for r in rows], [image_key(r) for r in rows], device)
+        prefix, `options.prefix`), and its temperature 1 / logit scale. An image's embedding is
+        kept: a scene's captions are rows of their own, so its image comes back in later batches."""
+        keys = [image_key(r) for r in rows]
+        new = sorted({k: r["image"] for k, r in zip(keys, rows) if k not in state.teacher_images}.items())
+        if new:
+            pixels = state.teacher_pixels([image for _, image in new], [k for k, _ in new], device)
+            state.teacher_images.update(zip([k for k, _ in new], clip_image_features(state.teacher, pixels).float()))
         prefix = state.config.options.get("prefix", "")
-        return _cos(clip_image_features(state.teacher, pixels).float(),
+        return _cos(torch.stack([state.teacher_images[k] for k in keys]),
                     clip_text_features(state.teacher, [prefix + r["positive"] for r in rows], device).float()), \
             float(1 / state.teacher.model.logit_scale.exp())
 
