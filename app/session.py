@@ -152,11 +152,8 @@ def follow_login(user_state: gr.State, fn: Callable, inputs: list, outputs: list
     `inputs` may name `user_state` alone; `fn` gets the request when it asks for a gr.Request."""
     if any(component is not user_state for component in inputs):
         raise ValueError("a login follower reads the login state only")
-    _FOLLOWERS.setdefault(user_state, []).append((fn, bool(inputs), list(outputs)))
-
-
-def _wants_request(fn: Callable) -> bool:
-    return any(p.annotation in (gr.Request, "gr.Request") for p in inspect.signature(fn).parameters.values())
+    wants_request = any(p.annotation in (gr.Request, "gr.Request") for p in inspect.signature(fn).parameters.values())
+    _FOLLOWERS.setdefault(user_state, []).append((fn, bool(inputs), wants_request, list(outputs)))
 
 
 def _by_component(result) -> bool:
@@ -168,14 +165,14 @@ def bind_login(user_state: gr.State) -> None:
     """One `user_state.change` event running every follower in turn. A follower that fails leaves
     its own outputs as they are and says why in a warning; the others still refresh."""
     followers = _FOLLOWERS.pop(user_state, [])
-    outputs = [component for _, _, outs in followers for component in outs]
+    outputs = [component for *_, outs in followers for component in outs]
     if len({id(c) for c in outputs}) != len(outputs):
         raise ValueError("two login followers write the same component")
 
     def on_login_change(login, request: gr.Request):
         values = []
-        for fn, reads_login, outs in followers:
-            args = ([login] if reads_login else []) + ([request] if _wants_request(fn) else [])
+        for fn, reads_login, wants_request, outs in followers:
+            args = ([login] if reads_login else []) + ([request] if wants_request else [])
             try:
                 result = fn(*args)
             except Exception as exc:
