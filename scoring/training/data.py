@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,7 @@ def load_set(path: str | Path) -> tuple[list[dict], str, dict]:
     return rows, digest.hexdigest(), about
 
 
-WORLD_SETS_VERSION = 4  # bumped when the world's set writers change, so cached sets are rewritten (2: UMIC's own negatives; 3: long captions as UMIC positives too; 4: UMIC groups name their style and the scene's short caption)
+WORLD_SETS_VERSION = 5  # bumped when the world's set writers change, so cached sets are rewritten (2: UMIC's own negatives; 3: long captions as UMIC positives too; 4: UMIC groups name their style and the scene's short caption; 5: PAC-S rows carry the scene's long caption)
 
 
 def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
@@ -101,15 +102,24 @@ def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
     key = hashlib.sha256(json.dumps([spec, rated, WORLD_SETS_VERSION], sort_keys=True).encode()).hexdigest()[:16]
     folder = data_dir() / "cache" / "world-sets" / key
     name = "ratings.jsonl" if rated else f"{kind}.jsonl"
-    done = folder / "DONE"
-    if not done.is_file():
+    if not (folder / "DONE").is_file():
+        # Written aside and renamed into place: two runs that ask for the same set at once each
+        # write their own copy, the first to finish is kept, and neither reads a half-written one.
+        partial = folder.with_name(f"{key}.partial-{os.getpid()}")
+        shutil.rmtree(partial, ignore_errors=True)
         scenes = split_scenes(spec["split"], int(spec["scenes"]), skip)
         langs = tuple(spec["languages"])
         if rated:
-            write_rated_collection(folder, scenes, langs, size=int(spec["size"]), workers=os.cpu_count() or 1)
+            write_rated_collection(partial, scenes, langs, size=int(spec["size"]), workers=os.cpu_count() or 1)
         else:
-            write_finetune_sets(folder, scenes, langs, size=int(spec["size"]))
-        done.write_text(json.dumps(spec), encoding="utf-8")
+            write_finetune_sets(partial, scenes, langs, size=int(spec["size"]))
+        (partial / "DONE").write_text(json.dumps(spec), encoding="utf-8")
+        if folder.is_dir() and not (folder / "DONE").is_file():
+            shutil.rmtree(folder)  # left by a writer that stopped before it finished
+        try:
+            os.rename(partial, folder)
+        except OSError:  # another run finished the same set first; the sets are seeded, so equal
+            shutil.rmtree(partial)
     rows, digest, about = load_set(folder / name)
     return rows, digest, about | {"world": spec}
 

@@ -146,11 +146,53 @@ class Recipe:
 
 # -- CLIP-based: world-CLIP, PAC-S, SPECS ---------------------------------------------------------
 class ClipRecipe(Recipe):
+    """CLIP fine-tuning.  A recipe with an `anchor` loss weight can hold one style of caption where a
+    frozen `teacher` puts it (`anchor_field`: the row field of those captions; a CapLens addition,
+    the papers have none): the mean squared difference between the batch's image x caption cosine
+    matrix and the teacher's, over the rows that have such a caption."""
+
+    anchor_field = ""  # the row field `loss.anchor` holds; "" for recipes without the term
+    anchor_reason = ""  # why, for the error that asks for `teacher`
+
     def setup(self, config, device, scratch):
         base = config.base or str(self.build_initial(config, scratch))
         clip = load_trainable(base, device, ("clip",))
+        weights = self.weights(config)
+        teacher = frozen_teacher(config, device, self.anchor_reason) if weights.get("anchor") else None
         return SimpleNamespace(clip=clip, trainable=clip.model, pixels=PixelCache(clip.image_processor),
-                               weights=self.weights(config), prefix=config.options.get("prefix", ""), config=config)
+                               weights=weights, prefix=config.options.get("prefix", ""), config=config, teacher=teacher,
+                               teacher_images={}, teacher_texts={})
+
+    @torch.no_grad()
+    def prepare(self, state, rows, device):
+        """With `loss.anchor`: the frozen teacher's embedding of every image and anchored caption,
+        once, in sorted chunks (the same values in a resumed run), not again at every step."""
+        state.teacher_images, state.teacher_texts = {}, {}
+        if state.teacher is None:
+            return
+        anchored = [r for r in rows if r.get(self.anchor_field)]
+        if not anchored:
+            raise ValueError(f"loss.anchor holds the captions of the rows' `{self.anchor_field}` field; no row has one")
+        images = {image_key(r): r["image"] for r in anchored}
+        keys = sorted(images)
+        for i in range(0, len(keys), 64):
+            chunk = keys[i:i + 64]
+            pixels = state.pixels([images[k] for k in chunk], chunk, device)
+            state.teacher_images.update(zip(chunk, clip_image_features(state.teacher, pixels).float()))
+        texts = sorted({r[self.anchor_field] for r in anchored})
+        for i in range(0, len(texts), 128):
+            chunk = texts[i:i + 128]
+            state.teacher_texts.update(zip(chunk, clip_text_features(state.teacher, [state.prefix + t for t in chunk],
+                                                                     device).float()))
+
+    def anchor_loss(self, state, rows, image, text) -> torch.Tensor:
+        """Mean squared difference between the image x anchored-caption cosine matrix of `rows`
+        (`image`, `text`: the student's embeddings of those rows) and the teacher's: the other
+        images' captions in a batch stand in for wrong ones, so the student keeps how its base
+        scores that style of caption, for the right image and the wrong ones."""
+        teacher = _cosine_matrix(torch.stack([state.teacher_images[image_key(r)] for r in rows]),
+                                 torch.stack([state.teacher_texts[r[self.anchor_field]] for r in rows]))
+        return ((_cosine_matrix(image, text) - teacher.to(image.device)) ** 2).mean()
 
     def build_initial(self, config: TrainConfig, scratch: Path) -> Path:
         raise ValueError(f"recipe {self.name} needs `base` (a CLIP folder or PROFILE:BACKBONE)")
@@ -228,15 +270,29 @@ class WorldClipRecipe(ClipRecipe):
 
 
 class PacsRecipe(ClipRecipe):
-    """PAC-S: real pairs plus generated images V' and generated captions T' as extra positives."""
+    """PAC-S: real pairs plus generated images V' and generated captions T' as extra positives.
+
+    With `loss.anchor` (and `teacher`), the rows' long captions (`long_caption`, when a row has
+    one) stay where the teacher scores them: fine-tuning on short pairs otherwise pulls long
+    captions' scores down towards short ones, which costs the order across caption styles."""
+
+    anchor_field = "long_caption"
+    anchor_reason = "loss.anchor keeps PAC-S's long-caption similarities where the teacher puts them"
 
     def batch_loss(self, state, rows, rng, device):
         ids = [image_key(r) for r in rows]
+        image = self.images(state, rows, device)
         loss, parts = losses.pacs_loss(
-            self.images(state, rows, device), self.texts(state, [r["caption"] for r in rows], device),
+            image, self.texts(state, [r["caption"] for r in rows], device),
             self.images(state, rows, device, key="generated_image"),
             self.texts(state, [r["generated_caption"] for r in rows], device),
             self.scale(state), state.weights["lambda_v"], state.weights["lambda_t"], ids)
+        anchored = [i for i, r in enumerate(rows) if r.get(self.anchor_field)]
+        if state.teacher is not None and len(anchored) > 1:
+            picked = [rows[i] for i in anchored]
+            text = self.texts(state, [r[self.anchor_field] for r in picked], device)
+            anchor = self.anchor_loss(state, picked, image[anchored], text)
+            loss, parts = loss + state.weights["anchor"] * anchor, parts | {"anchor": anchor.item()}
         return loss, parts
 
     def evaluate(self, state, rows, device):
@@ -249,41 +305,11 @@ class SpecsRecipe(ClipRecipe):
     `options.contrastive_on` names the row fields whose texts the contrastive term pairs with
     the image, averaged: `["positive"]` (c_j + d+, the default, as the shipped world runs), the
     paper's `["caption"]` (the full caption), or e.g. `["positive", "short_caption"]` to keep a
-    style of caption the triplets never show aligned with the image."""
+    style of caption the triplets never show aligned with the image.  With `loss.anchor` (and
+    `teacher`), the short captions stay where the teacher scores them."""
 
-    def setup(self, config, device, scratch):
-        state = super().setup(config, device, scratch)
-        state.teacher = frozen_teacher(config, device, "loss.anchor keeps SPECS's short-caption similarities where "
-                                       "the teacher puts them") if state.weights["anchor"] else None
-        return state
-
-    @torch.no_grad()
-    def prepare(self, state, rows, device):
-        """With `loss.anchor`: the frozen teacher's embedding of every image and short caption, once,
-        in sorted chunks (the same values in a resumed run), not again at every step."""
-        state.teacher_images, state.teacher_texts = {}, {}
-        if state.teacher is None:
-            return
-        images = {image_key(r): r["image"] for r in rows}
-        keys = sorted(images)
-        for i in range(0, len(keys), 64):
-            chunk = keys[i:i + 64]
-            pixels = state.pixels([images[k] for k in chunk], chunk, device)
-            state.teacher_images.update(zip(chunk, clip_image_features(state.teacher, pixels).float()))
-        texts = sorted({r["short_caption"] for r in rows})
-        for i in range(0, len(texts), 128):
-            chunk = texts[i:i + 128]
-            state.teacher_texts.update(zip(chunk, clip_text_features(state.teacher, [state.prefix + t for t in chunk],
-                                                                     device).float()))
-
-    def anchor_loss(self, state, rows, image, short) -> torch.Tensor:
-        """Mean squared difference between the batch's image x short-caption cosine matrix (`image`,
-        `short`: SPECS's embeddings) and the teacher's: the short captions of the other images in a
-        batch stand in for wrong ones, so SPECS keeps how its base orders short captions (a CapLens
-        addition; the paper has none)."""
-        teacher = _cosine_matrix(torch.stack([state.teacher_images[image_key(r)] for r in rows]),
-                                 torch.stack([state.teacher_texts[r["short_caption"]] for r in rows]))
-        return ((_cosine_matrix(image, short) - teacher.to(image.device)) ** 2).mean()
+    anchor_field = "short_caption"
+    anchor_reason = "loss.anchor keeps SPECS's short-caption similarities where the teacher puts them"
 
     def contrastive_fields(self, state, rows) -> list[str]:
         fields = list(state.config.options.get("contrastive_on", ["positive"]))
@@ -301,7 +327,7 @@ class SpecsRecipe(ClipRecipe):
         ids = [image_key(r) for r in rows]
         fields = self.contrastive_fields(state, rows)
         texts = {"positive": positive}  # each field's texts encoded once, also when the anchor reads them
-        for f in fields + (["short_caption"] if state.teacher is not None else []):
+        for f in fields + ([self.anchor_field] if state.teacher is not None else []):
             if f not in texts:
                 texts[f] = self.texts(state, [r[f] for r in rows], device)
         contrastive = sum(losses.info_nce(image, texts[f], self.scale(state), ids) for f in fields) / len(fields)
@@ -309,7 +335,7 @@ class SpecsRecipe(ClipRecipe):
         loss, parts = losses.specs_loss(contrastive, _cos(image, base), _cos(image, positive), _cos(image, negative),
                                         (w["alpha"], w["beta"], w["gamma"]))
         if state.teacher is not None:
-            anchor = self.anchor_loss(state, rows, image, texts["short_caption"])
+            anchor = self.anchor_loss(state, rows, image, texts[self.anchor_field])
             loss, parts = loss + w["anchor"] * anchor, parts | {"anchor": anchor.item()}
         return loss, parts
 
@@ -1071,7 +1097,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
                  "lambda2": losses.PRMCS_LAMBDAS[1], "lambda3": losses.PRMCS_LAMBDAS[2], "anchor": 0.0}),
     PacsRecipe("pac-s", "PAC-S", "clip", "pacs",
                "PAC-S: symmetric InfoNCE + λv·L(V', T) + λt·L(V, T') with generated images and captions",
-               {"lambda_v": 0.05, "lambda_t": 0.05}),
+               {"lambda_v": 0.05, "lambda_t": 0.05, "anchor": 0.0}),
     SpecsRecipe("specs", "SPECS", "clip", "specs",
                 "SPECS: α·L_contrastive + β·L_pos + γ·L_neg, detached batch margin ε",
                 {"alpha": losses.SPECS_WEIGHTS[0], "beta": losses.SPECS_WEIGHTS[1], "gamma": losses.SPECS_WEIGHTS[2],

@@ -211,7 +211,8 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
     another image's caption, repetition & removal, word-order permutation), as UMIC trains;
     umic-errors: the same positive with four controlled content errors (another scene's caption
     where fewer apply), negatives of another kind than training's; pacs: caption, another description of the scene as generated
-    text and a re-rendered image as generated image.
+    text and a re-rendered image as generated image, and the scene's long caption ("" without one:
+    what PAC-S's `loss.anchor` holds).
     """
     from scoring.perturb.ops import PRMCS_OPS, perturb
 
@@ -262,7 +263,8 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
             alternative = realise(describe_short(scene, random.Random(scene.seed + 1)), lang).text
             pacs.append({"image": image, "caption": cap.text, "language": lang, "generated_caption": alternative,
                          "generated_by": "world grammar (another description of the scene)",
-                         "generated_image": f"images_generated/{variant.name}"})
+                         "generated_image": f"images_generated/{variant.name}",
+                         "long_caption": caps["long"][lang].text if "long" in caps else ""})
     umic = _umic_paper_groups(scenes, all_caps, paths, langs, seed)
     sets = {"teacher": teacher, "prmcs": prmcs, "specs": specs, "umic": umic, "umic-errors": umic_errors, "pacs": pacs}
     for name, rows in sets.items():

@@ -426,6 +426,51 @@ def test_specs_anchor_is_the_squared_gap_between_its_and_the_teachers_short_capt
         state_for({"anchor": 1.0}, teacher=None)
 
 
+def test_pacs_anchor_holds_the_long_captions_of_the_rows_that_have_one(tmp_path):
+    """PAC-S's `loss.anchor`: the squared gap between its and the teacher's image x long-caption
+    cosine matrices, over only the rows whose scene has a long caption; without any, an error."""
+    import random as _random
+
+    from scoring.training.models import clip_image_features, clip_text_features
+    from scoring.training.recipes import RECIPES
+
+    recipe = RECIPES["pac-s"]
+    rows, _, _ = world_set("pacs", {"scenes": 10, "size": 32, "languages": ["en"]})
+    with_long = [r for r in rows if r["long_caption"]]
+    assert 2 <= len(with_long) < len(rows)  # the world's sparse scenes have no long caption
+    cpu = torch.device("cpu")
+
+    def state_for(weights):
+        state = recipe.setup(_config("pac-s-tiny", tmp_path / "p", teacher="${CAPLENS_TINY_DIR}/clip", loss=weights),
+                             cpu, tmp_path / "scratch")
+        state.trainable.eval()
+        return state
+
+    plain, anchored = state_for({}), state_for({"anchor": 2.0})
+    assert plain.teacher is None
+    with torch.no_grad():
+        recipe.prepare(anchored, rows, cpu)
+        loss, _ = recipe.batch_loss(plain, rows, _random.Random(0), cpu)
+        same, parts = recipe.batch_loss(anchored, rows, _random.Random(0), cpu)
+        assert parts["anchor"] == pytest.approx(0.0, abs=1e-10) and float(same) == pytest.approx(float(loss), rel=1e-6)
+        for p in [*anchored.teacher.model.text_projection.parameters(), *anchored.teacher.model.visual_projection.parameters()]:
+            p.add_(0.05 * torch.randn_like(p))
+        recipe.prepare(anchored, rows, cpu)
+        moved, parts = recipe.batch_loss(anchored, rows, _random.Random(0), cpu)
+
+        def matrix(clip):
+            keys = [image_key(r) for r in with_long]
+            image = clip_image_features(clip, anchored.pixels([r["image"] for r in with_long], keys, cpu))
+            text = clip_text_features(clip, [anchored.prefix + r["long_caption"] for r in with_long], cpu)
+            return torch.nn.functional.normalize(image, dim=-1) @ torch.nn.functional.normalize(text, dim=-1).T
+
+        by_hand = float(((matrix(anchored.clip) - matrix(anchored.teacher)) ** 2).mean())
+    assert by_hand > 1e-6 and parts["anchor"] == pytest.approx(by_hand, rel=1e-5)
+    assert float(moved) == pytest.approx(float(loss) + 2.0 * by_hand, rel=1e-5)
+    with pytest.raises(ValueError, match="no row has one"):
+        recipe.prepare(anchored, [{**r, "long_caption": ""} for r in rows], cpu)
+
+
 def test_umic_detail_term_ranks_each_long_reference_above_its_scenes_short_one(tmp_path):
     """`loss.detail` (0 by default): the UMIC ranking loss of each long positive against its scene's
     short caption, by hand from the model's own scores; evaluate reports it apart from the paper's kinds."""
