@@ -53,6 +53,10 @@ def test_write_all_formats(tmp_path):
                           for r in errors)
     pacs = rows("pacs")
     assert all((tmp_path / "finetune" / r["generated_image"]).is_file() and r["generated_caption"] for r in pacs)
+    # each PAC-S row carries its scene's long caption in its language ("" where the scene has none)
+    long = {(r["image"], r["language"]): r["caption"] for r in rows("teacher") if r["style"] == "long"}
+    assert [r["long_caption"] for r in pacs] == [long.get((r["image"], r["language"]), "") for r in pacs]
+    assert any(r["long_caption"] for r in pacs) and {r["caption"] for r in pacs} == set(short.values())
     meta = json.loads((tmp_path / "retrieval" / "meta" / "world.json").read_text(encoding="utf-8"))
     assert meta["languages"] == ["en", "de", "fr", "es", "ja"]
     assert all(set(e["captions"]) == set(meta["languages"]) for e in meta["images"])
