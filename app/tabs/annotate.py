@@ -326,24 +326,27 @@ def build(user_state: gr.State):
 
     login_outputs = [user_state, login_status, work_tabs, login_box, logout_button, password_box]
 
+    # A login, a join and a page load fill the collection list in the same event that shows the
+    # login (a `.then` of its own was one more queued round trip for the page to wait on).
     def on_login(_user_name, message, request: gr.Request):
-        """After the page's call to the login route: whom the session cookie names now."""
+        """After the page's call to the login route: whom the session cookie names now, and
+        the collections it may see."""
         shown = shown_login(request, message)
         if shown[0] is None and not message:  # the route said yes, but the browser kept no cookie
             shown = (shown[0], COOKIE_REFUSED, *shown[2:])
-        return (*shown, "")
+        return (*shown, "", collection_dropdown(request))
 
     for trigger in (login_button.click, password.submit):
-        trigger(on_login, [name, password], [*login_outputs, password], js=LOGIN_JS,
-                api_visibility="private").then(collection_dropdown, None, collection, api_visibility="private")
+        trigger(on_login, [name, password], [*login_outputs, password, collection], js=LOGIN_JS,
+                api_visibility="private")
 
     def on_join(_user_name, message, _again, request: gr.Request):
         shown = shown_login(request, message)
-        return (*shown, gr.Column(visible=shown[0] is None), "", "")
+        return (*shown, gr.Column(visible=shown[0] is None), "", "", collection_dropdown(request))
 
     join_button.click(on_join, [join_name, join_password, join_again],
-                      [*login_outputs, join_box, join_password, join_again], js=JOIN_JS,
-                      api_visibility="private").then(collection_dropdown, None, collection, api_visibility="private")
+                      [*login_outputs, join_box, join_password, join_again, collection], js=JOIN_JS,
+                      api_visibility="private")
 
     def on_password(message, _new, _again, request: gr.Request):
         """After the password route: every login of the account ended, this one too."""
@@ -400,15 +403,30 @@ def build(user_state: gr.State):
         return [[r.caption_id, r.text, *[r.values[f] for f in queue_screens.tasks.RATING_FIELDS], r.edits, r.changed]
                 for r in rows]
 
+    def on_guidelines(collection_name, request: gr.Request):
+        try:
+            shown = study_guidelines(account_id(request), collection_name)
+        except (PermissionError, ValueError, LookupError):
+            return gr.Accordion(visible=False), ""
+        return gr.Accordion(visible=bool(shown.text), open=shown.first), shown.text
+
+    def on_annotate_collection(collection_name, request: gr.Request):
+        """Another collection chosen (or filled in at login): its next item, my ratings in it and
+        its study's guidelines, in one event (three were three queued round trips)."""
+        return (*next_screen(collection_name, request), on_my_ratings(collection_name, request),
+                *on_guidelines(collection_name, request))
+
+    next_screen = refused_in_status(on_next, 7, 8)
+
     rating_inputs = {
-        on_next: [collection],
         on_save: [collection, rate_caption_id, overall, use_aspects, fluency, relevance, descriptiveness, touched,
                   skipped_aspects],
         on_skip: [collection, rate_caption_id],
         on_back: [collection, rate_caption_id],
     }
-    for trigger, handler in ((collection.change, on_next), (save_button.click, on_save), (skip_button.click, on_skip),
-                             (back_button.click, on_back)):
+    collection.change(on_annotate_collection, collection, [*rating_outputs, my_table, guidelines_box, guidelines_text],
+                      api_visibility="private").then(None, None, None, js=SCROLL_TOP_JS)
+    for trigger, handler in ((save_button.click, on_save), (skip_button.click, on_skip), (back_button.click, on_back)):
         shown = trigger(refused_in_status(handler, 7, 8), rating_inputs[handler], rating_outputs,
                         api_visibility="private", js=SAVE_JS if handler is on_save else None)
         shown.then(None, None, None, js=SCROLL_TOP_JS)
@@ -422,7 +440,7 @@ def build(user_state: gr.State):
     def on_withdraw(collection_name, caption_id, request: gr.Request):
         return show(queue_screens.withdraw_rating(account_id(request), collection_name, caption_id), request)
 
-    for trigger in (my_box.expand, my_refresh.click, collection.change):
+    for trigger in (my_box.expand, my_refresh.click):
         trigger(on_my_ratings, collection, my_table, api_visibility="private")
 
     def on_row(event: gr.SelectData):
@@ -434,14 +452,6 @@ def build(user_state: gr.State):
     my_withdraw.click(refused_in_status(on_withdraw, 7, 8), [collection, my_caption_id], rating_outputs,
                       api_visibility="private").then(on_my_ratings, collection, my_table, api_visibility="private")
 
-    def on_guidelines(collection_name, request: gr.Request):
-        try:
-            shown = study_guidelines(account_id(request), collection_name)
-        except (PermissionError, ValueError, LookupError):
-            return gr.Accordion(visible=False), ""
-        return gr.Accordion(visible=bool(shown.text), open=shown.first), shown.text
-
-    collection.change(on_guidelines, collection, [guidelines_box, guidelines_text], api_visibility="private")
     use_aspects.input(lambda use: gr.Column(visible=use), use_aspects, aspect_box, api_visibility="private")
     for field, slider, label in (("overall", overall, OVERALL_LABEL), ("fluency", fluency, "Fluency"),
                                  ("relevance", relevance, "Relevance"),
@@ -544,17 +554,19 @@ def build(user_state: gr.State):
         the collection list whenever it is opened."""
         def on_load(request: gr.Request):
             shown = shown_login(request)
+            # Logged out, the list stays as the page has it (empty): no change, so no rating
+            # screen is fetched for nobody on every page load.
+            collections = collection_dropdown(request) if shown[0] is not None else gr.skip()
             token = request.query_params.get(LINK_PARAMETER) if request is not None else None
             if not token:
-                return (*shown, gr.Column(visible=False), "")
+                return (*shown, gr.Column(visible=False), "", collections)
             try:
                 text = link_page(token).text
             except PermissionError as exc:  # unknown, used or expired: said where the login status is
-                return (shown[0], user_message(exc), *shown[2:], gr.Column(visible=False), "")
-            return (*shown, gr.Column(visible=True), text)
+                return (shown[0], user_message(exc), *shown[2:], gr.Column(visible=False), "", collections)
+            return (*shown, gr.Column(visible=True), text, collections)
 
-        demo.load(on_load, None, [*login_outputs, join_box, join_text], api_visibility="private").then(
-            collection_dropdown, None, collection, api_visibility="private")
+        demo.load(on_load, None, [*login_outputs, join_box, join_text, collection], api_visibility="private")
 
         def refresh(current, request: gr.Request):
             try:

@@ -337,10 +337,17 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
     delete.click(on_delete, panel.job_id, outputs, api_visibility="private")
     delete_version.click(on_delete_version, versions, [versions, versions_note, panel.registry_event],
                          api_visibility="private")
-    follow_login(user_state, on_login, [user_state], outputs)
+    def metric_choices():
+        return gr.CheckboxGroup(choices=engine.metric_names(ctx.profile))
+
+    # A login refreshes what `registry_event` would (the versions, the Score tab's metric list)
+    # itself, and leaves that State out: the page fires a State's change when an event first
+    # writes it while its tab was never opened, even with nothing in it, so each first login
+    # of a page sent two more queued events.
+    follow_login(user_state, on_login, [user_state], [c for c in outputs if c is not panel.registry_event])
     follow_login(user_state, on_versions, [user_state], [versions])
+    follow_login(user_state, metric_choices, [], [score_metrics])
     listed.select(on_pick, listed, [panel.job_id, panel.timer], api_visibility="private")
-    panel.registry_event.change(lambda: gr.CheckboxGroup(choices=engine.metric_names(ctx.profile)), None,
-                                score_metrics, api_visibility="private")
+    panel.registry_event.change(metric_choices, None, score_metrics, api_visibility="private")
     panel.registry_event.change(on_versions, user_state, versions, api_visibility="private")
     follow_login(user_state, collection_dropdown, [], [collection])

@@ -62,12 +62,11 @@ def export(http: httpx.Client, server, session_hash: str | None = None) -> list:
 
 
 def next_rating(http: httpx.Client, server) -> dict:
-    """The Annotate tab: its collection list filled for this login, then the next item to rate."""
+    """The Annotate tab: its collection list filled for this login (on page load), then the
+    next item to rate."""
     session_hash = uuid.uuid4().hex
-    on_next = server.demo.fns[fn_index(server, "on_next")]
-    run_event(http, server, "collection_dropdown", [], session_hash,
-              fn_index(server, "collection_dropdown", output=on_next.inputs[0]))
-    return run_event(http, server, "on_next", [server.collection, None], session_hash)
+    run_event(http, server, "on_load", [], session_hash)
+    return run_event(http, server, "on_annotate_collection", [server.collection, None], session_hash)
 
 
 def test_the_api_lists_exactly_the_documented_endpoints(server):
