@@ -73,7 +73,7 @@ def build(ctx: engine.AppContext) -> None:
                                  label="Scores before and after (PR-MCS Table 7 layout)", interactive=False,
                                  wrap=True, elem_id="perturb-table",
                                  column_widths=render.column_widths(render.TABLE7_COLUMNS))
-            chart = gr.Plot(label="Change per metric and operation")
+            chart = gr.Plot(label="Change per metric and operation", elem_id="perturb-chart")
             with gr.Accordion("Save into a collection (researcher login, Annotate tab)", open=False):
                 with gr.Row():
                     save_collection = gr.Textbox(label="Collection", value="perturbation-lab",

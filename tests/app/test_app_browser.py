@@ -96,6 +96,12 @@ def column_widths_right(page, selector: str) -> dict[str, float]:
                                      "ths => Object.fromEntries(ths.map(t => [t.title, t.getBoundingClientRect().right]))")
 
 
+def plot_drawn(page, selector: str) -> None:
+    """Wait until Plotly has drawn the chart at `selector` (its SVG is in the page): what a fixed
+    second before a screenshot or a look at the chart waited for."""
+    page.wait_for_function(f"() => !!document.querySelector({selector + ' .js-plotly-plot .main-svg'!r})")
+
+
 def wait_for_status(page, text: str) -> str:
     page.wait_for_function(
         f"() => document.querySelector('#score-status textarea')?.value.includes({text!r})")
@@ -155,7 +161,7 @@ def test_upload_then_scores_appear(page, image_file, artifacts, tmp_path):
     assert table["BLEU-1"][1] == "✓" and table["BLEU-1"][-1] == "available"
     assert table["BLEU-1"][2] == "1"  # red.png's own reference
     assert all(re.fullmatch(r"\d+(\.\d+)?", v) for v in table["CLIP-S"][2:4]), table["CLIP-S"]
-    page.wait_for_timeout(1000)  # let Plotly draw before the screenshot
+    plot_drawn(page, "#score-chart")
     legend = page.locator("#score-chart .legendtext").all_text_contents()
     assert legend == ["a red square", "a blue square"]  # series named by their caption
     page.screenshot(path=str(artifacts / "score-tab.png"), full_page=True)
@@ -169,7 +175,7 @@ def test_an_example_scores_in_one_click_and_edits_rescore_live(page, artifacts):
     assert rows[0][:2] == ["world-500000.png", "a small green circle"] and len(rows) == 6
     table = {r[0]: r for r in table_rows(page, "#score-table")}
     assert all(re.fullmatch(r"-?\d+(\.\d+)?", v) for v in table["CLIP-S"][2:8]), table["CLIP-S"]
-    page.wait_for_timeout(800)
+    plot_drawn(page, "#score-chart")
     page.screenshot(path=str(artifacts / "score-example.png"), full_page=True)
     # Edit one candidate in the table: no button press, scored once the edits stop.
     edit_cell(page, "#score-rows [data-testid=cell-1-1]", "a small green square")
@@ -223,7 +229,7 @@ def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts)
         "#perturb-table th[role=columnheader]", "ths => ths.map(t => [t.title, t.getBoundingClientRect().height])")
     assert {"Robustness", "Substitution", "Original"} <= {title for title, _ in heights}, heights
     assert max(h for _, h in heights) < 1.5 * min(h for _, h in heights), heights
-    page.wait_for_timeout(1000)  # let Plotly draw the change chart before the screenshot
+    plot_drawn(page, "#perturb-chart")
     page.screenshot(path=str(artifacts / "perturbation-lab.png"), full_page=True)
 
 
@@ -366,7 +372,7 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
     for table in ("#score-rows", "#score-items"):
         page.wait_for_function(f"() => document.querySelector('{table} [role=row].virtual-row img')?.naturalWidth > 0")
     assert page.dialogs == []
-    page.wait_for_timeout(1000)  # let Plotly draw before the screenshot
+    plot_drawn(page, "#score-chart")
     page.screenshot(path=str(artifacts / "failure-opened-in-score.png"), full_page=True)
 
 
@@ -519,7 +525,7 @@ def test_tiny_job_runs_to_the_end_and_a_reload_finds_it(page, server, artifacts,
     assert "100 %" in page.locator("#train-progress").inner_text()
     assert "step 6/6" in page.locator("#train-log textarea").input_value()
     assert "done" in page.locator("#train-jobs").inner_text() and name in page.locator("#train-jobs").inner_text()
-    page.wait_for_timeout(1000)  # let Plotly draw the loss curve before the screenshot
+    plot_drawn(page, "#train-loss")
     assert page.locator("#train-loss .js-plotly-plot").count() == 1
     assert not page.locator("#train-cancel").is_visible()  # the job has ended
     assert broken_words(page, "#train-result") == []

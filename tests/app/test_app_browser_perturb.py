@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.app.test_app_browser import CHROMIUM, TIMEOUT_MS, browser, cell_texts, page  # noqa: F401 - fixtures
+from tests.app.test_app_browser import CHROMIUM, TIMEOUT_MS, browser, cell_texts, page, plot_drawn  # noqa: F401 - fixtures
 
 pytestmark = [
     pytest.mark.browser,
@@ -37,7 +37,7 @@ def test_an_example_runs_the_lab_with_the_operations_own_p(page, artifacts):
     caption = page.locator("#perturb-caption textarea").input_value()
     assert "⌫" not in slot and "\u0336" in slot, slot
     assert all(word in slot.replace("\u0336", "") for word in caption.split()), (slot, caption)
-    page.wait_for_timeout(1000)  # let Plotly draw before the screenshot
+    plot_drawn(page, "#perturb-chart")
     page.screenshot(path=str(artifacts / "perturbation-lab-example.png"), full_page=True)
     page.locator("#perturb-slot-0").screenshot(path=str(artifacts / "perturbation-lab-removal.png"))
 

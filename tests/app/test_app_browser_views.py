@@ -11,7 +11,7 @@ import pytest
 
 from tests.app.conftest import free_port
 from tests.app.test_app_browser import (CHROMIUM, TIMEOUT_MS, broken_words, browser, page, table_rows,  # noqa: F401
-                                        wait_for_status)
+                                        plot_drawn, wait_for_status)
 
 pytestmark = [
     pytest.mark.browser,
@@ -46,7 +46,7 @@ def test_each_row_and_each_scored_pair_shows_its_image(page, artifacts):
         assert all(right <= box["x"] + box["width"] + 1 and height < 80 for _, right, height in headers), (box, headers)
         for table in ("#score-rows", "#score-table", "#score-items"):  # no word split over two lines
             assert broken_words(page, table) == [], table
-    page.wait_for_timeout(800)
+    plot_drawn(page, "#score-chart")
     page.screenshot(path=str(artifacts / "score-pictures.png"), full_page=True)
 
 
@@ -122,7 +122,7 @@ def test_the_score_tab_on_a_390_px_phone(browser, offline_server, artifacts):
     banner.locator("summary").click()
     page.locator("#score-examples button.gallery-item").first.click()
     wait_for_status(page, "Scored 6 image–caption pair(s)")
-    page.wait_for_timeout(1000)  # let Plotly draw
+    plot_drawn(page, "#score-chart")
     top = page.evaluate("() => document.querySelector('#score-status').getBoundingClientRect().top + window.scrollY")
     assert top < 2 * PHONE["height"], top  # results start within the second screen
     # The scores table: the metric, its status icon and the first pairs' numbers in view.
