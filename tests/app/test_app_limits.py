@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -221,6 +222,16 @@ def test_copies_handed_to_sessions_are_swept_when_old_and_all_at_start(server, t
     from app.serve import sweep_own_files
     from app.session import private_files_root
 
+    from gradio.utils import get_upload_folder
+
+    from app.uploads import DOWNLOAD_PREFIX
+
+    # The session's server has handed out copies since the suite began, which a long run makes
+    # older than 900 s: they are made fresh, so this file is the one old file the sweep must find.
+    earlier = [p for root in (private_files_root(), *Path(get_upload_folder()).glob(f"{DOWNLOAD_PREFIX}*"))
+               for p in root.rglob("*") if p.is_file()]
+    for path in earlier:
+        os.utime(path)
     old, fresh = private_files_root() / "a" / "old.csv", private_files_root() / "b" / "fresh.csv"
     for path in (old, fresh):
         path.parent.mkdir(parents=True, exist_ok=True)
