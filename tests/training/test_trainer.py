@@ -379,12 +379,21 @@ def test_specs_contrastive_term_pairs_the_image_with_the_fields_contrastive_on_n
                           [{k: v for k, v in r.items() if k != "short_caption"} for r in rows], _random.Random(0), cpu)
 
 
+def _anchor_cosines(state, clip, rows, field):
+    """By hand: the image x `field`-caption cosine matrix of `rows` under `clip` (a recipe's anchor)."""
+    from scoring.training.models import clip_image_features, clip_text_features
+
+    cpu = torch.device("cpu")
+    image = clip_image_features(clip, state.pixels([r["image"] for r in rows], [image_key(r) for r in rows], cpu))
+    text = clip_text_features(clip, [state.prefix + r[field] for r in rows], cpu)
+    return torch.nn.functional.normalize(image, dim=-1) @ torch.nn.functional.normalize(text, dim=-1).T
+
+
 def test_specs_anchor_is_the_squared_gap_between_its_and_the_teachers_short_caption_cosine_matrices(tmp_path):
     """`loss.anchor` (with `teacher`): mean over the batch's image x short-caption cosine matrix of
     (SPECS − teacher)²; zero while SPECS is still its teacher, by hand against a changed teacher."""
     import random as _random
 
-    from scoring.training.models import clip_image_features, clip_text_features
     from scoring.training.recipes import RECIPES
 
     recipe = RECIPES["specs"]
@@ -411,13 +420,8 @@ def test_specs_anchor_is_the_squared_gap_between_its_and_the_teachers_short_capt
         recipe.prepare(anchored, rows, cpu)
         moved, parts = recipe.batch_loss(anchored, rows, _random.Random(0), cpu)
 
-        def matrix(clip):
-            keys = [image_key(r) for r in rows]
-            image = clip_image_features(clip, anchored.pixels([r["image"] for r in rows], keys, cpu))
-            text = clip_text_features(clip, [anchored.prefix + r["short_caption"] for r in rows], cpu)
-            return torch.nn.functional.normalize(image, dim=-1) @ torch.nn.functional.normalize(text, dim=-1).T
-
-        student, teacher = matrix(anchored.clip), matrix(anchored.teacher)
+        student, teacher = (_anchor_cosines(anchored, clip, rows, "short_caption")
+                            for clip in (anchored.clip, anchored.teacher))
         by_hand = float(((student - teacher) ** 2).mean())
     assert student.shape == (len(rows), len(rows)) and by_hand > 1e-6
     assert parts["anchor"] == pytest.approx(by_hand, rel=1e-5)
@@ -431,7 +435,6 @@ def test_pacs_anchor_holds_the_long_captions_of_the_rows_that_have_one(tmp_path)
     cosine matrices, over only the rows whose scene has a long caption; without any, an error."""
     import random as _random
 
-    from scoring.training.models import clip_image_features, clip_text_features
     from scoring.training.recipes import RECIPES
 
     recipe = RECIPES["pac-s"]
@@ -458,13 +461,8 @@ def test_pacs_anchor_holds_the_long_captions_of_the_rows_that_have_one(tmp_path)
         recipe.prepare(anchored, rows, cpu)
         moved, parts = recipe.batch_loss(anchored, rows, _random.Random(0), cpu)
 
-        def matrix(clip):
-            keys = [image_key(r) for r in with_long]
-            image = clip_image_features(clip, anchored.pixels([r["image"] for r in with_long], keys, cpu))
-            text = clip_text_features(clip, [anchored.prefix + r["long_caption"] for r in with_long], cpu)
-            return torch.nn.functional.normalize(image, dim=-1) @ torch.nn.functional.normalize(text, dim=-1).T
-
-        by_hand = float(((matrix(anchored.clip) - matrix(anchored.teacher)) ** 2).mean())
+        by_hand = float(((_anchor_cosines(anchored, anchored.clip, with_long, "long_caption")
+                          - _anchor_cosines(anchored, anchored.teacher, with_long, "long_caption")) ** 2).mean())
     assert by_hand > 1e-6 and parts["anchor"] == pytest.approx(by_hand, rel=1e-5)
     assert float(moved) == pytest.approx(float(loss) + 2.0 * by_hand, rel=1e-5)
     with pytest.raises(ValueError, match="no row has one"):
