@@ -1,10 +1,10 @@
 """Warming a server up in the background, so that the first click on Score or Analyze is warm.
 
-After start, `start_warm_up` loads every metric of the profile by scoring one small image and
-caption with each (backbones, tokenisers, Java for the COCO metrics), then, once the demo
-collection exists (a first run fills it beside the server), analyses it once as its owner:
-its scores are stored (`annotation.scores.score_store`), so the first Analyze of it only reads them
-and correlates. `warm_up_state` says how far it got, for the page's banner.
+After start, `start_warm_up` loads language detection and every metric of the profile by
+scoring one small image and caption with each (backbones, tokenisers, Java for the COCO
+metrics), then, once the demo collection exists (a first run fills it beside the server),
+analyses it once as its owner: its scores are stored (`annotation.scores.score_store`), so the
+first Analyze of it only reads them and correlates. `warm_up_state` says how far it got, for the page's banner.
 """
 from __future__ import annotations
 
@@ -78,10 +78,15 @@ def load_models(scorer, metrics: Sequence[str]) -> dict[str, str]:
     for those that cannot run."""
     from scoring.api import ScoreItem
 
+    from scoring.language_id import detect_language
+
     item = ScoreItem(image=_probe_image(), candidate="a small red square", references=["a red square", "a red box"],
                      lang="en", image_id="warm-up.png")
     unavailable = {}
     _set(stage=LOADING, done=0, total=len(metrics))
+    # Language detection loads its models on its first call (3.6 s on a 2-core machine): here,
+    # not in the first score of a caption whose language is left to "auto".
+    detect_language(item.candidate)
     for number, name in enumerate(metrics, start=1):
         for metric, result in scorer.score([item], [name]).items():
             if result.unavailable:

@@ -42,9 +42,11 @@ def test_warm_up_loads_each_metric_then_analyses_the_demo_collection_so_analyze_
     from annotation.demo_seed import seed_demo
     from db.models import Collection, MetricScore
     from db.session import dispose_engines
+    from scoring.language_id import _detector
     from scoring.world.demo import DEMO_COLLECTION
 
     try:
+        _detector.cache_clear()  # as in a fresh server: no detector built, no language model loaded
         seeding = threading.Thread(target=seed_demo, kwargs={"scenes": 2})
         scorer = CountingScorer()
         names = ["BLEU-1", "CLIP-S", "ROUGE-L"]
@@ -55,6 +57,7 @@ def test_warm_up_loads_each_metric_then_analyses_the_demo_collection_so_analyze_
         # One probe per metric, one metric at a time, before the collection.
         assert [metrics for _, metrics in scorer.calls[:3]] == [("BLEU-1",), ("CLIP-S",), ("ROUGE-L",)]
         assert all(count == 1 for count, _ in scorer.calls[:3])
+        assert _detector.cache_info().currsize == 1  # language detection ran once, loading its models
         assert sum(count for count, _ in scorer.calls[3:]) > 0  # the collection's captions
         assert len(lines) == 1 and lines[0].startswith("warmed up in ")
         assert lines[0].endswith(f"models loaded, collection {DEMO_COLLECTION!r} scored.")
