@@ -200,20 +200,20 @@ def metric_table_datatypes(columns: Sequence[str]) -> list[str]:
 
 
 def series_labels(frame: pd.DataFrame, limit: int = 32) -> list[str]:
-    """A legend label per scored row: its caption, shortened; the image's name is added where
-    the same caption is scored for several images, the row number where two labels would
-    still read the same."""
+    """A legend label per scored row: its number, as the tables' "#n" columns name it, and its
+    caption, shortened; the image's name is added where the same caption is scored for several
+    images."""
     def short(text: str) -> str:
         return text if len(text) <= limit else text[: limit - 1] + "…"
 
     captions = list(frame["caption"])
     labels = []
-    for caption, image in zip(captions, frame["image"]):
-        label = short(str(caption))
+    for number, caption, image in zip(frame["#"], captions, frame["image"]):
+        label = f"#{number} {short(str(caption))}"
         if captions.count(caption) > 1 and image:
             label = f"{label} ({short(str(image))})"
         labels.append(label)
-    return [f"#{n} {label}" if labels.count(label) > 1 else label for n, label in zip(frame["#"], labels)]
+    return labels
 
 
 def scores_bar_chart(frame: pd.DataFrame, metric_columns: Sequence[str], title: str,

@@ -163,7 +163,7 @@ def test_upload_then_scores_appear(page, image_file, artifacts, tmp_path):
     assert all(re.fullmatch(r"\d+(\.\d+)?", v) for v in table["CLIP-S"][2:4]), table["CLIP-S"]
     plot_drawn(page, "#score-chart")
     legend = page.locator("#score-chart .legendtext").all_text_contents()
-    assert legend == ["a red square", "a blue square"]  # series named by their caption
+    assert legend == ["#1 a red square", "#2 a blue square"]  # series named by their row and caption
     page.screenshot(path=str(artifacts / "score-tab.png"), full_page=True)
 
 
