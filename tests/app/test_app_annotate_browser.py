@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from tests.app.conftest import png_bytes
-from tests.app.test_app_browser import TIMEOUT_MS, browser, page, table_rows  # noqa: F401 (fixtures)
+from tests.app.test_app_browser import TIMEOUT_MS, browser, log_in, open_tab, page, table_rows  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser
 CAPTION = "a man in a white shirt rides a horse"
@@ -38,27 +38,6 @@ def seeded(server):
             if name == "zz-missing":
                 image_path(image).unlink()
     return ids
-
-
-def open_tab(page, name: str) -> None:
-    """Click a tab; on a narrow screen Gradio moves the tabs that do not fit into a "..." menu."""
-    tab = page.get_by_role("tab", name=name, exact=True)
-    if not tab.is_visible():
-        page.locator(".overflow-menu button").first.click()
-        tab = page.locator(".overflow-dropdown button", has_text=name)
-    tab.click()
-
-
-def log_in(page, name: str, password: str) -> None:
-    open_tab(page, "Annotate")
-    if page.locator("#logout-button").is_visible():  # the form folds away while logged in
-        page.locator("#logout-button").click()
-        page.locator("#login-name textarea").wait_for()
-    page.locator("#login-name textarea").fill(name)
-    page.locator("#login-password input, #login-password textarea").first.fill(password)
-    page.locator("#login-button").click()
-    page.wait_for_function(
-        "() => document.querySelector('#login-status textarea')?.value.startsWith('Logged in')")
 
 
 def choose(page, collection: str) -> None:

@@ -292,8 +292,17 @@ def edit_cell(page, cell: str, text: str) -> None:
     page.keyboard.press("Enter")
 
 
+def open_tab(page, name: str) -> None:
+    """Click a tab; on a narrow screen Gradio moves the tabs that do not fit into a "..." menu."""
+    tab = page.get_by_role("tab", name=name, exact=True)
+    if not tab.is_visible():
+        page.locator(".overflow-menu button").first.click()
+        tab = page.locator(".overflow-dropdown button", has_text=name)
+    tab.click()
+
+
 def log_in(page, name: str, password: str) -> None:
-    page.get_by_role("tab", name="Annotate").click()
+    open_tab(page, "Annotate")
     if page.locator("#logout-button").is_visible():  # the form folds away while logged in (issue 24)
         page.locator("#logout-button").click()
         page.locator("#login-name textarea").wait_for()
