@@ -61,12 +61,21 @@ def csv_rows(text: str) -> RawRows:
         return []
     rows = []
     for record in _records(reader):
-        label = f"line {reader.line_num}"
+        label = _lines(record, reader.line_num)
         if None in record:
             rows.append((label, "more fields than the header has columns"))
             continue
         rows.append((label, {k.strip(): _cell(k.strip(), v) for k, v in record.items() if k}))
     return rows
+
+
+def _lines(record: dict, last: int) -> str:
+    """Where a record stands in the file: "line N", or "lines N-M" when a quoted field spans
+    lines (the reader counts only to a record's last line, so a caption with a line break
+    was reported one line past where its row starts)."""
+    cells = [v for k, v in record.items() if k is not None] + list(record.get(None) or [])
+    breaks = sum(cell.count("\n") for cell in cells if isinstance(cell, str))
+    return f"line {last}" if not breaks else f"lines {last - breaks}-{last}"
 
 
 def _records(reader: csv.DictReader):

@@ -110,3 +110,18 @@ def test_the_import_summary_names_every_count_in_words():
         "Written: 2 captions, 1 reference, 6 ratings, 1 critical-object annotation.\n"
         "Images: 0 new, 2 already stored.\n"
         "3 annotator accounts created for the file's annotator names, without a login.")
+
+
+def test_a_csv_error_names_the_lines_where_its_row_stands(engine, accounts, tmp_path, make_png):
+    """A quoted caption with line breaks makes one row span lines: an error names them all,
+    counted from the row's first line, and the rows after it keep their own line numbers."""
+    (tmp_path / "a.png").write_bytes(make_png())
+    path = tmp_path / "breaks.csv"
+    path.write_text('image,caption,annotator,score\n'
+                    'a.png,"a red square\non a table",rita,0.5\n'  # lines 2-3: fine
+                    'a.png,"two\r\nlines",two words,0.5\n'  # lines 4-5: a name with a space
+                    'a.png,one line,two words,0.5\n', encoding="utf-8", newline="")  # line 6
+    with session_scope(engine) as session, pytest.raises(ImportRejected) as rejected:
+        import_file(session, accounts["rita"], path, collection="breaks")
+    assert [error.split(":")[0] for error in rejected.value.errors] == ["lines 4-5", "line 6"]
+    assert all("invalid user name 'two words'" in error for error in rejected.value.errors)
