@@ -79,6 +79,14 @@ def pacs_loss(image: torch.Tensor, text: torch.Tensor, generated_image: torch.Te
     return real + lambda_v * visual + lambda_t * textual, {"real": real.item(), "v": visual.item(), "t": textual.item()}
 
 
+def style_gap(long: torch.Tensor, short: torch.Tensor, teacher_long: torch.Tensor,
+              teacher_short: torch.Tensor) -> torch.Tensor:
+    """Mean squared difference between each image's long-minus-short caption similarity and the
+    teacher's (all four: one cosine per row, its image with its own caption). A CapLens addition
+    for PAC-S: it keeps the order across caption styles and leaves each style free to move."""
+    return (((long - short) - (teacher_long - teacher_short)) ** 2).mean()
+
+
 def specs_hinge(better: torch.Tensor, worse: torch.Tensor) -> torch.Tensor:
     """SPECS eq. 3: mean max(0, θ(worse) − θ(better) + ε), with ε the batch-mean of
     θ(better) − θ(worse), detached and clamped to [0, 1] (the paper's "clamped for

@@ -153,20 +153,22 @@ class ClipRecipe(Recipe):
 
     anchor_field = ""  # the row field `loss.anchor` holds; "" for recipes without the term
     anchor_reason = ""  # why, for the error that asks for `teacher`
+    teacher_terms = ("anchor",)  # the loss weights that read the teacher
 
     def setup(self, config, device, scratch):
         base = config.base or str(self.build_initial(config, scratch))
         clip = load_trainable(base, device, ("clip",))
         weights = self.weights(config)
-        teacher = frozen_teacher(config, device, self.anchor_reason) if weights.get("anchor") else None
+        wanted = any(weights.get(term) for term in self.teacher_terms)
+        teacher = frozen_teacher(config, device, self.anchor_reason) if wanted else None
         return SimpleNamespace(clip=clip, trainable=clip.model, pixels=PixelCache(clip.image_processor),
                                weights=weights, prefix=config.options.get("prefix", ""), config=config, teacher=teacher,
                                teacher_images={}, teacher_texts={})
 
     @torch.no_grad()
     def prepare(self, state, rows, device):
-        """With `loss.anchor`: the frozen teacher's embedding of every image and anchored caption,
-        once, in sorted chunks (the same values in a resumed run), not again at every step."""
+        """With a teacher term: the frozen teacher's embedding of every anchored row's image and
+        captions, once, in sorted chunks (the same values in a resumed run), not again at every step."""
         state.teacher_images, state.teacher_texts = {}, {}
         if state.teacher is None:
             return
@@ -179,11 +181,15 @@ class ClipRecipe(Recipe):
             chunk = keys[i:i + 64]
             pixels = state.pixels([images[k] for k in chunk], chunk, device)
             state.teacher_images.update(zip(chunk, clip_image_features(state.teacher, pixels).float()))
-        texts = sorted({r[self.anchor_field] for r in anchored})
+        texts = sorted({r[f] for r in anchored for f in (self.anchor_field, *self.teacher_fields(state))})
         for i in range(0, len(texts), 128):
             chunk = texts[i:i + 128]
             state.teacher_texts.update(zip(chunk, clip_text_features(state.teacher, [state.prefix + t for t in chunk],
                                                                      device).float()))
+
+    def teacher_fields(self, state) -> tuple[str, ...]:
+        """Row fields, besides `anchor_field`, whose captions the teacher embeds once."""
+        return ()
 
     def anchor_loss(self, state, rows, image, text) -> torch.Tensor:
         """Mean squared difference between the image x anchored-caption cosine matrix of `rows`
@@ -274,26 +280,48 @@ class PacsRecipe(ClipRecipe):
 
     With `loss.anchor` (and `teacher`), the rows' long captions (`long_caption`, when a row has
     one) stay where the teacher scores them: fine-tuning on short pairs otherwise pulls long
-    captions' scores down towards short ones, which costs the order across caption styles."""
+    captions' scores down towards short ones, which costs the order across caption styles.
+    `loss.style_gap` holds less: only each row's gap between its image's long and short caption
+    (`caption`), as the teacher has it, so short captions may still reorder across images."""
 
     anchor_field = "long_caption"
-    anchor_reason = "loss.anchor keeps PAC-S's long-caption similarities where the teacher puts them"
+    anchor_reason = "loss.anchor and loss.style_gap keep PAC-S's long-caption similarities where the teacher puts them"
+    teacher_terms = ("anchor", "style_gap")
+
+    def teacher_fields(self, state):
+        return ("caption",) if state.weights["style_gap"] else ()
 
     def batch_loss(self, state, rows, rng, device):
         ids = [image_key(r) for r in rows]
         image = self.images(state, rows, device)
+        short = self.texts(state, [r["caption"] for r in rows], device)
         loss, parts = losses.pacs_loss(
-            image, self.texts(state, [r["caption"] for r in rows], device),
-            self.images(state, rows, device, key="generated_image"),
+            image, short, self.images(state, rows, device, key="generated_image"),
             self.texts(state, [r["generated_caption"] for r in rows], device),
             self.scale(state), state.weights["lambda_v"], state.weights["lambda_t"], ids)
         anchored = [i for i, r in enumerate(rows) if r.get(self.anchor_field)]
         if state.teacher is not None and len(anchored) > 1:
             picked = [rows[i] for i in anchored]
             text = self.texts(state, [r[self.anchor_field] for r in picked], device)
-            anchor = self.anchor_loss(state, picked, image[anchored], text)
-            loss, parts = loss + state.weights["anchor"] * anchor, parts | {"anchor": anchor.item()}
+            if state.weights["anchor"]:
+                anchor = self.anchor_loss(state, picked, image[anchored], text)
+                loss, parts = loss + state.weights["anchor"] * anchor, parts | {"anchor": anchor.item()}
+            if state.weights["style_gap"]:
+                gap = self.style_gap_loss(state, picked, image[anchored], text, short[anchored])
+                loss, parts = loss + state.weights["style_gap"] * gap, parts | {"style_gap": gap.item()}
         return loss, parts
+
+    def style_gap_loss(self, state, rows, image, long_text, short_text) -> torch.Tensor:
+        """`losses.style_gap` of `rows` (the student's embeddings of their images, long and short
+        captions) against the teacher's cached embeddings of the same."""
+        def own(a, b):  # each row's image with its own caption
+            return torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1)
+
+        teacher_image = torch.stack([state.teacher_images[image_key(r)] for r in rows]).to(image.device)
+        teacher_long = torch.stack([state.teacher_texts[r[self.anchor_field]] for r in rows]).to(image.device)
+        teacher_short = torch.stack([state.teacher_texts[r["caption"]] for r in rows]).to(image.device)
+        return losses.style_gap(own(image, long_text), own(image, short_text),
+                                own(teacher_image, teacher_long), own(teacher_image, teacher_short))
 
     def evaluate(self, state, rows, device):
         return self.retrieval(state, rows, device, "caption")
@@ -1097,7 +1125,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
                  "lambda2": losses.PRMCS_LAMBDAS[1], "lambda3": losses.PRMCS_LAMBDAS[2], "anchor": 0.0}),
     PacsRecipe("pac-s", "PAC-S", "clip", "pacs",
                "PAC-S: symmetric InfoNCE + λv·L(V', T) + λt·L(V, T') with generated images and captions",
-               {"lambda_v": 0.05, "lambda_t": 0.05, "anchor": 0.0}),
+               {"lambda_v": 0.05, "lambda_t": 0.05, "anchor": 0.0, "style_gap": 0.0}),
     SpecsRecipe("specs", "SPECS", "clip", "specs",
                 "SPECS: α·L_contrastive + β·L_pos + γ·L_neg, detached batch margin ε",
                 {"alpha": losses.SPECS_WEIGHTS[0], "beta": losses.SPECS_WEIGHTS[1], "gamma": losses.SPECS_WEIGHTS[2],

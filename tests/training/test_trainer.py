@@ -469,6 +469,51 @@ def test_pacs_anchor_holds_the_long_captions_of_the_rows_that_have_one(tmp_path)
         recipe.prepare(anchored, [{**r, "long_caption": ""} for r in rows], cpu)
 
 
+def test_pacs_style_gap_holds_each_images_long_minus_short_similarity(tmp_path):
+    """PAC-S's `loss.style_gap`: mean over the rows with a long caption of ((long − short) −
+    (teacher's long − teacher's short))², each a row's image with its own caption; zero while
+    PAC-S is its teacher, by hand against a changed teacher, and blind to a shift of both styles."""
+    import random as _random
+
+    from scoring.training import losses
+    from scoring.training.recipes import RECIPES
+
+    by_formula = losses.style_gap(torch.tensor([0.5, 0.2]), torch.tensor([0.1, 0.3]),
+                                  torch.tensor([0.4, 0.2]), torch.tensor([0.2, 0.2]))
+    assert float(by_formula) == pytest.approx(((0.4 - 0.2) ** 2 + (-0.1 - 0.0) ** 2) / 2)
+    shifted = losses.style_gap(torch.tensor([0.9, 0.6]), torch.tensor([0.5, 0.7]),  # both styles +0.4
+                               torch.tensor([0.4, 0.2]), torch.tensor([0.2, 0.2]))
+    assert float(shifted) == pytest.approx(float(by_formula))
+
+    recipe = RECIPES["pac-s"]
+    rows, _, _ = world_set("pacs", {"scenes": 10, "size": 32, "languages": ["en"]})
+    with_long = [r for r in rows if r["long_caption"]]
+    cpu = torch.device("cpu")
+    state = recipe.setup(_config("pac-s-tiny", tmp_path / "p", teacher="${CAPLENS_TINY_DIR}/clip",
+                                 loss={"style_gap": 3.0}), cpu, tmp_path / "scratch")
+    state.trainable.eval()
+    plain = recipe.setup(_config("pac-s-tiny", tmp_path / "q"), cpu, tmp_path / "scratch")
+    plain.trainable.eval()
+    with torch.no_grad():
+        recipe.prepare(state, rows, cpu)
+        loss, _ = recipe.batch_loss(plain, rows, _random.Random(0), cpu)
+        same, parts = recipe.batch_loss(state, rows, _random.Random(0), cpu)
+        assert set(parts) >= {"style_gap"} and "anchor" not in parts
+        assert parts["style_gap"] == pytest.approx(0.0, abs=1e-10) and float(same) == pytest.approx(float(loss), rel=1e-6)
+        for p in [*state.teacher.model.text_projection.parameters(), *state.teacher.model.visual_projection.parameters()]:
+            p.add_(0.05 * torch.randn_like(p))
+        recipe.prepare(state, rows, cpu)
+        moved, parts = recipe.batch_loss(state, rows, _random.Random(0), cpu)
+
+        def gaps(clip):
+            return (torch.diagonal(_anchor_cosines(state, clip, with_long, "long_caption"))
+                    - torch.diagonal(_anchor_cosines(state, clip, with_long, "caption")))
+
+        by_hand = float(((gaps(state.clip) - gaps(state.teacher)) ** 2).mean())
+    assert by_hand > 1e-6 and parts["style_gap"] == pytest.approx(by_hand, rel=1e-5)
+    assert float(moved) == pytest.approx(float(loss) + 3.0 * by_hand, rel=1e-5)
+
+
 def test_umic_detail_term_ranks_each_long_reference_above_its_scenes_short_one(tmp_path):
     """`loss.detail` (0 by default): the UMIC ranking loss of each long positive against its scene's
     short caption, by hand from the model's own scores; evaluate reports it apart from the paper's kinds."""
