@@ -141,6 +141,13 @@ def follow_collections(user_state: gr.State, refresh: gr.Button, collection: gr.
     follow_login(user_state, choices, [], [collection, status])
 
 
+def forget_on_login_change(user_state: gr.State, blanks: dict) -> None:
+    """Blank what an account's actions put on the page ({component: its empty value}: result
+    tables, charts, downloads, typed text) when the login changes, by a logout or another
+    account's login: the next person at this screen sees none of the last one's data."""
+    follow_login(user_state, lambda: dict(blanks), [], list(blanks))
+
+
 # What each tab refreshes when the login changes, gathered per login state until `bind_login`
 # joins them into one event. Twenty `.change` listeners were twenty queue round trips and twenty
 # re-renders of the page: a login took 7-10 s in the browser tests.

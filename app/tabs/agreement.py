@@ -24,8 +24,9 @@ from annotation.studies.quality import (
 from db.models import CHECK_KINDS
 from annotation.studies.guidelines import write_guidelines
 from annotation.studies.tasks import RATING_FIELDS
+from app import render
 from app.login_notice import login_notice
-from app.session import account_id, collection_row, follow_collections
+from app.session import account_id, collection_row, follow_collections, forget_on_login_change
 
 PURPOSE = ("**Study**: the collection's guidelines (Markdown), which annotators see before their first item and "
            "can open on every item; its quality control (a qualification round with feedback, gold items and attention "
@@ -137,6 +138,10 @@ def build(user_state: gr.State) -> None:
 
     for trigger in (run.click, collection.change):
         trigger(guarded(on_view), collection, qc_outputs, api_visibility="private")
+    forget_on_login_change(user_state, {
+        guidelines: "", study: render.empty_table(["measure", "value", "95% interval"]),
+        people: render.empty_table(ANNOTATOR_HEADERS), qc_items: render.empty_table(CHECK_HEADERS),
+        qc_people: render.empty_table(PARTICIPANT_HEADERS), qc_reviewers: ""})
     qc_save.click(guarded(on_save_qc), [collection, qc_pass, qc_rate, qc_threshold, qc_min, qc_pause], qc_outputs,
                   api_visibility="private")
     qc_add.click(guarded(on_add), [collection, qc_caption, qc_kind, qc_expected, qc_tolerance, qc_instruction,

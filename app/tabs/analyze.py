@@ -11,7 +11,7 @@ from annotation.errors import user_message
 from annotation.scores.server_benchmarks import TABLE_COLUMNS, reproduce_on_server, server_benchmarks
 from app import engine, render
 from app.login_notice import login_notice
-from app.session import account_id, collection_row, follow_collections, follow_login, logged_in
+from app.session import account_id, collection_row, follow_collections, follow_login, forget_on_login_change, logged_in
 from scoring.analysis import plots
 from scoring.analysis.report import CorrelationFilters, correlation_cells, robustness_cells
 
@@ -106,6 +106,10 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
                     api_visibility="private")
 
     follow_collections(user_state, refresh, collection, status)
+    forget_on_login_change(user_state, {
+        correlations: render.empty_table(render.CORRELATION_COLUMNS), heatmap: None, scatter: None,
+        table7: render.empty_table(["lang", *render.TABLE7_COLUMNS]), drops: None, report_state: None,
+        bench_table: render.empty_table(TABLE_COLUMNS)})
     run.click(on_analyse, [collection, metrics, scatter_metric, per_rating],
               [status, filters_note, correlations, heatmap, scatter, table7, drops, report_state],
               show_progress_on=[status], api_visibility="private")  # one bar with the counts, on the status

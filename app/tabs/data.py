@@ -15,7 +15,7 @@ from annotation.people.accounts import RESEARCH_ROLES
 from annotation.errors import user_message
 from annotation.transfer.transfers import export_download, finetune_download, import_upload
 from app.login_notice import login_notice
-from app.session import account_id, collection_choices, follow_collections, private_copies
+from app.session import account_id, collection_choices, follow_collections, forget_on_login_change, private_copies
 
 IMPORT_FORMATS = ["auto", "csv", "jsonl", "zip"]
 EXPORT_WHAT = ["ratings", "captions", "critical"]
@@ -104,6 +104,8 @@ def build(user_state: gr.State) -> None:
         return download, manifest, f"Built {manifest['rows']} rows."
 
     follow_collections(user_state, refresh, collection, status, leading=(ALL_COLLECTIONS,))
+    forget_on_login_change(user_state, {import_report: "", export_file: None, export_summary: None, set_file: None,
+                                        set_manifest: None})
     def listed_again(request: gr.Request):
         """The collection list after an import, so the new collection is there to export."""
         return collection_choices(request, (ALL_COLLECTIONS,))[0]

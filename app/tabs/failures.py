@@ -9,7 +9,7 @@ from annotation.scores.collection_analysis import collection_failure_cases
 from annotation.errors import user_message
 from app import engine, render
 from app.login_notice import login_notice
-from app.session import account_id, collection_row, follow_collections, private_copies
+from app.session import account_id, collection_row, follow_collections, forget_on_login_change, private_copies
 from app.tabs.score import ScoreTab, with_pictures
 from scoring.session_scoring import ScoreRow, split_references, table_records
 from scoring.analysis.report import ANY, CASE_CELLS, DISAGREE, UNMOVED, case_cells, case_filters, filter_cases
@@ -101,6 +101,8 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
         return image, with_pictures(table, image), row["lang"], gr.Tabs(selected="score")
 
     follow_collections(user_state, refresh, collection, status)
+    forget_on_login_change(user_state, {thumbnails: None, table: render.empty_table(CASE_CELLS), all_rows: None,
+                                        shown_rows: None})
     run.click(on_find, [collection, mode, metric, lang, op],
               [status, table, thumbnails, all_rows, shown_rows, lang, op, metric], api_visibility="private")
     for control in (metric, lang, op):

@@ -16,8 +16,9 @@ from annotation.people.accounts import RESEARCH_ROLES
 from annotation.errors import user_message
 from app.errors import refused_in_status
 from app import engine
+from app import render
 from app.login_notice import login_notice
-from app.session import account_id, collection_row, follow_collections, private_copies
+from app.session import account_id, collection_row, follow_collections, forget_on_login_change, private_copies
 
 KEYS_HELP = ("Which caption describes the image better? The captions are shown in an order of their own for you. "
              "Keys: **1** left, **2** right, **3** about the same (tie), **Alt+S** skip, **Alt+B** back.")
@@ -179,6 +180,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
                           "pair_pascal.mat and consensus_pascal.mat, which `caplens analyze pascal50s --pascal-dir` reads.")
 
     follow_collections(user_state, refresh, collection, status)
+    forget_on_login_change(user_state, {accuracy: render.empty_table(ACCURACY_HEADERS),
+                                        ranking: render.empty_table(RANKING_HEADERS), export_file: None})
     make.click(on_pairs_make, [collection, with_references], status, api_visibility="private")
     import_button.click(on_pairs_import, [collection, pair_file], status, api_visibility="private")
     run.click(on_pairs_run, [collection, metrics], [accuracy, ranking, status], show_progress_on=[status],

@@ -295,8 +295,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     follow_login(user_state, collection_dropdown, [], [df_collection])
 
     def on_collection(name, request: gr.Request):
-        if not name:
-            return gr.skip(), {}, ""
+        if not name:  # none chosen, or the list emptied by a logout: no images of the last one's
+            return gr.Dropdown(choices=[], value=None), {}, ""
         try:
             found = collection_images(account_id(request), name)
         except (PermissionError, ValueError, LookupError) as exc:

@@ -100,3 +100,25 @@ def test_the_score_tab_counts_document_frequencies_only_for_a_chosen_collection(
     assert count("", COLLECTION, FakeRequest()) == (None, gr.skip(), False)
     state, message, counted = count("app-test", COLLECTION, FakeRequest())  # no login: refused in words
     assert state is None and counted is False and "log in" in message.lower()
+
+
+def test_a_logout_blanks_every_result_an_account_put_on_the_page(monkeypatch, tmp_path):
+    """Results of one account (correlations, the study's annotators, downloads, failure cases,
+    typed guidelines) are blanked by the login change a logout makes, so the next person at the
+    screen sees none of them (a trial found them all still shown after "Log out")."""
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    import pandas as pd
+
+    from app.engine import AppContext
+    from app.ui import build_app
+
+    demo = build_app(AppContext(profile="tiny", banner="", console=""))
+    [joined] = [fn for fn in demo.fns.values() if fn.name == "on_login_change"]
+    values = dict(zip((getattr(o, "elem_id", None) for o in joined.outputs), joined.fn(None, FakeRequest())))
+    blank_tables = ["analyze-correlations", "analyze-table7", "reproduce-table", "agreement-study",
+                    "agreement-annotators", "qc-items", "failures-table"]
+    for elem_id in blank_tables:
+        assert isinstance(values[elem_id], pd.DataFrame) and values[elem_id].empty, elem_id
+    for elem_id in ("data-export-file", "failures-gallery", "pairwise-download"):
+        assert values[elem_id] is None, elem_id
+    assert values["study-guidelines"] == "" and values["data-import-report"] == ""
