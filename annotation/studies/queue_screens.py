@@ -72,6 +72,14 @@ class RatingScreen:
         return any(self.values.get(name) is not None for name in tasks.RATING_FIELDS[1:])
 
     @property
+    def skipped_aspects(self) -> list[str]:
+        """The aspects this annotator's earlier rating left unrated while rating others: skipped
+        then, so a screen that edits it shows them skipped again (as unset, the save refused them)."""
+        if not self.aspects_rated:
+            return []
+        return [name for name in tasks.RATING_FIELDS[1:] if self.values.get(name) is None]
+
+    @property
     def can_rate(self) -> bool:
         """A caption is rated against its image: none loaded, or its image file is missing."""
         return self.caption_id is not None and self.image_file is not None

@@ -377,7 +377,7 @@ def build(user_state: gr.State):
                 (screen.message + " " if screen.message else "") + screen.progress,
                 gr.Button(interactive=screen.can_rate), screen.language_name,
                 gr.Textbox(value="\n".join(screen.references), visible=bool(screen.references)),
-                screen.aspects_rated, gr.Column(visible=screen.aspects_rated), ",".join(is_set), [],
+                screen.aspects_rated, gr.Column(visible=screen.aspects_rated), ",".join(is_set), screen.skipped_aspects,
                 gr.Markdown(value=screen.notice, visible=bool(screen.notice)))
 
     def on_next(collection_name, request: gr.Request):

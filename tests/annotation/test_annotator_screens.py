@@ -150,6 +150,13 @@ def test_my_ratings_open_one_to_edit_with_its_history_and_withdraw_it(engine, ac
     screen = queue_screens.own_rating_screen(ann, "c", float(caption_id))
     assert screen.caption_id == caption_id and screen.values["overall"] == 0.5
     assert screen.message == f"Showing your rating of caption {caption_id}; saving edits it. Overall so far: 0.3 → 0.7 → 0.5."
+    # The aspects it left unrated while rating fluency come back skipped, so saving the opened
+    # rating with a new overall is a decided rating, not refused for "unset" aspects.
+    assert screen.skipped_aspects == ["relevance", "descriptiveness"]
+    edited = queue_screens.rating_values(0.6, {"fluency": 0.9, "relevance": 0.0, "descriptiveness": 0.0}, True,
+                                         "overall,fluency", screen.skipped_aspects)
+    assert edited == {"overall": 0.6, "fluency": 0.9, "relevance": None, "descriptiveness": None}
+    assert queue_screens.rating_screen(ann, "c").skipped_aspects == []  # a new item: nothing decided yet
     # Only one's own ratings, only in this collection, only whole caption ids
     for account, name, value, refusal in ((bea + 99, "c", caption_id, PermissionError),
                                           (ann, "c", caption_id + 1, LookupError),
