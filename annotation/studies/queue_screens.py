@@ -183,6 +183,8 @@ def _own_rating_in(session, user, collection_name: str, caption_id) -> tasks.Rat
     if not number.is_integer():
         raise ValueError(f"A caption id is a whole number, not {str(caption_id)[:40]!r}.")
     caption_id = int(number)
+    if caption_id < 1:  # the page's id box starts at 0: nothing chosen yet (ids start at 1)
+        raise ValueError("Choose one of your ratings first: click its row under My ratings.")
     collection = captions.get_collection(session, collection_name)
     for rating in tasks.list_ratings(session, user, collection, annotator=user):
         if rating.caption_id == caption_id:

@@ -470,7 +470,7 @@ def build(user_state: gr.State):
         return (private_copies(request, [screen.image_file])[0], screen.text, screen.caption_id, screen.ratings, "",
                 " ".join(part for part in (screen.message, waiting) if part),
                 gr.Button(interactive=screen.caption_id is not None),
-                gr.Slider(value=0.5 if screen.mean is None else screen.mean))
+                gr.Slider(value=0.5 if screen.mean is None else round(screen.mean, 2)))  # the slider shows 2 decimals
 
     def on_review_next(collection_name, request: gr.Request):
         return show_review(review_screen(account_id(request), collection_name), request)

@@ -161,9 +161,12 @@ def test_my_ratings_open_one_to_edit_with_its_history_and_withdraw_it(engine, ac
     for account, name, value, refusal in ((bea + 99, "c", caption_id, PermissionError),
                                           (ann, "c", caption_id + 1, LookupError),
                                           (ann, "c", caption_id + 0.5, ValueError),
-                                          (ann, "c", "abc", ValueError), (ann, "c", "", ValueError)):
+                                          (ann, "c", "abc", ValueError), (ann, "c", "", ValueError),
+                                          (ann, "c", 0, ValueError)):
         with pytest.raises(refusal):
             queue_screens.own_rating_screen(account, name, value)
+    with pytest.raises(ValueError, match="^Choose one of your ratings first: click its row under My ratings"):
+        queue_screens.own_rating_screen(ann, "c", 0)  # the id box before a row is clicked
     after = queue_screens.withdraw_rating(ann, "c", caption_id)
     assert after.message == f"Withdrew your rating of caption {caption_id}."
     assert queue_screens.my_ratings(ann, "c") == []
