@@ -80,9 +80,10 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
             bench_refresh = gr.Button("Refresh list", size="sm", elem_id="reproduce-refresh")
             bench_run = gr.Button("Reproduce", variant="primary", elem_id="reproduce-button")
         bench_status = gr.Textbox(label="Status", interactive=False, elem_id="reproduce-status")
+        # Widths that fit each header's longest word: squeezed, "difference" read down one letter a line.
         bench_table = gr.Dataframe(render.empty_table(TABLE_COLUMNS), label="Ours beside the paper",
-                                   interactive=False, wrap=True,
-                                   elem_id="reproduce-table")
+                                   interactive=False, wrap=True, elem_id="reproduce-table",
+                                   column_widths=render.column_widths(TABLE_COLUMNS, wide=("note",)))
 
     def on_benchmarks(request: gr.Request):
         if not logged_in(request):
