@@ -36,8 +36,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from world_protocol import protocol_parser, run_and_write  # noqa: E402  (beside this script)
 
 LANG = "en"  # the paper metrics' world checkpoints are English models
-CHECKPOINTS = {"PR-MCS": "world-prmcs", "SPECS": "world-specs", "PAC-S": "world-pacs", "UMIC-C": "world-itm",
-               "UMIC": "world-umic", "CapLens-R": "world-caplens-r"}
+FINE_TUNED = ("PR-MCS", "SPECS", "PAC-S", "UMIC-C", "UMIC", "CapLens-R")  # metrics with a training.json
 METRICS = ["CLIP-S", "PAC-S", "SPECS", "UMIC-C", "UMIC"]
 # row -> (metric, its base, caption style, target: the difference's lower bound must reach it)
 TAU_ROWS = {"SPECS tau_c, short captions": ("SPECS", "CLIP-S", "short", -0.02),
@@ -113,13 +112,16 @@ def specificity(scorer, metric, base, triplets, image_of, n_boot: int = 1000) ->
         "triplets": len(triplets)}
 
 
-def training_times() -> dict[str, dict]:
+def training_times(registry) -> dict[str, dict]:
+    """Each fine-tuned metric's training, from the training.json of the checkpoint the scored
+    profile loads (a `--profile` that swaps one in reports that one, not the shipped one)."""
     from scoring.training.trainer import steps_taken
 
-    folder = ROOT / "scoring" / "world" / "checkpoints"
     out = {}
-    for metric, name in CHECKPOINTS.items():
-        path = folder / name / "training.json"
+    for metric in FINE_TUNED:
+        if metric not in registry.metrics or not registry.backbones[registry.metrics[metric].backbone].path:
+            continue
+        path = Path(registry.backbones[registry.metrics[metric].backbone].path) / "training.json"
         if path.is_file():
             record = json.loads(path.read_text(encoding="utf-8"))
             runs = record.get("lineage", []) + [{"wall_s": record.get("wall_s"), "device": record.get("device"),
@@ -176,7 +178,7 @@ def run(first_seed: int, scenes: int, device: str | None, n_boot: int = 1000, ch
                               for k, v in entry.items()} for style, entry in agree.items()},
         "tau_differences": tau, "content_errors_long": content | {"pairs": len(pairs), "by_kind": by_kind},
         "specificity": specificity(scorer, "SPECS", "CLIP-S", sets["specs"], image_of, n_boot), "umic": umic,
-        "training": training_times(), "wall_s": round(time.time() - started, 1),
+        "training": training_times(scorer.registry), "wall_s": round(time.time() - started, 1),
     }
 
 

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -65,18 +66,20 @@ def test_estimates_become_plain_json_and_the_command_line_reproduces_the_range()
         "python benchmarks/bench_ratings.py --first-seed 500100 ")
 
 
-def test_training_times_count_the_steps_trained_not_the_losses_a_shipped_copy_keeps(tmp_path, monkeypatch):
+def test_training_times_count_the_steps_trained_not_the_losses_a_shipped_copy_keeps(tmp_path):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_finetune
 
-    folder = tmp_path / "scoring" / "world" / "checkpoints" / "world-specs"
+    folder = tmp_path / "a-specs-run"  # the checkpoint the scored profile loads, wherever it is
     folder.mkdir(parents=True)
+    registry = SimpleNamespace(metrics={"SPECS": SimpleNamespace(backbone="specs"), "CLIP-S": SimpleNamespace(backbone="clip")},
+                               backbones={"specs": SimpleNamespace(path=str(folder)), "clip": SimpleNamespace(path="")})
     (folder / "training.json").write_text(json.dumps({
         "steps": 390, "wall_s": 600.0, "device": "cpu", "losses": [[s, 1.0] for s in range(0, 390, 20)],
         "lineage": [{"steps": 700, "wall_s": 1200.0, "device": "cpu"}]}))
-    monkeypatch.setattr(bench_finetune, "ROOT", tmp_path)
-    assert bench_finetune.training_times() == {"SPECS": {"wall_s": 1800.0, "device": "cpu", "steps": 1090, "runs": 2}}
+    assert bench_finetune.training_times(registry) == {"SPECS": {"wall_s": 1800.0, "device": "cpu", "steps": 1090,
+                                                                 "runs": 2}}
     # a run its time limit stopped took the steps it reached, not the ones it planned
     record = json.loads((folder / "training.json").read_text()) | {"stopped_early_at": 374}
     (folder / "training.json").write_text(json.dumps(record))
-    assert bench_finetune.training_times()["SPECS"]["steps"] == 1074
+    assert bench_finetune.training_times(registry)["SPECS"]["steps"] == 1074
