@@ -11,7 +11,8 @@ HOW_TO_GET_AN_ACCOUNT = (
     "`caplens user add NAME --role annotator` (or `researcher`, `admin`). On its first start with an empty "
     "database, `caplens serve` prints a researcher login `demo` and its random password on its console; a "
     "Hugging Face Space creates the admin named by its secrets `CAPLENS_ADMIN_USER` and `CAPLENS_ADMIN_PASSWORD`. ")
-WHERE_TO_LOG_IN = {False: "Log in on the **Annotate** tab.", True: "Log in below."}
+# On the Annotate tab the form's own hint, right below, says where (twice read as a stutter).
+WHERE_TO_LOG_IN = {False: "Log in on the **Annotate** tab.", True: ""}
 
 
 def notice_text(purpose: str, roles: tuple[str, ...], login: dict | None, login_here: bool = False) -> str:

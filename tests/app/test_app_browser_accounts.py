@@ -43,8 +43,12 @@ def test_each_gated_tab_says_what_it_is_for_and_how_to_get_an_account(page, serv
         assert purpose in text, (tab, text)
         assert "Needs a login" in text and "caplens user add NAME --role annotator" in text, (tab, text)
         assert "CAPLENS_ADMIN_USER" in text and "demo" in text, (tab, text)
-        # where to log in: below on the Annotate tab (which holds the form), the Annotate tab elsewhere
-        assert text.rstrip().endswith("Log in below." if prefix == "annotate" else "Log in on the Annotate tab."), (tab, text)
+        # where to log in: the Annotate tab elsewhere; on it, once, by the form's hint right below
+        if prefix == "annotate":
+            assert "Log in below" not in text, text
+            assert page.locator("#login-hint").inner_text().startswith("Log in below, or open the one-time link")
+        else:
+            assert text.rstrip().endswith("Log in on the Annotate tab."), (tab, text)
         if tab == "Analyze":
             page.screenshot(path=str(artifacts / "analyze-needs-login.png"), full_page=True)
     log_in(page, *server.annotator)
