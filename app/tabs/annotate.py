@@ -569,15 +569,17 @@ def build(user_state: gr.State):
         demo.load(on_load, None, [*login_outputs, join_box, join_text, collection], api_visibility="private")
 
         def refresh(current, request: gr.Request):
+            """The list, and the kept collection's guidelines (edited in Study meanwhile, perhaps:
+            choosing the same collection again fires nothing); a new choice fetches its own."""
             try:
                 available = collection_names(account_id(request))
             except PermissionError:
-                return gr.skip()
+                return gr.skip(), gr.skip(), gr.skip()
             if current in available:
-                return gr.Dropdown(choices=available)
-            return gr.Dropdown(choices=available, value=available[0] if available else None)
+                return gr.Dropdown(choices=available), *on_guidelines(current, request)
+            return gr.Dropdown(choices=available, value=available[0] if available else None), gr.skip(), gr.skip()
 
-        tab.select(refresh, collection, collection, api_visibility="private")
+        tab.select(refresh, collection, [collection, guidelines_box, guidelines_text], api_visibility="private")
 
     return restore
 

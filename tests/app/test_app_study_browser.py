@@ -298,3 +298,17 @@ def test_guidelines_come_before_the_first_item_and_stay_one_click_away(page, ser
     assert not page.locator("#rate-guidelines-text").is_visible()
     page.locator("#rate-guidelines").get_by_text("Guidelines of this study").click()
     page.wait_for_function("() => document.querySelector('#rate-guidelines-text')?.offsetParent !== null")
+    # Guidelines edited in Study show when the Annotate tab is opened again, the collection kept.
+    log_in(page, *server.researcher)
+    choose(page, "zz-skip")
+    page.wait_for_function("() => document.querySelector('#rate-guidelines-text')?.innerText"
+                           ".includes('needs every detail right')")
+    open_tab(page, "Study")
+    page.locator("#agreement-collection input").click()
+    page.get_by_role("option", name="zz-skip", exact=True).click()
+    page.locator("#study-guidelines textarea").fill("## Rate the caption\n\nColours count double.")
+    page.locator("#study-guidelines-save").click()
+    page.wait_for_function(value_is("agreement-status", "Guidelines of zz-skip saved."))
+    open_tab(page, "Annotate")
+    page.wait_for_function("() => document.querySelector('#rate-guidelines-text')?.innerText"
+                           ".includes('Colours count double')")
