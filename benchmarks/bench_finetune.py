@@ -119,10 +119,9 @@ def training_times(registry) -> dict[str, dict]:
 
     out = {}
     for metric in FINE_TUNED:
-        if metric not in registry.metrics or not registry.backbones[registry.metrics[metric].backbone].path:
-            continue
-        path = Path(registry.backbones[registry.metrics[metric].backbone].path) / "training.json"
-        if path.is_file():
+        folder = registry.backbones[registry.metrics[metric].backbone].path if metric in registry.metrics else ""
+        path = Path(folder) / "training.json" if folder else None
+        if path is not None and path.is_file():
             record = json.loads(path.read_text(encoding="utf-8"))
             runs = record.get("lineage", []) + [{"wall_s": record.get("wall_s"), "device": record.get("device"),
                                                  "steps": steps_taken(record)}]

@@ -269,14 +269,19 @@ def test_the_agreement_tab_shows_the_dashboards_numbers(page, server, study, art
     page.screenshot(path=str(artifacts / "study-agreement.png"), full_page=True)
 
 
-def test_guidelines_come_before_the_first_item_and_stay_one_click_away(page, server, study, artifacts):
-    log_in(page, *server.researcher)
+def save_guidelines(page, collection: str, markdown: str) -> None:
+    """In the Study tab, as a researcher: `collection`'s guidelines saved as `markdown`."""
     open_tab(page, "Study")
     page.locator("#agreement-collection input").click()
-    page.get_by_role("option", name="zz-skip", exact=True).click()
-    page.locator("#study-guidelines textarea").fill("## Rate the caption\n\nA **1.0** needs every detail right.")
+    page.get_by_role("option", name=collection, exact=True).click()
+    page.locator("#study-guidelines textarea").fill(markdown)
     page.locator("#study-guidelines-save").click()
-    page.wait_for_function(value_is("agreement-status", "Guidelines of zz-skip saved."))
+    page.wait_for_function(value_is("agreement-status", f"Guidelines of {collection} saved."))
+
+
+def test_guidelines_come_before_the_first_item_and_stay_one_click_away(page, server, study, artifacts):
+    log_in(page, *server.researcher)
+    save_guidelines(page, "zz-skip", "## Rate the caption\n\nA **1.0** needs every detail right.")
     log_in(page, *server.annotator)  # ann has not started zz-skip: the guidelines come first, opened
     choose(page, "zz-skip")
     page.wait_for_function(value_is("rate-caption", "zz-skip caption"))
@@ -303,12 +308,7 @@ def test_guidelines_come_before_the_first_item_and_stay_one_click_away(page, ser
     choose(page, "zz-skip")
     page.wait_for_function("() => document.querySelector('#rate-guidelines-text')?.innerText"
                            ".includes('needs every detail right')")
-    open_tab(page, "Study")
-    page.locator("#agreement-collection input").click()
-    page.get_by_role("option", name="zz-skip", exact=True).click()
-    page.locator("#study-guidelines textarea").fill("## Rate the caption\n\nColours count double.")
-    page.locator("#study-guidelines-save").click()
-    page.wait_for_function(value_is("agreement-status", "Guidelines of zz-skip saved."))
+    save_guidelines(page, "zz-skip", "## Rate the caption\n\nColours count double.")
     open_tab(page, "Annotate")
     page.wait_for_function("() => document.querySelector('#rate-guidelines-text')?.innerText"
                            ".includes('Colours count double')")
