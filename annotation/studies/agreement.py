@@ -257,6 +257,7 @@ class StudyAgreement:
     fleiss_kappa_ci: tuple[float, float] | None
     annotators: list[AnnotatorStats]
     bootstrap_samples: int
+    distinct_values: int = 0  # distinct rating values (to 2 decimals): one leaves every coefficient undefined
 
     def to_dict(self) -> dict:
         def ci(value):
@@ -272,16 +273,30 @@ class StudyAgreement:
                 "bootstrap_samples": self.bootstrap_samples,
                 "annotators": [a.to_dict() for a in self.annotators]}
 
-    def summary_rows(self) -> list[list]:
-        """[measure, value, 95% interval] rows, as the dashboard shows them."""
-        def shown(value, interval):
-            value = _none_if_nan(value)
-            return [None if value is None else round(value, 4),
-                    "" if interval is None else f"{interval[0]:.3f} to {interval[1]:.3f}"]
+    def why_undefined(self, measure: str) -> str:
+        """Why `measure` ("alpha", "icc" or "kappa") has no value: what the study still lacks."""
+        if self.n_items == 0:
+            return "no item has ratings by two annotators yet"
+        if measure == "icc" and self.icc_items < 2:
+            rated = "none is" if self.icc_items == 0 else "one is"
+            return f"needs two items rated by all {self.n_annotators} annotators; {rated}"
+        if self.distinct_values < 2:
+            return "every rating has the same value, so agreement cannot be told from chance"
+        return "the items rated by all do not vary" if measure == "icc" else "the ratings do not vary"
 
-        return [["Krippendorff's alpha (interval)", *shown(self.alpha_interval, self.alpha_ci)],
-                [f"ICC(2,k) over {self.icc_items} items rated by all", *shown(self.icc_2k, self.icc_2k_ci)],
-                ["Fleiss' kappa (each value a category)", *shown(self.fleiss_kappa, self.fleiss_kappa_ci)]]
+    def summary_rows(self) -> list[list]:
+        """[measure, value, 95% interval] rows, as the dashboard shows them; where a coefficient is
+        undefined, the interval's cell says why."""
+        def shown(measure, value, interval):
+            value = _none_if_nan(value)
+            if value is None:
+                return [None, f"undefined: {self.why_undefined(measure)}"]
+            return [round(value, 4), "" if interval is None else f"{interval[0]:.3f} to {interval[1]:.3f}"]
+
+        return [["Krippendorff's alpha (interval)", *shown("alpha", self.alpha_interval, self.alpha_ci)],
+                [f"ICC(2,k) over {self.icc_items} items rated by all",
+                 *shown("icc", self.icc_2k, self.icc_2k_ci)],
+                ["Fleiss' kappa (each value a category)", *shown("kappa", self.fleiss_kappa, self.fleiss_kappa_ci)]]
 
     def annotator_rows(self) -> list[list]:
         def rounded(value, digits=3):
@@ -369,7 +384,8 @@ def study_agreement(session: Session, user: User, collection: Collection, field:
         icc_2k=icc_2k(block) if block.size else float("nan"), icc_2k_ci=interval(icc) if block.size else None,
         icc_items=int(block.shape[0]) if block.size else 0,
         fleiss_kappa=kappa(matrix) if has_data else float("nan"), fleiss_kappa_ci=interval(kappa),
-        annotators=stats, bootstrap_samples=samples)
+        annotators=stats, bootstrap_samples=samples,
+        distinct_values=int(category_counts(matrix).shape[1]) if has_data else 0)
 
 
 def dashboard(account_id: int | None, collection_name: str, field: str = "overall") -> StudyAgreement:

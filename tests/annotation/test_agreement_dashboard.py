@@ -99,6 +99,35 @@ def test_study_agreement_per_annotator_and_study(engine, accounts, rated):
     assert report.icc_2k_ci[0] <= report.icc_2k <= report.icc_2k_ci[1]
 
 
+def _study(engine, accounts, make_png, name, plan):
+    """Collection `name` rated as `plan` says: {caption number: {annotator: value}}."""
+    with session_scope(engine) as s:
+        rita = s.merge(accounts["rita"])
+        collection = get_or_create_collection(s, rita, name)
+        for n, values in plan.items():
+            image = add_image(s, make_png((40 * n, 20, 10)), original_filename=f"{name}{n}.png")
+            caption = add_caption(s, rita, image, f"caption {n}", collection=collection)
+            for who, value in values.items():
+                submit_rating(s, s.merge(accounts[who]), caption.id, value)
+    with session_scope(engine, read_only=True) as s:
+        return study_agreement(s, s.merge(accounts["rita"]), get_collection(s, name), samples=50)
+
+
+def test_an_undefined_coefficient_says_what_the_study_lacks(engine, accounts, make_png):
+    # ann rates every item, bea the first three, cal the last three: no item has all three
+    plan = {n: {"ann": 0.1 * n, ("bea" if n < 3 else "cal"): 0.1 * n + 0.05} for n in range(6)}
+    report = _study(engine, accounts, make_png, "gaps", plan)
+    rows = {row[0].split(" over")[0]: row[1:] for row in report.summary_rows()}
+    assert report.icc_items == 0 and rows["ICC(2,k)"] == [
+        None, "undefined: needs two items rated by all 3 annotators; none is"]
+    assert rows["Krippendorff's alpha (interval)"][0] is not None  # six items rated twice
+    same = _study(engine, accounts, make_png, "same", {n: {"ann": 0.5, "bea": 0.5} for n in range(4)})
+    why = "undefined: every rating has the same value, so agreement cannot be told from chance"
+    assert [row[1:] for row in same.summary_rows()] == [[None, why]] * 3
+    alone = _study(engine, accounts, make_png, "alone", {n: {"ann": 0.2 * n} for n in range(3)})
+    assert {row[2] for row in alone.summary_rows()} == {"undefined: no item has ratings by two annotators yet"}
+
+
 def test_annotators_may_not_read_the_dashboard(engine, accounts, rated):
     with session_scope(engine, read_only=True) as s, pytest.raises(PermissionError):
         study_agreement(s, s.merge(accounts["ann"]), get_collection(s, "d"))
