@@ -22,7 +22,7 @@ from annotation.studies.quality import (
     unmark_check_item,
 )
 from db.models import CHECK_KINDS
-from annotation.studies.guidelines import write_guidelines
+from annotation.studies.guidelines import study_guidelines, write_guidelines
 from annotation.studies.tasks import RATING_FIELDS
 from app import render
 from app.login_notice import login_notice
@@ -67,6 +67,17 @@ def build(user_state: gr.State) -> None:
             return user_message(exc)
 
     save_guidelines.click(on_guidelines, [collection, guidelines], status, api_visibility="private")
+
+    def on_pick(collection_name, request: gr.Request):
+        """The saved guidelines into the box, to edit rather than retype: saving an empty box removes them."""
+        if not collection_name:
+            return "", gr.skip()
+        try:
+            text = study_guidelines(account_id(request), collection_name).text
+        except (PermissionError, ValueError, LookupError) as exc:
+            return gr.skip(), user_message(exc)
+        return text, (f"Guidelines of {collection_name} loaded below." if text else
+                      f"{collection_name} has no guidelines yet; write them below.")
 
     # ----- quality control -------------------------------------------------------------
     with gr.Accordion("Quality control: qualification, gold items, reviewers", open=False, elem_id="qc-box"):
@@ -136,8 +147,9 @@ def build(user_state: gr.State) -> None:
     def on_remove(collection_name, caption_id, request: gr.Request):
         return unmark_check_item(account_id(request), collection_name, caption_id)
 
-    for trigger in (run.click, collection.change):
-        trigger(guarded(on_view), collection, qc_outputs, api_visibility="private")
+    run.click(guarded(on_view), collection, qc_outputs, api_visibility="private")
+    collection.change(guarded(on_view), collection, qc_outputs, api_visibility="private").then(
+        on_pick, collection, [guidelines, status], api_visibility="private")
     forget_on_login_change(user_state, {
         guidelines: "", study: render.empty_table(["measure", "value", "95% interval"]),
         people: render.empty_table(ANNOTATOR_HEADERS), qc_items: render.empty_table(CHECK_HEADERS),

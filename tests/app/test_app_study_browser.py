@@ -269,19 +269,26 @@ def test_the_agreement_tab_shows_the_dashboards_numbers(page, server, study, art
     page.screenshot(path=str(artifacts / "study-agreement.png"), full_page=True)
 
 
-def save_guidelines(page, collection: str, markdown: str) -> None:
-    """In the Study tab, as a researcher: `collection`'s guidelines saved as `markdown`."""
+def save_guidelines(page, collection: str, markdown: str) -> str:
+    """In the Study tab, as a researcher: `collection`'s guidelines saved as `markdown`. Returns
+    what the box held when the collection was picked (the guidelines saved before)."""
     open_tab(page, "Study")
     page.locator("#agreement-collection input").click()
     page.get_by_role("option", name=collection, exact=True).click()
+    # the saved guidelines load into the box first (a fill before would be overwritten)
+    page.wait_for_function("(c) => { const s = document.querySelector('#agreement-status textarea')?.value || '';"
+                           " return s.startsWith(`Guidelines of ${c} loaded`) || s.startsWith(`${c} has no guidelines`); }",
+                           arg=collection)
+    loaded = page.locator("#study-guidelines textarea").input_value()
     page.locator("#study-guidelines textarea").fill(markdown)
     page.locator("#study-guidelines-save").click()
     page.wait_for_function(value_is("agreement-status", f"Guidelines of {collection} saved."))
+    return loaded
 
 
 def test_guidelines_come_before_the_first_item_and_stay_one_click_away(page, server, study, artifacts):
     log_in(page, *server.researcher)
-    save_guidelines(page, "zz-skip", "## Rate the caption\n\nA **1.0** needs every detail right.")
+    assert save_guidelines(page, "zz-skip", "## Rate the caption\n\nA **1.0** needs every detail right.") == ""
     log_in(page, *server.annotator)  # ann has not started zz-skip: the guidelines come first, opened
     choose(page, "zz-skip")
     page.wait_for_function(value_is("rate-caption", "zz-skip caption"))
@@ -308,7 +315,9 @@ def test_guidelines_come_before_the_first_item_and_stay_one_click_away(page, ser
     choose(page, "zz-skip")
     page.wait_for_function("() => document.querySelector('#rate-guidelines-text')?.innerText"
                            ".includes('needs every detail right')")
-    save_guidelines(page, "zz-skip", "## Rate the caption\n\nColours count double.")
+    # Picking the collection in Study puts its saved guidelines in the box, to edit, not retype
+    assert save_guidelines(page, "zz-skip", "## Rate the caption\n\nColours count double.") == \
+        "## Rate the caption\n\nA **1.0** needs every detail right."
     open_tab(page, "Annotate")
     page.wait_for_function("() => document.querySelector('#rate-guidelines-text')?.innerText"
                            ".includes('Colours count double')")
