@@ -56,7 +56,9 @@ def detect_format(path: Path) -> str:
 
 
 def csv_rows(text: str) -> RawRows:
-    reader = csv.DictReader(io.StringIO(text))
+    # strict: a stray quote in a quoted field ("a "red" car") is an error, not a caption
+    # silently stored as 'a red" car"'
+    reader = csv.DictReader(io.StringIO(text), strict=True)
     if not reader.fieldnames:
         return []
     rows = []
@@ -80,7 +82,7 @@ def _lines(record: dict, last: int) -> str:
 
 def _records(reader: csv.DictReader):
     """The reader's records; a line the csv module cannot read (a field over its limit of
-    `csv.field_size_limit()` characters, an unclosed quote) is a ValueError naming the line."""
+    `csv.field_size_limit()` characters, an unclosed or stray quote) is a ValueError naming the line."""
     while True:
         try:
             yield next(reader)
@@ -91,6 +93,9 @@ def _records(reader: csv.DictReader):
                 raise ValueError(f"line {reader.line_num + 1}: a field is longer than {csv.field_size_limit():,} "
                                  f"characters; a caption may have at most "
                                  f"{caption_max_chars():,}") from None
+            if "expected after" in str(exc):
+                raise ValueError(f"line {reader.line_num + 1}: text follows the quote that closes a quoted field; "
+                                 'inside quotes, write a quote as two ("")') from None
             raise ValueError(f"line {reader.line_num + 1}: not readable as CSV ({exc})") from None
 
 

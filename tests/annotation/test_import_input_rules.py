@@ -6,7 +6,7 @@ import csv
 import json
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from annotation.transfer.importers import ImportRejected, import_file
 from db.models import Caption, User
@@ -125,3 +125,24 @@ def test_a_csv_error_names_the_lines_where_its_row_stands(engine, accounts, tmp_
         import_file(session, accounts["rita"], path, collection="breaks")
     assert [error.split(":")[0] for error in rejected.value.errors] == ["lines 4-5", "line 6"]
     assert all("invalid user name 'two words'" in error for error in rejected.value.errors)
+
+
+def test_a_stray_quote_in_a_quoted_caption_refuses_the_file_instead_of_storing_it_changed(engine, accounts, tmp_path,
+                                                                                          make_png):
+    """`"a "red" car"` is not CSV: read leniently it became the caption 'a red" car"', stored as
+    if the file had said so. The import refuses it, names the line and says how to write a
+    quote, and writes nothing; a doubled quote stays a quote."""
+    (tmp_path / "a.png").write_bytes(make_png())
+    path = tmp_path / "quotes.csv"
+    path.write_text('image,caption\na.png,"a ""red"" square"\na.png,"a "red" car"\n', encoding="utf-8")
+    with session_scope(engine) as session, pytest.raises(ValueError) as refused:
+        import_file(session, accounts["rita"], path, collection="quotes")
+    assert str(refused.value) == ('line 3: text follows the quote that closes a quoted field; inside quotes, write a '
+                                  'quote as two ("")')
+    with session_scope(engine, read_only=True) as session:
+        assert session.scalar(select(func.count()).select_from(Caption)) == 0
+    path.write_text('image,caption\na.png,"a ""red"" square"\n', encoding="utf-8")
+    with session_scope(engine) as session:
+        import_file(session, accounts["rita"], path, collection="quotes")
+    with session_scope(engine, read_only=True) as session:
+        assert session.scalars(select(Caption.text)).all() == ['a "red" square']
