@@ -102,14 +102,16 @@ def private_copies(request, paths: list[str | None]) -> list[str | None]:
     return hand_out(request_token(request), paths, private_files_root())
 
 
-def collection_choices(request, leading: tuple[str, ...] = ()):
+def collection_choices(request, leading: tuple[str, ...] = (), choose_first: bool = True):
     """(dropdown update, message) listing the collections this account may see; `leading`
-    choices (e.g. "all collections") come first. The researcher tabs refresh with it."""
+    choices (e.g. "all collections") come first. The researcher tabs refresh with it. Without
+    `choose_first` (or with `leading`) the update leaves the choice as it is: no change event,
+    and nothing picked meanwhile is overwritten."""
     try:
         available = collection_names(account_id(request))
     except PermissionError as exc:
         return gr.skip(), user_message(exc)
-    if leading:
+    if leading or not choose_first:
         return gr.Dropdown(choices=[*leading, *available]), ""
     return gr.Dropdown(choices=available, value=available[0] if available else None), ""
 
@@ -132,12 +134,17 @@ def collection_row(elem_prefix: str, run_label: str, middle) -> tuple:
 
 
 def follow_collections(user_state: gr.State, refresh: gr.Button, collection: gr.Dropdown, status: gr.Textbox,
-                       leading: tuple[str, ...] = ()) -> None:
-    """Refill `collection` when the login changes or `refresh` is clicked; problems go to `status`."""
+                       tab: gr.Tab, leading: tuple[str, ...] = ()) -> None:
+    """Refill `collection` when the login changes, `refresh` is clicked or `tab` is opened (a
+    collection made in another tab since shows up; what is chosen stays); problems go to `status`."""
     def choices(request: gr.Request):
         return collection_choices(request, leading)
 
+    def on_open(request: gr.Request):  # the status keeps what the tab's last action said
+        return collection_choices(request, leading, choose_first=False)[0]
+
     refresh.click(choices, None, [collection, status], api_visibility="private")
+    tab.select(on_open, None, collection, api_visibility="private")
     follow_login(user_state, choices, [], [collection, status])
 
 

@@ -65,19 +65,19 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
                 perturb.build(ctx)
             with gr.Tab("Annotate", id="annotate") as annotate_tab:
                 restore_login = annotate.build(user_state)
-            with gr.Tab("Analyze", id="analyze"):
-                analyze.build(ctx, user_state)
+            with gr.Tab("Analyze", id="analyze") as analyze_tab:
+                analyze.build(ctx, user_state, analyze_tab)
                 analyze_files.build(ctx)
-            with gr.Tab("Failure cases", id="failures"):
-                failures.build(ctx, user_state, score_tab, tabs)
-            with gr.Tab("Data", id="data"):
-                data.build(user_state)
+            with gr.Tab("Failure cases", id="failures") as failures_tab:
+                failures.build(ctx, user_state, score_tab, tabs, failures_tab)
+            with gr.Tab("Data", id="data") as data_tab:
+                data.build(user_state, data_tab)
             with gr.Tab("Train", id="train"):
                 train.build(ctx, user_state, score_tab.metrics)
-            with gr.Tab("Study", id="agreement"):
-                agreement.build(user_state)
-            with gr.Tab("Pairwise", id="pairwise"):
-                pairwise.build(ctx, user_state)
+            with gr.Tab("Study", id="agreement") as study_tab:
+                agreement.build(user_state, study_tab)
+            with gr.Tab("Pairwise", id="pairwise") as pairwise_tab:
+                pairwise.build(ctx, user_state, pairwise_tab)
             with gr.Tab("Admin", id="admin"):
                 admin.build(user_state)
         bind_login(user_state)

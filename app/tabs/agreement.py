@@ -36,7 +36,7 @@ PURPOSE = ("**Study**: the collection's guidelines (Markdown), which annotators 
            "bootstrap intervals over items. `caplens db agreement` and every ratings export give the same numbers.")
 
 
-def build(user_state: gr.State) -> None:
+def build(user_state: gr.State, tab: gr.Tab) -> None:
     login_notice("agreement", PURPOSE, RESEARCH_ROLES, user_state)
     collection, refresh, field, run = collection_row(
         "agreement", "Show agreement", lambda: gr.Dropdown(list(RATING_FIELDS), value="overall", label="Rating field"))
@@ -57,7 +57,7 @@ def build(user_state: gr.State) -> None:
                 f"{report.n_ratings} ratings by {report.n_annotators} annotators; {report.n_items} items rated "
                 f"at least twice; {report.bootstrap_samples} bootstrap samples.")
 
-    follow_collections(user_state, refresh, collection, status)
+    follow_collections(user_state, refresh, collection, status, tab)
     run.click(on_run, [collection, field], [study, people, status], api_visibility="private")
 
     def on_guidelines(collection_name, markdown, request: gr.Request):

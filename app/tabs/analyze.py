@@ -22,7 +22,7 @@ PURPOSE = ("**Analyze a stored collection**: how every metric correlates with th
            "for benchmark files kept on the server. *Analyze from files* at the bottom of this tab needs no login.")
 
 
-def build(ctx: engine.AppContext, user_state: gr.State) -> None:
+def build(ctx: engine.AppContext, user_state: gr.State, tab: gr.Tab) -> None:
     names = engine.metric_names(ctx.profile)
     login_notice("analyze", PURPOSE, RESEARCH_ROLES, user_state)
     collection, refresh, metrics, run = collection_row(
@@ -106,7 +106,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
     bench_run.click(on_reproduce, [bench], [bench_status, bench_table], show_progress_on=[bench_status],
                     api_visibility="private")
 
-    follow_collections(user_state, refresh, collection, status)
+    follow_collections(user_state, refresh, collection, status, tab)
     forget_on_login_change(user_state, {
         correlations: render.empty_table(render.CORRELATION_COLUMNS), heatmap: None, scatter: None,
         table7: render.empty_table(["lang", *render.TABLE7_COLUMNS]), drops: None, report_state: None,

@@ -41,7 +41,7 @@ def _collection(choice: str | None) -> str | None:
     return None if not choice or choice == ALL_COLLECTIONS else choice
 
 
-def build(user_state: gr.State) -> None:
+def build(user_state: gr.State, tab: gr.Tab) -> None:
     login_notice("data", "**Data in and out of the annotation database**: import collections (CSV, JSONL or a "
                  "zip with images; all-or-nothing: if any row is bad nothing is written and every bad row is "
                  "listed), export ratings and captions, and build fine-tuning sets.", RESEARCH_ROLES, user_state)
@@ -103,7 +103,7 @@ def build(user_state: gr.State) -> None:
             return None, None, user_message(exc)
         return download, manifest, f"Built {manifest['rows']} rows."
 
-    follow_collections(user_state, refresh, collection, status, leading=(ALL_COLLECTIONS,))
+    follow_collections(user_state, refresh, collection, status, tab, leading=(ALL_COLLECTIONS,))
     forget_on_login_change(user_state, {import_report: "", export_file: None, export_summary: None, set_file: None,
                                         set_manifest: None})
     def listed_again(request: gr.Request):

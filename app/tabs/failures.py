@@ -32,7 +32,7 @@ def case_widths(columns) -> list[str]:
     return [CASE_WIDTHS[c] for c in columns]
 
 
-def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tabs: gr.Tabs) -> None:
+def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tabs: gr.Tabs, tab: gr.Tab) -> None:
     names = engine.metric_names(ctx.profile)
     login_notice("failures", PURPOSE, RESEARCH_ROLES, user_state)
     collection, refresh, mode, run = collection_row(
@@ -100,7 +100,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
         table = table_records([ScoreRow("", row["candidate"], split_references(row.get("references") or ""))])
         return image, with_pictures(table, image), row["lang"], gr.Tabs(selected="score")
 
-    follow_collections(user_state, refresh, collection, status)
+    follow_collections(user_state, refresh, collection, status, tab)
     forget_on_login_change(user_state, {thumbnails: None, table: render.empty_table(CASE_CELLS), all_rows: None,
                                         shown_rows: None})
     run.click(on_find, [collection, mode, metric, lang, op],

@@ -124,7 +124,7 @@ def ranking_rows(ranking) -> list[list]:
     return rows
 
 
-def build(ctx: engine.AppContext, user_state: gr.State) -> None:
+def build(ctx: engine.AppContext, user_state: gr.State, tab: gr.Tab) -> None:
     """The Pairwise tab (researcher or admin)."""
     names = engine.metric_names(ctx.profile)
     login_notice("pairwise", PURPOSE, RESEARCH_ROLES, user_state)
@@ -179,7 +179,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> None:
         return download, (f"Exported {summary['judgments']} judgments of {summary['pairs']} pairs: "
                           "pair_pascal.mat and consensus_pascal.mat, which `caplens analyze pascal50s --pascal-dir` reads.")
 
-    follow_collections(user_state, refresh, collection, status)
+    follow_collections(user_state, refresh, collection, status, tab)
     forget_on_login_change(user_state, {accuracy: render.empty_table(ACCURACY_HEADERS),
                                         ranking: render.empty_table(RANKING_HEADERS), export_file: None})
     make.click(on_pairs_make, [collection, with_references], status, api_visibility="private")

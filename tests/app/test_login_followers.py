@@ -122,3 +122,40 @@ def test_a_logout_blanks_every_result_an_account_put_on_the_page(monkeypatch, tm
     for elem_id in ("data-export-file", "failures-gallery", "pairwise-download"):
         assert values[elem_id] is None, elem_id
     assert values["study-guidelines"] == "" and values["data-import-report"] == ""
+
+
+def test_opening_a_researcher_tab_lists_collections_made_since_and_keeps_the_chosen_one(monkeypatch, tmp_path):
+    """A collection made in another tab (an import, the Score tab) shows in Analyze, Failure
+    cases, Data, Study and Pairwise when the tab is opened, without "↻" (a trial found the lists
+    stale); the update names no value, so what is chosen (or being picked) stays, and its results."""
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    from app.engine import AppContext
+    from app.session import TOKEN_HEADER
+    from app.ui import build_app
+    from annotation.captions import get_or_create_collection
+    from annotation.database import database_session
+    from annotation.people.accounts import create_user
+    from annotation.people.auth_sessions import log_in
+
+    demo = build_app(AppContext(profile="tiny", banner="", console=""))
+    with database_session() as session:
+        rita = create_user(session, "rita", "researcher", password="a long enough password 1")
+        get_or_create_collection(session, rita, "first")
+    request = FakeRequest()
+    request.headers = {TOKEN_HEADER: log_in("rita", "a long enough password 1", "127.0.0.1").token}
+    with database_session() as session:
+        get_or_create_collection(session, session.merge(rita), "made later")
+
+    openers = {}
+    for fn in demo.fns.values():
+        for block_id, event in fn.targets:
+            if event == "select" and fn.fn.__qualname__.startswith("follow_collections."):
+                [dropdown] = fn.outputs
+                openers[dropdown.elem_id] = fn.fn
+    assert set(openers) == {"analyze-collection", "failures-collection", "data-collection", "agreement-collection",
+                            "pairwise-collection"}
+    for elem_id, on_open in openers.items():
+        kept = on_open(request)
+        assert "made later" in [c[0] for c in kept.choices], elem_id
+        assert "value" not in kept.constructor_args, elem_id  # the update sends no value: "first" stays
+        assert on_open(FakeRequest()) == gr.skip(), elem_id  # logged out: the list stays as it was
