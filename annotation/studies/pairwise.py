@@ -25,9 +25,7 @@ importing pairs, the analysis and the export are a researcher's or admin's.
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 from dataclasses import dataclass
 from datetime import timedelta, timezone
@@ -47,6 +45,7 @@ from annotation.people.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
 from annotation.people.acting import acting
 from annotation.captions import get_collection, in_collection
 from annotation.studies.queue_screens import _image_file, _missing_image_message
+from annotation.transfer.import_sources import csv_records
 from db.models import Caption, Collection, Image, PairwiseItem, PairwiseJudgment, User, utcnow
 from scoring.analysis.bradley_terry import Ranking, bradley_terry_ranking
 from scoring.analysis.pairwise import PASCAL_CATEGORIES, pascal50s_table
@@ -144,7 +143,10 @@ def read_pair_file(path: str | Path) -> list[dict]:
                 raise ValueError(f"{path.name} line {number}: not a JSON object")
             rows.append(row)
     else:
-        rows = list(csv.DictReader(io.StringIO(text)))
+        try:
+            rows = csv_records(text)
+        except ValueError as exc:
+            raise ValueError(f"{path.name} {exc}") from None
     if len(rows) > MAX_PAIR_ROWS:
         raise ValueError(f"{path.name}: more than {MAX_PAIR_ROWS} pairs")
     return rows

@@ -55,10 +55,19 @@ def detect_format(path: Path) -> str:
     raise ValueError(f"{path}: cannot tell the import format from the suffix; use --format ({', '.join(FORMATS)})")
 
 
+def strict_csv(text: str) -> csv.DictReader:
+    """The one way CSV uploads are read. Strict: a stray quote in a quoted field ("a "red" car")
+    is an error, not a caption silently stored as 'a red" car"'."""
+    return csv.DictReader(io.StringIO(text), strict=True)
+
+
+def csv_records(text: str) -> list[dict]:
+    """Every record of a CSV upload; an unreadable line is a ValueError naming it."""
+    return list(_records(strict_csv(text)))
+
+
 def csv_rows(text: str) -> RawRows:
-    # strict: a stray quote in a quoted field ("a "red" car") is an error, not a caption
-    # silently stored as 'a red" car"'
-    reader = csv.DictReader(io.StringIO(text), strict=True)
+    reader = strict_csv(text)
     if not reader.fieldnames:
         return []
     rows = []

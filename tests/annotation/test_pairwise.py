@@ -322,3 +322,14 @@ def test_the_studys_quality_control_holds_for_pairs_too(engine, accounts, make_p
     assert pairwise.pair_screen(ann, "duel").can_judge
     with session_scope(engine, read_only=True) as s:
         assert s.scalar(select(PairwiseJudgment.id).where(PairwiseJudgment.choice.is_not(None))) is None
+
+
+def test_a_pair_file_is_read_as_strictly_as_an_import(tmp_path):
+    """The one strict CSV reader of imports: a doubled quote is a quote; a stray one in a quoted
+    caption is refused with the file and line, not matched as the changed text 'a red" car"'."""
+    path = tmp_path / "pairs.csv"
+    path.write_text('caption_a,caption_b\n"a ""red"" car",a bus\n')
+    assert pairwise.read_pair_file(path) == [{"caption_a": 'a "red" car', "caption_b": "a bus"}]
+    path.write_text('caption_a,caption_b\na bus,a cat\n"a "red" car",a bus\n')
+    with pytest.raises(ValueError, match=r'^pairs\.csv line 3: text follows the quote that closes a quoted field'):
+        pairwise.read_pair_file(path)
