@@ -282,7 +282,7 @@ class StudyAgreement:
             return f"needs two items rated by all {self.n_annotators} annotators; {rated}"
         if self.distinct_values < 2:
             return "every rating has the same value, so agreement cannot be told from chance"
-        return "the items rated by all do not vary" if measure == "icc" else "the ratings do not vary"
+        return "the items rated by all do not vary" if measure == "icc" else "the items rated twice do not vary"
 
     def summary_rows(self) -> list[list]:
         """[measure, value, 95% interval] rows, as the dashboard shows them; where a coefficient is
