@@ -225,10 +225,10 @@ def _import(args) -> int:
 
 
 def _import_scores(args) -> int:
+    from annotation.database import database_session
     from annotation.scores.corpus_scores import import_corpus_scores
-    from db.session import ensure_schema, session_scope
 
-    with session_scope(ensure_schema()) as session:
+    with database_session() as session:
         report = import_corpus_scores(session, _acting_user(session, args.user), args.out, args.collection)
     print(json.dumps(report.to_dict(), indent=2))
     return 0

@@ -72,3 +72,15 @@ def test_imported_corpus_scores_serve_the_collection_table(engine, accounts, cor
 def test_annotators_cannot_import_scores(engine, accounts, corpus_run):
     with session_scope(engine) as session, pytest.raises(PermissionError):
         import_corpus_scores(session, accounts["ann"], corpus_run, "world-corpus")
+
+
+def test_caplens_db_import_scores_stores_a_run(engine, accounts, corpus_run, capsys):
+    """The command line's import (it called the schema check without the database's URL and
+    ended in a TypeError on every run)."""
+    from app.cli import main
+
+    assert main(["db", "import-scores", str(corpus_run), "--collection", "world-corpus", "--user", "rita"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["captions_imported"], report["scores_stored"]) == (20, 20)
+    with session_scope(engine, read_only=True) as session:
+        assert session.query(Caption).filter(Caption.kind == "candidate").count() == 20
