@@ -50,8 +50,9 @@ def run_score_corpus(args: argparse.Namespace) -> int:
     report = score_corpus(manifest, args.out, profile=args.profile, metrics=metrics, device=args.device,
                           engine=args.engine, ray_address=args.ray_address, actors=args.actors,
                           batch_rows=args.batch_size, show_progress=not args.quiet)
-    print(f"{report.total_rows} rows: {report.scored_rows} scored now, {report.skipped_rows} already done, "
-          f"{report.errors} in errors.jsonl ({report.engine} engine, {report.seconds:.1f} s)")
+    print(f"{report.total_rows} rows: {report.total_rows - report.errors} scored, {report.errors} not scored (why: "
+          f"errors.jsonl); {report.scored_rows} of them handled by this run, {report.skipped_rows} by an earlier one "
+          f"({report.engine} engine, {report.seconds:.1f} s)")
     for name, reason in report.unavailable.items():
         print(f"{name}: unavailable: {reason}")
     if len(report.summary):

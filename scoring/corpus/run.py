@@ -113,7 +113,10 @@ def _progress_bar(total: int | None, unit: str, desc: str, enabled: bool):
 
 def cider_document_frequency(manifest: Manifest, show_progress: bool = False):
     """CIDEr-D document frequencies over every distinct (image, references) of the manifest,
-    counted as the toolkit counts them over the items it scores together."""
+    counted as the toolkit counts them over the items it scores together: a row the run will
+    not score (a problem, an empty caption, a local image that is missing or no image) counts
+    for nothing, so broken rows cannot move the scores of the others. (An image given by URL is
+    fetched only when scored; one that fails then still counted.)"""
     from scoring.metrics.coco import CiderDocumentFrequency, ptb_tokenize
 
     frequencies = CiderDocumentFrequency()
@@ -128,12 +131,14 @@ def cider_document_frequency(manifest: Manifest, show_progress: bool = False):
     with _progress_bar(None, "row", "counting CIDEr-D document frequencies", show_progress) as bar:
         for row in read_manifest(manifest):
             bar.update(1)
-            if row.problem or not row.references:
+            if row.problem or not row.references or caption_problem(row.candidate):
                 continue
             key = hashlib.sha1("\x1f".join([row.image, *row.references]).encode("utf-8")).digest()
             if key in seen:
                 continue
             seen.add(key)
+            if "://" not in row.image and _image_data(row.image)[1]:
+                continue
             chunk.append(row.references)
             if len(chunk) >= TOKENISE_ROWS:
                 count(chunk)
@@ -252,6 +257,11 @@ def plan_corpus(manifest: Manifest, out: Path, *, profile: str | None = None, me
 
 
 # -- score -----------------------------------------------------------------------------------
+def caption_problem(candidate) -> str | None:
+    """Why a row's caption cannot be scored (the scoring and the document frequencies share it)."""
+    return None if str(candidate or "").strip() else "empty caption"
+
+
 def _image_bytes(image: str) -> bytes:
     if "://" in image:
         with urllib.request.urlopen(image, timeout=URL_TIMEOUT_S) as response:  # noqa: S310 (the user's own corpus)
@@ -311,8 +321,7 @@ class ShardScorer:
         items, scored_rows = [], []
         for row in rows:
             reason, data = row["problem"], None
-            if not reason and not str(row["candidate"]).strip():
-                reason = "empty caption"
+            reason = reason or caption_problem(row["candidate"])
             if not reason:
                 data, reason = _image_data(row["image"])
             if reason:

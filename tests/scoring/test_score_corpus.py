@@ -212,7 +212,8 @@ def test_bad_rows_land_in_the_errors_file_and_the_run_goes_on(world_corpus, tmp_
     code = main(["score-corpus", str(tmp_path / "bad.jsonl"), "--out", str(out), "--engine", "local",
                  "--profile", "world", "--metrics", "CLIP-S", "--quiet"])
     printed = capsys.readouterr().out
-    assert code == 0 and "10 rows: 10 scored now, 0 already done, 7 in errors.jsonl" in printed
+    assert code == 0 and ("10 rows: 3 scored, 7 not scored (why: errors.jsonl); 10 of them handled by this run, "
+                          "0 by an earlier one") in printed
     errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
     assert [(e["row"], e["id"], e["reason"]) for e in errors] == [
         (2, "empty", "empty caption"),
@@ -227,7 +228,31 @@ def test_bad_rows_land_in_the_errors_file_and_the_run_goes_on(world_corpus, tmp_
     assert sorted(scores["id"]) == ["by-url", "ok-1", "ok-2"] and scores["score"].nunique() == 1  # one image
     assert main(["score-corpus", str(tmp_path / "bad.jsonl"), "--out", str(out), "--engine", "local",
                  "--profile", "world", "--metrics", "CLIP-S", "--quiet"]) == 0
-    assert "0 scored now, 10 already done, 7 in errors.jsonl" in capsys.readouterr().out
+    assert ("10 rows: 3 scored, 7 not scored (why: errors.jsonl); 0 of them handled by this run, 10 by an earlier "
+            "one") in capsys.readouterr().out
+
+
+@pytest.mark.java
+def test_rows_the_run_does_not_score_do_not_move_cider_of_the_others(world_corpus, tmp_path, java):
+    """CIDEr-D's corpus document frequencies count only rows the run scores: the references of a
+    row with an empty caption, a missing image or a file that is no image changed the CIDEr of
+    every good row (a trial: 1.4364 became 1.0645)."""
+    (tmp_path / "not-an-image.png").write_text("plain text")
+    rows = [json.loads(line) for line in (world_corpus / "manifest.jsonl").read_text().splitlines()[:4]]
+    for row in rows:
+        row["image"] = str(world_corpus / row["image"])
+    odd = ["a purple elephant juggles", "seven tiny violins", "a submarine under the desert"]
+    broken = [{**rows[0], "id": "empty", "candidate": " ", "references": [odd[0]]},
+              {**rows[0], "id": "missing", "image": "nowhere.png", "references": [odd[1]]},
+              {**rows[0], "id": "text-file", "image": str(tmp_path / "not-an-image.png"), "references": [odd[2]]}]
+    scores = {}
+    for name, manifest in (("good", rows), ("mixed", rows[:2] + broken + rows[2:])):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in manifest))
+        score_corpus(open_manifest(tmp_path / f"{name}.jsonl"), tmp_path / name, profile="world", metrics=["CIDEr"],
+                     engine="local", n_boot=0)
+        frame = read_scores(tmp_path / name)
+        scores[name] = dict(zip(frame["model"] + "/" + frame["id"], frame["score"]))
+    assert len(scores["good"]) == 4 and scores["mixed"] == scores["good"]
 
 
 def test_csv_parquet_and_coco_manifests_read_the_same_rows(world_corpus, tmp_path):
