@@ -331,7 +331,7 @@ def judge_pair_endpoint(collection: str, pair_id: float, choice: str, request: g
     """
     if pair_id is None or not choice:
         raise gr.Error("pair_id and choice are required")
-    return _pair_json(in_words(judge_and_next, api_account(request), collection, int(pair_id), choice.strip().lower()))
+    return _pair_json(in_words(judge_and_next, api_account(request), collection, int(pair_id), choice))
 
 
 # Endpoints that also answer a plain HTTP POST to /gradio_api/run/<name> beside the queue: one

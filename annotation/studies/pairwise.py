@@ -313,6 +313,15 @@ def _item(session: Session, item_id: int) -> PairwiseItem:
     return item
 
 
+def _item_of(session: Session, collection: Collection, item_id: int) -> PairwiseItem:
+    """Pair `item_id`, which must be one of `collection`'s: a judgment sent for the collection
+    on screen never lands on another collection's pair."""
+    item = _item(session, item_id)
+    if item.collection_id != collection.id:
+        raise LookupError(f"Pair {item_id} is not a pair of collection {collection.name!r}; nothing was saved.")
+    return item
+
+
 def judge_pair(session: Session, user: User, item_id: int, side: str,
                k: int | None = tasks.DEFAULT_RATINGS_PER_ITEM) -> PairwiseJudgment:
     """Record which caption of pair `item_id` this annotator finds better, as they saw it:
@@ -320,8 +329,9 @@ def judge_pair(session: Session, user: User, item_id: int, side: str,
     (after Back) edits their judgment. A new judgment is refused when the pair's judgments and
     other annotators' live offers already reach `k` (their own offer expired meanwhile)."""
     require_role(user, *ALL_ROLES)
+    given, side = side, str(side or "").strip().lower()
     if side not in SIDES:
-        raise ValueError(f"choose left, right or tie, not {side!r}")
+        raise ValueError(f"choose left, right or tie, not {given!r}")
     item = _item(session, item_id)
     _require_standing(session, user, session.get(Collection, item.collection_id))
     a_left = a_on_left(user.id, item.id)
@@ -340,7 +350,8 @@ def judge_pair(session: Session, user: User, item_id: int, side: str,
             if own is not None and own.choice is None:
                 session.delete(own)
                 session.flush()
-            raise ValueError(f"Pair {item.id} already has its {k} judgments (your reservation of it expired); "
+            raise ValueError(f"Pair {item.id} already has its {k} judgments (it was not reserved for you, or your "
+                             "reservation expired); "
                              "nothing was saved. Go on with the next pair.")
     if own is None:
         own = PairwiseJudgment(item_id=item.id, annotator_id=user.id, a_left=a_left, offered_at=now)
@@ -435,9 +446,9 @@ def _pair_screen(session: Session, user: User, collection: Collection, item_id: 
     text = (f"You judged {progress.done_by_user} of {progress.pairs} pairs; "
             f"{progress.pairs_complete} pairs have {progress.k} judgments.")
     if item_id is None:
-        if not progress.pairs:
-            message = (message + " " if message else "") + "This collection has no pairs to compare yet."
-        return PairScreen(None, "Nothing left to compare in this collection. Thank you!", "", None, text, message)
+        left = ("Nothing left to compare in this collection. Thank you!" if progress.pairs else
+                "This collection has no pairs to compare yet: a researcher makes them in the Pairwise tab.")
+        return PairScreen(None, left, "", None, text, message)
     item = _item(session, item_id)
     if item.collection_id != collection.id:
         raise LookupError(f"pair {item_id} is not in collection {collection.name!r}")
@@ -480,7 +491,7 @@ def judge_and_next(account_id: int | None, collection_name: str, item_id: int | 
     if item_id is None:
         raise ValueError("No pair loaded: choose a collection.")
     with acting(account_id) as (session, user):
-        item = _item(session, int(item_id))
+        item = _item_of(session, _collection(session, collection_name), int(item_id))
         if _image_file(item.caption_a.image) is None:
             raise ValueError(_missing_image_message(item.id, "judged"))
         judge_pair(session, user, item.id, side)
@@ -491,7 +502,7 @@ def skip_and_next(account_id: int | None, collection_name: str, item_id: int | N
     if item_id is None:
         raise ValueError("No pair loaded.")
     with acting(account_id) as (session, user):
-        skip_pair(session, user, int(item_id))
+        skip_pair(session, user, _item_of(session, _collection(session, collection_name), int(item_id)).id)
     return pair_screen(account_id, collection_name, message=f"Skipped pair {int(item_id)}.")
 
 

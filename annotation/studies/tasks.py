@@ -347,7 +347,8 @@ def submit_rating(session: Session, user: User, caption_id: int, overall: float,
         _lock_caption(session, caption_id)
         if _taken(session, caption_id, user) >= k:
             release_lease(session, user, caption_id)
-            raise ValueError(f"Caption {caption_id} already has its {k} ratings (your reservation of it expired); "
+            raise ValueError(f"Caption {caption_id} already has its {k} ratings (it was not reserved for you, or "
+                             "your reservation expired); "
                              "nothing was saved. Go on with the next item.")
     seconds = seconds_on(session, user, caption_id)
     release_lease(session, user, caption_id)

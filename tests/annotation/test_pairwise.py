@@ -155,6 +155,33 @@ def test_screen_back_and_skip_keep_the_blind_order(engine, accounts, make_png):
         assert (own.choice, own.version) == ("tie", 2)
     with pytest.raises(ValueError, match="choose left, right or tie"):
         pairwise.judge_and_next(ann, "duel", first.item_id, "both")
+    with pytest.raises(ValueError, match="^choose left, right or tie, not 'A'$"):  # as sent, not lower-cased
+        pairwise.judge_and_next(ann, "duel", first.item_id, "A")
+    pairwise.judge_and_next(ann, "duel", first.item_id, " Right ")  # case and spaces do not matter
+    with session_scope(engine, read_only=True) as s:
+        own = s.scalar(select(PairwiseJudgment).where(PairwiseJudgment.item_id == first.item_id,
+                                                      PairwiseJudgment.annotator_id == ann))
+        assert own.choice == ("b" if pairwise.a_on_left(ann, first.item_id) else "a")
+
+
+def test_a_judgment_sent_for_one_collection_never_lands_on_another_collections_pair(engine, accounts, make_png):
+    """/judge_pair for "empty" with a pair id of "duel" was saved on duel's pair (a trial); it is
+    refused and nothing is stored. A collection without pairs says so once, where the pair goes."""
+    _study(engine, accounts, make_png)
+    with session_scope(engine) as s:
+        pairwise.make_pairs(s, accounts["rita"], get_collection(s, "duel"))
+        get_or_create_collection(s, accounts["rita"], "empty")
+        pair_id = s.scalar(select(PairwiseItem.id))
+    ann = accounts["ann"].id
+    for act in (lambda: pairwise.judge_and_next(ann, "empty", pair_id, "tie"),
+                lambda: pairwise.skip_and_next(ann, "empty", pair_id)):
+        with pytest.raises(LookupError, match=f"^Pair {pair_id} is not a pair of collection 'empty'; nothing was saved"):
+            act()
+    with session_scope(engine, read_only=True) as s:
+        assert s.scalar(select(PairwiseJudgment.id)) is None
+    screen = pairwise.pair_screen(ann, "empty")
+    assert (screen.item_id, screen.left, screen.message) == (
+        None, "This collection has no pairs to compare yet: a researcher makes them in the Pairwise tab.", "")
 
 
 def _judge(engine, accounts, votes: dict) -> dict:

@@ -545,7 +545,7 @@ def test_a_rating_stores_every_aspect_and_ends_only_the_rated_items_lease(engine
         for user in (bea, cal):
             submit_rating(s, user, study["d"], 0.5)
         reserve_item(s, ann, study["b"])
-        with pytest.raises(ValueError, match=r"^Caption \d+ already has its 2 ratings \(your reservation of it expired\); "
+        with pytest.raises(ValueError, match=r"^Caption \d+ already has its 2 ratings \(it was not reserved for you, or your reservation expired\); "
                                              r"nothing was saved\. Go on with the next item\.$"):
             submit_rating(s, ann, study["d"], 0.5, k=2)
         assert s.scalars(select(RatingLease.caption_id).where(RatingLease.annotator_id == ann.id)).all() == [study["b"]]
