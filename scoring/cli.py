@@ -64,6 +64,8 @@ def read_rows(candidates: Path, references: Path | None, lang: str):
     for row in rows:
         if row.problem:
             raise ValueError(f"{candidates.name} row {row.row}: {row.problem}")
+        if not row.candidate.strip():  # the app and score-corpus refuse it too
+            raise ValueError(f"{candidates.name} row {row.row}: empty caption")
         try:
             resolved.append(dataclasses.replace(row, lang=resolve_language(row.lang, row.candidate)))
         except ValueError as exc:
@@ -80,6 +82,19 @@ def find_image(image_dir: Path, image_id: str) -> Path:
             if candidate.is_file():
                 return candidate
     raise FileNotFoundError(f"no image for id {image_id!r} in {image_dir} (tried {image_id} and {image_id}.jpg/.png/…)")
+
+
+def checked_image(image_dir: Path, image_id: str, where: str) -> Path:
+    """The row's image file, its header read under the image limits first, so that a file that
+    is no image is named with its row (the scorer, given the bytes, could only say "<bytes>")."""
+    from scoring.images import ImageDecodeError, open_checked, read_image_bytes
+
+    path = find_image(image_dir, image_id)
+    try:
+        open_checked(read_image_bytes(path), path.name)
+    except ImageDecodeError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    return path
 
 
 def choose_profile(requested: str | None, device: str | None, command: str = "caplens score"):
@@ -104,11 +119,12 @@ def run_score(args: argparse.Namespace) -> int:
     rows = read_rows(args.candidates, args.references, args.lang)
     ids = [row.id for row in rows]
     has_references = any(row.references for row in rows)
-    items = [
-        ScoreItem(image=find_image(args.image_dir, row.image), candidate=row.candidate, references=row.references,
-                  lang=row.lang, image_id=row.id)
-        for row in rows
-    ]
+    images: dict[str, Path] = {}  # each file read once here
+    for row in rows:
+        if row.image not in images:
+            images[row.image] = checked_image(args.image_dir, row.image, f"{args.candidates.name} row {row.row}")
+    items = [ScoreItem(image=images[row.image], candidate=row.candidate, references=row.references, lang=row.lang,
+                       image_id=row.id) for row in rows]
     scorer = choose_profile(args.profile, args.device)
     if args.metrics:
         names = [scorer.canonical_name(n) for n in args.metrics.split(",") if n.strip()]

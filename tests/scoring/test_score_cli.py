@@ -94,6 +94,8 @@ def test_cider_says_where_its_document_frequencies_come_from_and_when_they_mean_
     ("unknown-metric", "unknown metric 'BLEURT'"),
     ("no-image-dir", "IMAGE_DIR is not a folder"),
     ("wrong-shape", "expected {\"image_id\": \"caption\""),
+    ("empty-caption", "empty.json row 2: empty caption"),  # scored as 0 before, where the app refuses it
+    ("not-an-image", "text.json row 1: text.png: not an image (or a format Pillow cannot read)."),
 ])
 def test_bad_inputs_give_one_error_line_and_exit_2(inputs, capsys, problem, message):
     root, images = inputs
@@ -114,6 +116,13 @@ def test_bad_inputs_give_one_error_line_and_exit_2(inputs, capsys, problem, mess
     elif problem == "wrong-shape":
         cands = root / "list.json"
         cands.write_text(json.dumps(["a", "b"]))
+    elif problem == "empty-caption":
+        cands = root / "empty.json"
+        cands.write_text(json.dumps({"cat1": "a cat", "dog2": "  "}))
+    elif problem == "not-an-image":
+        (images / "text.png").write_text("plain text")
+        cands = root / "text.json"
+        cands.write_text(json.dumps({"text": "a caption"}))
     argv = [cands, image_dir, "--profile", "tiny", *extra] + (["--references", refs] if refs else [])
     code, out, err = _run(capsys, *argv)
     assert code == 2 and out == ""
