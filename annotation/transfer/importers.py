@@ -246,7 +246,8 @@ def _previous_import(session: Session, collection_id: int, source_sha: str) -> i
 
 def _reimport_error(source: str, collection: str, previous: int) -> ValueError:
     return ValueError(f"{source}: this exact file was already imported into {collection!r} "
-                      f"(import #{previous}); pass allow_reimport / --allow-reimport to add it again")
+                      f"(import #{previous}); nothing was added again. To add its rows a second time, import it "
+                      "from the command line with `caplens db import --allow-reimport`.")
 
 
 def publish(session: Session, user: User, staging_id: int, plan: StagingPlan, *, collection: str, source: str,

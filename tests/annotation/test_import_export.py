@@ -76,8 +76,11 @@ def test_jsonl_import(engine, accounts, image_files):
     with session_scope(engine) as s:
         report = import_file(s, accounts["rita"], path, collection="j")
         _check_imported(s, report)
-    with session_scope(engine) as s, pytest.raises(ValueError, match="already imported"):
+    with session_scope(engine) as s, pytest.raises(ValueError) as again:
         import_file(s, accounts["rita"], path, collection="j")
+    assert str(again.value) == (f"{path}: this exact file was already imported into 'j' (import #{report.import_id}); "
+                                "nothing was added again. To add its rows a second time, import it from the command "
+                                "line with `caplens db import --allow-reimport`.")
 
 
 def _write_csv(path, rows):
