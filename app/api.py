@@ -142,7 +142,8 @@ def check_argument_count(block_fn, inputs: list) -> None:
     """`Blocks.validate_inputs` for every event: a call with too few arguments is refused in
     words naming the ones missing (Gradio's own check raises with a traceback in the log)."""
     if len(inputs) < len(block_fn.inputs):
-        missing = [getattr(block, "label", None) or type(block).__name__ for block in block_fn.inputs[len(inputs):]]
+        missing = ["the session's state (send null)" if isinstance(block, gr.State) else
+                   getattr(block, "label", None) or type(block).__name__ for block in block_fn.inputs[len(inputs):]]
         raise refused(f"{block_fn.api_name or 'this call'}: {len(inputs)} argument(s) given, "
                       f"{len(block_fn.inputs)} needed; missing: {', '.join(map(str, missing))}")
 

@@ -76,6 +76,8 @@ def test_a_caption_at_the_limit_is_perturbed_and_one_past_it_is_refused_in_words
     ("rate", [74.9, 0.5, None, None, None], "caption_id: expected a whole number, got 74.9"),
     ("rate", [1, "high", None, None, None], "overall: expected a number, got str 'high'"),
     ("rate", [1], "rate: 1 argument(s) given, 5 needed; missing: overall, fluency, relevance, descriptiveness"),
+    ("score", ["", "a red car"], "score: 2 argument(s) given, 6 needed; missing: references, lang, metrics, the "
+                                 "session's state (send null)"),
     ("perturb", ["a red car", "masking", 0.4, 1e20, "en", ""],
      "seed: 1e+20 is out of range (0 to 4,294,967,295)"),
     ("perturb", ["a red car", "masking", 0.4, -1, "en", ""], "seed: -1 is out of range (0 to 4,294,967,295)"),
