@@ -399,7 +399,7 @@ def _scores_table(scores: pd.DataFrame):
     import pyarrow as pa
 
     columns = {c: scores[c].tolist() for c in SCORE_COLUMNS}
-    columns["score"] = [None if v is None or v != v else float(v) for v in columns["score"]]
+    columns["score"] = [None if pd.isna(v) else float(v) for v in columns["score"]]  # None, NaN or pd.NA (Ray)
     return pa.Table.from_pydict(columns, schema=_scores_schema())
 
 

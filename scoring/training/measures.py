@@ -63,8 +63,9 @@ def describe(key: str, recipe: str | None = None) -> Measure:
         return fixed
     if match := re.fullmatch(r"R@(\d+)", key):
         k = match.group(1)
-        return Measure(key, f"retrieval recall@{k}: share of held-out captions whose own image ranks in the top {k}",
-                       HIGHER, "0 to 1", "no held-out images")
+        return Measure(key, f"retrieval recall@{k}: share of held-out images whose own caption (the first held-out "
+                       f"one of each image) ranks it in the top {k} of all held-out images (with {k} or fewer "
+                       "held-out images it is always 1)", HIGHER, "0 to 1", "no held-out images")
     if match := re.fullmatch(r"drop_(\w+)", key):
         return Measure(key, f"% fall of MCS from original to perturbed caption, {match.group(1)} "
                        "(mean over the perturbations)", HIGHER,

@@ -320,3 +320,13 @@ def test_a_metric_added_later_is_written_alone_and_unavailable_ones_do_not_keep_
     scores = read_scores(out)
     assert len(scores) == 60 and not scores.duplicated(["model", "id", "metric"]).any()
     assert list(added.summary["metric"]) == ["CLIP-S", "MCS"]
+
+
+def test_a_score_missing_as_pandas_na_is_written_as_null():
+    """Ray Data hands scores back as a nullable column: a row without references (BLEU-4 has no
+    value) is pd.NA there, which ended the Ray run in "boolean value of NA is ambiguous"."""
+    from scoring.corpus.run import SCORE_COLUMNS, _scores_table
+
+    frame = pd.DataFrame({c: ["x", "y", "z"] for c in SCORE_COLUMNS})
+    frame["score"] = pd.array([0.25, pd.NA, None], dtype="Float64")
+    assert _scores_table(frame).column("score").to_pylist() == [0.25, None, None]
