@@ -86,6 +86,12 @@ class CaptionRobustness:
     ops: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
 
+    def summary(self, n_perturbations: int, lang: str) -> str:
+        """The run in one line: how many metrics gave the caption a score, of those asked."""
+        scored = 0 if self.table.empty else self.table["metric"].nunique()
+        return (f"{n_perturbations} perturbation(s) of a caption in {lang}; {scored} of {len(self.statuses)} "
+                "metric(s) scored it" + ("." if scored == len(self.statuses) else " (the others: see status)."))
+
 
 def caption_robustness(scorer, image, original: str, perturbations: Sequence[Perturbation], references: list[str],
                        lang: str, metrics: Sequence[str]) -> CaptionRobustness:

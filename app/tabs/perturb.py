@@ -121,8 +121,7 @@ def build(ctx: engine.AppContext) -> None:
         elif lab.problem:
             messages.append(f"Could not score: {lab.problem}")
         else:
-            messages.append(f"{len(lab.perturbations)} perturbation(s) of a caption in {lab.lang}, scored by "
-                            f"{len(lab.robustness.statuses)} metric(s).")
+            messages.append(lab.robustness.summary(len(lab.perturbations), lab.lang))
             messages.extend(lab.robustness.messages)
             cells = caption_robustness_cells(lab.robustness)
             table_frame = gr.Dataframe(value=cells, column_widths=render.column_widths(list(cells.columns)))

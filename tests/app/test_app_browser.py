@@ -223,7 +223,7 @@ def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts)
     table = page.locator("#perturb-table").inner_text()
     assert re.search(r"\([+-]\d+\.\d+%\)", table), table
     status = page.locator("#perturb-status textarea").input_value()
-    assert status.startswith("5 perturbation(s) of a caption in en, scored by "), status  # a run says what it did
+    assert status.startswith("5 perturbation(s) of a caption in en; "), status  # a run says what it did
     # Headers on one line: "Robustness" no longer breaks into "Robust / ness".
     heights = page.eval_on_selector_all(
         "#perturb-table th[role=columnheader]", "ths => ths.map(t => [t.title, t.getBoundingClientRect().height])")

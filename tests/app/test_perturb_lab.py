@@ -27,6 +27,8 @@ def test_changes_follow_from_the_perturbed_words():
     # CLIP-S needs an image these inputs lack: the /score API's status, and a message saying so.
     assert result.statuses == {"BLEU-1": "available", "CLIP-S": "available (needs an image for these rows)"}
     assert result.messages == ["CLIP-S: no value, needs an image (none given)."]
+    assert result.summary(5, "en") == ("5 perturbation(s) of a caption in en; 1 of 2 metric(s) scored it (the "
+                                       "others: see status).")  # not "scored by 2 metrics" (a trial)
 
     cells = caption_robustness_cells(result).set_index("metric")
     assert list(cells.columns) == ["Original", "Repetition", "Removal", "Masking", "Jumble", "Substitution",
