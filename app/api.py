@@ -280,6 +280,8 @@ def next_item_endpoint(collection: str, request: gr.Request) -> dict:
 def rate_endpoint(caption_id: float, overall: float, fluency: float | None = None, relevance: float | None = None,
                   descriptiveness: float | None = None, request: gr.Request | None = None) -> dict:
     """Rate a caption as the logged-in user (X-CapLens-Token header; an annotator account).
+    Rating a caption again replaces the whole rating (a new version): an aspect sent as null
+    is stored as not rated, as in the Rate view, not kept from the earlier version.
 
     Args:
         caption_id: the caption's id, from next_item.
