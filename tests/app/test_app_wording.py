@@ -30,6 +30,14 @@ def test_the_docs_count_the_mcp_tools_the_server_has():
                                  " ".join(path.read_text(encoding="utf-8").split()))]
     assert said and all(word == words[len(ENDPOINTS)] for _, word in said), said
 
+def test_the_api_table_of_the_docs_has_a_row_for_every_endpoint():
+    """docs/app.md listed seven of the nine endpoints (a trial looked for /next_pair there)."""
+    from app.api import ENDPOINTS
+
+    rows = re.findall(r"^\| `/(\w+)` \|", (ROOT / "docs" / "app.md").read_text(encoding="utf-8"), re.MULTILINE)
+    assert sorted(set(rows)) == sorted(ENDPOINTS)
+
+
 def test_no_table_shows_placeholder_headers_before_it_is_filled(tmp_path, monkeypatch):
     """Gradio draws an empty Dataframe with the headers "1 | 2 | 3": every table of the app has
     its own headers from the start, or stays hidden until it has a result."""
