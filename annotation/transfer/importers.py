@@ -135,15 +135,29 @@ class StagingPlan:
         return len(self.images) + len(self.captions) + len(self.ratings) + len(self.critical)
 
 
-def plan_rows(rows: list[Row], external_parents: dict[str, Caption]) -> StagingPlan:
+def stored_references(session: Session, collection_id: int | None) -> set[tuple[str, str]]:
+    """(image SHA-256, text) of the reference captions the collection holds already."""
+    if collection_id is None:
+        return set()
+    in_target = select(collection_captions.c.caption_id).where(collection_captions.c.collection_id == collection_id)
+    return {(sha, text_) for sha, text_ in session.execute(
+        select(Image.sha256, Caption.text).join(Image, Image.id == Caption.image_id)
+        .where(Caption.kind == "reference", Caption.id.in_(in_target)))}
+
+
+def plan_rows(rows: list[Row], external_parents: dict[str, Caption],
+              known_references: set[tuple[str, str]] = frozenset()) -> StagingPlan:
     """The staging rows of checked `rows`; new images are written to the store here (files
-    named by hash: a file no row ends up using is removed by `caplens db gc`)."""
+    named by hash: a file no row ends up using is removed by `caplens db gc`). A row's
+    `references` are its image's: one the image has already (`known_references`: stored in the
+    target collection, or given by an earlier row) is not added again, whatever the row's
+    language (a German row repeating the English references made German copies of them)."""
     plan = StagingPlan()
     counts = {"rows": len(rows), "captions": 0, "references": 0, "ratings": 0, "critical_annotations": 0}
     image_shas: dict[str, str] = {}
     staged_shas: set[str] = set()
     by_external: dict[str, int] = {}
-    references: set[tuple[str, str, str]] = set()
+    references: set[tuple[str, str]] = set(known_references)
     critical: dict[tuple[int, str], dict] = {}
     parents: list[tuple[dict, str]] = []
 
@@ -184,12 +198,11 @@ def plan_rows(rows: list[Row], external_parents: dict[str, Caption]) -> StagingP
             if row.parent_id:
                 # Parents may come later in the file: linked once every row is planned.
                 parents.append((caption, row.parent_id))
-        for reference in row.references:
-            key = (sha, row.language, reference)
+        for reference in map(validate_caption_text, row.references):
+            key = (sha, reference)
             if key not in references:
                 references.add(key)
-                add_caption(image_sha256=sha, text=validate_caption_text(reference), language=row.language,
-                            kind="reference")
+                add_caption(image_sha256=sha, text=reference, language=row.language, kind="reference")
                 counts["references"] += 1
         if row.rating:
             plan.ratings.append(dict(seq=len(plan.ratings) + 1, caption_seq=caption_seq, annotator=row.annotator,
@@ -419,7 +432,7 @@ def _import(session: Session, user: User, raw: RawRows, images: FileImages | Zip
     if not allow_reimport and existing is not None and \
             (previous := _previous_import(session, existing, source_sha)) is not None:
         raise _reimport_error(source, collection, previous)
-    plan = plan_rows(rows, external_parents)
+    plan = plan_rows(rows, external_parents, stored_references(session, existing))
     if not commit_batches:
         transaction: Transaction = lambda: nullcontext(session)  # noqa: E731
     else:

@@ -83,6 +83,26 @@ def test_jsonl_import(engine, accounts, image_files):
                                 "line with `caplens db import --allow-reimport`.")
 
 
+def test_an_images_references_are_added_once_whatever_the_rows_language(engine, accounts, image_files):
+    """A later file (or a later row) naming references the image has already adds none: a German
+    row repeating the English references had stored German-labelled copies of them (a trial).
+    A new reference text is added, in the row's language."""
+    first = image_files / "en.jsonl"
+    first.write_text(json.dumps({"image": "img0.png", "caption": "a red square", "references": ["a red block"]}) + "\n")
+    second = image_files / "de.jsonl"
+    second.write_text("\n".join(json.dumps(r) for r in [
+        {"image": "img0.png", "caption": "ein rotes Quadrat", "lang": "de", "references": ["a red block"]},
+        {"image": "img0.png", "caption": "ein roter Block", "lang": "de", "references": ["ein roter Block", "a red block"]},
+    ]) + "\n")
+    with session_scope(engine) as s:
+        import_file(s, accounts["rita"], first, collection="refs")
+        report = import_file(s, accounts["rita"], second, collection="refs")
+        stored = sorted((t, lang) for t, lang in s.execute(select(Caption.text, Caption.language)
+                                                           .where(Caption.kind == "reference")))
+    assert report.counts["references"] == 1
+    assert stored == [("a red block", "en"), ("ein roter Block", "de")]
+
+
 def _write_csv(path, rows):
     columns = sorted({k for r in rows for k in r})
     with path.open("w", newline="", encoding="utf-8") as handle:
