@@ -140,12 +140,29 @@ def number_field(label: str, whole: bool = False, minimum: float | None = None, 
 
 def check_argument_count(block_fn, inputs: list) -> None:
     """`Blocks.validate_inputs` for every event: a call with too few arguments is refused in
-    words naming the ones missing (Gradio's own check raises with a traceback in the log)."""
+    words naming the ones missing (Gradio's own check raises with a traceback in the log), and
+    so is a file given as a path on the server instead of uploaded (Gradio refused it with an
+    empty error, `{"error": null}`, and a traceback in the log)."""
     if len(inputs) < len(block_fn.inputs):
         missing = ["the session's state (send null)" if isinstance(block, gr.State) else
                    getattr(block, "label", None) or type(block).__name__ for block in block_fn.inputs[len(inputs):]]
         raise refused(f"{block_fn.api_name or 'this call'}: {len(inputs)} argument(s) given, "
                       f"{len(block_fn.inputs)} needed; missing: {', '.join(map(str, missing))}")
+    for block, value in zip(block_fn.inputs, inputs):
+        if _server_path(value):
+            raise refused(f"{getattr(block, 'label', None) or 'file'}: upload the file (gradio_client's handle_file "
+                          "does it, or POST it to /gradio_api/upload first); a path on the server is not read")
+
+
+def _server_path(value) -> bool:
+    """Whether `value` is a file reference (FileData) to a path outside Gradio's upload folder."""
+    from gradio.utils import abspath, get_upload_folder, is_in_or_equal
+
+    if not isinstance(value, dict) or not isinstance(value.get("path"), str):
+        return False
+    if (value.get("meta") or {}).get("_type") != "gradio.FileData" or "://" in value["path"]:
+        return False
+    return not is_in_or_equal(abspath(value["path"]), get_upload_folder())
 
 
 def outcome_to_json(outcome: ScoreOutcome) -> dict:

@@ -78,6 +78,9 @@ def test_a_caption_at_the_limit_is_perturbed_and_one_past_it_is_refused_in_words
     ("rate", [1], "rate: 1 argument(s) given, 5 needed; missing: overall, fluency, relevance, descriptiveness"),
     ("score", ["", "a red car"], "score: 2 argument(s) given, 6 needed; missing: references, lang, metrics, the "
                                  "session's state (send null)"),
+    ("score", [{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}, "a red car", "", "en", "", None],
+     "image: upload the file (gradio_client's handle_file does it, or POST it to /gradio_api/upload first); a path "
+     "on the server is not read"),
     ("perturb", ["a red car", "masking", 0.4, 1e20, "en", ""],
      "seed: 1e+20 is out of range (0 to 4,294,967,295)"),
     ("perturb", ["a red car", "masking", 0.4, -1, "en", ""], "seed: -1 is out of range (0 to 4,294,967,295)"),
