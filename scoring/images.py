@@ -127,14 +127,25 @@ def _readable(size: int) -> str:
 
 def open_checked(data: bytes, name: str = "image") -> Image.Image:
     """Parse the header only and enforce the limits; no pixel is decoded yet."""
+    return _opened_checked(io.BytesIO(data), len(data), name)
+
+
+def check_image_file(path: str | os.PathLike, name: str = "image") -> None:
+    """`open_checked`'s checks of a file, reading its header only (not the whole file): for a
+    pass that needs to know a file would be scored before the scoring reads it."""
+    with open(path, "rb") as handle:
+        _opened_checked(handle, os.fstat(handle.fileno()).st_size, name).close()
+
+
+def _opened_checked(source, size: int, name: str) -> Image.Image:
     limits = image_limits()
-    check_file_size(len(data), name, limits)
+    check_file_size(size, name, limits)
     with warnings.catch_warnings():
         # Pillow warns (and above 2x its limit raises) on decompression bombs; the header
         # dimensions are checked here before any pixel is decoded, so its warning is noise.
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
         try:
-            img = Image.open(io.BytesIO(data))
+            img = Image.open(source)
         except UnidentifiedImageError:
             raise ImageDecodeError(f"{name}: not an image (or a format Pillow cannot read).") from None
         except Image.DecompressionBombError:

@@ -137,7 +137,7 @@ def cider_document_frequency(manifest: Manifest, show_progress: bool = False):
             if key in seen:
                 continue
             seen.add(key)
-            if "://" not in row.image and _image_data(row.image)[1]:
+            if "://" not in row.image and not _image_file_usable(row.image):
                 continue
             chunk.append(row.references)
             if len(chunk) >= TOKENISE_ROWS:
@@ -287,6 +287,17 @@ def _image_data(image: str) -> tuple[bytes | None, str | None]:
     except ImageDecodeError as exc:
         return None, str(exc)
     return data, None
+
+
+def _image_file_usable(path: str) -> bool:
+    """Whether a local image would pass `_image_data`'s checks; its header alone is read."""
+    from scoring.images import ImageDecodeError, check_image_file
+
+    try:
+        check_image_file(path, _image_name(path))
+    except (OSError, ImageDecodeError):  # ImageDecodeError is an OSError; named for the reader
+        return False
+    return True
 
 
 def _image_name(image: str) -> str:
