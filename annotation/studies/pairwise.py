@@ -313,12 +313,13 @@ def _item(session: Session, item_id: int) -> PairwiseItem:
     return item
 
 
-def _item_of(session: Session, collection: Collection, item_id: int) -> PairwiseItem:
+def _item_of(session: Session, collection: Collection, item_id: int, saving: bool = False) -> PairwiseItem:
     """Pair `item_id`, which must be one of `collection`'s: a judgment sent for the collection
     on screen never lands on another collection's pair."""
     item = _item(session, item_id)
     if item.collection_id != collection.id:
-        raise LookupError(f"Pair {item_id} is not a pair of collection {collection.name!r}; nothing was saved.")
+        raise LookupError(f"Pair {item_id} is not a pair of collection {collection.name!r}"
+                          + ("; nothing was saved." if saving else "."))
     return item
 
 
@@ -449,9 +450,7 @@ def _pair_screen(session: Session, user: User, collection: Collection, item_id: 
         left = ("Nothing left to compare in this collection. Thank you!" if progress.pairs else
                 "This collection has no pairs to compare yet: a researcher makes them in the Pairwise tab.")
         return PairScreen(None, left, "", None, text, message)
-    item = _item(session, item_id)
-    if item.collection_id != collection.id:
-        raise LookupError(f"pair {item_id} is not in collection {collection.name!r}")
+    item = _item_of(session, collection, item_id)
     left, right = (item.caption_a, item.caption_b) if a_on_left(user.id, item.id) else (item.caption_b, item.caption_a)
     own = _own(session, user, item.id)
     chosen = None
@@ -491,7 +490,7 @@ def judge_and_next(account_id: int | None, collection_name: str, item_id: int | 
     if item_id is None:
         raise ValueError("No pair loaded: choose a collection.")
     with acting(account_id) as (session, user):
-        item = _item_of(session, _collection(session, collection_name), int(item_id))
+        item = _item_of(session, _collection(session, collection_name), int(item_id), saving=True)
         if _image_file(item.caption_a.image) is None:
             raise ValueError(_missing_image_message(item.id, "judged"))
         judge_pair(session, user, item.id, side)
@@ -502,7 +501,8 @@ def skip_and_next(account_id: int | None, collection_name: str, item_id: int | N
     if item_id is None:
         raise ValueError("No pair loaded.")
     with acting(account_id) as (session, user):
-        skip_pair(session, user, _item_of(session, _collection(session, collection_name), int(item_id)).id)
+        skip_pair(session, user, _item_of(session, _collection(session, collection_name), int(item_id),
+                                           saving=True).id)
     return pair_screen(account_id, collection_name, message=f"Skipped pair {int(item_id)}.")
 
 
