@@ -87,11 +87,11 @@ def find_image(image_dir: Path, image_id: str) -> Path:
 def checked_image(image_dir: Path, image_id: str, where: str) -> Path:
     """The row's image file, its header read under the image limits first, so that a file that
     is no image is named with its row (the scorer, given the bytes, could only say "<bytes>")."""
-    from scoring.images import ImageDecodeError, open_checked, read_image_bytes
+    from scoring.images import ImageDecodeError, check_image_file
 
     path = find_image(image_dir, image_id)
     try:
-        open_checked(read_image_bytes(path), path.name)
+        check_image_file(path, path.name)
     except ImageDecodeError as exc:
         raise ValueError(f"{where}: {exc}") from None
     return path
@@ -119,7 +119,7 @@ def run_score(args: argparse.Namespace) -> int:
     rows = read_rows(args.candidates, args.references, args.lang)
     ids = [row.id for row in rows]
     has_references = any(row.references for row in rows)
-    images: dict[str, Path] = {}  # each file read once here
+    images: dict[str, Path] = {}  # each file's header read once here
     for row in rows:
         if row.image not in images:
             images[row.image] = checked_image(args.image_dir, row.image, f"{args.candidates.name} row {row.row}")
