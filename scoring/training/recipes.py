@@ -46,11 +46,6 @@ def frozen_teacher(config: TrainConfig, device, needed_by: str):
     return teacher
 
 
-def _cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """(len(a), len(b)) cosine similarities."""
-    return torch.nn.functional.normalize(a.float(), dim=-1) @ torch.nn.functional.normalize(b.float(), dim=-1).T
-
-
 def _language(row: dict) -> str | None:
     return row.get("language") or row.get("lang")
 
@@ -196,9 +191,9 @@ class ClipRecipe(Recipe):
         (`image`, `text`: the student's embeddings of those rows) and the teacher's: the other
         images' captions in a batch stand in for wrong ones, so the student keeps how its base
         scores that style of caption, for the right image and the wrong ones."""
-        teacher = _cosine_matrix(torch.stack([state.teacher_images[image_key(r)] for r in rows]),
-                                 torch.stack([state.teacher_texts[r[self.anchor_field]] for r in rows]))
-        return ((_cosine_matrix(image, text) - teacher.to(image.device)) ** 2).mean()
+        teacher = losses.cosine_matrix(torch.stack([state.teacher_images[image_key(r)] for r in rows]),
+                                       torch.stack([state.teacher_texts[r[self.anchor_field]] for r in rows]))
+        return losses.similarity_anchor(image, text, teacher)
 
     def build_initial(self, config: TrainConfig, scratch: Path) -> Path:
         raise ValueError(f"recipe {self.name} needs `base` (a CLIP folder or PROFILE:BACKBONE)")
@@ -229,7 +224,7 @@ class ClipRecipe(Recipe):
         image = torch.cat([self.images(state, picked[i:i + 64], device) for i in range(0, len(picked), 64)])
         text = torch.cat([self.texts(state, [r[caption_key] for r in picked[i:i + 64]], device)
                           for i in range(0, len(picked), 64)])
-        return recall_at_k(_cosine_matrix(text, image).cpu().numpy(), np.arange(len(picked)), ks=(1, 5))
+        return recall_at_k(losses.cosine_matrix(text, image).cpu().numpy(), np.arange(len(picked)), ks=(1, 5))
 
 
 class WorldClipRecipe(ClipRecipe):
@@ -493,7 +488,7 @@ class PrMcsRecipe(TextEncoderRecipe):
             state.image_embeddings.update(zip(chunk, clip_image_features(state.clip, pixels).float()))
             state.pixels.cache.clear()  # the pixels are not needed again
         state.anchors = {}
-        if state.weights["anchor"]:  # the base encoder's embedding of every original caption, before any step
+        if state.weights["anchor"] or state.weights["anchor_scores"]:  # the base encoder's embedding of every original, before any step
             texts = sorted({r["original"] for r in rows})
             for i in range(0, len(texts), 128):
                 chunk = texts[i:i + 128]
@@ -507,10 +502,10 @@ class PrMcsRecipe(TextEncoderRecipe):
         original = st_text_features(state.encoder, [r["original"] for r in rows], device)
         perturbed = st_text_features(state.encoder, [r["perturbed"] for r in rows], device)
         w = state.weights
-        anchor = torch.stack([state.anchors[r["original"]] for r in rows]).to(device) if w["anchor"] else None
+        anchor = torch.stack([state.anchors[r["original"]] for r in rows]).to(device) if state.anchors else None
         return losses.prmcs_loss(image, original.float(), perturbed.float(), state.clip.model.logit_scale.exp().clamp(max=100.0),
                                  w["margin"], (w["lambda1"], w["lambda2"], w["lambda3"]), [image_key(r) for r in rows],
-                                 anchor, w["anchor"])
+                                 anchor, w["anchor"], w["anchor_scores"])
 
     @torch.no_grad()
     def evaluate(self, state, rows, device):
@@ -1122,7 +1117,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     PrMcsRecipe("pr-mcs", "PR-MCS", "st-text", "prmcs",
                 "PR-MCS: L_CLIP + λ1·L1 + λ2·L2 + λ3·L3 on perturbation triplets; only the text encoder trains",
                 {"margin": losses.PRMCS_MARGIN, "lambda1": losses.PRMCS_LAMBDAS[0],
-                 "lambda2": losses.PRMCS_LAMBDAS[1], "lambda3": losses.PRMCS_LAMBDAS[2], "anchor": 0.0}),
+                 "lambda2": losses.PRMCS_LAMBDAS[1], "lambda3": losses.PRMCS_LAMBDAS[2], "anchor": 0.0,
+                 "anchor_scores": 0.0}),
     PacsRecipe("pac-s", "PAC-S", "clip", "pacs",
                "PAC-S: symmetric InfoNCE + λv·L(V', T) + λt·L(V, T') with generated images and captions",
                {"lambda_v": 0.05, "lambda_t": 0.05, "anchor": 0.0, "style_gap": 0.0}),
