@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from annotation.studies import queue_orders
 from annotation.people.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
-from annotation.captions import get_caption, in_collection, validate_caption_text, validate_language
+from annotation.captions import get_caption, in_collection, rating_mean, validate_caption_text, validate_language
 from db.models import (
     Caption,
     CheckItem,
@@ -424,7 +424,7 @@ def delete_rating(session: Session, user: User, rating_id: int) -> None:
 
 def human_score(session: Session, caption_id: int) -> float | None:
     """Mean overall rating of a caption (None when unrated)."""
-    return session.scalar(select(func.avg(Rating.overall)).where(Rating.caption_id == caption_id))
+    return rating_mean(session.scalar(select(func.avg(Rating.overall)).where(Rating.caption_id == caption_id)))
 
 
 # ---------------------------------------------------------------------------------------

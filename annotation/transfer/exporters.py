@@ -28,7 +28,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from annotation.people.accounts import RESEARCH_ROLES, require_role
-from annotation.captions import in_collection
+from annotation.captions import in_collection, rating_mean
 from annotation.database import image_store_dir
 from annotation.image_store import image_path, read_stored_bytes, stored_path
 from db.models import Caption, Collection, CriticalAnnotation, Image, MetricScore, Rating, User, collection_captions
@@ -225,7 +225,7 @@ def captions_export(session: Session, user: User, collection: Collection | None 
     score_columns = _score_columns(session, scoped)
 
     def fields(row, image_root: Path) -> dict:
-        return {**_caption_fields(row, image_root), "human_score": row.mean, "n_ratings": row.n or 0}
+        return {**_caption_fields(row, image_root), "human_score": rating_mean(row.mean), "n_ratings": row.n or 0}
 
     return Table([*CAPTION_TABLE_COLUMNS, *score_columns],
                  _joined_rows(session, query, score_columns, fields, collection if collection is not None else True),

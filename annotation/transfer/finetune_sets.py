@@ -31,7 +31,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from annotation.people.accounts import RESEARCH_ROLES, require_role
-from annotation.captions import in_collection
+from annotation.captions import in_collection, rating_mean
 from annotation.transfer.exporters import TABLE_FORMATS, Table, copy_image, stored_image_reader, write_table
 from db.models import Caption, Collection, Image, Rating, User
 from scoring.perturb.ops import PRMCS_OPS
@@ -190,8 +190,8 @@ def _human_rows(session: Session, collection: Collection | None, rng: random.Ran
         scores = ratings[caption.id]
         rows.append({"image": image, "candidate": caption.text, "language": caption.language, "kind": caption.kind,
                      "references": references.get((image.id, caption.language), []),
-                     "human_score": sum(s for _n, s in scores) / len(scores), "n_ratings": len(scores),
-                     **{a: (sum(v) / len(v) if (v := aspects[caption.id][a]) else None) for a in ASPECTS},
+                     "human_score": rating_mean(sum(s for _n, s in scores) / len(scores)), "n_ratings": len(scores),
+                     **{a: (rating_mean(sum(v) / len(v)) if (v := aspects[caption.id][a]) else None) for a in ASPECTS},
                      "ratings": {name: score for name, score in scores},
                      "caption_id": caption.id, "parent_caption_id": caption.parent_id, "import_id": caption.import_id})
     return rows, {"ratings": sum(r["n_ratings"] for r in rows)}

@@ -195,3 +195,30 @@ def test_an_empty_export_is_a_valid_empty_table(engine, accounts, tmp_path):
     assert len(dataset) == 0 and "image" in dataset.features and "caption" in dataset.features
     assert pq.read_table(tmp_path / "r.parquet").num_rows == 0
     assert (tmp_path / "r.csv").read_text(encoding="utf-8").startswith("rating_id,annotator,overall,")
+
+
+def test_captions_rated_alike_get_the_same_mean_everywhere(engine, accounts, make_png, tmp_path):
+    """{0.6, 0.7, 0.8} summed in another order differs in the last bit (0.6999999999999998 against
+    0.7000000000000001): the export, the per-caption mean and the human-rated set round, so such captions stay tied
+    where Kendall's tau and the rank gap read them."""
+    from scoring.training.data import _read_table
+    from annotation.studies.tasks import human_score
+
+    orders = [(0.6, 0.7, 0.8), (0.7, 0.8, 0.6), (0.8, 0.7, 0.6)]
+    assert len({sum(o) / 3 for o in orders}) > 1  # the float noise this test is about
+    ids = []
+    with session_scope(engine) as s:
+        rita = s.get(User, accounts["rita"].id)
+        image = add_image(s, make_png((9, 90, 9)))
+        add_caption(s, rita, image, "a reference", kind="reference")
+        for n, order in enumerate(orders):
+            caption = add_caption(s, rita, image, f"caption {n}")
+            ids.append(caption.id)
+            for name, score in zip(ANNOTATORS, order):
+                submit_rating(s, s.get(User, accounts[name].id), caption.id, score)
+        assert [human_score(s, i) for i in ids] == [0.7, 0.7, 0.7]
+        exported = {r["caption"]: r["human_score"] for r in exporters.captions_table(s, rita)}
+        assert [exported[f"caption {n}"] for n in range(3)] == [0.7, 0.7, 0.7]
+        build_finetune_set(s, rita, "human", tmp_path / "human")
+    rows = _read_table(tmp_path / "human" / "data.jsonl")
+    assert sorted(r["human_score"] for r in rows) == [0.7, 0.7, 0.7]
