@@ -54,20 +54,18 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def similarity_anchor(image: torch.Tensor, text: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
     """Mean squared difference between the batch's image x text cosine matrix and `reference`, the
     same matrix from a frozen model: the other images' captions stand in for wrong ones, so the
-    student keeps how its base scores these captions for the right image and the wrong ones; the
-    part of a text embedding outside the images' span may still turn (a CapLens addition)."""
+    student keeps how its base scores these captions for the right image and the wrong ones (a
+    CapLens addition)."""
     return ((cosine_matrix(image, text) - reference.to(image.device)) ** 2).mean()
 
 
 def prmcs_loss(image: torch.Tensor, original: torch.Tensor, perturbed: torch.Tensor, scale: torch.Tensor | float,
                margin: float = PRMCS_MARGIN, lambdas: tuple[float, float, float] = PRMCS_LAMBDAS,
                image_ids: list | None = None, anchor: torch.Tensor | None = None,
-               anchor_weight: float = 0.0, anchor_scores_weight: float = 0.0) -> tuple[torch.Tensor, dict[str, float]]:
+               anchor_weight: float = 0.0) -> tuple[torch.Tensor, dict[str, float]]:
     """PR-MCS: L_CLIP + λ1·(1 − cos(V, T(o))) + λ2·max(m, cos(V, T(p))) + λ3·max(m, cos(T(o), T(p))),
-    plus two CapLens additions (the paper has neither) that read `anchor`, the base encoder's
-    embedding T₀(o) of each original: with `anchor_weight`, λa·(1 − cos(T(o), T₀(o))) keeps the
-    original's embedding where the base put it; with `anchor_scores_weight`, λs·similarity_anchor
-    keeps only its cosines with the batch's images, which is what a score reads."""
+    plus, with `anchor_weight`, λa·(1 − cos(T(o), T₀(o))): the original caption's embedding stays
+    where the base encoder put it (`anchor`, a CapLens addition; the paper has none)."""
     l_clip = info_nce(image, original, scale, image_ids)
     cos_vo = F.cosine_similarity(image, original, dim=-1)
     cos_vp = F.cosine_similarity(image, perturbed, dim=-1)
@@ -81,10 +79,6 @@ def prmcs_loss(image: torch.Tensor, original: torch.Tensor, perturbed: torch.Ten
         drift = (1 - F.cosine_similarity(original, anchor, dim=-1)).mean()
         total = total + anchor_weight * drift
         parts["anchor"] = drift.item()
-    if anchor_scores_weight:
-        held = similarity_anchor(image, original, cosine_matrix(image, anchor))
-        total = total + anchor_scores_weight * held
-        parts["anchor_scores"] = held.item()
     return total, parts
 
 

@@ -488,7 +488,7 @@ class PrMcsRecipe(TextEncoderRecipe):
             state.image_embeddings.update(zip(chunk, clip_image_features(state.clip, pixels).float()))
             state.pixels.cache.clear()  # the pixels are not needed again
         state.anchors = {}
-        if state.weights["anchor"] or state.weights["anchor_scores"]:  # the base encoder's embedding of every original, before any step
+        if state.weights["anchor"]:  # the base encoder's embedding of every original caption, before any step
             texts = sorted({r["original"] for r in rows})
             for i in range(0, len(texts), 128):
                 chunk = texts[i:i + 128]
@@ -502,10 +502,10 @@ class PrMcsRecipe(TextEncoderRecipe):
         original = st_text_features(state.encoder, [r["original"] for r in rows], device)
         perturbed = st_text_features(state.encoder, [r["perturbed"] for r in rows], device)
         w = state.weights
-        anchor = torch.stack([state.anchors[r["original"]] for r in rows]).to(device) if state.anchors else None
+        anchor = torch.stack([state.anchors[r["original"]] for r in rows]).to(device) if w["anchor"] else None
         return losses.prmcs_loss(image, original.float(), perturbed.float(), state.clip.model.logit_scale.exp().clamp(max=100.0),
                                  w["margin"], (w["lambda1"], w["lambda2"], w["lambda3"]), [image_key(r) for r in rows],
-                                 anchor, w["anchor"], w["anchor_scores"])
+                                 anchor, w["anchor"])
 
     @torch.no_grad()
     def evaluate(self, state, rows, device):
@@ -1117,8 +1117,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     PrMcsRecipe("pr-mcs", "PR-MCS", "st-text", "prmcs",
                 "PR-MCS: L_CLIP + λ1·L1 + λ2·L2 + λ3·L3 on perturbation triplets; only the text encoder trains",
                 {"margin": losses.PRMCS_MARGIN, "lambda1": losses.PRMCS_LAMBDAS[0],
-                 "lambda2": losses.PRMCS_LAMBDAS[1], "lambda3": losses.PRMCS_LAMBDAS[2], "anchor": 0.0,
-                 "anchor_scores": 0.0}),
+                 "lambda2": losses.PRMCS_LAMBDAS[1], "lambda3": losses.PRMCS_LAMBDAS[2], "anchor": 0.0}),
     PacsRecipe("pac-s", "PAC-S", "clip", "pacs",
                "PAC-S: symmetric InfoNCE + λv·L(V', T) + λt·L(V, T') with generated images and captions",
                {"lambda_v": 0.05, "lambda_t": 0.05, "anchor": 0.0, "style_gap": 0.0}),

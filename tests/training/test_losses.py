@@ -228,25 +228,12 @@ def test_prmcs_anchor_term_adds_the_drift_of_the_originals_from_the_base_encoder
     assert parts["anchor"] == pytest.approx(0.0, abs=1e-6) and same.item() == pytest.approx(base.item(), abs=1e-5)
 
 
-def test_prmcs_score_anchor_adds_the_squared_change_of_every_image_original_cosine():
-    ids = ["a", "a", "b"]
-    base, _ = losses.prmcs_loss(IMAGE, TEXT, PERTURBED, 2.5, lambdas=(0.1, 0.2, 0.3), image_ids=ids)
-    anchor = TEXT.flip(0)
-    total, parts = losses.prmcs_loss(IMAGE, TEXT, PERTURBED, 2.5, lambdas=(0.1, 0.2, 0.3), image_ids=ids,
-                                     anchor=anchor, anchor_scores_weight=4.0)
-    # by loops: every image i against every original j, the student's cosine minus the base's
-    squared = [(_cos(IMAGE[i:i + 1], TEXT[j:j + 1])[0] - _cos(IMAGE[i:i + 1], anchor[j:j + 1])[0]) ** 2
+def test_similarity_anchor_is_the_mean_squared_change_of_every_image_text_cosine():
+    reference = t([0.5, 0.0, 0.1], [0.2, 0.9, -0.3], [0.0, 0.4, 1.0])
+    squared = [(_cos(IMAGE[i:i + 1], TEXT[j:j + 1])[0] - float(reference[i, j])) ** 2
                for i in range(3) for j in range(3)]
-    held = sum(squared) / 9
-    assert parts["anchor_scores"] == pytest.approx(held, abs=1e-6) and held > 0.01
-    assert "anchor" not in parts
-    assert total.item() == pytest.approx(base.item() + 4.0 * held, abs=1e-5)
-    # images in the x-y plane: an original whose z part flips keeps every cosine, so the term
-    # costs nothing where the embedding anchor does
-    flat = t([1.0, 0.0, 0.0], [0.6, 0.8, 0.0])
-    text, flipped = t([1.0, 2.0, 3.0], [0.5, -1.0, 2.0]), t([1.0, 2.0, -3.0], [0.5, -1.0, -2.0])
-    _, parts = losses.prmcs_loss(flat, text, text, 2.5, anchor=flipped, anchor_weight=1.0, anchor_scores_weight=4.0)
-    assert parts["anchor_scores"] == pytest.approx(0.0, abs=1e-9) and parts["anchor"] > 0.5
+    assert losses.similarity_anchor(IMAGE, TEXT, reference).item() == pytest.approx(sum(squared) / 9, abs=1e-6)
+    assert losses.similarity_anchor(IMAGE, TEXT, losses.cosine_matrix(IMAGE, TEXT)).item() == pytest.approx(0, abs=1e-12)
 
 
 def test_pacs_loss_on_shared_images():
