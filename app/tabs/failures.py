@@ -12,7 +12,8 @@ from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections, forget_on_login_change, private_copies
 from app.tabs.score import ScoreTab, with_pictures
 from scoring.session_scoring import ScoreRow, split_references, table_records
-from scoring.analysis.report import ANY, CASE_CELLS, DISAGREE, UNMOVED, case_cells, case_filters, filter_cases
+from scoring.analysis.report import (ANY, CASE_CELLS, DISAGREE, UNMOVED, case_cells, case_filters, case_status,
+                                     filter_cases)
 
 PURPOSE = ("**Failure cases of a stored collection**: the captions where a metric and the human ratings disagree "
            "most (difference of percentile ranks within a language), or perturbed captions whose score barely "
@@ -57,8 +58,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
         picked = matching.head(SHOWN)
         copies = private_copies(request, list(picked["image_file"].head(THUMBNAILS)))
         gallery = [(path, f"#{i + 1}") for i, path in enumerate(copies)]
-        chosen = "" if (metric_name, lang_name, op_name) == (ANY, ANY, ANY) else f" ({len(matching)} of these)"
-        status = f"{len(rows)} cases{chosen}; showing the first {len(picked)}."
+        status = case_status(rows, matching, len(picked), metric_name, lang_name, op_name)
         shown = case_cells(picked)
         return status, gr.Dataframe(shown, column_widths=case_widths(shown.columns)), gallery, picked
 

@@ -165,6 +165,16 @@ def filter_cases(rows: pd.DataFrame, metric: str, lang: str, op: str, limit: int
     return rows.head(limit).reset_index(drop=True)
 
 
+def case_status(rows: pd.DataFrame, matching: pd.DataFrame, shown: int, metric: str, lang: str, op: str) -> str:
+    """What the table holds, against all the cases found: with any metric a caption shows once,
+    so the count is of captions, not of metric-caption cases."""
+    chosen = ", ".join(f"{label} {value}" for label, value in (("metric", metric), ("language", lang),
+                                                               ("operation", op)) if value != ANY)
+    unit = "case(s)" if metric != ANY else "caption(s), each once with its worst metric"
+    where = f" with {chosen}" if chosen else ""
+    return f"{len(matching)} {unit}{where}, of {len(rows)} cases over all metrics; showing the first {shown}."
+
+
 def case_cells(rows: pd.DataFrame, compact: bool = True) -> pd.DataFrame:
     """The case columns a table shows, the deciding ones first (CASE_CELLS, or UNMOVED_CELLS for
     perturbation cases: a change but no rank gap), numbers rounded to 3 digits. A column that

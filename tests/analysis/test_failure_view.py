@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from scoring.analysis.report import ANY, CASE_CELLS, case_cells, filter_cases
+from scoring.analysis.report import ANY, CASE_CELLS, case_cells, case_status, filter_cases
 
 
 def cases() -> pd.DataFrame:
@@ -42,3 +42,13 @@ def test_perturbation_cases_put_the_change_and_the_operation_first():
     assert "human" not in shown.columns and "rank gap" not in shown.columns
     assert shown.loc[0, "change %"] == -0.043 and shown.loc[1, "op"] == "removal"
     assert list(case_cells(rows.assign(**{"rank gap": [0.5, -0.2]})).columns)[:3] == ["metric", "lang", "metric score"]
+
+
+def test_the_status_counts_captions_with_any_metric_and_cases_with_one():
+    rows = cases()
+    anything = filter_cases(rows, ANY, ANY, ANY, 2)
+    assert case_status(rows, filter_cases(rows, ANY, ANY, ANY, len(rows)), len(anything), ANY, ANY, ANY) == (
+        "3 caption(s), each once with its worst metric, of 5 cases over all metrics; showing the first 2.")
+    bleu = filter_cases(rows, "BLEU-4", "en", ANY, len(rows))
+    assert case_status(rows, bleu, len(bleu), "BLEU-4", "en", ANY) == (
+        "2 case(s) with metric BLEU-4, language en, of 5 cases over all metrics; showing the first 2.")

@@ -354,15 +354,18 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
     for row in rows:
         metrics_of.setdefault(row[headers.index("caption_id")], []).append(row[0])
     assert rows and all(len(m) == 1 for m in metrics_of.values()), metrics_of  # "(any)": each caption once
-    # Filtering by a metric: the rows and the status line follow (it kept "N cases; showing the first 200").
+    # Filtering by a metric: the rows and the status line follow (it kept the count of all cases).
     everything = page.locator("#failures-status textarea").input_value()
     chosen = rows[0][0]
     choose(page, "failures-metric", chosen)
-    page.wait_for_function("() => document.querySelector('#failures-status textarea')?.value.includes('of these')")
+    page.wait_for_function("() => document.querySelector('#failures-status textarea')?.value.includes('with metric')")
     status = page.locator("#failures-status textarea").input_value()
-    total, matching, shown = map(int, re.fullmatch(r"(\d+) cases \((\d+) of these\); showing the first (\d+)\.",
-                                                   status).groups())
-    assert everything.startswith(f"{total} cases;") and 0 < shown == min(matching, 200) and matching <= total
+    matching, total, shown = map(int, re.fullmatch(
+        rf"(\d+) case\(s\) with metric {re.escape(chosen)}, of (\d+) cases over all metrics; showing the first (\d+)\.",
+        status).groups())
+    assert everything.endswith(f"each once with its worst metric, of {total} cases over all metrics; showing the first "
+                               f"{min(len(metrics_of), 200)}.")
+    assert 0 < shown == min(matching, 200) and matching <= total
     assert {row[0] for row in table_rows(page, "#failures-table")} == {chosen}
     choose(page, "failures-metric", "(any)")
     page.wait_for_function(f"() => document.querySelector('#failures-status textarea')?.value === {everything!r}")
