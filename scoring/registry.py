@@ -104,9 +104,14 @@ class Registry:
     description: str = ""
 
 
+# Other names users know a metric by: the COCO toolkit's CIDEr is CIDEr-D, as the docs call it.
+METRIC_ALIASES = {"cider-d": "cider"}
+
+
 def canonical_metric_name(registry: Registry, name: str) -> str:
-    """Registry spelling of ``name`` (case-insensitive); LookupError if unknown."""
+    """Registry spelling of ``name`` (case-insensitive, or an alias of METRIC_ALIASES); LookupError if unknown."""
     wanted = name.strip().lower()
+    wanted = METRIC_ALIASES.get(wanted, wanted) if wanted not in {m.lower() for m in registry.metrics} else wanted
     for known in registry.metrics:
         if known.lower() == wanted:
             return known

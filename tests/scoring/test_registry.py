@@ -138,8 +138,11 @@ def test_unknown_profile_and_unset_variable(monkeypatch):
 def test_metric_names_are_case_insensitive(tiny_scorer):
     assert tiny_scorer.canonical_name("refclip-s") == "RefCLIP-S"
     assert tiny_scorer.canonical_name(" cider ") == "CIDEr"
+    assert tiny_scorer.canonical_name("CIDEr-D") == "CIDEr"  # the docs' and the papers' name for it
     with pytest.raises(LookupError):
         tiny_scorer.canonical_name("CLIPS")
+    with pytest.raises(LookupError, match="unknown metric 'BLEU-D'"):
+        tiny_scorer.canonical_name("BLEU-D")
 
 
 def test_metric_behaviour_follows_registry_data_not_display_names(tmp_path):
