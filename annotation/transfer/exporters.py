@@ -31,7 +31,8 @@ from annotation.people.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import in_collection, rating_mean
 from annotation.database import image_store_dir
 from annotation.image_store import image_path, read_stored_bytes, stored_path
-from db.models import Caption, Collection, CriticalAnnotation, Image, MetricScore, Rating, User, collection_captions
+from db.models import (Caption, Collection, CriticalAnnotation, Image, MetricScore, Rating, Transcreation, User,
+                       collection_captions)
 from scoring.cache import LRUCache
 from scoring.csv_safe import write_csv
 
@@ -64,8 +65,10 @@ CRITICAL_COLUMNS = {
     **CAPTION_COLUMNS, "references": "strs", "collections": "strs",
 }
 EXPORT_WHAT = ("ratings", "captions", "critical")
+# A transcreated caption keeps its source's human score (the parent caption): who wrote it and that score.
+TRANSCREATION_COLUMNS = {"transcreated_by": "str", "source_score": "float"}
 CAPTION_TABLE_COLUMNS = {**CAPTION_COLUMNS, "human_score": "float", "n_ratings": "int", "references": "strs",
-                         "collections": "strs", **ADJUDICATION_COLUMNS}
+                         "collections": "strs", **ADJUDICATION_COLUMNS, **TRANSCREATION_COLUMNS}
 
 
 @dataclass
@@ -214,10 +217,13 @@ def captions_export(session: Session, user: User, collection: Collection | None 
     require_role(user, *RESEARCH_ROLES)
     stats = (select(Rating.caption_id, func.avg(Rating.overall).label("mean"), func.count(Rating.id).label("n"))
              .group_by(Rating.caption_id).subquery())
-    parent = aliased(Caption)
-    query = (select(*_caption_select(parent), stats.c.mean, stats.c.n)
+    parent, transcreator = aliased(Caption), aliased(User)
+    query = (select(*_caption_select(parent), stats.c.mean, stats.c.n, transcreator.name.label("transcreated_by"),
+                    Transcreation.source_score)
              .join(Image, Image.id == Caption.image_id).outerjoin(stats, stats.c.caption_id == Caption.id)
-             .outerjoin(parent, parent.id == Caption.parent_id).order_by(Caption.id))
+             .outerjoin(parent, parent.id == Caption.parent_id)
+             .outerjoin(Transcreation, Transcreation.result_caption_id == Caption.id)
+             .outerjoin(transcreator, transcreator.id == Transcreation.annotator_id).order_by(Caption.id))
     scoped = select(Caption.id)
     if collection is not None:
         query = query.where(in_collection(collection))
@@ -225,7 +231,8 @@ def captions_export(session: Session, user: User, collection: Collection | None 
     score_columns = _score_columns(session, scoped)
 
     def fields(row, image_root: Path) -> dict:
-        return {**_caption_fields(row, image_root), "human_score": rating_mean(row.mean), "n_ratings": row.n or 0}
+        return {**_caption_fields(row, image_root), "human_score": rating_mean(row.mean), "n_ratings": row.n or 0,
+                "transcreated_by": row.transcreated_by, "source_score": row.source_score}
 
     return Table([*CAPTION_TABLE_COLUMNS, *score_columns],
                  _joined_rows(session, query, score_columns, fields, collection if collection is not None else True),

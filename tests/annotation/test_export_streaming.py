@@ -222,3 +222,24 @@ def test_captions_rated_alike_get_the_same_mean_everywhere(engine, accounts, mak
         build_finetune_set(s, rita, "human", tmp_path / "human")
     rows = _read_table(tmp_path / "human" / "data.jsonl")
     assert sorted(r["human_score"] for r in rows) == [0.7, 0.7, 0.7]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_the_captions_export_carries_who_transcreated_and_the_score_kept(engine, accounts, make_png, tmp_path, fmt):
+    """A transcreation has no ratings of its own: the score it keeps from its source and who wrote
+    it are exported beside it, and captions that are not transcreations leave both empty."""
+    with session_scope(engine) as s:
+        rita, ann = s.get(User, accounts["rita"].id), s.get(User, accounts["ann"].id)
+        image = add_image(s, make_png((4, 5, 6)))
+        source = add_caption(s, rita, image, "a red circle above a blue square")
+        submit_rating(s, ann, source.id, 0.6)
+        submit_rating(s, s.get(User, accounts["bea"].id), source.id, 0.8)
+        submit_transcreation(s, s.get(User, accounts["cal"].id), source.id, "de", "ein roter Kreis über einem blauen Quadrat")
+    with session_scope(engine, read_only=True) as s:
+        export_table(s, s.get(User, accounts["rita"].id), "captions", tmp_path / f"c.{fmt}", fmt)
+    rows = {r["kind"]: r for r in _read(tmp_path / f"c.{fmt}", fmt)}
+    transcreated, candidate = rows["transcreated"], rows["candidate"]
+    assert transcreated["transcreated_by"] == "cal" and float(transcreated["source_score"]) == pytest.approx(0.7)
+    assert transcreated["parent_caption"] == "a red circle above a blue square"
+    assert int(transcreated["n_ratings"]) == 0
+    assert candidate["transcreated_by"] in (None, "") and candidate["source_score"] in (None, "")
