@@ -25,6 +25,7 @@ from annotation.captions import get_collection, in_collection
 from annotation.transfer.exporters import captions_table, ratings_table
 from annotation.transfer.importers import import_rows
 from db.models import Caption, MetricScore, utcnow
+from scoring.analysis.report import metric_languages
 from scoring.analysis.robustness import ORIGINAL
 from scoring.analysis.tables import RATING_DIMENSIONS, import_rows_for, score_columns
 from scoring.api import ScoreItem
@@ -279,6 +280,7 @@ def collection_scores(session, user, collection: str, scorer, metrics: Sequence[
     for name, metric in zip((scorer.canonical_name(m) for m in metrics), metrics):
         column = pd.Series([values[name].get(r["caption_id"]) for r in rows], dtype="object")
         table[metric] = pd.to_numeric(column, errors="coerce")
+    table.attrs["metric_languages"] = metric_languages(scorer, metrics)
     table.attrs["unavailable"] = {metric: unavailable[name] for name, metric in
                                   zip((scorer.canonical_name(m) for m in metrics), metrics) if name in unavailable}
     return table

@@ -4,6 +4,8 @@ and its failure cases, with the readable cells the tables display.
 """
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -79,6 +81,10 @@ class CollectionReport:
         if flat:
             text += (f" In {', '.join(flat)} every rated caption has the same mean human rating, so no correlation "
                      "with it is defined there (shown as —) until the ratings differ.")
+        shown = self.correlations[self.correlations["n"] > 0] if "n" in self.correlations else self.correlations
+        notes = language_notes(self.table, zip(shown["metric"], shown["lang"]))
+        if notes:
+            text += " " + notes
         if self.unavailable:
             text += " " + unavailable_text(self.unavailable)
         return text
@@ -99,6 +105,50 @@ def constant_rating_languages(table: pd.DataFrame) -> list[str]:
     rated = rated_captions(table)
     spread = rated.groupby("lang")["human"].agg(["count", "nunique"])
     return [str(lang) for lang, row in spread.iterrows() if row["count"] >= 2 and row["nunique"] == 1]
+
+
+def metric_languages(scorer, metrics: Sequence[str]) -> dict[str, dict]:
+    """Per metric (as named in `metrics`): the languages it was made for (None: any) and whether it
+    counts words as the COCO toolkit splits them; a scores table keeps this in
+    attrs["metric_languages"] for `language_notes`."""
+    from scoring.metrics.coco import CITATIONS
+
+    out = {}
+    for metric in metrics:
+        name = scorer.canonical_name(metric)
+        out[metric] = {"languages": scorer.info(name).languages,
+                       "splits_words": scorer.registry.metrics[name].family in CITATIONS}
+    return out
+
+
+def language_notes(table: pd.DataFrame, shown: Iterable[tuple[str, str]]) -> str:
+    """What to know before reading these (metric, language) values, as the Score tab says it for
+    one batch: metrics made for other languages, and word-overlap metrics that read a caption in a
+    language written without spaces as one word. "" when nothing applies."""
+    from scoring.metrics.coco import UNSPACED_LANGUAGES
+
+    known = table.attrs.get("metric_languages", {})
+    foreign: dict[tuple, list[str]] = defaultdict(list)
+    whole: dict[str, list[str]] = defaultdict(list)
+    for metric, lang in sorted(set(shown), key=lambda pair: (list(known).index(pair[0]) if pair[0] in known else 0,
+                                                               str(pair[1]))):
+        info = known.get(metric)
+        if not info or not isinstance(lang, str):
+            continue
+        if info["languages"] and lang not in info["languages"]:
+            foreign[tuple(info["languages"])].append((metric, lang))
+        if info["splits_words"] and lang in UNSPACED_LANGUAGES:
+            whole[lang].append(metric)
+    notes = []
+    for made_for, pairs in foreign.items():
+        metrics = list(dict.fromkeys(m for m, _ in pairs))
+        langs = sorted({lang for _, lang in pairs})
+        notes.append(f"{', '.join(metrics)} {'was' if len(metrics) == 1 else 'were'} made for {', '.join(made_for)}; "
+                     f"shown here for {', '.join(langs)} as well.")
+    for lang, metrics in whole.items():
+        notes.append(f"{', '.join(metrics)} {'reads' if len(metrics) == 1 else 'read'} each {lang} caption as one word ({lang} is written without spaces, "
+                     f"and the COCO toolkit splits words at spaces): their {lang} values are not word overlap.")
+    return " ".join(notes)
 
 
 def collection_report(table: pd.DataFrame, metrics: Sequence[str], n_boot: int | None = None, *,
@@ -146,7 +196,9 @@ def failure_cases(table: pd.DataFrame, metrics: Sequence[str], mode: str) -> pd.
     captions whose score moved least."""
     if mode not in (DISAGREE, UNMOVED):
         raise ValueError(f"unknown kind of failure case {mode!r}")
-    return disagreements(table, metrics) if mode == DISAGREE else unmoved(table, metrics)
+    cases = disagreements(table, metrics) if mode == DISAGREE else unmoved(table, metrics)
+    cases.attrs["metric_languages"] = table.attrs.get("metric_languages", {})
+    return cases
 
 
 def case_filters(rows: pd.DataFrame) -> tuple[list[str], list[str]]:
@@ -172,7 +224,9 @@ def case_status(rows: pd.DataFrame, matching: pd.DataFrame, shown: int, metric: 
                                                                ("operation", op)) if value != ANY)
     unit = "case(s)" if metric != ANY else "caption(s), each once with its worst metric"
     where = f" with {chosen}" if chosen else ""
-    return f"{len(matching)} {unit}{where}, of {len(rows)} cases over all metrics; showing the first {shown}."
+    notes = language_notes(rows, zip(matching["metric"], matching["lang"])) if len(matching) else ""
+    return (f"{len(matching)} {unit}{where}, of {len(rows)} cases over all metrics; showing the first {shown}."
+            + (f" {notes}" if notes else ""))
 
 
 def case_cells(rows: pd.DataFrame, compact: bool = True) -> pd.DataFrame:

@@ -47,6 +47,9 @@ CITATIONS = {
     "cider": "Vedantam et al., CIDEr: Consensus-based Image Description Evaluation, CVPR 2015",
     "spice": "Anderson et al., SPICE: Semantic Propositional Image Caption Evaluation, ECCV 2016",
 }
+# Languages written without spaces between words: the PTB tokenizer splits at spaces and
+# punctuation, so it reads a whole caption in one of these as a single word.
+UNSPACED_LANGUAGES = ("ja", "zh", "th")
 METEOR_TIMEOUT_S = float(os.environ.get("CAPLENS_METEOR_TIMEOUT", "120"))
 
 
