@@ -47,7 +47,17 @@ def _image(row: pd.Series, image_root: Path | None):
             return str(path)
         if value is not None and not isinstance(value, (str, float)):
             return value  # PIL image or bytes
-    return None
+    return _image_named_by_id(row.get("image_id"), image_root)
+
+
+def _image_named_by_id(image_id, image_root: Path | None) -> str | None:
+    """A row without an image path whose `image_id` is a file's name among the images given
+    (CapEval1k's `imgid` is one): that file, never one outside `image_root`."""
+    if image_root is None or image_id is None or not str(image_id).strip():
+        return None
+    root = image_root.resolve()
+    path = (root / str(image_id).strip()).resolve()
+    return str(path) if path.is_relative_to(root) and path.is_file() else None
 
 
 def score_texts(

@@ -156,3 +156,21 @@ def test_length_analysis_counts_words_when_no_token_column():
     expected = length_bucket_table(table.assign(n_tokens=[2, 3, 30, 45]), ["M"], edges=[0, 20, 100])
     pd.testing.assert_frame_equal(result, expected)
     assert "n_tokens" not in table.columns  # the caller's table is left as it was
+
+
+def test_a_rating_table_without_image_paths_finds_its_images_by_imgid(scorer, tmp_path):
+    """CapEval1k names each image by `imgid` alone: with the images given, that file name finds
+    it; a name that leads outside the images' folder finds nothing."""
+    images = tmp_path / "images"
+    images.mkdir()
+    Image.new("RGB", (32, 32), (150, 90, 40)).save(images / "a.png")
+    Image.new("RGB", (32, 32), (30, 160, 40)).save(images / "b.png")
+    Image.new("RGB", (32, 32), (30, 30, 200)).save(tmp_path / "outside.png")
+    table = tmp_path / "capeval.csv"
+    table.write_text("imgid,caption,score\na.png,a brown square,4\nb.png,a green square,2\na.png,a dog,1\n"
+                     "../outside.png,a blue square,3\n", encoding="utf-8")
+    measured = run.rating_correlation(scorer, table, ["CLIP-S"], dataset="capeval1k", n_boot=0, image_root=images)
+    scored = measured.scores.set_index("candidate")["CLIP-S"]
+    assert scored[["a brown square", "a green square", "a dog"]].notna().all()
+    assert math.isnan(scored["a blue square"])  # ../outside.png is not among the images given
+    assert measured.table.set_index("metric").loc["CLIP-S", "n"] == 3
