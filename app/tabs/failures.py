@@ -5,12 +5,13 @@ from __future__ import annotations
 import gradio as gr
 
 from annotation.people.accounts import RESEARCH_ROLES
+from annotation.lab import collection_document_frequency
 from annotation.scores.collection_analysis import collection_failure_cases
 from annotation.errors import user_message
 from app import engine, render
 from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections, forget_on_login_change, private_copies
-from app.tabs.score import ScoreTab, with_pictures
+from app.tabs.score import COLLECTION, ScoreTab, with_pictures
 from scoring.session_scoring import ScoreRow, split_references, table_records
 from scoring.analysis.report import (ANY, CASE_CELLS, DISAGREE, UNMOVED, case_cells, case_filters, case_status,
                                      filter_cases)
@@ -88,17 +89,24 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
         except PermissionError as exc:
             return user_message(exc), None, [], None
 
-    def on_open(picked, evt: gr.SelectData, request: gr.Request):
+    def on_open(picked, name, evt: gr.SelectData, request: gr.Request):
+        """The case in the Score tab, with CIDEr-D's document frequencies from its collection (as
+        the case's own value was computed), not from the one caption opened."""
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         if picked is None or index is None or index >= len(picked):
-            return (gr.skip(),) * 4
+            return (gr.skip(),) * 7
         row = picked.iloc[int(index)]
         try:
             image = private_copies(request, [row["image_file"]])
         except PermissionError:
-            return (gr.skip(),) * 4
+            return (gr.skip(),) * 7
+        try:
+            frequencies = collection_document_frequency(account_id(request), name)
+            counted = (COLLECTION, gr.Dropdown(value=name, visible=True), frequencies)
+        except (PermissionError, ValueError, LookupError):
+            counted = (gr.skip(),) * 3
         table = table_records([ScoreRow("", row["candidate"], split_references(row.get("references") or ""))])
-        return image, with_pictures(table, image), row["lang"], gr.Tabs(selected="score")
+        return image, with_pictures(table, image), row["lang"], gr.Tabs(selected="score"), *counted
 
     follow_collections(user_state, refresh, collection, status, tab)
     forget_on_login_change(user_state, {thumbnails: None, table: render.empty_table(CASE_CELLS), all_rows: None,
@@ -108,7 +116,8 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
     for control in (metric, lang, op):
         control.input(on_filter, [all_rows, metric, lang, op], [status, table, thumbnails, shown_rows],
                       api_visibility="private")
-    open_outputs = [score_tab.files, score_tab.rows, score_tab.lang, tabs]
+    open_outputs = [score_tab.files, score_tab.rows, score_tab.lang, tabs, score_tab.df_source, score_tab.df_collection,
+                    score_tab.df_state]
     for source in (table, thumbnails):
-        source.select(on_open, shown_rows, open_outputs, api_visibility="private").then(
+        source.select(on_open, [shown_rows, collection], open_outputs, api_visibility="private").then(
             score_tab.score_fn, score_tab.inputs, score_tab.outputs, api_visibility="private")

@@ -111,6 +111,9 @@ class ScoreTab:
     table: gr.Dataframe
     chart: gr.Plot
     cache: gr.State
+    df_source: gr.Radio  # where CIDEr-D's document frequencies come from …
+    df_collection: gr.Dropdown  # … which collection, when one …
+    df_state: gr.State  # … and those frequencies
     score_fn: object = None  # the click handler, so other tabs can chain a scoring run
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
@@ -329,4 +332,5 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
 
     shown.click(on_example, shown, [files, rows, df_source], api_visibility="private").then(
         on_score, inputs, outputs, api_visibility="private")
-    return ScoreTab(files, rows, lang, metrics, button, status, items, table, chart, cache, on_score, inputs, outputs)
+    return ScoreTab(files, rows, lang, metrics, button, status, items, table, chart, cache, df_source, df_collection,
+                    df_state, on_score, inputs, outputs)

@@ -377,6 +377,11 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
         "() => document.querySelector('#score-status textarea')?.value.includes('Scored')")
     assert page.get_by_role("tab", name="Score").get_attribute("aria-selected") == "true"
     assert [r[1] for r in table_rows(page, "#score-rows")] == [text]
+    # CIDEr-D's document frequencies come from the case's collection, as the case's value did
+    assert page.locator("#score-df-source input[value='a collection']").is_checked()
+    assert page.locator("#score-df-collection input").input_value() == server.collection
+    page.wait_for_function("() => (document.querySelector('#score-table')?.innerText || '')"
+                           f".includes(\"document frequencies from collection '{server.collection}'\")")
     page.wait_for_function("() => document.querySelectorAll('#score-items [role=gridcell]').length > 0")
     image_cell = table_rows(page, "#score-items")[0][2]  # a stored image: its hash name shortened
     assert len(image_cell) <= 28 and "…" in image_cell, image_cell
