@@ -116,6 +116,16 @@ def format_score(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
+def rounded_table(table: pd.DataFrame | None, digits: int = 4) -> pd.DataFrame | None:
+    """A result table as shown: floats to `digits` places (the CSV download keeps them all)."""
+    if table is None:
+        return None
+    shown = table.copy()
+    for column in shown.select_dtypes(include="float").columns:
+        shown[column] = shown[column].round(digits)
+    return shown
+
+
 def short_image_name(name: str, limit: int = 28) -> str:
     """An image's name for a table cell: a stored image's content-hash name (64 hex digits) as
     its first 12 digits, and any other name over `limit` characters as its start and end

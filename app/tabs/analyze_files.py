@@ -20,7 +20,7 @@ import pandas as pd
 
 from annotation.transfer.archives import gathered_uploads
 from annotation.errors import public_text, user_message
-from app import engine
+from app import engine, render
 from app.uploads import download_folder
 from scoring.analysis import plots, run
 from scoring.csv_safe import frame_to_csv
@@ -227,7 +227,8 @@ def build(ctx: engine.AppContext) -> None:
 
     def shown(result, with_plot: bool):
         status, table, figure, path = result
-        table = gr.Dataframe(value=table, visible=table is not None)
+        table = gr.Dataframe(value=render.rounded_table(table), visible=table is not None,
+                             column_widths=None if table is None else render.column_widths(list(table.columns)))
         return (status, table, figure, path) if with_plot else (status, table, path)
 
     def on_correlation(dataset, files, images, metrics, progress=gr.Progress()):

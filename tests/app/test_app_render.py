@@ -151,3 +151,14 @@ def test_the_chart_draws_each_score_as_a_share_of_its_metrics_range():
     assert [list(c) for c in bars.customdata] == [[10.0, 10.0], [0.5, 1.0], [1.25, 2.5]]
     [plain] = scores_bar_chart(frame, ["CIDEr", "BLEU-1"], "t").data  # no ranges: the scores themselves
     assert list(plain.y) == [10.0, 0.5]
+
+
+def test_a_result_table_is_shown_to_four_places_and_kept_whole_elsewhere():
+    import pandas as pd
+
+    from app.render import rounded_table
+
+    table = pd.DataFrame({"metric": ["CLIP-S"], "kendall_c": [0.5257142857142857], "n": [162]})
+    shown = rounded_table(table)
+    assert shown.to_dict("records") == [{"metric": "CLIP-S", "kendall_c": 0.5257, "n": 162}]
+    assert table["kendall_c"].iloc[0] == 0.5257142857142857 and rounded_table(None) is None
