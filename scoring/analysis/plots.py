@@ -43,7 +43,11 @@ def metric_vs_human_scatter(
     figure = px.scatter(
         data, x=metric, y="_y", color=color, hover_data={c: True for c in hover} | {"_y": False},
         labels={"_y": human_col, metric: metric},
-        title=f"{metric} vs. {human_col} (n={len(data)}, Kendall τc={tau:.3f})",
+        # Two lines, so a phone's width shows the numbers; τc pooled over every language drawn
+        # says so, beside a table that gives it per language.
+        title=(f"{metric} vs. {human_col}<br><sup>n={len(data)}, Kendall τc={tau:.3f}"
+               f"{f' over all {data[color].nunique()} languages' if color == color_col and color_col == 'lang' else ''}"
+               "</sup>"),
     )
     figure.update_traces(marker={"size": 6, "opacity": 0.6})
     return figure
