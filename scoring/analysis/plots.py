@@ -80,7 +80,7 @@ def robustness_drop_bars(robustness: pd.DataFrame, ops: Sequence[str] | None = N
     long["clipped"] = [f"{v:+.0f}% (clipped)" if limit is not None and abs(v) > limit else "" for v in long["change"]]
     figure = px.bar(
         long, x="op", y="shown", color="lang" if "lang" in long else None, barmode="group",
-        facet_col=facet, facet_col_wrap=wrap if facet else 0, facet_row_spacing=0.08,
+        facet_col=facet, facet_col_wrap=wrap if facet else 0, facet_row_spacing=0.16,
         labels={"shown": "change (%)", "op": ""}, text="clipped",
         hover_data={"change": ":.2f", "shown": False, "clipped": False},
         height=300 + 220 * -(-panels // wrap),
@@ -90,8 +90,13 @@ def robustness_drop_bars(robustness: pd.DataFrame, ops: Sequence[str] | None = N
         title={"text": "Score change under perturbation",
                "subtitle": {"text": "negative = detected" + (f"; axis clipped at ±{limit:.0f}%" if limit is not None
                                                              else "")}},
-        margin={"t": 100, "r": 10})
+        margin={"t": 100, "r": 10},
+        # Above the panels, not beside them: on a phone a legend at the side took a third of the width.
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.06, "x": 1.0, "xanchor": "right", "title": None})
     figure.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1], font_size=11))
+    # Every panel names its operations, each of them: on a phone plotly kept them on the bottom
+    # row only and dropped the ones that did not fit level.
+    figure.update_xaxes(showticklabels=True, tickangle=-45, tickfont_size=10)
     if limit is not None:
         figure.update_yaxes(range=[-1.1 * limit, 1.1 * limit])
         figure.update_traces(textposition="inside", insidetextanchor="end", textfont_size=9)

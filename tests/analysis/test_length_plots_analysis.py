@@ -78,3 +78,13 @@ def test_drop_chart_clips_outliers_and_says_their_value():
     assert "+4012% (clipped)" in list(bars.data[0].text)
     assert "clipped at ±30%" in bars.layout.title.subtitle.text
     assert drop_axis_limit(pd.Series([-5.0, -12.0, 3.0])) is None  # nothing far out: no clipping
+
+
+def test_every_drop_panel_names_its_operations():
+    ops = ["repetition", "removal", "masking", "jumble", "substitution"]
+    table = pd.DataFrame([{"lang": "en", "metric": m} | {f"{op}_change": -5.0 * (i + 1) for i, op in enumerate(ops)}
+                          for m in ("CLIP-S", "PAC-S", "MCS", "PR-MCS")])
+    bars = robustness_drop_bars(table, ops)
+    axes = [bars.layout[name] for name in bars.layout if name.startswith("xaxis")]
+    assert len(axes) == 6  # a grid of two rows of three panels for four metrics
+    assert all(axis.showticklabels and axis.tickangle == -45 for axis in axes)
