@@ -78,21 +78,27 @@ def robustness_drop_bars(robustness: pd.DataFrame, ops: Sequence[str] | None = N
     limit = drop_axis_limit(long["change"])
     long["shown"] = long["change"].clip(-limit, limit) if limit is not None else long["change"]
     long["clipped"] = [f"{v:+.0f}% (clipped)" if limit is not None and abs(v) > limit else "" for v in long["change"]]
+    rows = -(-panels // wrap)
+    height, top, bottom = 300 + 220 * rows, 100, 150
+    plotted = height - top - bottom  # plotly gives spacing and the legend's place in fractions of this
     figure = px.bar(
         long, x="op", y="shown", color="lang" if "lang" in long else None, barmode="group",
-        facet_col=facet, facet_col_wrap=wrap if facet else 0, facet_row_spacing=0.16,
+        facet_col=facet, facet_col_wrap=wrap if facet else 0,
+        # 95 px between rows: the slanted operation names, then the next panel's title
+        facet_row_spacing=min(0.5 / max(rows - 1, 1), 95 / plotted),
         labels={"shown": "change (%)", "op": ""}, text="clipped",
         hover_data={"change": ":.2f", "shown": False, "clipped": False},
-        height=300 + 220 * -(-panels // wrap),
+        height=height,
     )
     # A short title with the details under it, so that it fits a phone's width.
     figure.update_layout(
         title={"text": "Score change under perturbation",
                "subtitle": {"text": "negative = detected" + (f"; axis clipped at ±{limit:.0f}%" if limit is not None
                                                              else "")}},
-        margin={"t": 100, "r": 10},
-        # Above the panels, not beside them: on a phone a legend at the side took a third of the width.
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.06, "x": 1.0, "xanchor": "right", "title": None})
+        margin={"t": top, "r": 10, "b": bottom},
+        # Under the panels, past the operation names, not beside them: on a phone a legend at the
+        # side took a third of the width.
+        legend={"orientation": "h", "yanchor": "top", "y": -80 / plotted, "x": 0, "title": None})
     figure.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1], font_size=11))
     # Every panel names its operations, each of them: on a phone plotly kept them on the bottom
     # row only and dropped the ones that did not fit level.

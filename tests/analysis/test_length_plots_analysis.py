@@ -88,3 +88,21 @@ def test_every_drop_panel_names_its_operations():
     axes = [bars.layout[name] for name in bars.layout if name.startswith("xaxis")]
     assert len(axes) == 6  # a grid of two rows of three panels for four metrics
     assert all(axis.showticklabels and axis.tickangle == -45 for axis in axes)
+
+
+@pytest.mark.parametrize("metrics", [4, 17])
+def test_drop_panels_keep_95_px_between_rows_whatever_their_number(metrics):
+    """A fixed fraction of the height gave 17 metrics' panels a third of the chart and empty bands."""
+    ops = ["repetition", "removal", "masking", "jumble", "substitution"]
+    table = pd.DataFrame([{"lang": "en", "metric": f"M{k}"} | {f"{op}_change": -5.0 for op in ops}
+                          for k in range(metrics)])
+    bars = robustness_drop_bars(table, ops)
+    layout = bars.layout
+    plotted = layout.height - layout.margin.t - layout.margin.b
+    rows = sorted({tuple(layout[name].domain) for name in layout if name.startswith("yaxis")}, reverse=True)
+    assert len(rows) == -(-metrics // 3)
+    gaps = [(upper[0] - lower[1]) * plotted for upper, lower in zip(rows, rows[1:])]
+    assert all(g == pytest.approx(95, abs=1) for g in gaps), gaps
+    panel = (rows[0][1] - rows[0][0]) * plotted
+    assert panel >= 120, panel  # each panel keeps room for its bars
+    assert layout.legend.y < 0  # under the panels
