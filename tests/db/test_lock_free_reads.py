@@ -57,14 +57,12 @@ def test_reads_answer_while_an_import_holds_the_write_lock(sqlite_busy_db):
     _url, path, ann_id, captions, token = sqlite_busy_db
     holder = _hold_write_lock(path)
     try:
-        started = time.perf_counter()
+        # The lock is held throughout: a read that needed it would wait BUSY_MS and raise, so each
+        # answer proves that read took no lock (a wall-time bound here failed once under load).
         assert session_account(token).name == "ann"  # every request resolves its session: a read
         assert collection_names(ann_id) == ["queue"]
         assert rating_screen(ann_id, "queue", caption_id=captions[0]).text == "a red square 0"
         assert critical_screen(ann_id, "queue").caption_id in captions
-        reads = time.perf_counter() - started
-        # none of them waited for the lock (each would have waited BUSY_MS and failed)
-        assert reads < BUSY_MS / 1000
     finally:
         holder.rollback()
         holder.close()
