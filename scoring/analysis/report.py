@@ -146,8 +146,9 @@ def language_notes(table: pd.DataFrame, shown: Iterable[tuple[str, str]]) -> str
         notes.append(f"{', '.join(metrics)} {'was' if len(metrics) == 1 else 'were'} made for {', '.join(made_for)}; "
                      f"shown here for {', '.join(langs)} as well.")
     for lang, metrics in whole.items():
-        notes.append(f"{', '.join(metrics)} {'reads' if len(metrics) == 1 else 'read'} each {lang} caption as one word ({lang} is written without spaces, "
-                     f"and the COCO toolkit splits words at spaces): their {lang} values are not word overlap.")
+        verb = "reads" if len(metrics) == 1 else "read"
+        notes.append(f"{', '.join(metrics)} {verb} each {lang} caption as one word ({lang} is written without "
+                     f"spaces, and the COCO toolkit splits words at spaces): their {lang} values are not word overlap.")
     return " ".join(notes)
 
 
