@@ -61,6 +61,11 @@ def save_perturbations(account_id: int | None, image_bytes: bytes | None, image_
                 + (f", with {len(critical)} critical object(s)." if critical else "."))
 
 
+def collection_frequencies_label(collection_name: str) -> str:
+    """The label of `collection_document_frequency`'s result: where its frequencies come from."""
+    return f"collection {collection_name!r}"
+
+
 def collection_document_frequency(account_id: int | None, collection_name: str):
     """CIDEr-D document frequencies over the reference sets of a collection's images, for the
     Score tab (`scoring.session_scoring.DocumentFrequencies`). ValueError when it has none."""
@@ -76,4 +81,4 @@ def collection_document_frequency(account_id: int | None, collection_name: str):
         frequencies = reference_document_frequency(sets)
     except MetricUnavailable as exc:
         raise ValueError(f"Cannot count document frequencies: {exc}") from None
-    return DocumentFrequencies(f"collection {collection_name!r}", frequencies)
+    return DocumentFrequencies(collection_frequencies_label(collection_name), frequencies)

@@ -16,7 +16,7 @@ from pathlib import Path
 import gradio as gr
 
 from annotation.errors import user_message
-from annotation.lab import collection_document_frequency, collection_images
+from annotation.lab import collection_document_frequency, collection_frequencies_label, collection_images
 from app import engine, render
 from app.langs import language_choices
 from app.session import account_id, collection_dropdown, follow_login, private_copies
@@ -278,11 +278,14 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     def on_df_source(source):
         return gr.Dropdown(visible=source == COLLECTION)
 
-    def on_df_collection(name, source, request: gr.Request):
+    def on_df_collection(name, source, counted, request: gr.Request):
         """The chosen collection's document frequencies (and True), counted only while a collection
-        is the source: a login fills in the first collection, which costs nothing until chosen."""
+        is the source: a login fills in the first collection, which costs nothing until chosen.
+        Frequencies already counted for it (a failure case opened here brings them) are kept."""
         if source != COLLECTION or not name:
             return None, gr.skip(), False
+        if counted is not None and counted.label == collection_frequencies_label(name):
+            return gr.skip(), gr.skip(), False
         try:
             frequencies = collection_document_frequency(account_id(request), name)
         except (PermissionError, ValueError, LookupError) as exc:
@@ -293,7 +296,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
     df_counted = gr.Checkbox(False, visible=False)
     df_source.change(on_df_source, df_source, df_collection, api_visibility="private")
     for event in (df_source.change, df_collection.change):
-        event(on_df_collection, [df_collection, df_source], [df_state, status, df_counted],
+        event(on_df_collection, [df_collection, df_source, df_state], [df_state, status, df_counted],
               api_visibility="private").then(None, df_counted, None, js=f"(counted) => {{ if (counted) ({LIVE_JS})(); }}")
     follow_login(user_state, collection_dropdown, [], [df_collection])
 

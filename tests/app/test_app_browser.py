@@ -329,7 +329,7 @@ def run_on_the_collection(page, server, tab: str, prefix: str, done_text: str) -
         f"() => document.querySelector('#{prefix}-status textarea')?.value.includes('{done_text}')")
 
 
-def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
+def test_failure_case_opens_in_the_score_tab(page, server, artifacts, monkeypatch):
     run_on_the_collection(page, server, "Failure cases", "failures", "cases")
     page.screenshot(path=str(artifacts / "failure-cases.png"), full_page=True)
     page.locator("#failures-table").scroll_into_view_if_needed()  # the table renders rows in view only
@@ -372,6 +372,17 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
     first_caption = page.locator("#failures-table [role=gridcell], #failures-table [role=cell]").nth(
         headers.index("candidate"))
     text = (first_caption.text_content() or "").strip()
+    import app.tabs.failures as failures_tab
+    import app.tabs.score as score_tab
+
+    counted = []  # each count of a collection's document frequencies, by either tab
+
+    def counting(account, name, count=failures_tab.collection_document_frequency):
+        counted.append(name)
+        return count(account, name)
+
+    for module in (failures_tab, score_tab):
+        monkeypatch.setattr(module, "collection_document_frequency", counting)
     first_caption.click()
     page.wait_for_function(
         "() => document.querySelector('#score-status textarea')?.value.includes('Scored')")
@@ -382,6 +393,8 @@ def test_failure_case_opens_in_the_score_tab(page, server, artifacts):
     assert page.locator("#score-df-collection input").input_value() == server.collection
     page.wait_for_function("() => (document.querySelector('#score-table')?.innerText || '')"
                            f".includes(\"document frequencies from collection '{server.collection}'\")")
+    page.wait_for_timeout(1500)  # the Score tab's own source events, had they counted again
+    assert counted == [server.collection]  # counted once, by the opening, not again by the Score tab
     page.wait_for_function("() => document.querySelectorAll('#score-items [role=gridcell]').length > 0")
     image_cell = table_rows(page, "#score-items")[0][2]  # a stored image: its hash name shortened
     assert len(image_cell) <= 28 and "…" in image_cell, image_cell

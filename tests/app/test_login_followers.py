@@ -96,9 +96,9 @@ def test_the_score_tab_counts_document_frequencies_only_for_a_chosen_collection(
     assert sources == {"score-df-source", "score-df-collection"}
     count = counting[0].fn
     for source in (BATCH, EXAMPLES):
-        assert count("app-test", source, FakeRequest()) == (None, gr.skip(), False)
-    assert count("", COLLECTION, FakeRequest()) == (None, gr.skip(), False)
-    state, message, counted = count("app-test", COLLECTION, FakeRequest())  # no login: refused in words
+        assert count("app-test", source, None, FakeRequest()) == (None, gr.skip(), False)
+    assert count("", COLLECTION, None, FakeRequest()) == (None, gr.skip(), False)
+    state, message, counted = count("app-test", COLLECTION, None, FakeRequest())  # no login: refused in words
     assert state is None and counted is False and "log in" in message.lower()
 
 
