@@ -130,8 +130,8 @@ def language_notes(table: pd.DataFrame, shown: Iterable[tuple[str, str]]) -> str
     known = table.attrs.get("metric_languages", {})
     foreign: dict[tuple, list[str]] = defaultdict(list)
     whole: dict[str, list[str]] = defaultdict(list)
-    for metric, lang in sorted(set(shown), key=lambda pair: (list(known).index(pair[0]) if pair[0] in known else 0,
-                                                               str(pair[1]))):
+    order = {metric: k for k, metric in enumerate(known)}  # the registry's order, as the tables show them
+    for metric, lang in sorted(set(shown), key=lambda pair: (order.get(pair[0], 0), str(pair[1]))):
         info = known.get(metric)
         if not info or not isinstance(lang, str):
             continue
