@@ -110,11 +110,11 @@ METRIC_ALIASES = {"cider-d": "cider"}
 
 def canonical_metric_name(registry: Registry, name: str) -> str:
     """Registry spelling of ``name`` (case-insensitive, or an alias of METRIC_ALIASES); LookupError if unknown."""
+    spelled = {known.lower(): known for known in registry.metrics}
     wanted = name.strip().lower()
-    wanted = METRIC_ALIASES.get(wanted, wanted) if wanted not in {m.lower() for m in registry.metrics} else wanted
-    for known in registry.metrics:
-        if known.lower() == wanted:
-            return known
+    found = spelled.get(wanted) or spelled.get(METRIC_ALIASES.get(wanted, ""))  # a registry name wins over an alias
+    if found:
+        return found
     raise LookupError(
         f"unknown metric {name!r} in profile {registry.profile!r}; "
         f"known: {', '.join(registry.metrics)}"
