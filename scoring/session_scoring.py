@@ -19,6 +19,7 @@ import pandas as pd
 from scoring.api import ScoreItem
 from scoring.fingerprint import content_fingerprint
 from scoring.language_id import AUTO, resolve_language
+from scoring.metrics.base import one_word_note
 from scoring.paths import check_caption_length
 
 MAX_CACHED_ROWS = 2000
@@ -328,7 +329,8 @@ def metric_meta(scorer, name: str, result) -> dict:
     info = scorer.info(name)
     return {"backbone": result.backbone, "unavailable": result.unavailable,
             "needs_image": info.needs_image, "needs_references": info.needs_references,
-            "languages": info.languages, "clips_at_zero": scorer.registry.metrics[name].family in CLIPPED_FAMILIES}
+            "languages": info.languages, "one_word": info.one_word_languages,
+            "clips_at_zero": scorer.registry.metrics[name].family in CLIPPED_FAMILIES}
 
 
 # Families whose formula is w · max(cos, 0) (RefCLIP-S: a harmonic mean with such a term): a
@@ -361,6 +363,8 @@ def _value_notes(name: str, info: dict, rows: list[dict]) -> list[str]:
     if others:
         notes.append(f"made for {', '.join(made_for)}: {len(others)} of {len(scored)} caption(s) are in "
                      f"{', '.join(sorted(set(others)))}")
+    unspaced = sorted({row["lang"] for row in scored if row.get("lang") in info.get("one_word", ())})
+    notes.extend(one_word_note(lang) for lang in unspaced)
     zeros = sum(1 for row in scored if row[name] == 0.0) if info.get("clips_at_zero") else 0
     if zeros:
         notes.append(f"{zeros} of {len(scored)} score(s) are 0: a negative cosine is clipped to 0")
@@ -372,8 +376,9 @@ def metric_availability(names, meta: dict, rows: list[dict], with_references: bo
     """Per metric: its backbone and "available", "unavailable: <reason>", or which of its own
     inputs these rows lack (an image, references, or both) when it scored none of them; `notes`
     (e.g. CIDEr-D's document-frequency note) are added to an available metric's status, and so
-    are captions in a language the metric was not made for (rows with a "lang") and scores
-    clipped to 0. The one status rule of the Score tab, the /score API and the Perturbation lab."""
+    are captions in a language the metric was not made for (rows with a "lang"), captions it reads
+    as one word, and scores clipped to 0. The one status rule of the Score tab, the /score API and
+    the Perturbation lab."""
     notes = notes or {}
     availability = []
     for name in names:

@@ -11,6 +11,8 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
+from scoring.metrics.base import one_word_note
+
 from .failures import disagreements, unmoved
 from .robustness import format_table7, robustness_table
 from .correlation import COEFFICIENT_LABELS, COEFFICIENTS
@@ -108,16 +110,13 @@ def constant_rating_languages(table: pd.DataFrame) -> list[str]:
 
 
 def metric_languages(scorer, metrics: Sequence[str]) -> dict[str, dict]:
-    """Per metric (as named in `metrics`): the languages it was made for (None: any) and whether it
-    counts words as the COCO toolkit splits them; a scores table keeps this in
+    """Per metric (as named in `metrics`): the languages it was made for (None: any) and those in
+    which it reads a whole caption as one word, from its `MetricInfo`; a scores table keeps this in
     attrs["metric_languages"] for `language_notes`."""
-    from scoring.metrics.coco import CITATIONS
-
     out = {}
     for metric in metrics:
-        name = scorer.canonical_name(metric)
-        out[metric] = {"languages": scorer.info(name).languages,
-                       "splits_words": scorer.registry.metrics[name].family in CITATIONS}
+        info = scorer.info(metric)
+        out[metric] = {"languages": info.languages, "one_word": info.one_word_languages}
     return out
 
 
@@ -125,8 +124,6 @@ def language_notes(table: pd.DataFrame, shown: Iterable[tuple[str, str]]) -> str
     """What to know before reading these (metric, language) values, as the Score tab says it for
     one batch: metrics made for other languages, and word-overlap metrics that read a caption in a
     language written without spaces as one word. "" when nothing applies."""
-    from scoring.metrics.coco import UNSPACED_LANGUAGES
-
     known = table.attrs.get("metric_languages", {})
     foreign: dict[tuple, list[str]] = defaultdict(list)
     whole: dict[str, list[str]] = defaultdict(list)
@@ -137,7 +134,7 @@ def language_notes(table: pd.DataFrame, shown: Iterable[tuple[str, str]]) -> str
             continue
         if info["languages"] and lang not in info["languages"]:
             foreign[tuple(info["languages"])].append((metric, lang))
-        if info["splits_words"] and lang in UNSPACED_LANGUAGES:
+        if lang in info["one_word"]:
             whole[lang].append(metric)
     notes = []
     for made_for, pairs in foreign.items():
@@ -145,10 +142,7 @@ def language_notes(table: pd.DataFrame, shown: Iterable[tuple[str, str]]) -> str
         langs = sorted({lang for _, lang in pairs})
         notes.append(f"{', '.join(metrics)} {'was' if len(metrics) == 1 else 'were'} made for {', '.join(made_for)}; "
                      f"shown here for {', '.join(langs)} as well.")
-    for lang, metrics in whole.items():
-        verb = "reads" if len(metrics) == 1 else "read"
-        notes.append(f"{', '.join(metrics)} {verb} each {lang} caption as one word ({lang} is written without "
-                     f"spaces, and the COCO toolkit splits words at spaces): their {lang} values are not word overlap.")
+    notes.extend(f"{', '.join(metrics)}: {one_word_note(lang)}." for lang, metrics in whole.items())
     return " ".join(notes)
 
 

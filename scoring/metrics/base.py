@@ -32,6 +32,14 @@ class MetricInfo:
     w: float = 1.0
     prefix: str = ""
     higher_is_better: bool = True  # every shipped metric scores a better caption higher
+    one_word_languages: tuple[str, ...] = ()  # languages in which it reads a whole caption as one word
+
+
+def one_word_note(lang: str) -> str:
+    """Why word-overlap values in a language written without spaces are not word overlap; the one
+    wording of the Score tab's per-batch status and the collection views' notes."""
+    return (f"each {lang} caption is read as one word ({lang} is written without spaces, and the COCO "
+            f"toolkit splits words at spaces), so the {lang} values are not word overlap")
 
 
 @dataclass

@@ -232,6 +232,7 @@ class _CocoMetric(Metric):
             languages=("en",), backbone="COCO caption toolkit (pycocoevalcap)",
             description=self.description, range=self.range,
             citation=f"{CITATIONS[self.spec.family]}; {TOOLKIT_CITATION}",
+            one_word_languages=UNSPACED_LANGUAGES,
         )
 
     def check_available(self) -> None:

@@ -39,8 +39,8 @@ def test_collection_table_joins_human_scores_and_real_metric_scores(server, tabl
     assert originals.loc["a red square on a white table", "human"] == pytest.approx(0.85)
     assert set(table[table["kind"] == "perturbed"]["op"]) == {"repetition", "removal", "masking", "jumble"}
     # what the summary's language notes read: each metric's languages and whether it counts words
-    assert table.attrs["metric_languages"]["CLIP-S"] == {"languages": ("en",), "splits_words": False}
-    assert table.attrs["metric_languages"]["BLEU-1"] == {"languages": ("en",), "splits_words": True}
+    assert table.attrs["metric_languages"]["CLIP-S"] == {"languages": ("en",), "one_word": ()}
+    assert table.attrs["metric_languages"]["BLEU-1"] == {"languages": ("en",), "one_word": ("ja", "zh", "th")}
     row = table.iloc[0]
     direct = get_scorer(server.ctx.profile).score(
         [ScoreItem(image=row["image_file"], candidate=row["candidate"], references=row["references"].split("\n"),

@@ -215,6 +215,22 @@ def test_the_status_says_when_captions_are_in_a_language_the_metric_was_not_made
         "clipped to 0")
 
 
+def test_the_status_says_a_word_overlap_metric_reads_a_japanese_caption_as_one_word():
+    """The PTB tokenizer splits at spaces: a Japanese caption is one word to BLEU, so the Score
+    tab's per-batch status says so beside "made for en", as the collection views do; CLIP-S, which
+    reads no words, does not."""
+    from scoring.session_scoring import ScoreRow
+
+    rows = [ScoreRow("", "白い地面に赤い四角", ["白い背景の赤い四角"]), ScoreRow("", "a red square", ["a red square on white"])]
+    outcome = run_scoring(ScoreRequest(red_square(), rows, "auto", ["BLEU-1", "CLIP-S"]), {})
+    assert list(outcome.frame["lang"]) == ["ja", "en"]
+    statuses = {a["metric"]: a["status"] for a in outcome.availability}
+    assert statuses["BLEU-1"] == (
+        "available; made for en: 1 of 2 caption(s) are in ja; each ja caption is read as one word (ja is written "
+        "without spaces, and the COCO toolkit splits words at spaces), so the ja values are not word overlap")
+    assert statuses["CLIP-S"].startswith("available; made for en: 1 of 2 caption(s) are in ja") and "one word" not in statuses["CLIP-S"]
+
+
 def test_rows_without_references_are_named_in_the_reference_metrics_status():
     """Each row takes its own references: rows 2 and 3 without any get no RefCLIP-S or BLEU-1
     value, and the status says which rows and why instead of a bare "available"; CLIP-S, which
