@@ -11,6 +11,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from app.render import status_cell
 from scoring.analysis.robustness import ORIGINAL, format_table7, robustness_table, undefined_change
 from scoring.api import ScoreItem
 from scoring.language_id import resolve_language
@@ -133,10 +134,10 @@ def caption_robustness(scorer, image, original: str, perturbations: Sequence[Per
 
 
 def caption_robustness_cells(result: CaptionRobustness) -> pd.DataFrame:
-    """Rows: metrics; columns: Original, each operation as "score (change %)" (the score alone
-    where the original is zero), Average (for several operations), Robustness and the
-    metric's status; "-" where a metric could not score (unavailable, or it needs an image or
-    references these inputs lack)."""
+    """Rows: metrics; columns: the metric's status as an icon, Original, each operation as
+    "score (change %)" (the score alone where the original is zero), Average (for several
+    operations), Robustness and the status in words; "-" where a metric could not score
+    (unavailable, or it needs an image or references these inputs lack)."""
     if result.table.empty:
         cells = pd.DataFrame(columns=["metric"]).set_index("metric")
     else:
@@ -149,7 +150,10 @@ def caption_robustness_cells(result: CaptionRobustness) -> pd.DataFrame:
     cells = cells.reindex(list(result.statuses)).fillna("-")
     if len(result.ops) < 2:
         cells = cells.drop(columns=["Average"], errors="ignore")
-    cells["status"] = [result.statuses[m] for m in cells.index]
+    # The Score tab's layout: the status as an icon beside the metric (its words on hover), so a
+    # caveat is seen without scrolling to the words in the last column.
+    cells.insert(0, "status", [status_cell(result.statuses[m]) for m in cells.index])
+    cells["status in words"] = [result.statuses[m] for m in cells.index]
     return cells.rename_axis("metric").reset_index()
 
 

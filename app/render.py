@@ -104,6 +104,8 @@ METRIC_ROW_COLUMNS = ["metric", "status", "backbone", "status in words"]
 STATUS_ICONS = {"ok": ("✓", "#15803d"), "note": ("⚠", "#b45309"), "unavailable": ("✗", "#b91c1c")}
 _DATA_URI = re.compile(r"data:image/(jpeg|png);base64,[A-Za-z0-9+/]+=*")
 TABLE7_COLUMNS = ["metric", "Original", "Average", "Robustness"]  # one column per operation goes before Average
+# The Perturbation lab's table: Table 7 with the Score tab's status icon and words.
+LAB_COLUMNS = ["metric", "status", *TABLE7_COLUMNS[1:], "status in words"]
 CORRELATION_COLUMNS = ["lang", "metric", "n", *COEFFICIENT_LABELS.values()]
 
 
@@ -142,13 +144,17 @@ def short_image_name(name: str, limit: int = 28) -> str:
     return f"{core[: keep - keep // 3]}…{core[len(core) - keep // 3:]}{tail}"
 
 
-def column_widths(columns: Sequence[str], wide: Sequence[str] = ("status",)) -> list[str]:
+def column_widths(columns: Sequence[str], wide: Sequence[str] = ("status",),
+                  icons: Sequence[str] = ()) -> list[str]:
     """Pixel widths for a Dataframe's columns that fit each header's longest word, so headers
-    such as "Robustness" never break mid-word; score cells ("0.5327 (-12.34%)") fit too, and
-    `wide` columns (free text) get room to wrap."""
+    such as "Robustness" never break mid-word; score cells ("0.5327 (-12.34%)") fit too,
+    `wide` columns (free text) get room to wrap, and `icons` columns (a `status_cell`) fit
+    their header."""
     widths = []
     for column in columns:
-        if column in wide:
+        if column in icons:
+            widths.append("72px")
+        elif column in wide:
             widths.append("280px")
         else:
             longest = max((len(word) for word in str(column).split()), default=1)
@@ -205,8 +211,17 @@ def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availabilit
 
 
 def metric_table_datatypes(columns: Sequence[str]) -> list[str]:
-    """The per-metric table's column types: the status icon is HTML, the rest text."""
+    """The per-metric tables' column types (the Score tab's, the Perturbation lab's): the status
+    icon is HTML, the rest text."""
     return ["html" if c == "status" else "str" for c in columns]
+
+
+def lab_table_options(columns: Sequence[str]) -> dict:
+    """gr.Dataframe settings of the Perturbation lab's score table: the metric and its status icon
+    pinned while the operations scroll, the status words wide enough to wrap."""
+    columns = list(columns)
+    return {"datatype": metric_table_datatypes(columns), "pinned_columns": 2,
+            "column_widths": column_widths(columns, wide=("status in words",), icons=("status",))}
 
 
 def series_labels(frame: pd.DataFrame, limit: int = 32) -> list[str]:

@@ -69,10 +69,10 @@ def build(ctx: engine.AppContext) -> None:
                                    color_map={render.CHANGED: "#f59e0b", render.REMOVED: "#ef4444"}, elem_id=f"perturb-slot-{i}")
                 for i in range(SLOTS)
             ]
-            table = gr.Dataframe(render.empty_table(render.TABLE7_COLUMNS),
-                                 label="Scores before and after (PR-MCS Table 7 layout)", interactive=False,
-                                 wrap=True, elem_id="perturb-table",
-                                 column_widths=render.column_widths(render.TABLE7_COLUMNS))
+            table = gr.Dataframe(render.empty_table(render.LAB_COLUMNS),
+                                 label="Scores before and after (PR-MCS Table 7 layout; each metric's status as an "
+                                       "icon: hover or see the last column)", interactive=False,
+                                 wrap=True, elem_id="perturb-table", **render.lab_table_options(render.LAB_COLUMNS))
             chart = gr.Plot(label="Change per metric and operation", elem_id="perturb-chart")
             with gr.Accordion("Save into a collection (researcher login, Annotate tab)", open=False):
                 with gr.Row():
@@ -124,7 +124,7 @@ def build(ctx: engine.AppContext) -> None:
             messages.append(lab.robustness.summary(len(lab.perturbations), lab.lang))
             messages.extend(lab.robustness.messages)
             cells = caption_robustness_cells(lab.robustness)
-            table_frame = gr.Dataframe(value=cells, column_widths=render.column_widths(list(cells.columns)))
+            table_frame = gr.Dataframe(value=cells, **render.lab_table_options(cells.columns))
             chart_figure = None if lab.robustness.table.empty else robustness_drop_bars(lab.robustness.table,
                                                                                         lab.robustness.ops)
         # The session keeps the upload's bytes for a later save, not its decoded pixels (a large

@@ -229,6 +229,18 @@ def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts)
         "#perturb-table th[role=columnheader]", "ths => ths.map(t => [t.title, t.getBoundingClientRect().height])")
     assert {"Robustness", "Substitution", "Original"} <= {title for title, _ in heights}, heights
     assert max(h for _, h in heights) < 1.5 * min(h for _, h in heights), heights
+    # At 1280 px the five operations overflow the table: each metric's status icon still shows
+    # beside its name (a trial found the status words cut off at the right edge), its words on hover.
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.wait_for_timeout(300)
+    box = page.locator("#perturb-table").bounding_box()
+    icons = page.locator("#perturb-table [role=row] span[title]")
+    assert icons.count() >= 2, page.locator("#perturb-table").inner_text()
+    for k in range(icons.count()):
+        icon = icons.nth(k).bounding_box()
+        assert box["x"] <= icon["x"] and icon["x"] + icon["width"] <= box["x"] + box["width"], (icon, box)
+    page.locator("#perturb-table").screenshot(path=str(artifacts / "perturbation-lab-table-1280.png"))
+    page.set_viewport_size({"width": 1400, "height": 1000})
     plot_drawn(page, "#perturb-chart")
     page.screenshot(path=str(artifacts / "perturbation-lab.png"), full_page=True)
 

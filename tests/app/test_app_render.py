@@ -81,6 +81,8 @@ def test_table7_columns_are_wide_enough_for_their_headers():
     widths = column_widths(["metric", "Original", "Robustness", "Substitution", "status"])
     assert widths == ["156px", "156px", "156px", "156px", "280px"]
     assert column_widths(["a_very_long_header_word_here"]) == [f"{28 * 8 + 28}px"]
+    assert column_widths(["metric", "status", "status in words"], wide=("status in words",), icons=("status",)) == [
+        "156px", "72px", "280px"]
 
 
 def test_removal_shows_the_removed_words_struck_through():

@@ -31,12 +31,15 @@ def test_changes_follow_from_the_perturbed_words():
                                        "others: see status).")  # not "scored by 2 metrics" (a trial)
 
     cells = caption_robustness_cells(result).set_index("metric")
-    assert list(cells.columns) == ["Original", "Repetition", "Removal", "Masking", "Jumble", "Substitution",
-                                   "Average", "Robustness", "status"]
+    assert list(cells.columns) == ["status", "Original", "Repetition", "Removal", "Masking", "Jumble", "Substitution",
+                                   "Average", "Robustness", "status in words"]
     assert cells.loc["BLEU-1", "Original"] == "1.0000"
     assert cells.loc["BLEU-1", "Jumble"] == "1.0000 (+0.00%)"
-    assert (cells.loc["CLIP-S"].drop("status") == "-").all()
-    assert cells.loc["CLIP-S", "status"] == "available (needs an image for these rows)"
+    assert (cells.loc["CLIP-S"].drop(["status", "status in words"]) == "-").all()
+    assert cells.loc["CLIP-S", "status in words"] == "available (needs an image for these rows)"
+    # The Score tab's icons: a caveat (⚠) is seen beside the metric, its words on hover.
+    assert ">✓<" in cells.loc["BLEU-1", "status"] and ">⚠<" in cells.loc["CLIP-S", "status"]
+    assert 'title="available (needs an image for these rows)"' in cells.loc["CLIP-S", "status"]
 
 
 def test_no_image_and_no_references_say_what_is_needed():
@@ -69,7 +72,7 @@ def test_one_operation_has_no_average_and_unavailable_metrics_say_why():
     result = caption_robustness(get_scorer("tiny"), None, TEXT, perturbations, [TEXT], "en", ["BLEU-1", "SPICE"])
     cells = caption_robustness_cells(result).set_index("metric")
     assert "Average" not in cells.columns and "Removal" in cells.columns
-    assert cells.loc["SPICE", "status"].startswith("unavailable: ")
+    assert cells.loc["SPICE", "status in words"].startswith("unavailable: ") and ">✗<" in cells.loc["SPICE", "status"]
     assert cells.loc["SPICE", "Original"] == "-"
 
 
