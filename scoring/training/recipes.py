@@ -177,9 +177,12 @@ class ClipRecipe(Recipe):
             pixels = state.pixels([images[k] for k in chunk], chunk, device)
             state.teacher_images.update(zip(chunk, clip_image_features(state.teacher, pixels).float()))
         texts = sorted({r[f] for r in anchored for f in (self.anchor_field, *self.teacher_fields(state))})
+        # The teacher reads captions as its metric does (`options.teacher_prefix`, e.g. PAC-S's
+        # "A photo depicts "), by default as the student does.
+        prefix = state.config.options.get("teacher_prefix", state.prefix)
         for i in range(0, len(texts), 128):
             chunk = texts[i:i + 128]
-            state.teacher_texts.update(zip(chunk, clip_text_features(state.teacher, [state.prefix + t for t in chunk],
+            state.teacher_texts.update(zip(chunk, clip_text_features(state.teacher, [prefix + t for t in chunk],
                                                                      device).float()))
 
     def teacher_fields(self, state) -> tuple[str, ...]:

@@ -430,6 +430,26 @@ def test_specs_anchor_is_the_squared_gap_between_its_and_the_teachers_short_capt
         state_for({"anchor": 1.0}, teacher=None)
 
 
+def test_the_teacher_reads_captions_with_its_own_prefix(tmp_path):
+    """`options.teacher_prefix`: a SPECS (no prefix) anchored to a PAC-S-like teacher holds the
+    cosines that teacher's metric gives, with "A photo depicts " before each caption."""
+    from scoring.training.models import clip_text_features
+    from scoring.training.recipes import RECIPES
+
+    recipe = RECIPES["specs"]
+    rows, _, _ = world_set("specs", {"scenes": 4, "size": 32, "languages": ["en"]})
+    cpu = torch.device("cpu")
+    config = _config("specs-tiny", tmp_path / "s", teacher="${CAPLENS_TINY_DIR}/clip", loss={"anchor": 1.0},
+                     options={"languages": ["en"], "teacher_prefix": "A photo depicts "})
+    state = recipe.setup(config, cpu, tmp_path / "scratch")
+    recipe.prepare(state, rows, cpu)
+    text = rows[0]["short_caption"]
+    with torch.no_grad():
+        prefixed, bare = clip_text_features(state.teacher, ["A photo depicts " + text, text], cpu).float()
+    assert state.prefix == "" and not torch.allclose(prefixed, bare)
+    assert torch.allclose(state.teacher_texts[text], prefixed, atol=1e-6)
+
+
 def test_pacs_anchor_holds_the_long_captions_of_the_rows_that_have_one(tmp_path):
     """PAC-S's `loss.anchor`: the squared gap between its and the teacher's image x long-caption
     cosine matrices, over only the rows whose scene has a long caption; without any, an error."""
