@@ -14,7 +14,9 @@ operations, the collection, import ids the captions came from, seed, creation ti
   UMIC §3.2, from `scoring.perturb.negatives`).
 - `pacs`: PAC-S pairs (image, human caption) with a model caption of the same image as the
   generated text T' when one is stored (PAC-S §3).
-- `human`: human-rated sets for correlation (candidate, references, mean score, ratings).
+- `human`: human-rated sets for correlation (candidate, references, mean score, ratings),
+  with each transcreation that has no ratings of its own at the score it keeps (its source's
+  mean when it was written; M-CapEval1k, PR-MCS appendix C).
 
 Building a set is a researcher or admin action.
 """
@@ -33,7 +35,7 @@ from sqlalchemy.orm import Session, aliased
 from annotation.people.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import in_collection, rating_mean
 from annotation.transfer.exporters import TABLE_FORMATS, Table, copy_image, stored_image_reader, write_table
-from db.models import Caption, Collection, Image, Rating, User
+from db.models import Caption, Collection, Image, Rating, Transcreation, User
 from scoring.perturb.ops import PRMCS_OPS
 
 SET_KINDS = ("prmcs", "specs", "umic", "pacs", "human")
@@ -192,9 +194,23 @@ def _human_rows(session: Session, collection: Collection | None, rng: random.Ran
                      "references": references.get((image.id, caption.language), []),
                      "human_score": rating_mean(sum(s for _n, s in scores) / len(scores)), "n_ratings": len(scores),
                      **{a: (rating_mean(sum(v) / len(v)) if (v := aspects[caption.id][a]) else None) for a in ASPECTS},
-                     "ratings": {name: score for name, score in scores},
+                     "ratings": {name: score for name, score in scores}, "score_from": "ratings",
                      "caption_id": caption.id, "parent_caption_id": caption.parent_id, "import_id": caption.import_id})
-    return rows, {"ratings": sum(r["n_ratings"] for r in rows)}
+    # A transcreation is written to keep its source's score, so it is a rated caption in its
+    # language without ratings of its own (one that has some is above, with its own mean).
+    kept = (select(Caption, Image, Transcreation.source_score, User.name)
+            .join(Transcreation, Transcreation.result_caption_id == Caption.id)
+            .join(Image, Image.id == Caption.image_id).join(User, User.id == Transcreation.annotator_id)
+            .where(Transcreation.source_score.is_not(None), Caption.id.not_in(select(Rating.caption_id)))
+            .order_by(Caption.id))
+    for caption, image, score, author in session.execute(_scoped(kept, collection)):
+        rows.append({"image": image, "candidate": caption.text, "language": caption.language, "kind": caption.kind,
+                     "references": references.get((image.id, caption.language), []),
+                     "human_score": rating_mean(score), "n_ratings": 0, **{a: None for a in ASPECTS}, "ratings": {},
+                     "score_from": f"transcreation by {author} of caption {caption.parent_id}",
+                     "caption_id": caption.id, "parent_caption_id": caption.parent_id, "import_id": caption.import_id})
+    return rows, {"ratings": sum(r["n_ratings"] for r in rows),
+                  "transcreations": sum(r["n_ratings"] == 0 for r in rows)}
 
 
 _BUILDERS = {"prmcs": _prmcs_rows, "specs": _specs_rows, "umic": _umic_rows, "pacs": _pacs_rows,

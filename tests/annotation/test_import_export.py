@@ -288,6 +288,33 @@ def test_finetune_sets_have_rows_images_and_manifests(engine, accounts, filled, 
     assert human["rows"] == 2 and human["ratings"] == 3
 
 
+def test_the_human_set_keeps_a_transcreations_score_until_it_has_ratings_of_its_own(engine, accounts, filled, tmp_path):
+    """A transcreation is written to keep its source's score (M-CapEval1k): the human-rated set has
+    it, in its language, at that score, saying where the score came from, until it is rated
+    itself; then its own mean counts."""
+    from annotation.studies.tasks import submit_rating, submit_transcreation
+
+    with session_scope(engine) as s:
+        source = s.scalar(select(Caption).where(Caption.text == "a red square on a white table"))
+        made = submit_transcreation(s, accounts["ann"], source.id, "de", "ein rotes Quadrat auf einem weißen Tisch")
+        source_id, made_id = source.id, made.result_caption_id
+        human = build_finetune_set(s, accounts["rita"], "human", tmp_path / "kept", collection=get_collection(s, filled))
+    rows = {r["candidate"]: r for r in map(json.loads, (tmp_path / "kept" / "data.jsonl").read_text().splitlines())}
+    kept = rows["ein rotes Quadrat auf einem weißen Tisch"]
+    assert (kept["human_score"], kept["n_ratings"], kept["ratings"], kept["language"], kept["kind"]) == (
+        0.7, 0, {}, "de", "transcreated")
+    assert kept["score_from"] == f"transcreation by ann of caption {source_id}" and kept["parent_caption_id"] == source_id
+    assert rows["a red square on a white table"]["score_from"] == "ratings"
+    assert (human["rows"], human["ratings"], human["transcreations"]) == (3, 3, 1)
+    with session_scope(engine) as s:
+        submit_rating(s, accounts["bea"], made_id, 0.4)
+        build_finetune_set(s, accounts["rita"], "human", tmp_path / "rated", collection=get_collection(s, filled))
+    rows = [json.loads(line) for line in (tmp_path / "rated" / "data.jsonl").read_text().splitlines()]
+    rated = [r for r in rows if r["caption_id"] == made_id]
+    assert len(rated) == 1 and (rated[0]["human_score"], rated[0]["n_ratings"], rated[0]["score_from"]) == (
+        0.4, 1, "ratings")
+
+
 def test_specs_triplets_from_detail_units(engine, accounts, filled, tmp_path):
     with session_scope(engine) as s:
         images = list(s.scalars(select(Image).order_by(Image.id)))
