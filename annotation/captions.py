@@ -15,16 +15,6 @@ from db.models import CAPTION_KINDS, Caption, Collection, Image, User, collectio
 from scoring.paths import check_caption_length
 
 
-RATING_MEAN_DECIMALS = 12
-
-
-def rating_mean(value: float | None) -> float | None:
-    """A mean of ratings as stored, exported and correlated: rounded to 12 decimals, so that the
-    same ratings summed in another order (SQL's AVG, Python's sum) give the same mean, and
-    captions rated alike stay tied where a rank correlation or a rank gap reads them."""
-    return None if value is None else round(float(value), RATING_MEAN_DECIMALS)
-
-
 def get_collection(session: Session, name: str) -> Collection:
     collection = session.scalar(select(Collection).where(Collection.name == name))
     if collection is None:

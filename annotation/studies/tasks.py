@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from annotation.studies import queue_orders
 from annotation.people.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
-from annotation.captions import get_caption, in_collection, rating_mean, validate_caption_text, validate_language
+from annotation.captions import get_caption, in_collection, validate_caption_text, validate_language
 from db.models import (
     Caption,
     CheckItem,
@@ -38,6 +38,7 @@ from db.models import (
     User,
     utcnow,
 )
+from scoring.analysis.tables import rating_mean
 
 RATING_FIELDS = ("overall", "fluency", "relevance", "descriptiveness")
 DEFAULT_RATINGS_PER_ITEM = 3

@@ -28,12 +28,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from annotation.people.accounts import RESEARCH_ROLES, require_role
-from annotation.captions import in_collection, rating_mean
+from annotation.captions import in_collection
 from annotation.database import image_store_dir
 from annotation.image_store import image_path, read_stored_bytes, stored_path
 from db.models import (Caption, Collection, CriticalAnnotation, Image, MetricScore, Rating, Transcreation, User,
                        collection_captions)
 from scoring.cache import LRUCache
+from scoring.analysis.tables import rating_mean
 from scoring.csv_safe import write_csv
 
 TABLE_FORMATS = ("csv", "jsonl", "parquet", "hf")

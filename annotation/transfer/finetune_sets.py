@@ -33,9 +33,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from annotation.people.accounts import RESEARCH_ROLES, require_role
-from annotation.captions import in_collection, rating_mean
+from annotation.captions import in_collection
 from annotation.transfer.exporters import TABLE_FORMATS, Table, copy_image, stored_image_reader, write_table
 from db.models import Caption, Collection, Image, Rating, Transcreation, User
+from scoring.analysis.tables import rating_mean
 from scoring.perturb.ops import PRMCS_OPS
 
 SET_KINDS = ("prmcs", "specs", "umic", "pacs", "human")

@@ -15,6 +15,17 @@ import pandas as pd
 from .correlation import correlation_table
 
 
+RATING_MEAN_DECIMALS = 12
+
+
+def rating_mean(value: float | None) -> float | None:
+    """A mean of ratings as stored, exported and correlated: rounded to 12 decimals, so that the
+    same ratings summed in another order (SQL's AVG, Python's sum, numpy's pairwise sum) give the
+    same mean, and captions rated alike stay tied where a rank correlation or a rank gap reads
+    them (the annotation database's means and the world's simulated annotators' alike)."""
+    return None if value is None else round(float(value), RATING_MEAN_DECIMALS)
+
+
 RATING_SCALES = {
     "Flickr8k-Expert": (1.0, 4.0),
     "Flickr8k-CF": (0.0, 1.0),

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from scoring.analysis.correlation import Estimate, cluster_bootstrap, cluster_bootstrap_estimate, kendall_tau
+from scoring.analysis.tables import rating_mean
 
 from .annotators import panel
 from .scene import Scene
@@ -32,7 +33,7 @@ def rating_table(scenes: Sequence[Scene], langs: Sequence[str], annotators: int 
         ratings = [rater.rate(cand, key)["overall"] for rater in raters]
         rows.append({"key": key, "scene": scene.scene_id, "lang": cand.caption.lang, "style": style,
                      "text": cand.text, "errors": "+".join(cand.errors), "damage": "+".join(cand.damage),
-                     "oracle": cand.oracle.score, "human": float(np.mean(ratings)),
+                     "oracle": cand.oracle.score, "human": rating_mean(np.mean(ratings)),
                      **{f"rater_{i}": r for i, r in enumerate(ratings)}})
     return pd.DataFrame(rows)
 
@@ -60,7 +61,7 @@ def agreement(table: pd.DataFrame, metrics: Sequence[str], *, n_boot: int = 1000
                                                            n_boot=n_boot, seed=seed)
             others = {}
             for r in raters:
-                rest = part[[c for c in raters if c != r]].mean(axis=1)
+                rest = part[[c for c in raters if c != r]].mean(axis=1).map(rating_mean)
                 others[r] = cluster_bootstrap_estimate(part[r], rest, scenes, "kendall_c", n_boot=n_boot, seed=seed)
             entry["annotators"] = others
             out.setdefault(lang, {})[style] = entry

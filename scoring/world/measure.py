@@ -18,13 +18,13 @@ import numpy as np
 
 from scoring.analysis.correlation import cluster_bootstrap
 from scoring.analysis.robustness import ORIGINAL, robustness_table
+from scoring.analysis.tables import rating_mean
 
 from .annotators import panel
 from .captions import scene_captions
-from .errors import candidates_for
 from .grammar import LANGUAGES
 from .render import render_scene
-from .sets import split_scenes
+from .sets import rating_candidates, split_scenes
 
 MEASURE_FIRST = 0  # held-out scenes start at the split's first seed
 
@@ -78,15 +78,12 @@ def correlation(scorer, scenes, images, langs, metrics) -> dict:
     from .sets import scene_references
 
     raters = panel(3)
-    rows = []  # (lang, style, candidate, oracle, human mean, image index)
-    for i, scene in enumerate(scenes):
-        caps = scene_captions(scene, ("en",))
-        for style, per_lang in caps.items():
-            for k, cand in enumerate(candidates_for(scene, per_lang["en"].description, tuple(langs))):
-                key = f"{scene.scene_id}-{style}-{cand.caption.lang}-{k}"
-                human = float(np.mean([r.rate(cand, key)["overall"] for r in raters]))
-                kind = "+".join(cand.errors + cand.damage) or "correct"
-                rows.append((cand.caption.lang, style, cand.text, cand.oracle.score, human, i, kind))
+    index = {scene.scene_id: i for i, scene in enumerate(scenes)}
+    rows = []  # (lang, style, candidate, oracle, human mean, image index, error kinds)
+    for key, scene, style, cand, _refs in rating_candidates(list(scenes), tuple(langs)):
+        human = rating_mean(np.mean([r.rate(cand, key)["overall"] for r in raters]))
+        kind = "+".join(cand.errors + cand.damage) or "correct"
+        rows.append((cand.caption.lang, style, cand.text, cand.oracle.score, human, index[scene.scene_id], kind))
     references = [scene_references(scene, langs) for scene in scenes]
     items = [ScoreItem(image=images[r[5]], candidate=r[2], references=references[r[5]][r[0]], lang=r[0]) for r in rows]
     results = scorer.score(items, metrics)

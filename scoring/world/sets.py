@@ -87,7 +87,9 @@ def scene_references(scene: Scene, langs=LANGUAGES) -> dict[str, list[str]]:
 
 def rating_candidates(scenes: list[Scene], langs=LANGUAGES, styles=("short", "long")) -> list[tuple[str, Scene, str, Candidate, list[str]]]:
     """What a rating study shows: (caption key, scene, style, candidate, references) for every
-    candidate caption of every scene in every language, in a fixed order."""
+    candidate caption of every scene in every language, in a fixed order. The key (which seeds
+    the simulated ratings) numbers a caption among those of its own language, so its ratings do
+    not depend on which other languages were asked for."""
     out = []
     for scene in scenes:
         caps = scene_captions(scene, ("en",))
@@ -95,9 +97,12 @@ def rating_candidates(scenes: list[Scene], langs=LANGUAGES, styles=("short", "lo
         for style in styles:
             if style not in caps:
                 continue
-            for k, cand in enumerate(candidates_for(scene, caps[style]["en"].description, tuple(langs))):
-                key = f"{scene.scene_id}-{style}-{cand.caption.lang}-{k}"
-                out.append((key, scene, style, cand, references[cand.caption.lang]))
+            numbered: dict[str, int] = defaultdict(int)
+            for cand in candidates_for(scene, caps[style]["en"].description, tuple(langs)):
+                lang = cand.caption.lang
+                key = f"{scene.scene_id}-{style}-{lang}-{numbered[lang]}"
+                numbered[lang] += 1
+                out.append((key, scene, style, cand, references[lang]))
     return out
 
 

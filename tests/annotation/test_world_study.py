@@ -11,8 +11,9 @@ import pytest
 from scoring.world.scene import generate_scenes
 from scoring.world.sets import rated_rows
 
-EXPORTED_FIELDS = {"candidate", "language", "kind", "references", "human_score", "n_ratings", "fluency", "relevance",
-                   "descriptiveness", "ratings", "caption_id", "parent_caption_id", "import_id", "image", "image_sha256"}
+EXPORTED_FIELDS = {"candidate", "language", "kind", "references", "human_score", "n_ratings", "score_from", "fluency",
+                   "relevance", "descriptiveness", "ratings", "caption_id", "parent_caption_id", "import_id", "image",
+                   "image_sha256"}
 
 
 @pytest.fixture
