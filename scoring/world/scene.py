@@ -108,6 +108,8 @@ def generate_scene(seed: int, min_objects: int = 1, max_objects: int = 6) -> Sce
     """The scene for `seed`: same seed, same scene, on every machine."""
     if not 1 <= min_objects <= max_objects <= GRID * GRID:
         raise ValueError(f"need 1 <= min_objects <= max_objects <= {GRID * GRID}")
+    if seed < 0:  # random.Random seeds with |seed|: scene -s would be training scene s again
+        raise ValueError(f"scene seeds are 0 or more (got {seed}): seed -s gives the same scene as s")
     rng = random.Random(seed)
     count = rng.randint(min_objects, max_objects)
     kinds = rng.sample([(s, c) for s in SHAPES for c in COLOURS], count)

@@ -49,6 +49,8 @@ def check_report_range(first: int, count: int) -> str:
     trained a model or chose its settings); returns 'test' or 'outside'."""
     if count < 1:
         raise ValueError("a range needs at least one scene")
+    if first < 0:  # random.Random(-s) is random.Random(s): these would be training scenes
+        raise ValueError(f"seeds are 0 or more (got {first}): seed -s gives the same scene as seed s")
     for name in ("train", "validation"):
         if SPLITS[name].overlaps(first, count):
             r = SPLITS[name]

@@ -54,3 +54,17 @@ def test_choosing_runs_inside_validation_only():
     assert check_range(1_000_000, 300) == "test"  # without choose: the report rules
     with pytest.raises(ValueError, match="overlap the validation range"):
         check_range(500_100, 60)
+
+
+def test_negative_seeds_are_refused_since_they_are_the_training_scenes_again():
+    """random.Random(-s) is random.Random(s): scenes -300..-1 are training scenes 1..300, which a
+    range check on the number line called "outside" (an audit)."""
+    from scoring.world.scene import generate_scene
+
+    with pytest.raises(ValueError, match="seeds are 0 or more"):
+        check_report_range(-300, 300)
+    with pytest.raises(ValueError, match="seeds are 0 or more"):
+        check_range(-2_000_000, 10)
+    with pytest.raises(ValueError, match="seed -s gives the same scene as s"):
+        generate_scene(-1234)
+    assert generate_scene(0).seed == 0
