@@ -67,6 +67,12 @@ def _scores(scorer, metric, images, texts):
     return np.array(result.values, dtype=float)
 
 
+def group_scenes(groups: list[dict]) -> np.ndarray:
+    """The scene of each UMIC group, the bootstrap's cluster: a scene has a group for its short
+    caption and, with three objects or more, one for its long caption."""
+    return np.array([g["image"] for g in groups])
+
+
 def pairwise_correct_table(scorer, metric, groups, image_of) -> np.ndarray:
     """(groups, negatives): 1 where the positive caption scores above that negative (ties 0.5)."""
     from scoring.analysis.pairwise import pairwise_correct
@@ -169,7 +175,7 @@ def run(first_seed: int, scenes: int, device: str | None, n_boot: int = 1000, ch
     for name in ("umic", "umic-errors"):
         correct = {m: pairwise_correct_table(scorer, m, sets[name], image_of) for m in ("UMIC", "UMIC-C")}
         umic[name] = _difference(correct["UMIC"].mean(axis=1), correct["UMIC-C"].mean(axis=1),
-                                 np.arange(len(sets[name])), n_boot) | {"groups": len(sets[name])}  # a group is a scene
+                                 group_scenes(sets[name]), n_boot) | {"groups": len(sets[name])}
     return {
         "first_seed": first_seed, "scenes": scenes, "range": kind, "profile": profile, "captions": len(table),
         "agreement": {style: {k: v if isinstance(v, int) else

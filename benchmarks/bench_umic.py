@@ -24,7 +24,7 @@ from world_protocol import protocol_parser, run_and_write  # noqa: E402  (beside
 
 def run(first_seed: int, scenes: int, profile: str, metrics: list[str], n_boot: int = 1000,
         device: str | None = None, choose: bool = False) -> dict:
-    from bench_finetune import _held_out_sets, pairwise_correct_table
+    from bench_finetune import _held_out_sets, group_scenes, pairwise_correct_table
 
     from scoring.analysis.correlation import cluster_bootstrap
     from scoring.api import Scorer
@@ -45,8 +45,8 @@ def run(first_seed: int, scenes: int, profile: str, metrics: list[str], n_boot: 
         entry = {"groups": len(groups)}
         for metric in metrics:
             correct = pairwise_correct_table(scorer, metric, groups, image_of)
-            # a group is a scene
-            est = cluster_bootstrap(lambda i: 100 * correct[i].mean(), np.arange(len(groups)), n_boot=n_boot)
+            est = cluster_bootstrap(lambda i: 100 * correct[i].mean(), group_scenes(groups), n_boot=n_boot)
+            entry.setdefault("scenes", est.n)  # what the interval resamples
             entry[metric] = {"accuracy": [est.value, est.low, est.high],
                              "by_kind": {str(x): 100 * float(correct[kinds == x].mean()) for x in sorted(set(kinds.ravel()))}}
         out["sets"][name] = entry
@@ -58,9 +58,10 @@ def report(r: dict) -> str:
     lines = [f"# UMIC pairwise accuracy, seeds {r['first_seed']}.. ({r['scenes']} scenes, {r['range']} range, "
              f"profile {r['profile']}, {r['wall_s']:.0f} s)", ""]
     for name, entry in r["sets"].items():
-        metrics = [m for m in entry if m != "groups"]
+        metrics = [m for m in entry if m not in ("groups", "scenes")]
         kinds = list(entry[metrics[0]]["by_kind"])
-        lines += [f"## {name} ({entry['groups']} groups)", "", "| metric | accuracy % [95 %] | " + " | ".join(kinds) + " |",
+        scenes = f", {entry['scenes']} scenes, resampled whole" if "scenes" in entry else ""
+        lines += [f"## {name} ({entry['groups']} groups{scenes})", "", "| metric | accuracy % [95 %] | " + " | ".join(kinds) + " |",
                   "|---|---|" + "---|" * len(kinds)]
         for m in metrics:
             v, lo, hi = entry[m]["accuracy"]

@@ -33,18 +33,21 @@ def test_each_world_benchmark_refuses_train_scenes_and_choosing_outside_validati
 
 def test_a_choosing_run_writes_the_report_it_prints_and_its_result(tmp_path):
     md, result = tmp_path / "umic.md", tmp_path / "umic.json"
-    done = _bench("bench_umic", "--choose", "--first-seed", "500000", "--scenes", "2", "--n-boot", "50",
+    done = _bench("bench_umic", "--choose", "--first-seed", "500000", "--scenes", "4", "--n-boot", "50",
                   "--metrics", "UMIC", "--json", str(result), "--md", str(md))
     assert done.returncode == 0, done.stderr
     assert done.stdout == md.read_text(encoding="utf-8") + "\n"
     r = json.loads(result.read_text(encoding="utf-8"))
     assert (r["first_seed"], r["scenes"], r["range"], r["profile"]) == (
-        500000, 2, "validation (for choosing, not a result)", "world")
+        500000, 4, "validation (for choosing, not a result)", "world")
     assert "validation (for choosing, not a result) range" in done.stdout.splitlines()[0]
     for entry in r["sets"].values():
         value, low, high = entry["UMIC"]["accuracy"]
-        assert entry["groups"] == 2 and 0 <= low <= value <= high <= 100
-        assert list(entry) == ["groups", "UMIC"]  # only the metric asked for
+        assert entry["groups"] >= 2 and 0 <= low <= value <= high <= 100
+        assert list(entry) == ["groups", "scenes", "UMIC"]  # only the metric asked for
+    # The interval resamples scenes, not groups: a scene has a group for its short caption and,
+    # with three objects or more, one for its long caption.
+    assert r["sets"]["umic"]["scenes"] == 4 < r["sets"]["umic"]["groups"]
 
 
 def test_estimates_become_plain_json_and_the_command_line_reproduces_the_range():
