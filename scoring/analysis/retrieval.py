@@ -4,8 +4,12 @@ For each language, a similarity matrix S (texts x images, cosine of L2-normalise
 embeddings) gives:
 
 - Recall@K (K = 1, 5, 10): share of caption queries whose own image is among the K most
-  similar images. The rank of the right image is the number of images scored strictly
-  higher, so ties go in the query's favour. Range [0, 1].
+  similar images. Ties are counted as expected under a random order of the tied images:
+  with h images scored strictly higher than the right one and t other images scored equal
+  to it, the right image's 0-based position is uniform on h..h+t, so it is among the top K
+  with probability clamp((K - h) / (t + 1), 0, 1) (the plain hit (h < K) when t = 0).
+  Embeddings that score every image alike therefore get chance level (K / N), not 1.
+  Range [0, 1].
 - NDCG@20 against English: how well language X's top-20 ranking agrees with the English
   one for the same query. Relevance of image j for query q is softmax_j(100 * S_en[q, j])
   (the English similarities sharpened by CLIP's logit scale); DCG of language X's top 20
@@ -44,22 +48,38 @@ def cosine_similarity(text_embeddings, image_embeddings) -> np.ndarray:
     return texts @ images.T
 
 
-def correct_image_ranks(similarity, text_to_image) -> np.ndarray:
-    """0-based rank of each query's own image (number of images scored strictly higher)."""
+def _checked(similarity, text_to_image) -> tuple[np.ndarray, np.ndarray]:
+    """(matrix, each query's own image's score) after checking the shapes and indices."""
     matrix = _matrix(similarity)
     targets = np.asarray(text_to_image, dtype=int)
     if targets.shape != (matrix.shape[0],):
         raise ValueError(f"text_to_image needs one image index per text ({matrix.shape[0]}), got {targets.shape}")
     if targets.min(initial=0) < 0 or targets.max(initial=0) >= matrix.shape[1]:
         raise ValueError("text_to_image holds an image index outside the similarity matrix")
-    own = matrix[np.arange(matrix.shape[0]), targets]
+    return matrix, matrix[np.arange(matrix.shape[0]), targets]
+
+
+def correct_image_ranks(similarity, text_to_image) -> np.ndarray:
+    """0-based rank of each query's own image counting only the images scored strictly
+    higher (the best position it can have among its ties; `recall_at_k` also counts ties)."""
+    matrix, own = _checked(similarity, text_to_image)
     return (matrix > own[:, None]).sum(axis=1)
 
 
+def correct_image_ties(similarity, text_to_image) -> np.ndarray:
+    """Number of other images scored exactly as each query's own image."""
+    matrix, own = _checked(similarity, text_to_image)
+    return (matrix == own[:, None]).sum(axis=1) - 1
+
+
 def recall_at_k(similarity, text_to_image, ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
-    """Text-to-image Recall@K for each K, keyed 'R@K'."""
-    ranks = correct_image_ranks(similarity, text_to_image)
-    return {f"R@{k}": float((ranks < k).mean()) for k in ks}
+    """Text-to-image Recall@K for each K, keyed 'R@K'. A query whose own image has h images
+    scored strictly higher and t others scored equal counts clamp((K - h) / (t + 1), 0, 1):
+    the chance that the image lands in the top K when its ties are put in a random order
+    (its position is uniform on h..h+t); without ties that is 1 if h < K, else 0."""
+    higher = correct_image_ranks(similarity, text_to_image).astype(float)
+    tied = correct_image_ties(similarity, text_to_image).astype(float)
+    return {f"R@{k}": float(np.clip((k - higher) / (tied + 1.0), 0.0, 1.0).mean()) for k in ks}
 
 
 def _softmax(rows: np.ndarray) -> np.ndarray:

@@ -46,3 +46,17 @@ def test_table_per_language():
 def test_cosine_similarity_normalises():
     sim = cosine_similarity([[2.0, 0.0], [1.0, 1.0]], [[5.0, 0.0]])
     assert sim[:, 0] == pytest.approx([1.0, math.sqrt(0.5)])
+
+
+def test_ties_count_as_a_random_order_of_the_tied_images():
+    # Every image scored alike (here 4 images): the right one is equally likely at any of
+    # the 4 positions, so R@K = K / 4, not 1 (ties used to go to the query).
+    flat = np.zeros((3, 4))
+    assert recall_at_k(flat, [0, 1, 3], ks=(1, 2, 4)) == pytest.approx({"R@1": 0.25, "R@2": 0.5, "R@4": 1.0})
+    # Query 0: one image strictly higher (h = 1), two others tied with its own (t = 2):
+    # its position is uniform on 1..3, so P(top 1) = 0, P(top 2) = 1/3, P(top 3) = 2/3.
+    # Query 1: own image first, no ties: a hit for every K.
+    sims = np.array([[0.5, 0.9, 0.5, 0.5, 0.1],
+                     [0.8, 0.1, 0.2, 0.3, 0.4]])
+    assert recall_at_k(sims, [0, 0], ks=(1, 2, 3, 4)) == pytest.approx(
+        {"R@1": (0 + 1) / 2, "R@2": (1 / 3 + 1) / 2, "R@3": (2 / 3 + 1) / 2, "R@4": 1.0})
