@@ -550,7 +550,10 @@ def _pairwise_study(args) -> int:
     print(report.summary)
     _emit(report.accuracy, args)
     if report.ranking is not None:
-        print("Bradley-Terry ranking of the caption sources (95% cluster-bootstrap intervals over pairs):")
+        print("Bradley-Terry ranking of the caption sources (95% cluster-bootstrap intervals over pairs, resampled "
+              "within each pair of sources):")
+        if report.ranking.warning:
+            print(report.ranking.warning)
         _emit(report.ranking.table, argparse.Namespace(out=None))
     return 0
 

@@ -603,6 +603,8 @@ class PairwiseReport:
                 "caption higher; a metric tie counts half.")
         if self.unavailable:
             text += " Unavailable: " + "; ".join(f"{m}: {why}" for m, why in self.unavailable.items()) + "."
+        if self.ranking is not None and self.ranking.warning:
+            text += " Ranking: " + self.ranking.warning
         return text
 
 

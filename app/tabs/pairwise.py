@@ -117,9 +117,11 @@ def ranking_rows(ranking) -> list[list]:
     if ranking is None:
         return []
     rows = []
+    several = ranking.table["group"].nunique() > 1  # ranked within each group; the status says why
     for _, row in ranking.table.iterrows():
         interval = ("" if math.isnan(row["low"]) else f"[{row['low']:.3f}, {row['high']:.3f}]")
-        rows.append([int(row["rank"]), row["system"], _number(row["strength"]), interval, _number(row["wins"], 1),
+        source = f"{row['system']} (group {int(row['group'])})" if several else row["system"]
+        rows.append([int(row["rank"]), source, _number(row["strength"]), interval, _number(row["wins"], 1),
                      int(row["comparisons"])])
     return rows
 
@@ -143,7 +145,8 @@ def build(ctx: engine.AppContext, user_state: gr.State, tab: gr.Tab) -> None:
                             "(share of pairs where the metric prefers the annotators' choice; metric ties count half)",
                             elem_id="pairwise-accuracy")
     ranking = gr.Dataframe(headers=RANKING_HEADERS, interactive=False,
-                           label="Bradley–Terry ranking of the caption sources (strength shares sum to 1)",
+                           label="Bradley–Terry ranking of the caption sources (strength shares sum to 1; within each "
+                           "group when some sources were never compared with the others, as the status says)",
                            elem_id="pairwise-ranking")
     with gr.Row():
         export_button = gr.Button("Export judgments (Pascal-50S .mat files)", elem_id="pairwise-export")

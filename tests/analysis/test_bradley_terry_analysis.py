@@ -131,3 +131,50 @@ def test_a_never_beaten_system_stops_at_max_iter_and_batched_fits_equal_single_o
     for row, (wins, games) in zip(batched, cases):
         np.testing.assert_array_equal(row, _fit(wins, games, 300, 1e-12))
     assert np.isnan(batched[3]).all() and batched[0][2] == 0.0 and 0.9 < batched[1][0] < 1.0
+
+
+def test_every_resample_keeps_every_compared_system_on_one_scale():
+    # A beats B 24:16; C ties once with A and once with B. Resampling all 42 comparisons
+    # together dropped C from ~11 % of resamples, whose shares were renormalised over A and B
+    # (A ~0.6 instead of ~0.4), so A's interval reached 0.667 around a point of 0.402.
+    # Resampled within each pair of systems, C's two ties are in every resample, and only the
+    # A-B stratum varies: a resample with k wins of A out of 40 is the fit of A k + 0.5,
+    # B 40 - k + 0.5, computed here one by one from the same draws.
+    first, second = ["A"] * 40 + ["A", "B"], ["B"] * 40 + ["C", "C"]
+    outcome = [1.0] * 24 + [0.0] * 16 + [0.5, 0.5]
+    ranking = bradley_terry_ranking(first, second, outcome, n_boot=200, seed=0)
+    table = ranking.table.set_index("system")
+    assert table.loc["A", "strength"] == pytest.approx(0.4018, abs=1e-4)
+    draws = np.random.default_rng(0).integers(0, 40, size=(200, 40))  # the A-B stratum comes first
+    shares = []
+    for k in (draws < 24).sum(axis=1):
+        fit = bradley_terry(first, second, [1.0] * k + [0.0] * (40 - k) + [0.5, 0.5])
+        shares.append([fit[s] for s in "ABC"])
+    expected = np.percentile(np.array(shares), [2.5, 97.5], axis=0)
+    for column, system in enumerate("ABC"):
+        assert [table.loc[system, "low"], table.loc[system, "high"]] == pytest.approx(expected[:, column], abs=1e-6)
+    assert table.loc["A", "high"] < 0.55
+    assert ranking.warning is None and ranking.groups == [["A", "B", "C"]]
+
+
+def test_systems_never_compared_across_groups_are_ranked_within_groups_with_a_warning():
+    # A-B and C-D-E never meet: strengths across the two groups are not identified. Each group
+    # is fitted on its own: A beats B 9:1, so 0.9 and 0.1; C, D, E solve their own equations.
+    first = ["A"] * 10 + ["C"] * 10 + ["C"] * 10 + ["D"] * 10
+    second = ["B"] * 10 + ["D"] * 10 + ["E"] * 10 + ["E"] * 10
+    outcome = [1.0] * 9 + [0.0] + [1.0] * 6 + [0.0] * 4 + [1.0] * 6 + [0.0] * 4 + [1.0] * 5 + [0.0] * 5
+    ranking = bradley_terry_ranking(first, second, outcome, n_boot=100)
+    table = ranking.table.set_index("system")
+    assert ranking.groups == [["A", "B"], ["C", "D", "E"]]
+    assert ranking.warning is not None and "2 groups never compared" in ranking.warning
+    assert table["group"].to_dict() == {"A": 1, "B": 1, "C": 2, "D": 2, "E": 2}
+    assert table.loc[["A", "B"], "strength"].tolist() == pytest.approx([0.9, 0.1], abs=1e-8)
+    second_group = bradley_terry(first[10:], second[10:], outcome[10:])
+    assert table.loc[["C", "D", "E"], "strength"].tolist() == pytest.approx(
+        [second_group[s] for s in "CDE"], abs=1e-8)
+    assert table.loc["C", "rank"] == 1 and table.loc["A", "rank"] == 1
+    # Another loser in the first group does not move the second group's shares.
+    more = bradley_terry_ranking(first + ["A"] * 10, second + ["B2"] * 10, outcome + [1.0] * 9 + [0.0],
+                                 n_boot=0).table.set_index("system")
+    assert more.loc[["C", "D", "E"], "strength"].tolist() == pytest.approx(
+        table.loc[["C", "D", "E"], "strength"].tolist(), abs=1e-10)

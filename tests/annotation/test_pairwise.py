@@ -360,3 +360,26 @@ def test_a_pair_file_is_read_as_strictly_as_an_import(tmp_path):
     path.write_text('caption_a,caption_b\na bus,a cat\n"a "red" car",a bus\n')
     with pytest.raises(ValueError, match=r'^pairs\.csv line 3: text follows the quote that closes a quoted field'):
         pairwise.read_pair_file(path)
+
+
+def test_sources_never_compared_across_groups_are_flagged_in_the_summary_and_the_table():
+    # m1-m2 and m3-m4 are never compared: the report's summary says so and the tab's table
+    # names each source's group; ranks count within a group.
+    from app.tabs.pairwise import ranking_rows
+
+    judgments = pd.DataFrame({"pair_id": [1, 1, 2, 3, 3, 4], "annotator": ["ann"] * 6,
+                              "choice": ["a", "a", "b", "a", "tie", "a"], "a_left": [True] * 6,
+                              "seconds": [1.0] * 6,
+                              "source_a": ["m1", "m1", "m1", "m3", "m3", "m3"],
+                              "source_b": ["m2", "m2", "m2", "m4", "m4", "m4"]})
+    ranking = pairwise.source_ranking(judgments, n_boot=20)
+    assert ranking.groups == [["m1", "m2"], ["m3", "m4"]]
+    pairs = pd.DataFrame({"votes_a": [2], "votes_b": [0]})
+    report = pairwise.PairwiseReport(pd.DataFrame(), ranking, pairs, 6, 1, {})
+    assert "2 groups never compared with one another (group 1: m1, m2; group 2: m3, m4)" in report.summary
+    rows = ranking_rows(ranking)
+    assert [row[:2] for row in rows] == [[1, "m1 (group 1)"], [2, "m2 (group 1)"], [1, "m3 (group 2)"],
+                                        [2, "m4 (group 2)"]]
+    # Two sources: shares are win shares within each group. m1 wins 2 of 3 (2/3, 1/3); m3 wins
+    # 2.5 of 3, the tie counting half (5/6, 1/6).
+    assert [row[2] for row in rows] == pytest.approx([0.667, 0.333, 0.833, 0.167], abs=1e-3)
