@@ -15,10 +15,16 @@ at all, so a run killed at any point and run again ends with the same files as a
 uninterrupted run, with no duplicate rows.
 
 Output folder:
-  scores/part-NNNNNN.parquet  id, model, metric, score, metric_version, checkpoint_hash
-  errors/part-NNNNNN.jsonl    rows that could not be scored: row, id, model, image, reason
+  scores/part-NNNNNN.parquet  id, model, metric, score, metric_version, checkpoint_hash, input
+  errors/part-NNNNNN.jsonl    rows that could not be scored: row, id, model, image, reason, input
+  inputs.parquet              model, id, input of every row the latest run read
   errors.jsonl, summary.csv, summary.json   written when the run ends
   run.json                    the manifest read and the metric versions of the latest run
+
+`input` fingerprints what a row's score depends on besides the metric: its caption, references,
+language and image (path, and a local file's size and change time). A row whose input changed
+since it was scored (another --seed drew other references, a file was replaced) is scored again,
+and only scores and errors of the inputs the latest run read count.
   unavailable.json            metrics that could not run (with the metric version and why)
   work/                       the current run's shards (removed when it ends)
 """
@@ -43,12 +49,13 @@ from scoring.csv_safe import frame_to_csv
 from scoring.fingerprint import score_fingerprint
 from scoring.paths import write_atomically
 
-SCORE_COLUMNS = ["id", "model", "metric", "score", "metric_version", "checkpoint_hash"]
-ERROR_COLUMNS = ["row", "id", "model", "image", "reason"]
+SCORE_COLUMNS = ["id", "model", "metric", "score", "metric_version", "checkpoint_hash", "input"]
+ERROR_COLUMNS = ["row", "id", "model", "image", "reason", "input"]
 RECORD_COLUMNS = ["batch", "row", "status", "reason", "image", *SCORE_COLUMNS]
 TOKENISE_ROWS = 2048  # rows per PTB tokeniser call in the document-frequency pass
 URL_TIMEOUT_S = 30
 RUN_FILE = "run.json"  # the manifest and the metric versions of the latest run
+INPUTS_FILE = "inputs.parquet"  # (model, id, input) of every row the latest run read
 UNAVAILABLE_FILE = "unavailable.json"  # metric -> {version, reason}: metrics that could not run
 
 
@@ -72,7 +79,7 @@ class CorpusPlan:
     shards: list[Path] = field(default_factory=list)
     total_rows: int = 0
     pending_rows: int = 0
-    already_scored: set[tuple] = field(default_factory=set)  # (model, id, metric, version) in the output
+    already_scored: set[tuple] = field(default_factory=set)  # (model, id, metric, version, input) in the output
     unavailable: dict[str, str] = field(default_factory=dict)  # metric -> reason, known from an earlier run
 
     def scorer_arguments(self, threads: int | None = None) -> dict:
@@ -152,21 +159,48 @@ def _read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
+def input_fingerprint(row: CorpusRow) -> str:
+    """What a row's scores depend on besides the metric: caption, references, language and image
+    (a local file by its size and change time too, so a replaced file counts as new)."""
+    image: list = [row.image]
+    if "://" not in row.image:
+        try:
+            stat = Path(row.image).stat()
+            image += [stat.st_size, stat.st_mtime_ns]
+        except OSError:
+            image.append(None)
+    text = json.dumps([row.candidate, list(row.references), row.lang, image], ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+
+
 def _completed(out: Path) -> tuple[set[tuple], set[tuple]]:
-    """(model, id, metric, metric_version) of the scores written so far, and (model, id, row)
-    of the rows written to the errors parts."""
+    """(model, id, metric, metric_version, input) of the scores written so far, and (model, id,
+    row, input) of the rows written to the errors parts (input "" in parts written before it was
+    recorded: such rows are scored again)."""
     import pyarrow.parquet as pq
 
     scored: set[tuple] = set()
     for part in sorted((out / "scores").glob("part-*.parquet")):
-        table = pq.read_table(part, columns=["model", "id", "metric", "metric_version"])
-        scored.update(zip(*(table.column(c).to_pylist() for c in table.column_names)))
+        table = pq.read_table(part)
+        columns = [table.column(c).to_pylist() for c in ("model", "id", "metric", "metric_version")]
+        inputs = table.column("input").to_pylist() if "input" in table.column_names else [""] * table.num_rows
+        scored.update(zip(*columns, inputs))
     failed: set[tuple] = set()
     for part in sorted((out / "errors").glob("part-*.jsonl")):
         for line in part.read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
-            failed.add((record["model"], record["id"], record["row"]))
+            failed.add((record["model"], record["id"], record["row"], record.get("input", "")))
     return scored, failed
+
+
+def _current_inputs(out: Path) -> set[tuple] | None:
+    """(model, id, input) of the rows the latest run read; None for an output written before
+    inputs were recorded."""
+    path = Path(out) / INPUTS_FILE
+    if not path.is_file():
+        return None
+    frame = pd.read_parquet(path)
+    return set(zip(frame["model"], frame["id"], frame["input"]))
 
 
 class _ShardWriter:
@@ -178,13 +212,13 @@ class _ShardWriter:
         self.batch = -1
         self.shards: list[Path] = []
 
-    def add(self, row: CorpusRow, metrics: list[str]) -> None:
-        """Queue `row`, to be scored with `metrics` (the ones its output lacks)."""
+    def add(self, row: CorpusRow, metrics: list[str], fingerprint: str) -> None:
+        """Queue `row`, to be scored with `metrics` (the ones its output lacks for its input)."""
         batch = (row.row - 1) // self.batch_rows
         if batch != self.batch:
             self.flush()
             self.batch = batch
-        self.rows.append({**asdict(row), "metrics": metrics})
+        self.rows.append({**asdict(row), "metrics": metrics, "input": fingerprint})
 
     def flush(self) -> None:
         if not self.rows:
@@ -237,22 +271,27 @@ def plan_corpus(manifest: Manifest, out: Path, *, profile: str | None = None, me
     plan = CorpusPlan(scorer.profile, device, plans, frequencies, already_scored=scored, unavailable=unavailable)
     writer = _ShardWriter(work, batch_rows)
     seen: set[tuple[str, str]] = set()
+    inputs: dict[str, list[str]] = {"model": [], "id": [], "input": []}
     with _progress_bar(None, "row", "planning", show_progress) as bar:
         for row in read_manifest(manifest):
             bar.update(1)
             plan.total_rows += 1
-            if (row.model, row.id, row.row) in failed:
+            fingerprint = input_fingerprint(row)
+            for key, value in (("model", row.model), ("id", row.id), ("input", fingerprint)):
+                inputs[key].append(value)
+            if (row.model, row.id, row.row, fingerprint) in failed:
                 continue
             if (row.model, row.id) in seen and not row.problem:
                 row.problem = f"duplicate id {row.id!r}" + (f" for model {row.model!r}" if row.model else "")
             seen.add((row.model, row.id))
-            missing = [m.name for m in counted if (row.model, row.id, m.name, m.version) not in scored]
+            missing = [m.name for m in counted if (row.model, row.id, m.name, m.version, fingerprint) not in scored]
             if not row.problem and not missing:
                 continue
-            writer.add(row, missing)
+            writer.add(row, missing, fingerprint)
             plan.pending_rows += 1
     writer.flush()
     plan.shards = writer.shards
+    write_atomically(out / INPUTS_FILE, lambda p: pd.DataFrame(inputs, dtype="string").to_parquet(p, index=False))
     return plan
 
 
@@ -390,7 +429,7 @@ class ShardScorer:
 
 def _record(row: dict, status: str) -> dict:
     return {"batch": row["batch"], "row": row["row"], "status": status, "image": row["image"],
-            "id": row["id"], "model": row["model"]}
+            "id": row["id"], "model": row["model"], "input": row["input"]}
 
 
 # -- write -----------------------------------------------------------------------------------
@@ -438,14 +477,14 @@ class ResultWriter:
                                         group.loc[group["status"] == "unavailable", "reason"]))
             errors = group[group["status"] == "error"].sort_values("row")
             scores = group[group["status"] == "ok"]
-            fresh = [(m, i, n, v) not in self.already_scored for m, i, n, v in
-                     zip(scores["model"], scores["id"], scores["metric"], scores["metric_version"])]
+            fresh = [key not in self.already_scored for key in
+                     zip(scores["model"], scores["id"], scores["metric"], scores["metric_version"], scores["input"])]
             scores = scores[fresh]
             if len(errors):
                 lines = "".join(
-                    json.dumps({"row": int(r), "id": str(i), "model": str(m), "image": str(p), "reason": str(why)},
-                               ensure_ascii=False) + "\n"
-                    for r, i, m, p, why in zip(*(errors[c] for c in ERROR_COLUMNS)))
+                    json.dumps({"row": int(r), "id": str(i), "model": str(m), "image": str(p), "reason": str(why),
+                                "input": str(f)}, ensure_ascii=False) + "\n"
+                    for r, i, m, p, why, f in zip(*(errors[c] for c in ERROR_COLUMNS)))
                 write_atomically(_part_path(self.out / "errors", int(batch), ".jsonl"),
                               lambda p: p.write_text(lines, encoding="utf-8"))
             if len(scores):
@@ -464,13 +503,18 @@ def read_scores(out: Path) -> pd.DataFrame:
 
 
 def current_scores(out: Path) -> pd.DataFrame:
-    """The scores of the latest run's metric versions (older versions stay in the parts)."""
+    """The scores of the latest run's metric versions and rows' inputs (scores of older versions
+    or of inputs that changed since stay in the parts)."""
     run = _read_json(Path(out) / RUN_FILE)
     if not run:
         raise FileNotFoundError(f"{out} holds no score-corpus run ({RUN_FILE} missing)")
     scores = read_scores(out)
     current = {(m["name"], m["version"]) for m in run["metrics"]}
     keep = np.array([(n, v) in current for n, v in zip(scores["metric"], scores["metric_version"])], dtype=bool)
+    inputs = _current_inputs(out)
+    if inputs is not None:
+        given = scores["input"] if "input" in scores else pd.Series([""] * len(scores))
+        keep &= np.array([key in inputs for key in zip(scores["model"], scores["id"], given)], dtype=bool)
     return scores[keep].reset_index(drop=True)
 
 
@@ -483,9 +527,14 @@ def run_manifest(out: Path) -> Manifest:
 
 
 def read_errors(out: Path) -> list[dict]:
+    """The rows that could not be scored, of the inputs the latest run read (a row fixed since,
+    e.g. its image file replaced, is no longer among them)."""
     lines = []
     for part in sorted((Path(out) / "errors").glob("part-*.jsonl")):
         lines += [json.loads(line) for line in part.read_text(encoding="utf-8").splitlines()]
+    inputs = _current_inputs(out)
+    if inputs is not None:
+        lines = [e for e in lines if (e["model"], e["id"], e.get("input", "")) in inputs]
     return lines
 
 

@@ -174,6 +174,53 @@ def test_killed_run_resumes_to_identical_output(single_process, world_corpus, tm
     assert again.scored_rows == 0 and _files(out) == expected
 
 
+def test_a_row_whose_inputs_changed_is_scored_again_and_only_its_new_score_counts(world_corpus, tmp_path):
+    """A row counted as done by (model, id, metric, version) kept its old score when its caption,
+    references or image changed (an audit: `analyze reproduce` draws other references with
+    another --seed into the same folder, and ROUGE-L stayed 1.0 where a fresh run gave 0.16). The
+    input fingerprint makes such a row pending again, and only scores and errors of the inputs
+    the latest run read count."""
+    from scoring.corpus import current_scores, read_errors
+
+    rows = [json.loads(line) for line in (world_corpus / "manifest.jsonl").read_text().splitlines()[:3]]
+    for row in rows:
+        row["image"] = str(world_corpus / row["image"])
+    image = tmp_path / "scene.png"
+    shutil.copy(rows[2]["image"], image)
+    rows[2]["image"] = str(image)
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out"
+
+    def run(these):
+        manifest.write_text("".join(json.dumps(r) + "\n" for r in these))
+        report = score_corpus(open_manifest(manifest), out, profile="world", metrics=["RefCLIP-S"], engine="local",
+                              n_boot=0)
+        frame = current_scores(out)
+        return report, dict(zip(frame["id"], frame["score"]))
+
+    first, before = run(rows)
+    assert first.scored_rows == 3
+    changed = [dict(r) for r in rows]
+    changed[0]["references"] = ["seven tiny violins on a submarine"]
+    changed[1]["candidate"] = "a purple elephant juggles"
+    second, after = run(changed)
+    assert (second.scored_rows, second.skipped_rows) == (2, 1)
+    assert len(after) == 3 and after[rows[2]["id"]] == before[rows[2]["id"]]
+    for row in changed[:2]:  # scored now, as a fresh folder scores them
+        assert after[row["id"]] != before[row["id"]]
+    fresh_report = score_corpus(open_manifest(manifest), tmp_path / "fresh", profile="world", metrics=["RefCLIP-S"],
+                                engine="local", n_boot=0)
+    fresh = current_scores(tmp_path / "fresh")
+    assert fresh_report.scored_rows == 3 and dict(zip(fresh["id"], fresh["score"])) == pytest.approx(after)
+    assert len(read_scores(out)) == 5  # the old scores stay in the parts, out of the current ones
+    # An image that failed is tried again once the file is fixed, and its error no longer counts.
+    image.write_text("not an image any more")
+    third, _ = run(changed)
+    assert third.scored_rows == 1 and [e["id"] for e in read_errors(out)] == [rows[2]["id"]]
+    shutil.copy(rows[1]["image"], image)
+    fourth, last = run(changed)
+    assert fourth.scored_rows == 1 and read_errors(out) == [] and len(last) == 3
+
+
 @pytest.mark.java
 def test_corpus_cider_equals_caplens_score(single_process, world_corpus, java, capsys):
     out, _ = single_process
