@@ -186,17 +186,21 @@ def load_composite(
     paths: Iterable | str | Path,
     *,
     references: Mapping[str, Sequence[str]] | None = None,
+    aspect: str = "correctness",
 ) -> pd.DataFrame:
     """Composite's Mechanical Turk result files (`8k_correctness.csv`, `30k_correctness.csv`,
     `coco_correctness.csv`, and the `*_throughness.csv` twins), semicolon-separated.
 
     Each row holds `Input.image_url`, candidates `Input.text1..N` and their 1-5 ratings
     `Answer.Q1Answer..QN`; the files end in summary lines, which are dropped. `paths` is a
-    directory (all matching files in it) or a list of files. The files carry no references:
-    pass `references` (image file name -> captions) to attach them. Columns `subset`
-    (8k/30k/coco) and `aspect` (correctness/throughness) come from the file name.
+    directory (its three subsets' files of one `aspect`: correctness, the ratings the published
+    Composite correlations use, or throughness), one such file (with its subsets beside it), or a
+    list of files of one aspect: two aspects would give each caption two human scores. The files
+    carry no references: pass `references` (image file name -> captions) to attach them; a
+    candidate is left out of its own references (it is one of them in Composite). Columns
+    `subset` (8k/30k/coco) and `aspect` come from the file name.
     """
-    files = _composite_files(paths)
+    files = _composite_files(paths, aspect)
     rows = []
     for file in files:
         subset, _, aspect = file.stem.partition("_")
@@ -226,7 +230,7 @@ def load_composite(
                         dict(
                             collection="Composite", lang="en", image_id=image_id, image_path=url,
                             item_id=make_item_id(image_id, candidate), candidate=candidate,
-                            references=list(references.get(image_id, [])) if references else [],
+                            references=without_candidate(candidate, references.get(image_id, []) if references else []),
                             human=rating, rater=0, subset=subset, aspect=aspect,
                         )
                     )
@@ -242,16 +246,35 @@ def _text_encoding(path: Path) -> str:
         return "latin-1"
 
 
-def _composite_files(paths) -> list[Path]:
+COMPOSITE_ASPECTS = ("correctness", "throughness")
+
+
+def _composite_files(paths, aspect: str) -> list[Path]:
+    """The AMT files of one aspect: a folder's, a file's and its subsets' beside it, or a list."""
+    if aspect not in COMPOSITE_ASPECTS:
+        raise ValueError(f"Composite aspect {aspect!r}: expected one of {', '.join(COMPOSITE_ASPECTS)}")
     if isinstance(paths, (str, Path)):
         path = _path(paths, "Composite path")
-        if path.is_dir():
-            files = sorted(path.glob("*_correctness.csv")) + sorted(path.glob("*_throughness.csv"))
-            if not files:
-                raise FileNotFoundError(f"no *_correctness.csv / *_throughness.csv files in {path}")
-            return files
-        return [path]
-    return [_path(p, "Composite file") for p in paths]
+        folder = path if path.is_dir() else path.parent
+        files = sorted(folder.glob(f"*_{aspect}.csv"))
+        if path.is_file() and path not in files:
+            files = [path]
+        if not files:
+            raise FileNotFoundError(f"no *_{aspect}.csv files in {folder}")
+        paths = files
+    files = [_path(p, "Composite file") for p in paths]
+    aspects = sorted({f.stem.partition("_")[2] for f in files})
+    if len(aspects) > 1:
+        raise ValueError(f"Composite files of {' and '.join(aspects)}: give one aspect's files (each caption "
+                         "would have one human score per aspect)")
+    return files
+
+
+def without_candidate(candidate: str, references: Sequence[str]) -> list[str]:
+    """`references` without the candidate itself: in Composite one of an image's references is
+    the rated caption, and the published correlations score it against the others."""
+    own = _normalise_space(candidate)
+    return [r for r in references if _normalise_space(r) != own]
 
 
 # --- CapEval1k (Lee et al. 2021) and M-CapEval1k (Kim et al. 2023) --------------------------
@@ -824,7 +847,9 @@ def load_composite_da(path) -> pd.DataFrame:
                               "test-*.parquet")
     if kind != "csv":
         raise ValueError("Composite: give en_test_composite_da.csv (the Polos layout) or the AMT files")
-    return load_polos_csv(files[0], "Composite")
+    table = load_polos_csv(files[0], "Composite")
+    table["references"] = [without_candidate(c, refs) for c, refs in zip(table["candidate"], table["references"])]
+    return table
 
 
 LOADERS = {

@@ -61,6 +61,39 @@ def test_composite(composite_dir):
     assert table.iloc[3]["references"] == []
 
 
+def test_composite_loads_one_aspect_of_every_subset_and_leaves_the_candidate_out_of_its_references(tmp_path):
+    """Each caption once, with its correctness rating (the published Composite correlations'),
+    from all three subsets, whether the folder or its 8k file is given; its own text is not among
+    its references (an audit: the folder gave each caption a correctness and a throughness score,
+    the 8k file alone dropped 30k and COCO, and the Polos CSV kept the candidate in its refs)."""
+    from scoring.analysis.datasets import load_composite_da
+    from scoring.analysis.reproduce import benchmark, find_benchmarks
+
+    def write(name, url, first, second, scores):
+        (tmp_path / name).write_text("Input.image_url;Input.text1;Input.text2;Answer.Q1Answer;Answer.Q2Answer\n"
+                                     f"{url};{first};{second};{scores[0]};{scores[1]}\n")
+
+    write("8k_correctness.csv", "http://x/8k_1.jpg", "a dog runs", "a cat sits", "54")
+    write("30k_correctness.csv", "http://x/30k_1.jpg", "a man rides", "a boat", "42")
+    write("coco_correctness.csv", "http://x/coco_1.jpg", "a plate of food", "a tree", "51")
+    write("8k_throughness.csv", "http://x/8k_1.jpg", "a dog runs", "a cat sits", "24")
+    refs = {"8k_1.jpg": ["a dog runs", "a brown dog runs on grass"]}
+    for given in (tmp_path, find_benchmarks(tmp_path)["composite"]):
+        table = benchmark("composite").load(given)
+        assert len(table) == 6 and table["item_id"].is_unique and set(table["aspect"]) == {"correctness"}
+        assert sorted(table["subset"].unique()) == ["30k", "8k", "coco"]
+    table = load_composite(tmp_path, references=refs).set_index("candidate")
+    assert table.loc["a dog runs", "references"] == ["a brown dog runs on grass"]
+    assert table.loc["a cat sits", "references"] == ["a dog runs", "a brown dog runs on grass"]
+    thorough = load_composite(tmp_path, aspect="throughness")
+    assert thorough["human"].tolist() == [2.0, 4.0] and set(thorough["aspect"]) == {"throughness"}
+    with pytest.raises(ValueError, match="give one aspect's files"):
+        load_composite([tmp_path / "8k_correctness.csv", tmp_path / "8k_throughness.csv"])
+    (tmp_path / "en_test_composite_da.csv").write_text(
+        "mt,refs,score,imgid\na dog runs,\"['a dog runs', 'a brown dog on grass']\",0.8,8k_1.jpg\n")
+    assert load_composite_da(tmp_path)["references"].tolist() == [["a brown dog on grass"]]
+
+
 def test_capeval1k_and_multilingual(capeval_json, m_capeval_csv):
     table = load_capeval1k(capeval_json)
     assert table["human"].tolist() == [4.2, 2.8]
