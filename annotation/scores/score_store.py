@@ -286,6 +286,62 @@ def collection_scores(session, user, collection: str, scorer, metrics: Sequence[
     return table
 
 
+def scores_leaving_out(session, user, collection: str, scorer, metrics: Sequence[str],
+                       requests: Sequence[tuple[int, Sequence[int]]],
+                       progress: Progress | None = None) -> tuple[list[dict[str, float]], dict[str, str]]:
+    """Scores of captions of `collection` against their image's references (in the caption's
+    language) less some reference captions: request (caption_id, left_out) scores caption
+    `caption_id` with the references but the captions `left_out`, and a reference caption is
+    always left out of its own references (a caption is not scored against itself, as in
+    Pascal-50S, whose references exclude the captions being compared). Returns one
+    {metric: value (NaN where the metric cannot score it, e.g. no reference left)} per
+    request, and {metric: reason} for metrics that cannot run.
+
+    Not cached: a value depends on which references are left out, and MetricScore keys a
+    value by caption only. CIDEr-D takes the IDF `collection_scores` uses (the references of
+    the collection's non-reference captions' images), so values compare with its values."""
+
+    require_role(user, *RESEARCH_ROLES)
+    rows = captions_table(session, user, get_collection(session, collection))
+    by_id = {row["caption_id"]: row for row in rows}
+    texts = {row["caption_id"]: row["caption"] for row in rows if row["kind"] == "reference"}
+    names = [scorer.canonical_name(m) for m in metrics]
+    _, corpus = _score_keys(scorer, names, [row for row in rows if row["kind"] != "reference"])
+    keys, items = [], {}
+    for caption_id, left_out in requests:
+        row = by_id.get(caption_id)
+        if row is None:
+            raise LookupError(f"caption {caption_id} is not a caption of collection {collection!r}")
+        dropped = set(left_out) | ({caption_id} if row["kind"] == "reference" else set())
+        references = list(row["references"])
+        for other in sorted(dropped):
+            if other in texts and texts[other] in references:
+                references.remove(texts[other])  # one occurrence: another reference may have the same text
+        key = (caption_id, tuple(references))
+        keys.append(key)
+        if key not in items:
+            items[key] = ScoreItem(image=row["image_file"], candidate=row["caption"], references=references,
+                                   lang=row["language"], image_id=row["image_sha256"])
+    values: dict[tuple, dict[str, float]] = {key: {} for key in items}
+    unavailable: dict[str, str] = {}
+    extra = {} if corpus is None else {"cider_document_frequency": corpus}
+    order = list(items)
+    for start in range(0, len(order), SCORE_BATCH):
+        chunk = order[start:start + SCORE_BATCH]
+        if progress is not None:
+            progress(start / max(len(order), 1), desc=f"scoring {start}/{len(order)} captions of pairs with a "
+                                                      "reference, each without its own reference")
+        todo = [name for name in names if name not in unavailable]
+        for name, result in scorer.score([items[key] for key in chunk], todo, **extra).items():
+            if result.unavailable:
+                unavailable[name] = result.unavailable
+                continue
+            for key, value in zip(chunk, result.values):
+                values[key][name] = math.nan if value is None else float(value)
+    scored = [{metric: values[key].get(name, math.nan) for name, metric in zip(names, metrics)} for key in keys]
+    return scored, {metric: unavailable[name] for name, metric in zip(names, metrics) if name in unavailable}
+
+
 def cached_metric_names(session, user, collection: str, scorer) -> list[str]:
     """The metrics of `scorer` (registry order) with a value cached under its own checkpoint
     fingerprint for some caption of `collection`."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta, timezone
 from itertools import combinations
 from pathlib import Path
@@ -584,8 +584,11 @@ def source_ranking(judgments: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0
 @dataclass
 class PairwiseReport:
     """`accuracy`: pascal50s_table's rows (metric, HC, HI, HM, MM, mean, n) over the pairs with
-    a human majority; `ranking`: the sources' Bradley–Terry table (None without two sources);
-    `pairs`: pair_votes with a column per metric and side (M_a, M_b)."""
+    a human majority and both captions scored (`n` counts them); `ranking`: the sources'
+    Bradley–Terry table (None without two sources; its warning, when the sources fall into
+    groups never compared with one another, ends the summary); `pairs`: pair_votes with a
+    column per metric and side (M_a, M_b); `unscored`: {metric: {category: number of pairs with
+    a human majority left out because a caption has no score}}, named in the summary."""
 
     accuracy: pd.DataFrame
     ranking: Ranking | None
@@ -593,6 +596,7 @@ class PairwiseReport:
     n_judgments: int
     n_annotators: int
     unavailable: dict
+    unscored: dict = field(default_factory=dict)
 
     @property
     def summary(self) -> str:
@@ -600,26 +604,82 @@ class PairwiseReport:
         text = (f"{self.n_judgments} judgments by {self.n_annotators} annotators; {judged} of {len(self.pairs)} pairs "
                 "have a human preference (ties in the votes are broken by a seeded coin, as for Pascal-50S; "
                 "pairs judged only as ties are left out). A metric is right on a pair when it scores the preferred "
-                "caption higher; a metric tie counts half.")
+                "caption higher; a metric tie counts half. A pair with a reference caption is scored against the "
+                "image's other references (the pair's reference captions left out, as in Pascal-50S).")
         if self.unavailable:
             text += " Unavailable: " + "; ".join(f"{m}: {why}" for m, why in self.unavailable.items()) + "."
+        if self.unscored:
+            text += (" Left out for want of a score (a caption the metric cannot score, e.g. no other reference): "
+                     + "; ".join(f"{m}: " + ", ".join(f"{n} {c} pair{'s' if n != 1 else ''}" for c, n in by.items())
+                                 for m, by in self.unscored.items())
+                     + "; a metric's mean is not given when a category with a human preference has no scored pair.")
         if self.ranking is not None and self.ranking.warning:
             text += " Ranking: " + self.ranking.warning
         return text
 
 
 def metric_accuracy(pairs: pd.DataFrame, scores: pd.DataFrame, metrics: list[str], *,
-                    seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    seed: int = 0, pair_scores: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`pascal50s_table` of the pairs of `pair_votes` with a human preference (votes_a +
     votes_b > 0), each caption's score read from `scores` (caption_id and a column per
-    metric); and the pairs with the columns M_a and M_b it read."""
+    metric), or for the pairs in `pair_scores` (pair_id and M_a, M_b) from there; and the
+    pairs with the columns M_a and M_b it read. Pairs with a preference but a missing score
+    are counted in `attrs["unscored"]` ({metric: {category: n}}), and a metric's mean is NaN
+    when a category that has pairs with a preference has none scored (the mean would
+    otherwise be over fewer categories than the study has)."""
     pairs = pairs.copy()
     by_caption = scores.set_index("caption_id")
+    by_pair = None if pair_scores is None or pair_scores.empty else pair_scores.set_index("pair_id")
     for metric in metrics:
-        pairs[metric + "_a"] = pd.to_numeric(pairs["caption_a_id"].map(by_caption[metric]), errors="coerce")
-        pairs[metric + "_b"] = pd.to_numeric(pairs["caption_b_id"].map(by_caption[metric]), errors="coerce")
+        for side in ("a", "b"):
+            column = metric + "_" + side
+            pairs[column] = pd.to_numeric(pairs[f"caption_{side}_id"].map(by_caption[metric]), errors="coerce")
+            if by_pair is not None:
+                own = pairs["pair_id"].isin(by_pair.index)
+                pairs.loc[own, column] = pd.to_numeric(pairs.loc[own, "pair_id"].map(by_pair[column]),
+                                                       errors="coerce")
     decided = pairs[(pairs["votes_a"] + pairs["votes_b"]) > 0].reset_index(drop=True)
-    return pascal50s_table(decided, metrics, seed=seed), pairs
+    table = pascal50s_table(decided, metrics, seed=seed)
+    unscored: dict[str, dict[str, int]] = {}
+    for position, metric in enumerate(metrics):
+        missing = decided[[metric + "_a", metric + "_b"]].isna().any(axis=1)
+        counts = decided.loc[missing, "category"].value_counts()
+        if len(counts):
+            unscored[metric] = {c: int(counts[c]) for c in PASCAL_CATEGORIES if c in counts}
+        has_pairs = set(decided["category"])
+        if any(pd.isna(table.loc[position, c]) for c in PASCAL_CATEGORIES if c in has_pairs):
+            table.loc[position, "mean"] = float("nan")
+    table.attrs["unscored"] = unscored
+    return table, pairs
+
+
+def reference_pair_scores(session: Session, user: User, collection: Collection, pairs: pd.DataFrame, scorer,
+                          metrics: list[str], progress=None) -> tuple[pd.DataFrame, dict]:
+    """Scores (pair_id, M_a, M_b) of the pairs of `pair_votes` with a human preference that
+    have a reference caption (HM, HC): both captions of such a pair are scored against the
+    image's references less the pair's reference captions, so a reference caption is never
+    scored against itself and both sides of the pair see the same references (Pascal-50S's
+    references exclude the pair's captions too). {metric: reason} for metrics that cannot run."""
+    from annotation.scores.score_store import scores_leaving_out
+
+    references = {caption.id for item in collection_pairs(session, collection)
+                  for caption in (item.caption_a, item.caption_b) if caption.kind == "reference"}
+    decided = pairs[((pairs["votes_a"] + pairs["votes_b"]) > 0)
+                    & (pairs["caption_a_id"].isin(references) | pairs["caption_b_id"].isin(references))]
+    columns = ["pair_id", *[metric + side for metric in metrics for side in ("_a", "_b")]]
+    if decided.empty:
+        return pd.DataFrame(columns=columns), {}
+    requests = []
+    for a, b in zip(decided["caption_a_id"], decided["caption_b_id"]):
+        left_out = [c for c in (int(a), int(b)) if c in references]
+        requests += [(int(a), left_out), (int(b), left_out)]
+    values, unavailable = scores_leaving_out(session, user, collection.name, scorer, metrics, requests, progress)
+    rows = []
+    for position, pair_id in enumerate(decided["pair_id"]):
+        first, second = values[2 * position], values[2 * position + 1]
+        rows.append({"pair_id": pair_id, **{metric + "_a": first[metric] for metric in metrics},
+                     **{metric + "_b": second[metric] for metric in metrics}})
+    return pd.DataFrame(rows, columns=columns), unavailable
 
 
 def pairwise_analysis(session: Session, user: User, collection_name: str, scorer, metrics: list[str], *,
@@ -627,7 +687,9 @@ def pairwise_analysis(session: Session, user: User, collection_name: str, scorer
     """Each metric's pairwise accuracy against the human majority of `collection_name`'s
     judgments (the Pascal-50S measure: `scoring.analysis.pairwise.pascal50s_table`, the same
     function as `caplens analyze pascal50s`), per category and their mean, with the scorer's
-    cached or new scores of both captions; and the sources' Bradley–Terry ranking."""
+    cached or new scores of both captions (a pair with a reference caption scored against the
+    image's other references: `reference_pair_scores`); pairs left without a score are counted
+    in the report; and the sources' Bradley–Terry ranking."""
     from annotation.scores.score_store import collection_scores  # score_store imports the importer, which imports tasks
 
     require_role(user, *RESEARCH_ROLES)
@@ -637,9 +699,13 @@ def pairwise_analysis(session: Session, user: User, collection_name: str, scorer
     if judgments.empty:
         raise ValueError(f"Collection {collection_name!r} has no pairwise judgments yet.")
     scores = collection_scores(session, user, collection_name, scorer, list(metrics), progress)
-    accuracy, pairs = metric_accuracy(pairs, scores, list(metrics), seed=seed)
+    with_references, unavailable = reference_pair_scores(session, user, collection, pairs, scorer, list(metrics),
+                                                         progress)
+    accuracy, pairs = metric_accuracy(pairs, scores, list(metrics), seed=seed, pair_scores=with_references)
+    unavailable = {**unavailable, **scores.attrs.get("unavailable", {})}
+    unscored = {m: by for m, by in accuracy.attrs.get("unscored", {}).items() if m not in unavailable}
     return PairwiseReport(accuracy, source_ranking(judgments, n_boot=n_boot, seed=seed), pairs, len(judgments),
-                          judgments["annotator"].nunique(), dict(scores.attrs.get("unavailable", {})))
+                          judgments["annotator"].nunique(), unavailable, unscored)
 
 
 def analyse_pairs(account_id: int | None, collection_name: str, scorer, metrics, progress=None) -> PairwiseReport:

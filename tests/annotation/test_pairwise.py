@@ -383,3 +383,76 @@ def test_sources_never_compared_across_groups_are_flagged_in_the_summary_and_the
     # Two sources: shares are win shares within each group. m1 wins 2 of 3 (2/3, 1/3); m3 wins
     # 2.5 of 3, the tie counting half (5/6, 1/6).
     assert [row[2] for row in rows] == pytest.approx([0.667, 0.333, 0.833, 0.167], abs=1e-3)
+
+
+def _prefer(session, accounts, collection, better) -> None:
+    """ann, bea and cal each judge every pair of `collection`, choosing `better(item)` ("a" or "b")."""
+    for item in pairwise.collection_pairs(session, collection):
+        choice = better(item)
+        for name in ("ann", "bea", "cal"):
+            side = "left" if (choice == "a") == pairwise.a_on_left(accounts[name].id, item.id) else "right"
+            pairwise.judge_pair(session, accounts[name], item.id, side)
+
+
+def test_pairs_with_a_reference_are_scored_without_their_own_reference(engine, accounts):
+    """HM pairs (make_pairs with include_references) used to have no score for the reference
+    caption (collection_scores leaves references out), so they were dropped: HM NaN and a
+    "mean" that was MM alone, n = 1. Each side of an HM pair is now scored against the image's
+    other references (the pair's reference left out), by hand with ROUGE-L (LCS F-measure,
+    beta = 1.2, best precision and best recall over the references):
+      reference "a dog" against "a cat", "a bird": LCS 1, P = R = 1/2, F = 0.5 (so every
+        reference scores 0.5 against the other two);
+      "a dog runs" against "a cat", "a bird": P = 1/3, R = 1/2, F = 2.44/6 / (1/2 + 1.44/3) = 0.41497;
+      "a dog runs" with "a dog" among the references: P = 2/3, R = 1, F = 2.44 * 2/3 / (1 + 1.44 * 2/3) = 0.82993;
+      "two birds fly": nothing in common, 0.
+    The annotators prefer the reference in every HM pair and "a dog runs" in the MM pair.
+    HM: "a dog runs" is right against "a dog" (0.41497 < 0.5), wrong against "a cat" and
+    "a bird" (0.82993 > 0.5); "two birds fly" loses to each reference: 4 of 6. MM: 0.82993 > 0.
+    Mean (2/3 + 1) / 2 = 5/6 over the 7 pairs."""
+    from scoring.api import Scorer
+
+    with session_scope(engine) as s:
+        col = get_or_create_collection(s, accounts["rita"], "refs")
+        image = add_image(s, png_bytes((10, 20, 30)), "zero.png")
+        ids = {}
+        for key, text, model, kind in [("m1", "a dog runs", "m1", "candidate"), ("m2", "two birds fly", "m2", "candidate"),
+                                       ("r1", "a dog", None, "reference"), ("r2", "a cat", None, "reference"),
+                                       ("r3", "a bird", None, "reference")]:
+            ids[key] = add_caption(s, accounts["rita"], image, text, kind=kind, source_model=model, collection=col).id
+        assert pairwise.make_pairs(s, accounts["rita"], col, include_references=True) == 7  # 1 MM, 6 HM
+        references = {ids["r1"], ids["r2"], ids["r3"]}
+        _prefer(s, accounts, col, lambda item: "b" if item.caption_b_id in references else "a")
+    with session_scope(engine) as s:
+        report = pairwise.pairwise_analysis(s, accounts["rita"], "refs", Scorer("tiny"), ["ROUGE-L"], n_boot=10)
+    pairs = report.pairs.set_index(["caption_a_id", "caption_b_id"])
+    assert pairs.loc[(ids["m1"], ids["r1"]), ["ROUGE-L_a", "ROUGE-L_b"]].tolist() == pytest.approx([0.41497, 0.5],
+                                                                                                  abs=1e-5)
+    assert pairs.loc[(ids["m1"], ids["r2"]), ["ROUGE-L_a", "ROUGE-L_b"]].tolist() == pytest.approx([0.82993, 0.5],
+                                                                                                  abs=1e-5)
+    assert pairs.loc[(ids["m2"], ids["r3"]), ["ROUGE-L_a", "ROUGE-L_b"]].tolist() == pytest.approx([0.0, 0.5])
+    assert pairs.loc[(ids["m1"], ids["m2"]), ["ROUGE-L_a", "ROUGE-L_b"]].tolist() == pytest.approx([0.82993, 0.0],
+                                                                                                  abs=1e-5)
+    row = report.accuracy.set_index("metric").loc["ROUGE-L"]
+    assert row["HM"] == pytest.approx(4 / 6) and row["MM"] == pytest.approx(1.0)
+    assert row["mean"] == pytest.approx(5 / 6) and row["n"] == 7
+    assert report.unscored == {}
+
+
+def test_pairs_that_still_cannot_be_scored_are_named_and_keep_the_mean_out(engine, accounts):
+    # Image 0 of _study has one reference: left out of its own pairs, it leaves ROUGE-L no
+    # reference to score them against, so the 4 HM pairs cannot be scored; image 1 has no
+    # reference at all, so neither can its MM pair. The report says so, and no mean is given
+    # (it would be MM's alone, not over the study's categories).
+    from scoring.api import Scorer
+
+    ids = _study(engine, accounts, png_bytes)
+    with session_scope(engine) as s:
+        col = get_collection(s, "duel")
+        pairwise.make_pairs(s, accounts["rita"], col, include_references=True)
+        _prefer(s, accounts, col, lambda item: "b" if item.caption_b_id == ids["ref"] else "a")
+    with session_scope(engine) as s:
+        report = pairwise.pairwise_analysis(s, accounts["rita"], "duel", Scorer("tiny"), ["ROUGE-L"], n_boot=10)
+    row = report.accuracy.set_index("metric").loc["ROUGE-L"]
+    assert report.unscored == {"ROUGE-L": {"HM": 4, "MM": 1}}
+    assert "ROUGE-L: 4 HM pairs, 1 MM pair" in report.summary
+    assert pd.isna(row["HM"]) and pd.isna(row["mean"]) and row["n"] == 5  # the 5 MM pairs of image 0
