@@ -34,7 +34,6 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .correlation import _bootstrap_indices
 
 BT_COLUMNS = ["rank", "system", "strength", "low", "high", "wins", "comparisons", "group"]
 
