@@ -343,6 +343,90 @@ def cluster_bootstrap(statistic: Callable[[np.ndarray], float], clusters, *, n_b
     return Estimate(point, float(low), float(high), int(labels.size))
 
 
+def _weighted_pearson_rows(a: np.ndarray, b: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """`pearson` of (a, b) under each row of `weights` (B, n): item i counted weights[b, i]
+    times, as in a resample that repeats it (nan where a side is constant)."""
+    total = weights.sum(axis=1, keepdims=True)
+
+    def centred(values):
+        d = values - (weights * values).sum(axis=1, keepdims=True) / total
+        spread = np.abs(np.where(weights > 0, d, 0.0)).max(axis=1, keepdims=True)
+        return d / np.where(spread > 0, spread, 1.0)  # scale free, as `_pearson_rows`
+
+    da, db = centred(a), centred(b)
+    va, vb = (weights * da * da).sum(axis=1), (weights * db * db).sum(axis=1)
+    constant = (va == 0) | (vb == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(constant, np.nan, (weights * da * db).sum(axis=1) / np.sqrt(np.where(constant, 1.0, va * vb)))
+
+
+def _weighted_average_ranks(codes: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """`average_ranks` of the items (order-preserving integer `codes`) in each weighted resample:
+    a code counted c times after `before` smaller ones ranks before + (c + 1) / 2."""
+    width = int(codes.max()) + 1
+    counts = np.zeros((weights.shape[0], width))
+    for k in range(weights.shape[0]):
+        counts[k] = np.bincount(codes, weights=weights[k], minlength=width)
+    before = np.cumsum(counts, axis=1) - counts
+    return (before + (counts + 1) / 2.0)[:, codes]
+
+
+RESAMPLES_AT_ONCE = 100  # weighted resamples held at once: (100, n) arrays, not (n_boot, n)
+
+
+def cluster_bootstrap_estimates(
+    x, y, clusters, names: Sequence[str] = COEFFICIENTS, *, n_boot: int = 1000, seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[str, Estimate]:
+    """Each coefficient in `names` on (x, y) with an interval that resamples whole `clusters`
+    (:func:`cluster_bootstrap`'s resamples, shared by every coefficient): Kendall's from the full
+    sample's dense ranks on each resample, Pearson and Spearman on all resamples at once as
+    weighted sums (a cluster drawn twice counts its items twice). `n` is the number of items."""
+    x, y = _paired(x, y)
+    clusters = np.asarray(clusters)
+    if clusters.shape != x.shape:
+        raise ValueError(f"clusters has {clusters.size} entries for {x.size} items")
+    for name in names:
+        coefficient(name)
+    point = _coefficients(x, y, names)
+    labels, members = np.unique(clusters, return_inverse=True)
+    if n_boot <= 0 or labels.size < 2:
+        return {name: Estimate(point[name], math.nan, math.nan, x.size) for name in names}
+    draws = _bootstrap_indices(labels.size, n_boot, seed)
+    samples: dict[str, list] = {name: [] for name in names}
+    if np.isnan(x).any() or np.isnan(y).any():  # each resample as it comes, as `_bootstrap_samples`
+        by_cluster = [np.flatnonzero(members == c) for c in range(labels.size)]
+        for draw in draws:
+            i = np.concatenate([by_cluster[c] for c in draw])
+            for name, value in _coefficients(x[i], y[i], names).items():
+                samples[name].append(value)
+    else:
+        rx, ry = _dense_ranks(x), _dense_ranks(y)
+        kendall = [name for name in names if name in ("kendall_b", "kendall_c")]
+        for start in range(0, n_boot, RESAMPLES_AT_ONCE):
+            chunk = draws[start:start + RESAMPLES_AT_ONCE]
+            rows = np.arange(chunk.shape[0])[:, None]
+            drawn = np.bincount((chunk + labels.size * rows).ravel(), minlength=chunk.shape[0] * labels.size)
+            weights = drawn.reshape(chunk.shape[0], labels.size)[:, members].astype(float)  # (B, n) item counts
+            if "pearson" in names:
+                samples["pearson"] += list(_weighted_pearson_rows(x, y, weights))
+            if "spearman" in names:
+                samples["spearman"] += list(_weighted_pearson_rows(_weighted_average_ranks(rx, weights),
+                                                                   _weighted_average_ranks(ry, weights), weights))
+            for row in weights.astype(np.int64):
+                i = np.repeat(np.arange(x.size), row)
+                for name, value in _coefficients(x[i], y[i], kendall, rx[i], ry[i]).items():
+                    samples[name].append(value)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    estimates = {}
+    for name in names:
+        values = np.array(samples[name], dtype=float)
+        values = values[~np.isnan(values)]
+        low, high = np.percentile(values, [tail, 100.0 - tail]) if values.size else (math.nan, math.nan)
+        estimates[name] = Estimate(point[name], float(low), float(high), x.size)
+    return estimates
+
+
 def cluster_bootstrap_estimate(
     x, y, clusters, name: str = "kendall_c", *, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95,
     statistic: Callable[[np.ndarray, np.ndarray], float] | None = None,
@@ -478,19 +562,23 @@ def correlation_table(
     n_boot: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
+    cluster_col: str | None = None,
 ) -> pd.DataFrame:
     """One row per (group..., metric): n and, per coefficient, value, low and high.
 
     Rows where the metric or the human score is missing are dropped per metric (a metric that
     needs references simply has fewer items). `group_by` names columns such as `collection`
-    and `lang`; a group with fewer than two items gives nan.
+    and `lang`; a group with fewer than two items gives nan. With `cluster_col` (e.g.
+    `image_id`, when the table has it) the intervals resample whole clusters: rows of one image
+    (its captions, or one caption rated several times) are not independent, and a row bootstrap
+    is too narrow (:func:`cluster_bootstrap`).
     """
     metrics = list(metrics) if metrics is not None else metric_columns(table, human_col)
     if not metrics:
         raise ValueError("no metric columns to correlate")
     for name in coefficients:
         coefficient(name)
-    _check_columns(table, [human_col, *metrics, *group_by])
+    _check_columns(table, [human_col, *metrics, *group_by, *([cluster_col] if cluster_col else [])])
     groups = table.groupby(list(group_by), sort=True, dropna=False) if group_by else [((), table)]
     rows = []
     for key, part in groups:
@@ -499,10 +587,17 @@ def correlation_table(
             pair = part[[metric, human_col]].apply(pd.to_numeric, errors="coerce").dropna()
             row = dict(zip(group_by, key))
             row.update(metric=metric, n=len(pair))
-            estimates = bootstrap_estimates(
-                pair[metric].to_numpy(), pair[human_col].to_numpy(), coefficients,
-                n_boot=n_boot, seed=seed, confidence=confidence,
-            )
+            if cluster_col is None:
+                estimates = bootstrap_estimates(
+                    pair[metric].to_numpy(), pair[human_col].to_numpy(), coefficients,
+                    n_boot=n_boot, seed=seed, confidence=confidence,
+                )
+            else:
+                estimates = cluster_bootstrap_estimates(
+                    pair[metric].to_numpy(), pair[human_col].to_numpy(),
+                    part.loc[pair.index, cluster_col].astype(str).to_numpy(), coefficients,
+                    n_boot=n_boot, seed=seed, confidence=confidence,
+                )
             for name, estimate in estimates.items():
                 row[name] = estimate.value
                 row[f"{name}_low"] = estimate.low

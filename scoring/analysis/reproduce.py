@@ -33,7 +33,7 @@ from scoring.csv_safe import frame_to_csv
 from .benchmark_names import (
     HUB_REPOS, LONGCAP_ARENA_ASPECTS, LONGCAP_ARENA_SPLITS, PUBLISHED_BENCHMARKS, WORLD_BENCHMARKS,
 )
-from .correlation import bootstrap_estimates, mean_estimate
+from .correlation import bootstrap_estimates, cluster_bootstrap_estimates, mean_estimate
 from .pairwise import PASCAL_CATEGORIES, human_preference, normalise_category, pairwise_correct
 from .published import published_value
 
@@ -194,12 +194,18 @@ def _scaled(coefficient: str, estimate) -> Measure:
 
 
 def rating_protocol(metric_scores, human, coefficients: Sequence[str] = ("kendall_b", "kendall_c"), *,
-                    n_boot: int = 1000, seed: int = 0) -> list[Measure]:
+                    clusters=None, n_boot: int = 1000, seed: int = 0) -> list[Measure]:
     """Kendall (or any `correlation` coefficient) of the metric with the human scores, rows
-    where the metric has no score left out."""
+    where the metric has no score left out. With `clusters` (each row's image) the interval
+    resamples whole images: Flickr8k-Expert rates each caption three times, with one metric
+    score, and an image's captions are not independent, so resampling rows was too narrow."""
     x, y = np.asarray(metric_scores, dtype=float), np.asarray(human, dtype=float)
     keep = ~(np.isnan(x) | np.isnan(y))
-    estimates = bootstrap_estimates(x[keep], y[keep], list(coefficients), n_boot=n_boot, seed=seed)
+    if clusters is None:
+        estimates = bootstrap_estimates(x[keep], y[keep], list(coefficients), n_boot=n_boot, seed=seed)
+    else:
+        estimates = cluster_bootstrap_estimates(x[keep], y[keep], np.asarray(clusters)[keep], list(coefficients),
+                                                n_boot=n_boot, seed=seed)
     return [_scaled(name, estimates[name]) for name in coefficients]
 
 
@@ -417,7 +423,7 @@ def _measures(spec: Benchmark, table: pd.DataFrame, wide: pd.DataFrame, metric: 
               seed: int) -> list[Measure]:
     if spec.kind == "ratings":
         return rating_protocol(_column(wide, metric, table["item_id"]), table["human"], spec.coefficients,
-                               n_boot=n_boot, seed=seed)
+                               clusters=table["image_id"].astype(str).to_numpy(), n_boot=n_boot, seed=seed)
     ids = table["pair_id"].tolist()
     if spec.kind == "pascal":
         return pascal_protocol(table["category"], table["votes_a"], table["votes_b"],

@@ -107,7 +107,8 @@ def correlate(table: pd.DataFrame, metrics: Sequence[str], *, unavailable: dict[
         raise ValueError(" ".join(["No chosen metric could be scored.", unavailable_text(unavailable or {})]).strip())
     group = list(group_by) if group_by is not None else default_groups(table)
     return correlation_table(table.drop(columns=["references"], errors="ignore"), usable, human_col=human_col,
-                             group_by=group, coefficients=list(coefficients), n_boot=n_boot, seed=seed)
+                             group_by=group, coefficients=list(coefficients), n_boot=n_boot, seed=seed,
+                             cluster_col="image_id" if "image_id" in table.columns else None)
 
 
 def rating_correlation(scorer, path, metrics: Sequence[str], *, dataset: str, image_root=None,

@@ -151,7 +151,8 @@ def collection_correlations(table: pd.DataFrame, metrics: Sequence[str], n_boot:
     if not usable:
         raise ValueError("No chosen metric scored two rated captions.")
     extra = {} if coefficients is None else {"coefficients": list(coefficients)}
-    return correlation_table(rows, usable, group_by=["lang"], n_boot=n_boot, seed=seed, **extra)
+    return correlation_table(rows, usable, group_by=["lang"], n_boot=n_boot, seed=seed,
+                             cluster_col="image_id" if "image_id" in rows else None, **extra)
 
 
 def robustness_input(table: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame | None:

@@ -74,3 +74,45 @@ def test_singleton_clusters_give_the_normal_approximation_of_the_mean():
     half = 1.959964 * x.std() / math.sqrt(x.size)
     assert est.high - est.low == pytest.approx(2 * half, rel=0.06)
     assert est.high - est.value == pytest.approx(est.value - est.low, rel=0.15)
+
+
+@pytest.mark.parametrize("with_nan", [False, True])
+def test_every_coefficient_at_once_equals_each_one_resampled_alone(with_nan):
+    """`cluster_bootstrap_estimates` (Pearson and Spearman as weighted sums over all resamples,
+    Kendall from dense ranks) gives each coefficient the interval `cluster_bootstrap_estimate`
+    gives it alone on the same resamples, with ties in both columns and a cluster drawn twice."""
+    from scoring.analysis.correlation import cluster_bootstrap_estimates
+
+    rng = np.random.default_rng(5)
+    clusters = rng.integers(0, 40, 150).astype(str)
+    x = np.round(rng.random(150), 1)
+    y = np.round(x + rng.normal(scale=0.3, size=150), 1)
+    if with_nan:
+        x[3] = np.nan
+    names = ["pearson", "spearman", "kendall_b", "kendall_c"]
+    together = cluster_bootstrap_estimates(x, y, clusters, names, n_boot=250, seed=2)
+    for name in names:
+        alone = cluster_bootstrap_estimate(x, y, clusters, name, n_boot=250, seed=2)
+        assert together[name].value == pytest.approx(alone.value, nan_ok=True)
+        assert (together[name].low, together[name].high) == pytest.approx((alone.low, alone.high), abs=1e-12, nan_ok=True)
+        assert together[name].n == 150
+
+
+def test_a_correlation_table_with_a_cluster_column_resamples_whole_images():
+    """Rows of one image (one caption rated three times) are not independent: with `cluster_col`
+    the table's interval is the image bootstrap's and wider than the row bootstrap's."""
+    import pandas as pd
+
+    from scoring.analysis.correlation import cluster_bootstrap_estimates, correlation_table
+
+    rng = np.random.default_rng(8)
+    score = rng.random(80)
+    table = pd.DataFrame({"image_id": np.repeat(np.arange(80), 3).astype(str), "m": np.repeat(score, 3),
+                          "human": np.round(np.repeat(score, 3) + rng.normal(scale=0.4, size=240), 1)})
+    rows = correlation_table(table, ["m"], coefficients=["kendall_c"], n_boot=300).iloc[0]
+    images = correlation_table(table, ["m"], coefficients=["kendall_c"], n_boot=300, cluster_col="image_id").iloc[0]
+    expected = cluster_bootstrap_estimates(table["m"], table["human"], table["image_id"], ["kendall_c"], n_boot=300)
+    assert (images["kendall_c_low"], images["kendall_c_high"]) == pytest.approx(
+        (expected["kendall_c"].low, expected["kendall_c"].high))
+    assert images["kendall_c"] == rows["kendall_c"] and images["n"] == rows["n"] == 240
+    assert images["kendall_c_high"] - images["kendall_c_low"] > 1.1 * (rows["kendall_c_high"] - rows["kendall_c_low"])

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from scoring.analysis.benchmark_names import PUBLISHED_BENCHMARKS
@@ -32,6 +33,47 @@ def test_kendall_variants_by_hand():
     # an item the metric could not score is left out: the same five items plus one NaN
     again = rating_protocol([1, 1, 2, 2, 3, np.nan], [1, 2, 2, 3, 3, 1], ("kendall_c",), n_boot=0)[0]
     assert again.value == pytest.approx(72.0) and again.n == 5
+
+
+def test_rating_intervals_resample_whole_images():
+    """Flickr8k-Expert rates each caption three times, with one metric score per caption: a row
+    bootstrap treated the three as independent (an audit: 9.1 points wide where resampling
+    captions gives 15.0). With `clusters` the interval equals a hand-rolled image bootstrap, is
+    wider than the row one, and the point and n stay the rows'."""
+    from scoring.analysis.correlation import kendall_tau
+
+    rng = np.random.default_rng(3)
+    image = np.repeat(np.arange(60), 2)  # 60 images, 2 captions each, 3 ratings per caption
+    caption_score = rng.normal(size=image.size) + 0.5 * rng.normal(size=60)[image]
+    x, groups = np.repeat(caption_score, 3), np.repeat(image, 3).astype(str)
+    y = np.round(np.repeat(caption_score, 3) + rng.normal(size=x.size))
+    rows = rating_protocol(x, y, ("kendall_c",), n_boot=400)[0]
+    whole = rating_protocol(x, y, ("kendall_c",), clusters=groups, n_boot=400)[0]
+    assert whole.value == rows.value and whole.n == rows.n == x.size
+    labels = np.unique(groups)
+    members = [np.flatnonzero(groups == g) for g in labels]
+    draws = np.random.default_rng(0).integers(0, labels.size, size=(400, labels.size))
+    by_hand = [100 * kendall_tau(x[idx], y[idx], "c") for idx in (np.concatenate([members[c] for c in d])
+                                                                  for d in draws)]
+    low, high = np.percentile(by_hand, [2.5, 97.5])
+    assert (whole.low, whole.high) == pytest.approx((low, high))
+    assert whole.high - whole.low > 1.2 * (rows.high - rows.low)
+
+
+def test_a_rating_benchmark_resamples_its_images():
+    """`reproduce` correlates a rating set (one row per judgment) with its images as clusters."""
+    from scoring.analysis.reproduce import _measures, benchmark
+
+    rng = np.random.default_rng(4)
+    items = [f"item{k}" for k in range(40)]
+    table = pd.DataFrame({"item_id": np.repeat(items, 3), "image_id": np.repeat([f"im{k // 2}" for k in range(40)], 3),
+                          "human": rng.integers(1, 5, 120).astype(float)})
+    wide = pd.DataFrame({"CLIP-S": rng.random(40)}, index=items)
+    spec = benchmark("flickr8k-expert")
+    measured = _measures(spec, table, wide, "CLIP-S", 200, 0)
+    expected = rating_protocol(np.repeat(wide["CLIP-S"].to_numpy(), 3), table["human"], spec.coefficients,
+                               clusters=table["image_id"].to_numpy(), n_boot=200)
+    assert measured == expected and measured[0].n == 120
 
 
 def test_pascal_accuracy_with_ties_by_hand():
