@@ -30,10 +30,11 @@ MEASURE_FIRST = 0  # held-out scenes start at the split's first seed
 
 
 def recall_at(similarity: np.ndarray, ks=(1, 5, 10)) -> dict[str, float]:
-    """Text->image recall: query i's correct image is column i."""
-    correct = np.diag(similarity)[:, None]
-    rank = (similarity > correct).sum(axis=1)
-    return {f"R@{k}": float((rank < k).mean()) for k in ks}
+    """Text->image recall where query i's correct image is column i (`retrieval.recall_at_k`:
+    ties count as a random order of the tied images)."""
+    from scoring.analysis.retrieval import recall_at_k
+
+    return recall_at_k(similarity, np.arange(similarity.shape[0]), ks)
 
 
 def _retrieval(scorer, scenes, images, langs) -> dict:

@@ -10,6 +10,9 @@ def test_recall_at_k():
     # Query 0 ranks its image second, query 1 third; queries 2 and 3 are right.
     sim = np.array([[0.5, 0.9, 0.1, 0.0], [0.8, 0.1, 0.9, 0.0], [0, 0, 1, 0], [0, 0, 0, 1]], dtype=float)
     assert recall_at(sim, ks=(1, 2, 3)) == {"R@1": 0.5, "R@2": 0.75, "R@3": 1.0}
+    # Ties are a random order, not the query's: an encoder that scores every image alike is at
+    # chance (K / N), where counting only the images scored higher gave R@1 = 1.0.
+    assert recall_at(np.zeros((4, 4)), ks=(1, 2, 4)) == {"R@1": 0.25, "R@2": 0.5, "R@4": 1.0}
 
 
 def test_pairwise_accuracy_per_error_kind():
