@@ -495,6 +495,10 @@ def load_pascal50s(directory) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+PASCAL_REFERENCE_DRAWS = 5  # Pascal-50S accuracy is averaged over 5 random draws of 5 references
+DRAW_SEED_STRIDE = 1_000_003  # draw d of pair i samples with seed + i + d * stride (draw 0: seed + i)
+
+
 def sample_references(references: Sequence[str], k: int = 5, *, seed: int = 0) -> list[str]:
     """k references drawn without replacement (all when fewer), reproducibly per seed."""
     references = list(references)

@@ -53,22 +53,30 @@ def pairwise_correct(score_preferred, score_other) -> np.ndarray:
     return np.where(preferred > other, 1.0, np.where(preferred == other, 0.5, 0.0))
 
 
+def pascal_correct(categories, votes_a, votes_b, score_a, score_b, *, seed: int = 0):
+    """(categories, correct, valid) per pair: whether the metric prefers the caption the
+    annotators preferred (1, a metric tie 0.5, else 0). `score_a` / `score_b` hold one score per
+    pair, or one row per draw of references (draws, pairs): the published Pascal-50S protocol
+    averages the accuracy over 5 draws, so `correct` is each pair's mean over the draws, and a
+    pair counts only where every draw scored it."""
+    categories = np.array([normalise_category(c) for c in categories])
+    score_a, score_b = np.atleast_2d(np.asarray(score_a, dtype=float)), np.atleast_2d(np.asarray(score_b, dtype=float))
+    if not (categories.size == score_a.shape[1] == score_b.shape[1] == np.asarray(votes_a).size):
+        raise ValueError("categories, votes and scores must have one entry per pair")
+    prefers_a = human_preference(votes_a, votes_b, seed=seed) == 1.0
+    correct = pairwise_correct(np.where(prefers_a, score_a, score_b), np.where(prefers_a, score_b, score_a))
+    valid = ~(np.isnan(score_a) | np.isnan(score_b)).any(axis=0)
+    return categories, correct.mean(axis=0), valid
+
+
 def pascal50s_accuracy(categories, votes_a, votes_b, score_a, score_b, *, seed: int = 0) -> dict[str, float]:
     """Accuracy per Pascal-50S category plus their mean, for one metric.
 
-    `score_a` / `score_b` are the metric's scores for captions A and B of each pair; pairs
-    where either score is missing are left out (and reported nowhere else, so check `n`).
+    `score_a` / `score_b` are the metric's scores for captions A and B of each pair (or one row
+    per draw of references: `pascal_correct`); pairs where a score is missing are left out (and
+    reported nowhere else, so check `n`).
     """
-    categories = np.array([normalise_category(c) for c in categories])
-    score_a = np.asarray(score_a, dtype=float)
-    score_b = np.asarray(score_b, dtype=float)
-    if not (categories.size == score_a.size == score_b.size == np.asarray(votes_a).size):
-        raise ValueError("categories, votes and scores must have one entry per pair")
-    prefers_a = human_preference(votes_a, votes_b, seed=seed) == 1.0
-    preferred = np.where(prefers_a, score_a, score_b)
-    other = np.where(prefers_a, score_b, score_a)
-    valid = ~(np.isnan(score_a) | np.isnan(score_b))
-    correct = pairwise_correct(preferred, other)
+    categories, correct, valid = pascal_correct(categories, votes_a, votes_b, score_a, score_b, seed=seed)
     result: dict[str, float] = {}
     for category in PASCAL_CATEGORIES:
         mask = valid & (categories == category)

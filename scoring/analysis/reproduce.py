@@ -34,7 +34,8 @@ from .benchmark_names import (
     HUB_REPOS, LONGCAP_ARENA_ASPECTS, LONGCAP_ARENA_SPLITS, PUBLISHED_BENCHMARKS, WORLD_BENCHMARKS,
 )
 from .correlation import bootstrap_estimates, cluster_bootstrap_estimates, mean_estimate
-from .pairwise import PASCAL_CATEGORIES, human_preference, normalise_category, pairwise_correct
+from .datasets import PASCAL_REFERENCE_DRAWS
+from .pairwise import PASCAL_CATEGORIES, pairwise_correct, pascal_correct
 from .published import published_value
 
 TOLERANCE = 0.1  # points (x 100): the papers print one decimal
@@ -212,13 +213,10 @@ def rating_protocol(metric_scores, human, coefficients: Sequence[str] = ("kendal
 def pascal_protocol(categories, votes_a, votes_b, score_a, score_b, *, n_boot: int = 1000,
                     seed: int = 0) -> list[Measure]:
     """Pascal-50S accuracy per category and their mean (the same human labels as
-    `pairwise.pascal50s_accuracy` for the same seed); the interval resamples pairs within each
+    `pairwise.pascal50s_accuracy` for the same seed; scores of several draws of references
+    averaged as `pairwise.pascal_correct` says); the interval resamples pairs within each
     category."""
-    categories = np.array([normalise_category(c) for c in categories])
-    score_a, score_b = np.asarray(score_a, dtype=float), np.asarray(score_b, dtype=float)
-    prefers_a = human_preference(votes_a, votes_b, seed=seed) == 1.0
-    correct = pairwise_correct(np.where(prefers_a, score_a, score_b), np.where(prefers_a, score_b, score_a))
-    valid = ~(np.isnan(score_a) | np.isnan(score_b))
+    categories, correct, valid = pascal_correct(categories, votes_a, votes_b, score_a, score_b, seed=seed)
     per_category = {c: correct[valid & (categories == c)] for c in PASCAL_CATEGORIES}
     present = [c for c in PASCAL_CATEGORIES if per_category[c].size]
     rng = np.random.default_rng(seed)
@@ -313,20 +311,28 @@ def _manifest_rating_rows(table: pd.DataFrame, image_root: Path, images_out: Pat
              "references": list(row["references"]), "lang": row.get("lang") or "en"} for _, row in unique.iterrows()]
 
 
-def _pair_rows(pairs: pd.DataFrame, columns: tuple[str, str], settings: dict[str, int | None], image_root: Path,
-               images_out: Path, seed: int) -> list[dict]:
-    from .datasets import sample_references
+def _pair_rows(pairs: pd.DataFrame, columns: tuple[str, str], settings: dict[str, tuple[int | None, int]],
+               image_root: Path, images_out: Path, seed: int) -> list[dict]:
+    """Rows of both captions of each pair for each setting (k references, number of draws):
+    draw 0 is id `pair:column:setting`, draw d `pair:column:setting-dD`."""
+    from .datasets import DRAW_SEED_STRIDE, sample_references
 
     rows = []
     for index, (_, pair) in enumerate(pairs.reset_index(drop=True).iterrows()):
         image = _image_file(pair, image_root, images_out)
-        for setting, k in settings.items():
-            references = list(pair["references"])
-            references = references if k is None else sample_references(references, k, seed=seed + index)
-            for column in columns:
-                rows.append({"id": f"{pair['pair_id']}:{column}:{setting}", "image": image, "candidate": pair[column],
-                             "references": references, "lang": "en"})
+        for setting, (k, draws) in settings.items():
+            for draw in range(draws):
+                references = list(pair["references"])
+                if k is not None:
+                    references = sample_references(references, k, seed=seed + index + draw * DRAW_SEED_STRIDE)
+                for column in columns:
+                    rows.append({"id": _draw_id(pair["pair_id"], column, setting, draw), "image": image,
+                                 "candidate": pair[column], "references": references, "lang": "en"})
     return rows
+
+
+def _draw_id(pair_id, column: str, setting: str, draw: int = 0) -> str:
+    return f"{pair_id}:{column}:{setting}" + (f"-d{draw}" if draw else "")
 
 
 def _column(wide: pd.DataFrame, metric: str, ids) -> np.ndarray:
@@ -369,9 +375,10 @@ def reproduce(name: str, path, *, out, metrics: Sequence[str] | None = None, pro
     if spec.kind == "ratings":
         rows = _manifest_rating_rows(table, root, images_out)
     elif spec.kind == "pascal":
-        rows = _pair_rows(table, ("caption_a", "caption_b"), {"5ref": 5}, root, images_out, seed)
+        rows = _pair_rows(table, ("caption_a", "caption_b"), {"5ref": (5, PASCAL_REFERENCE_DRAWS)}, root, images_out,
+                          seed)
     else:
-        rows = _pair_rows(table, ("correct", "foil"), {"1ref": 1, "4ref": 4}, root, images_out, seed)
+        rows = _pair_rows(table, ("correct", "foil"), {"1ref": (1, 1), "4ref": (4, 1)}, root, images_out, seed)
     wide, unavailable, errors = score_rows(rows, out, profile=profile, metrics=chosen, device=device,
                                            show_progress=show_progress)
     results = []
@@ -426,9 +433,12 @@ def _measures(spec: Benchmark, table: pd.DataFrame, wide: pd.DataFrame, metric: 
                                clusters=table["image_id"].astype(str).to_numpy(), n_boot=n_boot, seed=seed)
     ids = table["pair_id"].tolist()
     if spec.kind == "pascal":
+        draws = range(PASCAL_REFERENCE_DRAWS)
         return pascal_protocol(table["category"], table["votes_a"], table["votes_b"],
-                               _column(wide, metric, [f"{i}:caption_a:5ref" for i in ids]),
-                               _column(wide, metric, [f"{i}:caption_b:5ref" for i in ids]), n_boot=n_boot, seed=seed)
+                               np.array([_column(wide, metric, [_draw_id(i, "caption_a", "5ref", d) for i in ids])
+                                         for d in draws]),
+                               np.array([_column(wide, metric, [_draw_id(i, "caption_b", "5ref", d) for i in ids])
+                                         for d in draws]), n_boot=n_boot, seed=seed)
     return [foil_protocol(_column(wide, metric, [f"{i}:correct:{k}" for i in ids]),
                           _column(wide, metric, [f"{i}:foil:{k}" for i in ids]), f"foil_{k}", n_boot=n_boot, seed=seed)
             for k in ("1ref", "4ref")]

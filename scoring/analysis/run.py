@@ -20,7 +20,7 @@ import pandas as pd
 from scoring.csv_safe import read_csv_frame
 
 from .correlation import COEFFICIENTS, correlation_table
-from .datasets import load_coco_sm, load_foil, load_pascal50s
+from .datasets import DRAW_SEED_STRIDE, PASCAL_REFERENCE_DRAWS, load_coco_sm, load_foil, load_pascal50s
 from .pairwise import foil_table, pascal50s_table
 from .pipeline import length_analysis, load_rating_set, pair_scores, retrieval_similarities, score_table, triplet_scores
 from .retrieval import retrieval_table
@@ -142,15 +142,23 @@ def rating_length_buckets(scorer, path, metrics: Sequence[str], *, dataset: str,
 
 
 def pascal50s(scorer, directory, metrics: Sequence[str], *, n_references: int = 5, seed: int = 0, image_root=None,
-              with_images: bool = True) -> Measured:
+              with_images: bool = True, draws: int = PASCAL_REFERENCE_DRAWS) -> Measured:
     """Pascal-50S pairwise accuracy (HC, HI, HM, MM, mean) from pair_pascal.mat and
-    consensus_pascal.mat in `directory`, `n_references` of the 48 references sampled per pair."""
+    consensus_pascal.mat in `directory`, `n_references` of the 48 references sampled per pair,
+    averaged over `draws` draws of them (the published protocol: 5); the scores table is the
+    first draw's."""
     chosen = _chosen(metrics)
     pairs = _images(load_pascal50s(directory), with_images)
-    scores = pair_scores(scorer, pairs, chosen, ("caption_a", "caption_b"), ("_a", "_b"), n_references=n_references,
-                         seed=seed, image_root=image_root)
-    return Measured(pascal50s_table(scores, chosen, seed=seed), scores, f"{len(pairs)} pairs.",
-                    scores.attrs["unavailable"])
+    tables, first = [], None
+    for draw in range(draws):
+        scores = pair_scores(scorer, pairs, chosen, ("caption_a", "caption_b"), ("_a", "_b"),
+                             n_references=n_references, seed=seed + draw * DRAW_SEED_STRIDE, image_root=image_root)
+        first = scores if first is None else first
+        tables.append(pascal50s_table(scores, chosen, seed=seed).set_index("metric"))
+    table = sum(tables[1:], tables[0]) / len(tables)
+    table["n"] = tables[0]["n"]
+    return Measured(table.reset_index(), first, f"{len(pairs)} pairs, accuracy averaged over {draws} draw(s) of "
+                    f"{n_references} references.", first.attrs["unavailable"])
 
 
 def foil(scorer, path, metrics: Sequence[str], *, n_references: int = 4, seed: int = 0, image_root=None,

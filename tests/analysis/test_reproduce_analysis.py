@@ -92,6 +92,20 @@ def test_pascal_accuracy_with_ties_by_hand():
     assert measures["pascal_mean"].value == pytest.approx(100 * direct["mean"])
 
 
+def test_pascal_accuracy_is_averaged_over_the_draws_of_references():
+    """The published Pascal-50S protocol averages over 5 draws of references (an audit: one draw
+    was reported). Two pairs, three draws: pair 1 right, tied, wrong -> 0.5; pair 2 right in all
+    -> 1; mean 75. A pair missing a score in any draw is left out."""
+    categories, votes_a, votes_b = ["HC", "HC"], [3, 3], [1, 1]  # humans prefer A in both
+    score_a = [[0.9, 0.8], [0.5, 0.7], [0.1, 0.6]]
+    score_b = [[0.1, 0.2], [0.5, 0.3], [0.9, 0.1]]
+    measures = {m.coefficient: m for m in pascal_protocol(categories, votes_a, votes_b, score_a, score_b, n_boot=0)}
+    assert measures["pascal_hc"].value == pytest.approx(75.0) and measures["pascal_hc"].n == 2
+    score_a[2][1] = np.nan
+    measures = {m.coefficient: m for m in pascal_protocol(categories, votes_a, votes_b, score_a, score_b, n_boot=0)}
+    assert measures["pascal_hc"].value == pytest.approx(50.0) and measures["pascal_hc"].n == 1
+
+
 def test_pascal_human_tie_follows_the_seeded_coin():
     # one tied vote, the metric prefers A: right exactly when the coin (seeded) picks A
     for seed in range(4):
@@ -195,12 +209,15 @@ def test_reproduce_world_equals_the_analysis_functions(tmp_path):
                        profile="world", n_boot=0)
     pairs = load_pascal50s(tmp_path / "data" / "pascal")
     values = stored(tmp_path / "p")
+    draws = ["5ref", "5ref-d1", "5ref-d2", "5ref-d3", "5ref-d4"]  # five draws of five references each
+    assert all((f"{pairs['pair_id'][0]}:caption_a:{d}", "RefCLIP-S") in values for d in draws)
     for metric in metrics:
-        direct = pascal50s_accuracy(pairs["category"], pairs["votes_a"], pairs["votes_b"],
-                                    [values[(f"{i}:caption_a:5ref", metric)] for i in pairs["pair_id"]],
-                                    [values[(f"{i}:caption_b:5ref", metric)] for i in pairs["pair_id"]])
+        per_draw = [pascal50s_accuracy(pairs["category"], pairs["votes_a"], pairs["votes_b"],
+                                       [values[(f"{i}:caption_a:{d}", metric)] for i in pairs["pair_id"]],
+                                       [values[(f"{i}:caption_b:{d}", metric)] for i in pairs["pair_id"]])["mean"]
+                    for d in draws]
         row = pascal.table[(pascal.table.metric == metric) & (pascal.table.coefficient == "pascal_mean")]
-        assert row["ours"].item() == pytest.approx(100 * direct["mean"])
+        assert row["ours"].item() == pytest.approx(100 * np.mean(per_draw))
 
     foil = reproduce("world-foil", tmp_path / "data" / "foil", out=tmp_path / "f", metrics=metrics, profile="world",
                      n_boot=0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
@@ -63,6 +64,30 @@ def test_length_buckets_add_the_combined_metric(scorer, flickr8k_json):
     assert measured.table.groupby("metric")["n"].sum().to_dict() == {"BLEU-1": 4, "BLEU-1<3|ROUGE-L": 4}
 
 
+def test_pascal50s_averages_the_accuracy_over_draws_of_references(scorer, tmp_path):
+    """Five of the references are drawn per pair, five times, and the accuracies averaged (the
+    published protocol; an audit found one draw): the table is the mean of each draw's table."""
+    from scoring.analysis.datasets import DRAW_SEED_STRIDE
+    from scoring.analysis.pairwise import pascal50s_table
+    from scoring.analysis.pipeline import pair_scores
+
+    words = ["a", "man", "horse", "dogs", "play", "bus", "red", "street", "rides", "two", "walks", "person"]
+    rng = np.random.default_rng(0)
+    pairs = [(f"img{k}.jpg", " ".join(rng.choice(words, 3)), " ".join(rng.choice(words, 3))) for k in range(12)]
+    references = [[" ".join(rng.choice(words, 4)) for _ in range(9)] for _ in pairs]
+    winners = [list(rng.choice([1, 2], 9)) for _ in pairs]  # one reference per judgement: 9 each
+    folder = write_pascal50s(tmp_path / "pascal", pairs, [1, 2, 3, 4] * 3, winners, references)
+    measured = run.pascal50s(scorer, folder, ["BLEU-1"], with_images=False, draws=3).table.set_index("metric")
+    loaded = run._images(run.load_pascal50s(folder), False)
+    tables = [pascal50s_table(pair_scores(scorer, loaded, ["BLEU-1"], ("caption_a", "caption_b"), ("_a", "_b"),
+                                          n_references=5, seed=d * DRAW_SEED_STRIDE), ["BLEU-1"]).set_index("metric")
+              for d in range(3)]
+    assert tables[0].loc["BLEU-1", "mean"] != tables[1].loc["BLEU-1", "mean"] or \
+        tables[0].loc["BLEU-1", "mean"] != tables[2].loc["BLEU-1", "mean"]  # the draws differ
+    for column in ("HC", "HI", "MM", "mean"):
+        assert measured.loc["BLEU-1", column] == pytest.approx(np.mean([t.loc["BLEU-1", column] for t in tables]))
+
+
 def test_pascal50s_counts_a_pair_right_when_the_metric_prefers_the_humans_choice(scorer, tmp_path):
     # BLEU-1 against the reference: A wins pair 0 (5/5 x brevity 0.55 vs 1/2 x 0.05), B wins
     # pair 1 (the reference itself), A wins pair 2 (a red bus vs bus bus) - as the humans did.
@@ -75,7 +100,7 @@ def test_pascal50s_counts_a_pair_right_when_the_metric_prefers_the_humans_choice
     row = measured.table.set_index("metric").loc["BLEU-1"]
     assert (row["HC"], row["HM"], row["MM"], row["n"]) == (1.0, 1.0, 1.0, 3)
     assert math.isnan(row["HI"])  # no human-incorrect pair
-    assert measured.summary() == "3 pairs."
+    assert measured.summary() == "3 pairs, accuracy averaged over 5 draw(s) of 5 references."
 
 
 def test_foil_prefers_the_correct_caption(scorer, foil_json):

@@ -132,7 +132,7 @@ def test_download_is_the_table_as_csv(pascal_files, tmp_path, monkeypatch):
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio-cache"))
     status, table, _, download = analyze_files.run_safely(analyze_files.pascal50s_from_files, "pascal50s", PROFILE,
                                                           pascal_files, None, ["BLEU-1"])
-    assert status == "3 pairs."
+    assert status == "3 pairs, accuracy averaged over 5 draw(s) of 5 references."
     pd.testing.assert_frame_equal(pd.read_csv(download), table, check_dtype=False)
     # Written where Gradio serves it without copying, and its cache sweep removes it.
     assert os.path.dirname(os.path.dirname(download)) == str(tmp_path / "gradio-cache")
@@ -159,7 +159,7 @@ def test_a_zip_bomb_is_refused_and_no_upload_folder_is_left_behind(pascal_files,
     for files, images_upload in (([str(zipped)], [str(images)]), (pascal_files, [str(images)])):
         status, *_ = analyze_files.run_safely(analyze_files.pascal50s_from_files, "pascal50s", PROFILE, files,
                                               images_upload, ["BLEU-1"])
-        assert status == "3 pairs."
+        assert status == "3 pairs, accuracy averaged over 5 draw(s) of 5 references."
         assert list(system_tmp.iterdir()) == []  # the unpacked uploads and images are gone
     status, *_ = analyze_files.run_safely(analyze_files.pascal50s_from_files, "pascal50s", PROFILE, [str(zipped)],
                                           [str(images)], ["NO-SUCH-METRIC"])
