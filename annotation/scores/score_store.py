@@ -232,15 +232,18 @@ def _progress_reporter(progress: Progress | None, total: int, cached: int):
 
 def fill_metric_cache(session, user, scorer, collection: str, metrics: Sequence[str],
                       progress: Progress | None = None) -> dict[str, str]:
-    """Cache `metrics` for every caption of `collection` in MetricScore (scoring only captions
-    not cached under the scorer's score fingerprints). Images come from the database's image store;
-    references are the image's reference captions in the caption's language. Returns
-    {metric: reason} for metrics that cannot run."""
+    """Cache `metrics` for every non-reference caption of `collection` in MetricScore (scoring
+    only captions not cached under the scorer's score fingerprints), as `collection_scores`
+    reads them. Images come from the database's image store; references are the image's
+    reference captions in the caption's language, so a reference caption would be scored with
+    itself among its references (BLEU 1): references are not scored here (`scores_leaving_out`
+    scores one without itself). Returns {metric: reason} for metrics that cannot run."""
 
     require_role(user, *RESEARCH_ROLES)
-    captions = captions_table(session, user, get_collection(session, collection))
+    captions = [row for row in captions_table(session, user, get_collection(session, collection))
+                if row["kind"] != "reference"]
     if not captions:
-        raise ValueError(f"collection {collection!r} has no captions")
+        raise ValueError(f"collection {collection!r} has no captions to score (references are not scored)")
     return _cached_or_scored(session, scorer, captions, metrics, progress)[1]
 
 

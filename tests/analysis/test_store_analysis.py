@@ -63,6 +63,15 @@ def test_collection_round_trip_with_cached_scores(database, flickr_with_images):
     assert len(table) == 4 and set(table["lang"]) == {"en"}
     assert sorted(table["human"].round(4)) == [0.0, 0.3333, 0.6667, 1.0]
     assert {"BLEU-1", "CLIP-S"} <= set(table.columns) and table["BLEU-1"].notna().all()
+    # A reference caption is not scored against references that include itself (BLEU-1 = 1).
+    with session_scope(database) as session:
+        from sqlalchemy import func, select
+
+        from db.models import Caption, MetricScore
+
+        assert session.scalar(select(func.count()).select_from(MetricScore).join(
+            Caption, Caption.id == MetricScore.caption_id).where(Caption.kind == "reference")) == 0
+        assert session.scalar(select(func.count()).select_from(MetricScore)) > 0
     result = correlation_table(table, ["BLEU-1", "CLIP-S"], n_boot=0)
     assert set(result["metric"]) == {"BLEU-1", "CLIP-S"}
 
