@@ -335,6 +335,17 @@ def _draw_id(pair_id, column: str, setting: str, draw: int = 0) -> str:
     return f"{pair_id}:{column}:{setting}" + (f"-d{draw}" if draw else "")
 
 
+_DRAW_SUFFIXES = tuple(f"-d{d}" for d in range(1, PASCAL_REFERENCE_DRAWS))
+
+
+def _reference_metrics(profile: str | None, metrics: Sequence[str]) -> list[str]:
+    """The metrics that read references (the ones a draw of references can change)."""
+    from scoring.api import Scorer
+
+    facts = Scorer(profile, device="cpu")  # the registry's metric facts; nothing loads
+    return [m for m in metrics if facts.info(m).needs_references]
+
+
 def _column(wide: pd.DataFrame, metric: str, ids) -> np.ndarray:
     if metric not in wide.columns:
         return np.full(len(ids), np.nan)
@@ -379,15 +390,25 @@ def reproduce(name: str, path, *, out, metrics: Sequence[str] | None = None, pro
                           seed)
     else:
         rows = _pair_rows(table, ("correct", "foil"), {"1ref": (1, 1), "4ref": (4, 1)}, root, images_out, seed)
-    wide, unavailable, errors = score_rows(rows, out, profile=profile, metrics=chosen, device=device,
+    # Only reference metrics see the draws of references past the first: an image metric's value
+    # is the same in every draw, so it is scored once (Pascal-50S: not 5 x 8,000 image encodes).
+    later = [r for r in rows if spec.kind == "pascal" and r["id"].endswith(_DRAW_SUFFIXES)]
+    first = [r for r in rows if not (spec.kind == "pascal" and r["id"].endswith(_DRAW_SUFFIXES))]
+    wide, unavailable, errors = score_rows(first, out, profile=profile, metrics=chosen, device=device,
                                            show_progress=show_progress)
+    drawn = _reference_metrics(profile, [m for m in chosen if m not in unavailable]) if later else []
+    if drawn:
+        more, missing, failed = score_rows(later, out / "draws", profile=profile, metrics=drawn, device=device,
+                                           show_progress=show_progress)
+        wide, unavailable, errors = pd.concat([wide, more]), {**unavailable, **missing}, errors + failed
     results = []
     for metric in chosen:
         comparable, why = published_checkpoints(registry, metric)
         if metric in unavailable:
             results.append(_row(name, metric, None, unavailable[metric], comparable, why))
             continue
-        for measure in _measures(spec, table, wide, metric, n_boot, seed):
+        for measure in _measures(spec, table, wide, metric, n_boot, seed,
+                                 PASCAL_REFERENCE_DRAWS if metric in drawn else 1):
             results.append(_row(name, metric, measure, "", comparable, why))
     frame = pd.DataFrame(results, columns=RESULT_COLUMNS)
     scored = pd.DataFrame({m: _column(wide, m, [r["id"] for r in rows]) for m in chosen})
@@ -427,18 +448,17 @@ def summary_line(result: Reproduction) -> str:
 
 
 def _measures(spec: Benchmark, table: pd.DataFrame, wide: pd.DataFrame, metric: str, n_boot: int,
-              seed: int) -> list[Measure]:
+              seed: int, draws: int = 1) -> list[Measure]:
     if spec.kind == "ratings":
         return rating_protocol(_column(wide, metric, table["item_id"]), table["human"], spec.coefficients,
                                clusters=table["image_id"].astype(str).to_numpy(), n_boot=n_boot, seed=seed)
     ids = table["pair_id"].tolist()
     if spec.kind == "pascal":
-        draws = range(PASCAL_REFERENCE_DRAWS)
         return pascal_protocol(table["category"], table["votes_a"], table["votes_b"],
                                np.array([_column(wide, metric, [_draw_id(i, "caption_a", "5ref", d) for i in ids])
-                                         for d in draws]),
+                                         for d in range(draws)]),
                                np.array([_column(wide, metric, [_draw_id(i, "caption_b", "5ref", d) for i in ids])
-                                         for d in draws]), n_boot=n_boot, seed=seed)
+                                         for d in range(draws)]), n_boot=n_boot, seed=seed)
     return [foil_protocol(_column(wide, metric, [f"{i}:correct:{k}" for i in ids]),
                           _column(wide, metric, [f"{i}:foil:{k}" for i in ids]), f"foil_{k}", n_boot=n_boot, seed=seed)
             for k in ("1ref", "4ref")]
