@@ -496,7 +496,13 @@ def load_pascal50s(directory) -> pd.DataFrame:
 
 
 PASCAL_REFERENCE_DRAWS = 5  # Pascal-50S accuracy is averaged over 5 random draws of 5 references
-DRAW_SEED_STRIDE = 1_000_003  # draw d of pair i samples with seed + i + d * stride (draw 0: seed + i)
+DRAW_SEED_STRIDE = 1_000_003
+
+
+def draw_seed(seed: int, draw: int) -> int:
+    """The seed of draw `draw` of references; pair i then samples with draw_seed(seed, d) + i
+    (draw 0: seed + i, as a single draw always did)."""
+    return seed + draw * DRAW_SEED_STRIDE
 
 
 def sample_references(references: Sequence[str], k: int = 5, *, seed: int = 0) -> list[str]:

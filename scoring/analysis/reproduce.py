@@ -315,7 +315,7 @@ def _pair_rows(pairs: pd.DataFrame, columns: tuple[str, str], settings: dict[str
                image_root: Path, images_out: Path, seed: int) -> list[dict]:
     """Rows of both captions of each pair for each setting (k references, number of draws):
     draw 0 is id `pair:column:setting`, draw d `pair:column:setting-dD`."""
-    from .datasets import DRAW_SEED_STRIDE, sample_references
+    from .datasets import draw_seed, sample_references
 
     rows = []
     for index, (_, pair) in enumerate(pairs.reset_index(drop=True).iterrows()):
@@ -324,7 +324,7 @@ def _pair_rows(pairs: pd.DataFrame, columns: tuple[str, str], settings: dict[str
             for draw in range(draws):
                 references = list(pair["references"])
                 if k is not None:
-                    references = sample_references(references, k, seed=seed + index + draw * DRAW_SEED_STRIDE)
+                    references = sample_references(references, k, seed=draw_seed(seed, draw) + index)
                 for column in columns:
                     rows.append({"id": _draw_id(pair["pair_id"], column, setting, draw), "image": image,
                                  "candidate": pair[column], "references": references, "lang": "en"})

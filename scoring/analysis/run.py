@@ -20,7 +20,7 @@ import pandas as pd
 from scoring.csv_safe import read_csv_frame
 
 from .correlation import COEFFICIENTS, correlation_table
-from .datasets import DRAW_SEED_STRIDE, PASCAL_REFERENCE_DRAWS, load_coco_sm, load_foil, load_pascal50s
+from .datasets import PASCAL_REFERENCE_DRAWS, draw_seed, load_coco_sm, load_foil, load_pascal50s
 from .pairwise import foil_table, pascal50s_table
 from .pipeline import length_analysis, load_rating_set, pair_scores, retrieval_similarities, score_table, triplet_scores
 from .retrieval import retrieval_table
@@ -152,7 +152,7 @@ def pascal50s(scorer, directory, metrics: Sequence[str], *, n_references: int = 
     tables, first = [], None
     for draw in range(draws):
         scores = pair_scores(scorer, pairs, chosen, ("caption_a", "caption_b"), ("_a", "_b"),
-                             n_references=n_references, seed=seed + draw * DRAW_SEED_STRIDE, image_root=image_root)
+                             n_references=n_references, seed=draw_seed(seed, draw), image_root=image_root)
         first = scores if first is None else first
         tables.append(pascal50s_table(scores, chosen, seed=seed).set_index("metric"))
     table = sum(tables[1:], tables[0]) / len(tables)
