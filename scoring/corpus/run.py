@@ -181,8 +181,9 @@ def _completed(out: Path) -> tuple[set[tuple], set[tuple]]:
 
     scored: set[tuple] = set()
     for part in sorted((out / "scores").glob("part-*.parquet")):
-        table = pq.read_table(part)
-        columns = [table.column(c).to_pylist() for c in ("model", "id", "metric", "metric_version")]
+        wanted = ["model", "id", "metric", "metric_version"]
+        table = pq.read_table(part, columns=wanted + (["input"] if "input" in pq.read_schema(part).names else []))
+        columns = [table.column(c).to_pylist() for c in wanted]
         inputs = table.column("input").to_pylist() if "input" in table.column_names else [""] * table.num_rows
         scored.update(zip(*columns, inputs))
     failed: set[tuple] = set()
