@@ -84,10 +84,12 @@ def _tallies(index_a: np.ndarray, index_b: np.ndarray, outcome: np.ndarray, weig
 def bradley_terry(first: Sequence, second: Sequence, outcome: Sequence[float], *, max_iter: int = 10_000,
                   tol: float = 1e-12) -> dict:
     """Strength share of every system, {system: share}, from comparisons (first[k],
-    second[k]) with outcome[k] = 1 (first wins), 0 (second wins) or 0.5 (tie)."""
+    second[k]) with outcome[k] = 1 (first wins), 0 (second wins) or 0.5 (tie). Systems never
+    linked by a chain of comparisons are fitted group by group, shares summing to 1 within each
+    group (`components`): one fit over all would put the groups on an arbitrary common scale."""
     systems, index_a, index_b, result = _encoded(first, second, outcome)
     wins, games = _tallies(index_a, index_b, result, np.ones(result.size), len(systems))
-    return dict(zip(systems, _fit(wins, games, max_iter, tol).tolist()))
+    return dict(zip(systems, _fit_groups(wins, games, components(games), max_iter, tol).tolist()))
 
 
 def _encoded(first, second, outcome):

@@ -170,6 +170,10 @@ def test_systems_never_compared_across_groups_are_ranked_within_groups_with_a_wa
     assert table["group"].to_dict() == {"A": 1, "B": 1, "C": 2, "D": 2, "E": 2}
     assert table.loc[["A", "B"], "strength"].tolist() == pytest.approx([0.9, 0.1], abs=1e-8)
     second_group = bradley_terry(first[10:], second[10:], outcome[10:])
+    # The one-fit function agrees: each group's shares sum to 1 on their own.
+    both = bradley_terry(first, second, outcome)
+    assert [both["A"], both["B"]] == pytest.approx([0.9, 0.1], abs=1e-8)
+    assert [both[s] for s in "CDE"] == pytest.approx([second_group[s] for s in "CDE"], abs=1e-8)
     assert table.loc[["C", "D", "E"], "strength"].tolist() == pytest.approx(
         [second_group[s] for s in "CDE"], abs=1e-8)
     assert table.loc["C", "rank"] == 1 and table.loc["A", "rank"] == 1
