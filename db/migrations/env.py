@@ -28,10 +28,21 @@ def run_migrations_online() -> None:
     engine = create_database_engine(url)
     try:
         with engine.connect() as connection:
-            # render_as_batch: SQLite can only alter tables by copying them.
+            sqlite = connection.dialect.name == "sqlite"
+            if sqlite:
+                # render_as_batch: SQLite can only alter tables by copying them, and dropping the
+                # old copy with foreign keys on cascades into every table that refers to it (a
+                # downgrade emptied ratings and collection memberships). The pragma only takes
+                # effect outside a transaction, so it goes to the driver before any begins.
+                connection.connection.dbapi_connection.execute("PRAGMA foreign_keys = OFF")
             context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
             with context.begin_transaction():
                 context.run_migrations()
+                if sqlite:
+                    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                    if broken:
+                        raise RuntimeError(f"the migration left {len(broken)} rows whose foreign keys "
+                                           f"point nowhere (first in table {broken[0][0]})")
     finally:
         engine.dispose()
 

@@ -38,6 +38,41 @@ def test_upgrade_from_empty_matches_models_and_downgrade_empties(empty_db_url):
     assert _schema_diff(empty_db_url) == []
 
 
+def test_downgrade_step_by_step_keeps_every_row_it_can(empty_db_url):
+    """SQLite alters a table by copying it and dropping the old one; with foreign keys on, the
+    drop cascaded: 0008 -> 0007 emptied collection_captions, 0007 -> 0006 ratings and revisions."""
+    upgrade(empty_db_url)
+    engine = get_engine(empty_db_url)
+    with engine.begin() as connection:
+        for statement in (
+                "INSERT INTO users(id,name,role,created_at) VALUES (1,'ann','annotator','2025-01-01')",
+                "INSERT INTO images(id,sha256,format,width,height,size_bytes,created_at) "
+                "VALUES (1,'aa','png',1,1,1,'2025-01-01')",
+                "INSERT INTO collections(id,name,created_at,queue_order) VALUES (1,'A','2025-01-01','least-rated')",
+                "INSERT INTO captions(id,image_id,text,language,kind,created_at) "
+                "VALUES (1,1,'a red dog','en','candidate','2025-01-01')",
+                "INSERT INTO collection_captions VALUES (1,1)",
+                "INSERT INTO ratings(id,caption_id,annotator_id,overall,version,created_at,updated_at) "
+                "VALUES (1,1,1,0.7,2,'2025-01-01','2025-01-02')",
+                "INSERT INTO rating_revisions(id,rating_id,version,overall,valid_from,replaced_at) "
+                "VALUES (1,1,1,0.6,'2025-01-01','2025-01-02')"):
+            connection.exec_driver_sql(statement)
+    tables = ("users", "captions", "collection_captions", "ratings", "rating_revisions")
+
+    def counts():
+        with engine.connect() as connection:
+            return {t: connection.exec_driver_sql(f"SELECT count(*) FROM {t}").scalar() for t in tables}
+
+    assert counts() == dict.fromkeys(tables, 1)
+    for revision in ("0010", "0009", "0008", "0007", "0006", "0005", "0004"):
+        downgrade(empty_db_url, revision)
+        assert counts() == dict.fromkeys(tables, 1), revision
+    upgrade(empty_db_url)
+    assert counts() == dict.fromkeys(tables, 1)
+    with engine.connect() as connection:  # the app's connections still enforce foreign keys
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
 def test_models_drift_is_detected(db_url):
     """The comparison above can fail: a column the migrations lack shows up as a difference."""
     from sqlalchemy import Column, Integer, MetaData, Table
