@@ -12,8 +12,8 @@ operations, the collection, import ids the captions came from, seed, creation ti
 - `umic`: UMIC groups, one positive caption and four negatives (keyword substitution, a
   random or hard caption of another image, repetition & removal, word-order permutation;
   UMIC §3.2, from `scoring.perturb.negatives`).
-- `pacs`: PAC-S pairs (image, human caption) with a model caption of the same image as the
-  generated text T' when one is stored (PAC-S §3).
+- `pacs`: PAC-S pairs (image, human caption) with a model caption of the same image, in the
+  caption's language, as the generated text T' when one is stored (PAC-S §3).
 - `human`: human-rated sets for correlation (candidate, references, mean score, ratings),
   with each transcreation that has no ratings of its own at the score it keeps (its source's
   mean when it was written; M-CapEval1k, PR-MCS appendix C).
@@ -146,13 +146,14 @@ def _pacs_rows(session: Session, collection: Collection | None, rng: random.Rand
                options: dict) -> tuple[list[dict], dict]:
     query = (select(Caption, Image).join(Image, Image.id == Caption.image_id)
              .where(Caption.kind.in_(HUMAN_CAPTION_KINDS)).order_by(Caption.id))
-    generated: dict[int, list[Caption]] = defaultdict(list)
+    # by (image, language): T' is a caption of the same image in the caption's language
+    generated: dict[tuple[int, str], list[Caption]] = defaultdict(list)
     gen_query = select(Caption).where(Caption.kind.in_(MODEL_CAPTION_KINDS), Caption.source_model.is_not(None))
     for caption in session.scalars(_scoped(gen_query, collection).order_by(Caption.id)):
-        generated[caption.image_id].append(caption)
+        generated[(caption.image_id, caption.language)].append(caption)
     rows = []
     for caption, image in session.execute(_scoped(query, collection)):
-        options = generated.get(image.id, [])
+        options = generated.get((image.id, caption.language), [])
         pick = rng.choice(options) if options else None
         rows.append({"image": image, "caption": caption.text, "language": caption.language,
                      "generated_caption": pick.text if pick else None,

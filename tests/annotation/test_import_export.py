@@ -349,3 +349,22 @@ def test_perturbing_a_collection_feeds_the_prmcs_set(engine, accounts, filled, t
     substituted = [t for t in triplets if t["operation"] == "substitution" and t["original"].startswith("a red square on")]
     # the marked critical objects (red square, white table) are what substitution swapped
     assert substituted and substituted[0]["perturbed"] == "a white table on a red square"
+
+
+def test_a_pacs_pair_takes_its_generated_caption_in_the_captions_language(engine, accounts, image_files, tmp_path):
+    """PAC-S pairs a human caption with a model caption of the same image as T'; a German
+    reference was paired with the English model caption (generated captions were grouped by
+    image only)."""
+    path = image_files / "pacs.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in [
+        {"image": "img0.png", "caption": "a red square", "kind": "reference"},
+        {"image": "img0.png", "caption": "ein rotes Quadrat", "kind": "reference", "language": "de"},
+        {"image": "img0.png", "caption": "a red box on a table", "model": "blip"},
+    ]), encoding="utf-8")
+    with session_scope(engine) as s:
+        import_file(s, accounts["rita"], path, collection="p")
+    with session_scope(engine, read_only=True) as s:
+        build_finetune_set(s, accounts["rita"], "pacs", tmp_path / "pacs", collection=get_collection(s, "p"))
+    pairs = {p["caption"]: p for p in map(json.loads, (tmp_path / "pacs" / "data.jsonl").read_text().splitlines())}
+    assert pairs["a red square"]["generated_caption"] == "a red box on a table"
+    assert pairs["ein rotes Quadrat"]["generated_caption"] is None
