@@ -29,6 +29,7 @@ from scoring.backbones import quiet_progress_bars
 from scoring.backbones.graphs import device_work
 from scoring.training.config import TrainConfig
 from scoring.training.data import image_key, split_by_image
+from scoring.training.measures import HIGHER, NEITHER, describe
 from scoring.training.recipes import RECIPES
 
 SNAPSHOT = ".resume/snapshot.pt"
@@ -217,18 +218,28 @@ def split_rows(config: TrainConfig) -> tuple[list[dict], list[dict], str, dict]:
     return train_rows, heldout_rows, data_hash, data_about
 
 
+def _selection_sign(config: TrainConfig) -> int:
+    """+1 where `select_by` is better higher (tau_c), -1 where lower (mse); a measure with no
+    better direction cannot choose weights, so it is refused before the run starts."""
+    better = describe(config.select_by, config.recipe).better
+    if better == NEITHER:
+        raise ValueError(f"select_by {config.select_by!r} has no better direction for recipe {config.recipe}: "
+                         "choose a measure that is better higher or lower (docs: scoring/training/measures.py)")
+    return 1 if better == HIGHER else -1
+
+
 def _periodic_evaluation(config: TrainConfig, step: int, metrics: dict[str, float],
                          history: list, best: dict | None, module: torch.nn.Module) -> dict | None:
-    """Record an evaluation; with `select_by`, the best so far (ties keep the earlier step),
-    holding a CPU copy of its weights."""
+    """Record an evaluation; with `select_by`, the best so far in the measure's own direction
+    (ties keep the earlier step), holding a CPU copy of its weights."""
     history.append((step, metrics))
     if not config.select_by:
         return best
     if config.select_by not in metrics:
         raise ValueError(f"select_by {config.select_by!r} is not a measure of this recipe; it reports "
                          f"{', '.join(metrics)}")
-    value = metrics[config.select_by]
-    if value == value and (best is None or value > best["value"]):  # a NaN evaluation is never kept
+    value, sign = metrics[config.select_by], _selection_sign(config)
+    if value == value and (best is None or sign * value > sign * best["value"]):  # a NaN evaluation is never kept
         best = {"step": step, "value": value, "metrics": metrics,
                 "weights": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}}
     return best
@@ -452,6 +463,8 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
     if config.recipe not in RECIPES:
         raise ValueError(f"unknown recipe {config.recipe!r}; known: {', '.join(RECIPES)}")
     _check_out(Path(config.out), resume)
+    if config.select_by:
+        _selection_sign(config)
     say = log or (lambda message: None)
     tell = progress or (lambda fraction, message: None)
     with quiet_progress_bars():  # no "Loading weights" or "Writing model shards" bars in the log

@@ -40,7 +40,8 @@ class OneWeight(Recipe):
         weight = torch.nn.Linear(1, 1, bias=False)
         torch.nn.init.zeros_(weight.weight)
         return SimpleNamespace(trainable=weight, seen=[], draws=[], nan_from=config.options.get("nan_from"),
-                               evaluations=iter(config.options.get("evaluations", ())))
+                               evaluations=iter(config.options.get("evaluations", ())),
+                               measure=config.options.get("measure", "tau_c"))
 
     def batch_loss(self, state, rows, rng, device):
         w = state.trainable.weight[0, 0]
@@ -51,8 +52,8 @@ class OneWeight(Recipe):
         return w * torch.tensor([r["x"] for r in rows]).mean(), {}
 
     def evaluate(self, state, rows, device):
-        """{"w": w}, and "score": the next of `options.evaluations` when given."""
-        return {"w": state.trainable.weight.item()} | {"score": v for v in [next(state.evaluations, None)] if v is not None}
+        """{"w": w}, and `options.measure` (tau_c unless given): the next of `options.evaluations` when given."""
+        return {"w": state.trainable.weight.item()} | {state.measure: v for v in [next(state.evaluations, None)] if v is not None}
 
     def save(self, state, out: Path) -> None:
         (out / "w.txt").write_text(str(state.trainable.weight.item()))
@@ -171,22 +172,38 @@ def test_select_by_never_keeps_a_nan_evaluation_and_ties_keep_the_earlier_step(r
     and a later tie does not replace it. training.json records every evaluation."""
     import json
 
-    result, seen = run(batch_size=2, epochs=2, eval_every=2, select_by="score",
+    result, seen = run(batch_size=2, epochs=2, eval_every=2, select_by="tau_c",
                        options={"evaluations": [0.1, float("nan"), 0.3, 0.3, float("nan")]},
                        schedule={"name": "constant", "warmup": 0})
     assert len(seen) == 8
-    assert result.after["score"] == 0.3 and result.after["w"] == pytest.approx(-0.4, abs=1e-6)
+    assert result.after["tau_c"] == 0.3 and result.after["w"] == pytest.approx(-0.4, abs=1e-6)
     record = json.loads((result.out_dir / "training.json").read_text())
     assert record["selected_step"] == 4
-    history = [(step, metrics["score"], round(metrics["w"], 6)) for step, metrics in record["history"]]
+    history = [(step, metrics["tau_c"], round(metrics["w"], 6)) for step, metrics in record["history"]]
     assert history[1:3] == [(4, 0.3, -0.4), (6, 0.3, -0.6)]
     assert [step for step, _, _ in history] == [2, 4, 6, 8]
 
 
 def test_select_by_a_measure_the_recipe_does_not_report_is_refused_by_name(run):
     with pytest.raises(ValueError) as error:
-        run(batch_size=2, epochs=1, eval_every=2, select_by="tau_c", options={"evaluations": [0.1, 0.2, 0.3]})
-    assert str(error.value) == "select_by 'tau_c' is not a measure of this recipe; it reports w, score"
+        run(batch_size=2, epochs=1, eval_every=2, select_by="mse", options={"evaluations": [0.1, 0.2, 0.3]})
+    assert str(error.value) == "select_by 'mse' is not a measure of this recipe; it reports w, tau_c"
+
+
+def test_select_by_a_lower_is_better_measure_keeps_the_lowest_evaluation(run):
+    """mse (lower is better) evaluates 0.5 before, 0.2, 0.1, 0.4 at steps 2, 4, 6 and 0.3 after
+    step 8: the kept step is 4 (w -0.4), not the highest mse."""
+    result, _ = run(batch_size=2, epochs=2, eval_every=2, select_by="mse",
+                    options={"measure": "mse", "evaluations": [0.5, 0.2, 0.1, 0.4, 0.3]},
+                    schedule={"name": "constant", "warmup": 0})
+    assert result.after["mse"] == 0.1 and result.after["w"] == pytest.approx(-0.4, abs=1e-6)
+
+
+def test_select_by_a_measure_with_no_better_direction_is_refused_before_training(run, tmp_path):
+    with pytest.raises(ValueError) as error:
+        run(batch_size=2, epochs=1, eval_every=2, select_by="w")
+    assert str(error.value).startswith("select_by 'w' has no better direction for recipe one-weight")
+    assert not list(tmp_path.glob("run*"))
 
 
 def test_gradient_clipping_scales_the_step_to_the_norm_limit(run):
@@ -222,13 +239,13 @@ def test_a_resumed_run_keeps_the_evaluations_and_the_best_step_from_before_it_st
         if message.startswith("one-weight step 3/6 "):
             cancel.set()
 
-    settings = dict(out=str(tmp_path / "cut"), batch_size=2, max_steps=6, eval_every=2, select_by="score",
+    settings = dict(out=str(tmp_path / "cut"), batch_size=2, max_steps=6, eval_every=2, select_by="tau_c",
                     options={"evaluations": [0.5, 0.9, 0.2, 0.3]}, schedule={"name": "constant", "warmup": 0})
     with pytest.raises(Cancelled):
         run(train_kwargs={"progress": stop_after_three, "cancel": cancel}, **settings)
     result, _ = run(train_kwargs={"resume": True}, **settings)
     record = json.loads((result.out_dir / "training.json").read_text())
-    assert [(step, m["score"]) for step, m in record["history"]] == [(2, 0.9), (4, 0.5), (6, 0.9)]
+    assert [(step, m["tau_c"]) for step, m in record["history"]] == [(2, 0.9), (4, 0.5), (6, 0.9)]
     assert record["selected_step"] == 2 and result.after["w"] == pytest.approx(-0.2, abs=1e-6)
 
 
@@ -260,9 +277,9 @@ def test_select_by_says_which_step_it_kept_and_keeps_the_last_weights_when_they_
     import json
 
     said = []
-    settings = dict(batch_size=2, max_steps=6, eval_every=2, select_by="score", schedule={"name": "constant", "warmup": 0})
+    settings = dict(batch_size=2, max_steps=6, eval_every=2, select_by="tau_c", schedule={"name": "constant", "warmup": 0})
     result, _ = run(train_kwargs={"log": said.append}, options={"evaluations": [0.0, 0.9, 0.2, 0.1]}, **settings)
-    assert "kept the weights of step 2 (score 0.9000 on the held-out rows)" in said
+    assert "kept the weights of step 2 (tau_c 0.9000 on the held-out rows)" in said
     assert result.after["w"] == pytest.approx(-0.2, abs=1e-6)
     for evaluations in ([0.0, 0.1, 0.2, 0.3], [float("nan")] * 4):
         said.clear()
