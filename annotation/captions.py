@@ -7,7 +7,7 @@ researcher or admin actions. Bad input raises ValueError, unknown names LookupEr
 """
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from annotation.people.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
@@ -100,6 +100,23 @@ def get_caption(session: Session, caption_id: int) -> Caption:
     if caption is None:
         raise LookupError(f"no caption with id {caption_id}")
     return caption
+
+
+def image_references(session: Session, image_ids, language: str | None = None) -> dict[tuple[int, str], list[str]]:
+    """Reference texts of the images, by (image id, language), first stored first. Each text
+    once: an image imported into two collections has its references stored once per import,
+    and exports, fine-tuning sets and the rating screen listed them twice."""
+    ids = sorted(set(image_ids))
+    refs: dict[tuple[int, str], list[str]] = {}
+    for start in range(0, len(ids), 500):
+        query = (select(Caption.image_id, Caption.language, Caption.text)
+                 .where(Caption.kind == "reference", Caption.image_id.in_(ids[start:start + 500]))
+                 .group_by(Caption.image_id, Caption.language, Caption.text).order_by(func.min(Caption.id)))
+        if language is not None:
+            query = query.where(Caption.language == language)
+        for image_id, lang, text in session.execute(query):
+            refs.setdefault((image_id, lang), []).append(text)
+    return refs
 
 
 def in_collection(collection: Collection):

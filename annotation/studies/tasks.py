@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from annotation.studies import queue_orders
 from annotation.people.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
-from annotation.captions import get_caption, in_collection, validate_caption_text, validate_language
+from annotation.captions import get_caption, image_references, in_collection, validate_caption_text, validate_language
 from db.models import (
     Caption,
     CheckItem,
@@ -446,10 +446,8 @@ class TranscreationTask:
 
 
 def reference_texts(session: Session, image_id: int, language: str, limit: int = 5) -> list[str]:
-    """Up to `limit` reference captions of an image in `language`, first stored first."""
-    return list(session.scalars(
-        select(Caption.text).where(Caption.image_id == image_id, Caption.kind == "reference",
-                                   Caption.language == language).order_by(Caption.id).limit(limit)))
+    """Up to `limit` reference captions of an image in `language`, first stored first, each once."""
+    return image_references(session, [image_id], language).get((image_id, language), [])[:limit]
 
 
 def next_transcreation_item(session: Session, user: User, collection: Collection, target_language: str,

@@ -28,7 +28,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from annotation.people.accounts import RESEARCH_ROLES, require_role
-from annotation.captions import in_collection
+from annotation.captions import image_references, in_collection
 from annotation.database import image_store_dir
 from annotation.image_store import image_path, read_stored_bytes, stored_path
 from db.models import (Caption, Collection, CriticalAnnotation, Image, MetricScore, Rating, Transcreation, User,
@@ -115,18 +115,6 @@ def _metric_columns(session: Session, caption_ids: list[int]) -> dict[int, dict[
     return scores
 
 
-def _references(session: Session, image_ids: list[int]) -> dict[tuple[int, str], list[str]]:
-    refs: dict[tuple[int, str], list[str]] = defaultdict(list)
-    for start in range(0, len(image_ids), 500):
-        chunk = image_ids[start:start + 500]
-        for image_id, language, text in session.execute(
-            select(Caption.image_id, Caption.language, Caption.text)
-            .where(Caption.kind == "reference", Caption.image_id.in_(chunk)).order_by(Caption.id)
-        ):
-            refs[(image_id, language)].append(text)
-    return refs
-
-
 def _caption_fields(row, image_root: Path) -> dict:
     return {
         "caption_id": row.caption_id, "caption": row.caption, "language": row.language, "kind": row.kind,
@@ -169,7 +157,7 @@ def _joined_rows(session: Session, query, score_columns: list[str], row_fields,
         for chunk in result.partitions():
             caption_ids = sorted({row.caption_id for row in chunk})
             collections = _collections_of(session, caption_ids)
-            references = _references(session, sorted({row.image_id for row in chunk}))
+            references = image_references(session, {row.image_id for row in chunk})
             scores = _metric_columns(session, caption_ids)
             settled = {} if adjudicated is False else adjudicated_values(
                 session, caption_ids, None if adjudicated is True else adjudicated)

@@ -33,7 +33,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from annotation.people.accounts import RESEARCH_ROLES, require_role
-from annotation.captions import in_collection
+from annotation.captions import image_references, in_collection
 from annotation.transfer.exporters import TABLE_FORMATS, Table, copy_image, stored_image_reader, write_table
 from db.models import Caption, Collection, Image, Rating, Transcreation, User
 from scoring.analysis.tables import rating_mean
@@ -184,11 +184,15 @@ def _human_rows(session: Session, collection: Collection | None, rng: random.Ran
             for aspect, value in zip(ASPECTS, values):
                 if value is not None:
                     aspects[caption_id][aspect].append(value)
-    references: dict[tuple[int, str], list[str]] = defaultdict(list)
-    for image_id, language, text in session.execute(
-            select(Caption.image_id, Caption.language, Caption.text).where(Caption.kind == "reference")
-            .order_by(Caption.id)):
-        references[(image_id, language)].append(text)
+    # A transcreation is written to keep its source's score, so it is a rated caption in its
+    # language without ratings of its own (one that has some is rated, with its own mean).
+    kept = (select(Caption, Image, Transcreation.source_score, User.name)
+            .join(Transcreation, Transcreation.result_caption_id == Caption.id)
+            .join(Image, Image.id == Caption.image_id).join(User, User.id == Transcreation.annotator_id)
+            .where(Transcreation.source_score.is_not(None), Caption.id.not_in(select(Rating.caption_id)))
+            .order_by(Caption.id))
+    transcreations = list(session.execute(_scoped(kept, collection)))
+    references = image_references(session, [image.id for _c, image, *_ in results + transcreations])
     rows = []
     for caption, image in results:
         scores = ratings[caption.id]
@@ -198,14 +202,7 @@ def _human_rows(session: Session, collection: Collection | None, rng: random.Ran
                      **{a: (rating_mean(sum(v) / len(v)) if (v := aspects[caption.id][a]) else None) for a in ASPECTS},
                      "ratings": {name: score for name, score in scores}, "score_from": "ratings",
                      "caption_id": caption.id, "parent_caption_id": caption.parent_id, "import_id": caption.import_id})
-    # A transcreation is written to keep its source's score, so it is a rated caption in its
-    # language without ratings of its own (one that has some is above, with its own mean).
-    kept = (select(Caption, Image, Transcreation.source_score, User.name)
-            .join(Transcreation, Transcreation.result_caption_id == Caption.id)
-            .join(Image, Image.id == Caption.image_id).join(User, User.id == Transcreation.annotator_id)
-            .where(Transcreation.source_score.is_not(None), Caption.id.not_in(select(Rating.caption_id)))
-            .order_by(Caption.id))
-    for caption, image, score, author in session.execute(_scoped(kept, collection)):
+    for caption, image, score, author in transcreations:
         rows.append({"image": image, "candidate": caption.text, "language": caption.language, "kind": caption.kind,
                      "references": references.get((image.id, caption.language), []),
                      "human_score": rating_mean(score), "n_ratings": 0, **{a: None for a in ASPECTS}, "ratings": {},

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import func, select
 
 from annotation.captions import add_caption, get_collection
-from annotation.transfer.exporters import export_table
+from annotation.transfer.exporters import export_table, ratings_table
 from annotation.transfer.finetune_sets import build_finetune_set
 from annotation.transfer.importers import ImportRejected, import_file, import_rows
 from annotation.perturbations import perturb_collection
@@ -368,3 +368,25 @@ def test_a_pacs_pair_takes_its_generated_caption_in_the_captions_language(engine
     pairs = {p["caption"]: p for p in map(json.loads, (tmp_path / "pacs" / "data.jsonl").read_text().splitlines())}
     assert pairs["a red square"]["generated_caption"] == "a red box on a table"
     assert pairs["ein rotes Quadrat"]["generated_caption"] is None
+
+
+def test_an_image_imported_into_two_collections_lists_its_references_once(engine, accounts, image_files, tmp_path):
+    """Each import stores its collection's copy of the references; the ratings export, the
+    `human` set and the rating screen (reference_texts) listed every copy."""
+    from annotation.studies.tasks import reference_texts
+
+    for name, text in (("A", "a red square on a table"), ("B", "a red block")):
+        path = image_files / f"{name}.jsonl"
+        path.write_text(json.dumps({"image": "img0.png", "caption": text, "annotator": "ann", "score": 0.5,
+                                    "references": ["a red square", "red block on a table"]}))
+        with session_scope(engine) as s:
+            import_file(s, accounts["rita"], path, collection=name)
+    expected = ["a red square", "red block on a table"]
+    with session_scope(engine, read_only=True) as s:
+        col = get_collection(s, "A")
+        (row,) = list(ratings_table(s, accounts["rita"], col))
+        assert row["references"] == expected
+        assert reference_texts(s, s.scalar(select(Image.id)), "en") == expected
+        build_finetune_set(s, accounts["rita"], "human", tmp_path / "human", collection=col)
+    (human,) = map(json.loads, (tmp_path / "human" / "data.jsonl").read_text().splitlines())
+    assert human["references"] == expected
