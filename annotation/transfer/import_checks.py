@@ -202,4 +202,34 @@ def check_cross_row(rows: list[Row]) -> list[str]:
     for row in rows:
         if row.parent_id is not None and row.parent_id == row.caption_id:
             errors.append(f"{row.label}: a caption cannot be its own parent")
+        elif (parent := first.get(row.parent_id)) is not None and image_sha256(parent) != image_sha256(row):
+            errors.append(f"{row.label}: parent_id {row.parent_id!r} ({parent.label}) is a caption of another image")
+    errors.extend(_parent_cycles(first))
+    return errors
+
+
+def image_sha256(row: Row) -> str:
+    """The SHA-256 the row's image is stored under (images are stored by the upload's hash), so
+    that one image named two ways is one image."""
+    return row.image.existing_sha256 or row.image.facts.sha256
+
+
+def _parent_cycles(first: dict[str, Row]) -> list[str]:
+    """A line for each caption whose parents lead back to it (A from B, B from A): such
+    captions have no original, and following parents (lineage, PR-MCS pairs) would not end."""
+    state: dict[str, str] = {}  # caption_id -> "walking" | "done"
+    errors = []
+    for start in first:
+        path: list[str] = []
+        current: str | None = start
+        while current in first and current not in state:
+            state[current] = "walking"
+            path.append(current)
+            current = first[current].parent_id
+        if current in first and state.get(current) == "walking":
+            cycle = path[path.index(current):]
+            errors.extend(f"{first[c].label}: parent_id {first[c].parent_id!r} leads back to caption_id {c!r} "
+                          f"(a cycle of parents: {' -> '.join(map(repr, cycle + [current]))})"
+                          for c in cycle if len(cycle) > 1)
+        state.update(dict.fromkeys(path, "done"))
     return errors

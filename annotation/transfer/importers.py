@@ -20,7 +20,7 @@ Row fields (CSV columns, JSONL keys, manifest entries):
   model | source_model   the captioning model that wrote it
   image_id         your id of the image (rows with the same id share the image)
   caption_id       your id of the caption; rows repeating it add ratings to that caption
-  parent_id        caption_id of the caption this one was derived from (perturbed ...)
+  parent_id        caption_id of the caption of the same image this one was derived from (perturbed ...)
   op | perturbation_op   perturbation operation (required for kind perturbed)
   perturbation     object of perturbation parameters (p, seed, changed_spans ...)
   references       list of reference captions of the image
@@ -47,7 +47,7 @@ from sqlalchemy.orm import Session
 from annotation.people.accounts import RESEARCH_ROLES, require_role
 from annotation.captions import get_or_create_collection, validate_caption_text
 from annotation.image_store import display_name, stored_copy, write_to_store
-from annotation.transfer.import_checks import Progress, Row, validate_rows
+from annotation.transfer.import_checks import Progress, Row, image_sha256, validate_rows
 from annotation.transfer.import_sources import FORMATS, FileImages, RawRows, ZipImages, detect_format, open_source
 from annotation.studies.tasks import marked_phrases
 from db.models import (
@@ -111,6 +111,9 @@ def resolve_parents(session: Session, rows: list[Row], errors: list[str]) -> dic
         matches = list(session.scalars(select(Caption).where(Caption.external_id == external_id).limit(2)))
         if len(matches) == 1:
             found[external_id] = matches[0]
+            errors.extend(f"{row.label}: parent_id {external_id!r} is a caption of another image"
+                          for row in rows if row.parent_id == external_id
+                          and image_sha256(row) != matches[0].image.sha256)
         else:
             for row in rows:
                 if row.parent_id == external_id:

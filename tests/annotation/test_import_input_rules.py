@@ -146,3 +146,39 @@ def test_a_stray_quote_in_a_quoted_caption_refuses_the_file_instead_of_storing_i
         import_file(session, accounts["rita"], path, collection="quotes")
     with session_scope(engine, read_only=True) as session:
         assert session.scalars(select(Caption.text)).all() == ['a "red" square']
+
+
+def _import_rows(engine, accounts, path, rows, collection):
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    with session_scope(engine) as session:
+        return import_file(session, accounts["rita"], path, collection=collection)
+
+
+def test_a_parent_on_another_image_or_a_cycle_of_parents_is_refused_naming_the_row(engine, accounts, tmp_path,
+                                                                                   make_png):
+    """A perturbed caption is derived from a caption of its own image (PR-MCS pairs them with
+    that image), and parents end somewhere; both were accepted."""
+    (tmp_path / "a.png").write_bytes(make_png((255, 0, 0)))
+    (tmp_path / "b.png").write_bytes(make_png((0, 0, 255)))
+    (tmp_path / "a-again.png").write_bytes(make_png((255, 0, 0)))  # the same image under another name
+    perturbed = {"kind": "perturbed", "op": "repetition"}
+    with pytest.raises(ImportRejected) as rejected:
+        _import_rows(engine, accounts, tmp_path / "other.jsonl", [
+            {"image": "a.png", "caption": "x y", "caption_id": "P"},
+            {"image": "b.png", "caption": "x x y", "parent_id": "P", **perturbed}], "other")
+    assert rejected.value.errors == ["line 2: parent_id 'P' (line 1) is a caption of another image"]
+    with pytest.raises(ImportRejected) as rejected:
+        _import_rows(engine, accounts, tmp_path / "cycle.jsonl", [
+            {"image": "a.png", "caption": "a b", "caption_id": "A", "parent_id": "B", **perturbed},
+            {"image": "a.png", "caption": "a c", "caption_id": "B", "parent_id": "A", **perturbed}], "cycle")
+    assert [e.split(":")[0] for e in rejected.value.errors] == ["line 1", "line 2"]
+    assert all("a cycle of parents" in e for e in rejected.value.errors)
+    _import_rows(engine, accounts, tmp_path / "same.jsonl", [
+        {"image": "a.png", "caption": "x y", "caption_id": "Q"},
+        {"image": "a-again.png", "caption": "x x y", "caption_id": "Q2", "parent_id": "Q", **perturbed}], "same")
+    with pytest.raises(ImportRejected) as rejected:  # a parent already stored, on another image
+        _import_rows(engine, accounts, tmp_path / "stored.jsonl", [
+            {"image": "b.png", "caption": "x y y", "parent_id": "Q", **perturbed}], "stored")
+    assert rejected.value.errors == ["line 1: parent_id 'Q' is a caption of another image"]
+    with session_scope(engine) as session:
+        assert sorted(session.scalars(select(Caption.text))) == ["x x y", "x y"]
