@@ -177,18 +177,22 @@ def _clock(seconds: float) -> str:
 
 
 def _rng_state(device: torch.device) -> dict:
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    """The generators' states; torch's as NumPy arrays, which the snapshot's load leaves on the
+    CPU (its map_location moves tensors to the run's device, and the generators take CPU ones only)."""
+    state = {"torch": torch.get_rng_state().numpy(), "python": random.getstate(), "numpy": np.random.get_state()}
     if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
+        state["cuda"] = torch.cuda.get_rng_state(device).numpy()
     return state
 
 
 def _restore_rng(state: dict, device: torch.device) -> None:
-    torch.set_rng_state(state["torch"])
+    """Put back `_rng_state`'s states; a snapshot written before they were arrays holds tensors,
+    which its load put on the run's device: they go back to the CPU first."""
+    torch.set_rng_state(torch.as_tensor(state["torch"]).cpu())
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
+        torch.cuda.set_rng_state(torch.as_tensor(state["cuda"]).cpu(), device)
 
 
 def split_rows(config: TrainConfig) -> tuple[list[dict], list[dict], str, dict]:

@@ -314,6 +314,26 @@ def test_a_snapshot_written_on_cuda_resumes_on_the_cpu_without_touching_cuda(mon
     assert torch.equal(torch.rand(3), expected)
 
 
+def test_rng_states_loaded_onto_another_device_still_restore(monkeypatch):
+    """A snapshot is loaded with map_location = the run's device; the generators take CPU
+    states only. "meta" stands in for CUDA here; the CUDA state goes to torch.cuda as a CPU one."""
+    import io
+
+    from scoring.training import trainer
+
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": torch.full((4,), 7, dtype=torch.uint8))
+    calls = []
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device="cuda": calls.append(state))
+    buffer = io.BytesIO()
+    torch.save({"rng": trainer._rng_state(torch.device("cuda", 0))}, buffer)
+    buffer.seek(0)
+    state = torch.load(buffer, map_location="meta", weights_only=False)["rng"]
+    expected = torch.rand(3)
+    trainer._restore_rng(state, torch.device("cuda", 0))
+    assert torch.equal(torch.rand(3), expected)
+    assert [(c.device.type, c.tolist()) for c in calls] == [("cpu", [7] * 4)]
+
+
 def test_a_cuda_resume_sets_the_cuda_generator_it_saved_and_only_where_it_saved_one(monkeypatch):
     """On CUDA the snapshot's CUDA generator state is put back on that device; a snapshot
     written on the CPU (no CUDA state) resumes on CUDA with the CPU generators only."""
@@ -326,12 +346,13 @@ def test_a_cuda_resume_sets_the_cuda_generator_it_saved_and_only_where_it_saved_
                         lambda device="cuda": read_from.append(device) or torch.full((4,), 7, dtype=torch.uint8))
     cuda = torch.device("cuda", 0)
     state = trainer._rng_state(cuda)
-    assert torch.equal(state["cuda"], torch.full((4,), 7, dtype=torch.uint8)) and read_from == [cuda]
+    assert (state["cuda"] == 7).all() and len(state["cuda"]) == 4 and read_from == [cuda]
     expected = torch.rand(3)
     trainer._restore_rng(state, cuda)
     assert torch.equal(torch.rand(3), expected)
     ((restored, device),) = calls
-    assert restored is state["cuda"] and device == cuda
+    assert torch.equal(restored, torch.full((4,), 7, dtype=torch.uint8)) and restored.device.type == "cpu"
+    assert device == cuda
     calls.clear()
     trainer._restore_rng(trainer._rng_state(torch.device("cpu")), cuda)
     assert calls == []
