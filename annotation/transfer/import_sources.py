@@ -122,20 +122,31 @@ def jsonl_rows(text: str) -> RawRows:
             continue
         label = f"line {number}"
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            rows.append((label, f"not valid JSON ({exc.msg})"))
+            record = _decode_json(line)
+        except ValueError as exc:
+            rows.append((label, str(exc)))
             continue
         rows.append((label, record if isinstance(record, dict) else "not a JSON object"))
     return rows
 
 
+def _decode_json(text: str):
+    """`text` parsed as JSON; ValueError "not valid JSON (why)", also for a value nested too
+    deeply for the parser (its RecursionError reached users as "Something went wrong")."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ValueError("not valid JSON (nested too deeply)") from None
+
+
 def parse_json(text: str, what: str, kind: type, expected: str):
     """`text` parsed as JSON, which must be a `kind`; ValueError naming `what` otherwise."""
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{what}: not valid JSON ({exc.msg})") from None
+        value = _decode_json(text)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
     if not isinstance(value, kind):
         raise ValueError(f"{what}: expected {expected}")
     return value

@@ -182,3 +182,20 @@ def test_a_parent_on_another_image_or_a_cycle_of_parents_is_refused_naming_the_r
     assert rejected.value.errors == ["line 1: parent_id 'Q' is a caption of another image"]
     with session_scope(engine) as session:
         assert sorted(session.scalars(select(Caption.text))) == ["x x y", "x y"]
+
+
+def test_json_nested_too_deeply_is_not_valid_json_of_its_row(engine, accounts, tmp_path, make_png):
+    """The parser's RecursionError reached users as "Something went wrong"."""
+    (tmp_path / "a.png").write_bytes(make_png())
+    deep = "[" * 100_000 + "]" * 100_000
+    path = tmp_path / "deep.jsonl"
+    path.write_text(json.dumps({"image": "a.png", "caption": "a dog"}) + "\n"
+                    + '{"image": "a.png", "caption": "a cat", "perturbation": ' + deep + "}\n")
+    with session_scope(engine) as session, pytest.raises(ImportRejected) as rejected:
+        import_file(session, accounts["rita"], path, collection="deep")
+    assert rejected.value.errors == ["line 2: not valid JSON (nested too deeply)"]
+    path = tmp_path / "deep.csv"
+    path.write_text(f"image,caption,references\na.png,a dog,{deep[99_000:101_000]}\n")  # within the CSV field limit
+    with session_scope(engine) as session, pytest.raises(ImportRejected) as rejected:
+        import_file(session, accounts["rita"], path, collection="deep")
+    assert rejected.value.errors == ["line 2: references: not valid JSON (nested too deeply)"]
