@@ -150,7 +150,9 @@ def lineage(base: str | None) -> list[dict]:
 def steps_taken(record: dict) -> int:
     """Optimizer steps a run record's model took: where a time limit stopped it, else its
     `steps`; counting its losses undercounts a shipped copy, which keeps only every n-th."""
-    return record.get("stopped_early_at") or record.get("steps") or len(record.get("losses", []))
+    if record.get("stopped_early_at") is not None:  # 0 too: a limit reached before the first step
+        return record["stopped_early_at"]
+    return record.get("steps") or len(record.get("losses", []))
 
 
 def _local_folder(base: str | None) -> Path | None:
@@ -530,8 +532,8 @@ def learning_curve(config: TrainConfig, full: dict, *, log: Callable[[str], None
         if record is None:
             train(point_config, log=log, cancel=cancel, resume=(folder / SNAPSHOT).is_file())
             record = json.loads(done.read_text(encoding="utf-8"))
-        points.append({"budget": record["budget"], "asked": budget, "steps": record["steps"], **record["after"]})
-    points.append({"budget": full["budget"], "asked": None, "steps": full["steps"], **full["after"]})
+        points.append({"budget": record["budget"], "asked": budget, "steps": steps_taken(record), **record["after"]})
+    points.append({"budget": full["budget"], "asked": None, "steps": steps_taken(full), **full["after"]})
     (out / CURVE_FILE).write_text(json.dumps({"unit": recipe.budget_unit, "points": points}, indent=1), encoding="utf-8")
     return points
 

@@ -105,3 +105,23 @@ def _cancelled_at(line_start):
             cancel.set()
 
     return cancel, said, log
+
+
+def test_curve_points_count_the_steps_a_time_limit_let_a_run_take(tmp_path):
+    """A point stopped by `time_limit_s` at step 3 of 40 took 3 steps, and a run stopped before
+    its first step (stopped_early_at 0) took none: not the 40 planned."""
+    import json
+
+    from scoring.training import trainer
+    from scoring.training.config import TrainConfig
+
+    config = TrainConfig(recipe="caplens-r", data="unused", out=str(tmp_path), max_steps=40,
+                         options={"learning_curve": [10]})
+    point = tmp_path / "curve" / "10"
+    point.mkdir(parents=True)
+    (point / trainer.RESULT_FILE).write_text(json.dumps(
+        {"budget": 10, "steps": 40, "stopped_early_at": 3, "after": {"tau_c": 0.1}}), encoding="utf-8")
+    full = {"budget": 50, "steps": 40, "stopped_early_at": 0, "after": {"tau_c": 0.2}}
+    points = trainer.learning_curve(config, full)
+    assert [(p["budget"], p["steps"]) for p in points] == [(10, 3), (50, 0)]
+    assert trainer.steps_taken(full) == 0 and trainer.steps_taken({"steps": 40, "stopped_early_at": None}) == 40
