@@ -342,6 +342,8 @@ class _Run:
         self.step, self.losses, self.before = snapshot["step"], snapshot["losses"], snapshot["before"]
         self.history, self.best = snapshot.get("history", []), snapshot.get("best")
         self.elapsed_before = snapshot["elapsed"]
+        if self.scaler and "scaler" in snapshot:  # fp16's loss scale (not in snapshots written before it was kept)
+            self.scaler.load_state_dict(snapshot["scaler"])
         _restore_rng(snapshot["rng"], self.device)
         self.say(f"resumed at step {self.step}/{self.total}")
 
@@ -351,7 +353,8 @@ class _Run:
         torch.save({"model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
                     "scheduler": self.scheduler.state_dict(), "step": self.step, "losses": self.losses,
                     "before": self.before, "history": self.history, "best": self.best,
-                    "elapsed": self.elapsed(), "rng": _rng_state(self.device)}, tmp)
+                    "elapsed": self.elapsed(), "rng": _rng_state(self.device)}
+                   | ({"scaler": self.scaler.state_dict()} if self.scaler else {}), tmp)
         tmp.replace(path)
 
     def optimise_one_step(self) -> float:

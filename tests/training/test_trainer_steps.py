@@ -287,3 +287,37 @@ def test_select_by_says_which_step_it_kept_and_keeps_the_last_weights_when_they_
         record = json.loads((result.out_dir / "training.json").read_text())
         assert record["selected_step"] == 6 and result.after["w"] == pytest.approx(-0.6, abs=1e-6)
         assert not [line for line in said if line.startswith("kept the weights")]
+
+
+def test_an_fp16_run_resumes_with_the_loss_scale_it_had(run, tmp_path, monkeypatch):
+    """fp16 trains through a GradScaler, whose scale here doubles every step (growth_interval 1,
+    a CPU scaler standing in for CUDA's): 2**16 x 2**6 after 6 steps, also when the run is
+    cancelled after step 3 and resumed (a fresh scaler would end at 2**16 x 2**3). A snapshot
+    written before the scale was kept still resumes, with a fresh scaler."""
+    import contextlib
+    import threading
+
+    from scoring.training import Cancelled, trainer
+
+    scalers = []
+    real = torch.amp.GradScaler
+    monkeypatch.setattr(torch.amp, "GradScaler",
+                        lambda device: scalers.append(real("cpu", init_scale=2.0 ** 16, growth_interval=1)) or scalers[-1])
+    monkeypatch.setattr(trainer, "_autocast_dtype", lambda config, device: torch.float16)
+    monkeypatch.setattr(trainer._Run, "autocast", lambda self: contextlib.nullcontext())
+    settings = dict(batch_size=2, max_steps=6, schedule={"name": "constant", "warmup": 0})
+    whole, _ = run(out=str(tmp_path / "whole"), **settings)
+    cancel = threading.Event()
+    for out in ("cut", "old"):
+        cancel.clear()
+        with pytest.raises(Cancelled):
+            run(out=str(tmp_path / out), train_kwargs={"cancel": cancel, "progress": lambda f, m: (
+                cancel.set() if m.startswith("one-weight step 3/6 ") else None)}, **settings)
+    snapshot = torch.load(tmp_path / "old" / trainer.SNAPSHOT, weights_only=False)
+    del snapshot["scaler"]
+    torch.save(snapshot, tmp_path / "old" / trainer.SNAPSHOT)
+    resumed, _ = run(out=str(tmp_path / "cut"), train_kwargs={"resume": True}, **settings)
+    assert scalers[0].get_scale() == scalers[-1].get_scale() == 2.0 ** 22
+    assert resumed.after["w"] == pytest.approx(whole.after["w"], abs=1e-6)
+    run(out=str(tmp_path / "old"), train_kwargs={"resume": True}, **settings)
+    assert scalers[-1].get_scale() == 2.0 ** 19
