@@ -14,12 +14,13 @@ from annotation.people.accounts import validate_name
 from annotation.captions import validate_caption_text, validate_language
 from annotation.image_store import inspect_image
 from annotation.transfer.import_sources import CAPTION_TEXT_FIELDS, FileImages, ImageSource, RawRows, ZipImages, parse_json
-from annotation.studies.tasks import validate_rating_values
+from annotation.studies.tasks import marked_phrases, validate_rating_values
 from db.models import CAPTION_KINDS, Image
 
 BATCH_SIZE = 50  # rows between progress reports (and flushes while writing)
 
 Progress = Callable[[str, int, int], None]
+MARKING_GROUPS = ("critical_objects", "backgrounds", "relationships")  # in marked_phrases' order
 
 
 @dataclass
@@ -39,7 +40,7 @@ class Row:
     references: list[str]
     annotator: str | None
     rating: dict | None
-    critical: dict | None
+    critical: dict | None  # as stored: the phrases of each group and their "spans"
 
 
 def _get(record: dict, *names: str):
@@ -130,14 +131,13 @@ def _parse_row(label: str, record: dict, images, existing_sha: set[str]) -> tupl
             problems.append("reference captions are not rated")
         rating = check(validate_rating_values, values)
     critical = None
-    if any(_get(record, name) is not None for name in ("critical_objects", "backgrounds", "relationships")):
-        critical = {name: check(_as_list, _get(record, name), name) or []
-                    for name in ("critical_objects", "backgrounds", "relationships")}
-        if text:
-            lowered = text.casefold()
-            missing = [p for group in critical.values() for p in group if p.casefold() not in lowered]
-            if missing:
-                problems.append(f"marked phrases not in the caption: {', '.join(map(repr, missing))}")
+    if any(_get(record, name) is not None for name in MARKING_GROUPS):
+        critical = {name: check(_as_list, _get(record, name), name) or [] for name in MARKING_GROUPS}
+        # Found as the marking is stored (marked_phrases: one rule for what matches, here and
+        # when marking on screen), and refused as `mark_critical` refuses it.
+        critical = check(marked_phrases, text, *(critical[name] for name in MARKING_GROUPS)) if text else None
+        if critical is not None and not critical["critical_objects"]:
+            problems.append("a marking needs at least one critical object (field `critical_objects`)")
     if problems:
         return None, problems
     return Row(label=label, image=image, text=text, language=language, kind=kind,

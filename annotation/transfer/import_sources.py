@@ -91,7 +91,13 @@ def _lines(record: dict, last: int) -> str:
 
 def _records(reader: csv.DictReader):
     """The reader's records; a line the csv module cannot read (a field over its limit of
-    `csv.field_size_limit()` characters, an unclosed or stray quote) is a ValueError naming the line."""
+    `csv.field_size_limit()` characters, an unclosed or stray quote) is a ValueError naming the line,
+    and so is a header naming a column twice (the reader would keep the last one's cells only)."""
+    names = [name.strip() for name in reader.fieldnames or []]
+    twice = sorted({name for name in names if name and names.count(name) > 1})  # empty: unused columns
+    if twice:
+        raise ValueError(f"line 1: the header names {', '.join(map(repr, twice))} more than once; "
+                         "give each column once")
     while True:
         try:
             yield next(reader)

@@ -26,8 +26,9 @@ Row fields (CSV columns, JSONL keys, manifest entries):
   references       list of reference captions of the image
   annotator        who gave the rating in this row (accounts are created, without login)
   score | overall, fluency, relevance, descriptiveness   rating values in [0, 1]
-  critical_objects, backgrounds, relationships   lists of phrases of the caption (credited
-                   to `annotator`, else to the login-less account "imported")
+  critical_objects, backgrounds, relationships   lists of phrases of the caption, found
+                   case-insensitively, at least one critical object (credited to
+                   `annotator`, else to the login-less account "imported")
 In CSV, list and object fields are JSON text (e.g. `["a man", "a dog"]`).
 """
 from __future__ import annotations
@@ -49,7 +50,6 @@ from annotation.captions import get_or_create_collection, validate_caption_text
 from annotation.image_store import display_name, stored_copy, write_to_store
 from annotation.transfer.import_checks import Progress, Row, image_sha256, validate_rows
 from annotation.transfer.import_sources import FORMATS, FileImages, RawRows, ZipImages, detect_format, open_source
-from annotation.studies.tasks import marked_phrases
 from db.models import (
     Caption,
     Collection,
@@ -213,9 +213,7 @@ def plan_rows(rows: list[Row], external_parents: dict[str, Caption],
             counts["ratings"] += 1
         if row.critical:
             # Marking the same caption again replaces the earlier marking of that annotator.
-            critical[(caption_seq, row.annotator or UNNAMED_ANNOTATOR)] = marked_phrases(
-                plan.captions[caption_seq - 1]["text"], **row.critical)
-            counts["critical_annotations"] += 1
+            critical[(caption_seq, row.annotator or UNNAMED_ANNOTATOR)] = row.critical
     for caption, parent_id in parents:
         if parent_id in by_external:
             caption["parent_seq"] = by_external[parent_id]
@@ -223,6 +221,7 @@ def plan_rows(rows: list[Row], external_parents: dict[str, Caption],
             caption["parent_caption_id"] = external_parents[parent_id].id
     plan.critical = [dict(seq=i, caption_seq=caption_seq, annotator=name, **marked)
                      for i, ((caption_seq, name), marked) in enumerate(critical.items(), start=1)]
+    counts["critical_annotations"] = len(plan.critical)  # those stored, not the rows repeating one
     plan.image_keys = len(image_shas)
     plan.counts = counts
     return plan

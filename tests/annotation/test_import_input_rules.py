@@ -199,3 +199,39 @@ def test_json_nested_too_deeply_is_not_valid_json_of_its_row(engine, accounts, t
     with session_scope(engine) as session, pytest.raises(ImportRejected) as rejected:
         import_file(session, accounts["rita"], path, collection="deep")
     assert rejected.value.errors == ["line 2: references: not valid JSON (nested too deeply)"]
+
+
+def test_a_csv_header_naming_a_column_twice_is_refused(engine, accounts, tmp_path, make_png):
+    """The reader kept the last column's cells: `image,caption,caption` stored the second caption."""
+    (tmp_path / "a.png").write_bytes(make_png())
+    path = tmp_path / "twice.csv"
+    path.write_text("image,caption, caption,,\na.png,first,second,,\n")
+    with session_scope(engine) as session, pytest.raises(ValueError, match="^line 1: the header names 'caption' "
+                                                                           "more than once; give each column once$"):
+        import_file(session, accounts["rita"], path, collection="twice")
+    with session_scope(engine) as session:
+        assert session.scalar(select(func.count(Caption.id))) == 0
+
+
+def test_imported_markings_follow_the_marking_rules_and_are_counted_as_stored(engine, accounts, tmp_path, make_png):
+    """A marking with no critical object is refused, as on screen (`mark_critical`); a phrase
+    is found in the caption by the rule that stores its span (the check case-folded, so
+    'straße' passed it and then failed in planning, naming no row); a caption marked twice by
+    one annotator keeps the last marking and counts once."""
+    from db.models import CriticalAnnotation
+
+    (tmp_path / "a.png").write_bytes(make_png())
+    bad = [{"image": "a.png", "caption": "a bird on a lawn", "backgrounds": ["lawn"], "annotator": "bea"},
+           {"image": "a.png", "caption": "Die STRASSE ist nass", "language": "de", "critical_objects": ["straße"]}]
+    with pytest.raises(ImportRejected) as rejected:
+        _import_rows(engine, accounts, tmp_path / "bad.jsonl", bad, "bad")
+    assert rejected.value.errors == [
+        "line 1: a marking needs at least one critical object (field `critical_objects`)",
+        "line 2: not in the caption text: 'straße'"]
+    twice = [{"image": "a.png", "caption": "a bird on a tree", "caption_id": "q", "critical_objects": [name],
+              "annotator": "ann"} for name in ("bird", "Tree")]
+    report = _import_rows(engine, accounts, tmp_path / "twice.jsonl", twice, "twice")
+    assert report.counts["critical_annotations"] == 1
+    with session_scope(engine) as session:
+        (marking,) = session.scalars(select(CriticalAnnotation))
+        assert (marking.critical_objects, marking.spans["critical_objects"]) == (["Tree"], [[12, 16]])
