@@ -60,8 +60,11 @@ za zh zu und""".split())
 
 
 def validate_language(language: str) -> str:
-    """A caption's language code: ISO 639-1 (or "und"), optionally with subtags (pt-BR).
-    ValueError for anything else, so a typo such as "xx" never becomes a language."""
+    """A caption's language code: ISO 639-1 (or "und"), optionally with subtags (pt-BR), in its
+    canonical form. ValueError for anything else, so a typo such as "xx" never becomes a
+    language, and "EN" or "pt_BR" is never a language apart from "en" and "pt-BR". Those are
+    refused, naming the canonical form, rather than rewritten: codes were stored as given, and
+    rewriting a lookup's code would miss what a database already holds under it."""
     language = (language or "").strip()
     if not language or len(language) > 16 or not all(ch.isalnum() or ch in "-_" for ch in language):
         raise ValueError(f"invalid language code {language!r} (use e.g. en, de, ja, pt-BR)")
@@ -69,7 +72,20 @@ def validate_language(language: str) -> str:
     if primary.lower() not in ISO_639_1 or any(not 2 <= len(tag) <= 8 for tag in subtags):
         raise ValueError(f"unknown language code {language!r}: use an ISO 639-1 code such as en, de, ja, "
                          "or one with a region, such as pt-BR")
+    canonical = "-".join([primary.lower(), *map(_canonical_subtag, subtags)])
+    if language != canonical:
+        raise ValueError(f"language code {language!r} is not in its canonical form: write {canonical!r} "
+                         "(lowercase language, '-', uppercase region)")
     return language
+
+
+def _canonical_subtag(tag: str) -> str:
+    """BCP 47 case: a script title case (Hant), a region upper case (BR, 419), others lower case."""
+    if len(tag) == 4 and tag.isalpha():
+        return tag.title()
+    if (len(tag) == 2 and tag.isalpha()) or (len(tag) == 3 and tag.isdigit()):
+        return tag.upper()
+    return tag.lower()
 
 
 def add_caption(session: Session, user: User, image: Image, text: str, *, language: str = "en",

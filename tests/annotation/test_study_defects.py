@@ -159,3 +159,26 @@ def test_caplens_db_export_writes_critical_objects(db_url, accounts, marked, tmp
                            "--user", "rita", str(out)], capture_output=True, text=True, env=env, cwd=REPO, timeout=180)
     assert done.returncode == 0, done.stderr
     assert sorted(json.loads(line)["annotator"] for line in out.read_text().splitlines()) == ["ann", "bea"]
+
+
+@pytest.mark.parametrize("code, canonical", [("EN", "en"), ("pt_BR", "pt-BR"), ("pt-br", "pt-BR"),
+                                             ("zh-hant", "zh-Hant"), ("es-419", "es-419"), ("De-ch", "de-CH")])
+def test_a_language_code_not_in_its_canonical_form_is_refused_naming_that_form(code, canonical):
+    """Codes were stored as given, so "EN" and "pt_BR" were languages apart from "en" and
+    "pt-BR"; refused rather than rewritten, since existing databases may hold them as given."""
+    if code == canonical:
+        assert validate_language(code) == code
+    else:
+        with pytest.raises(ValueError, match=f"not in its canonical form: write '{canonical}'"):
+            validate_language(code)
+
+
+def test_an_import_with_a_non_canonical_language_is_refused_with_its_line(engine, accounts, tmp_path, make_png):
+    (tmp_path / "a.png").write_bytes(make_png())
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [{"image": "a.png", "caption": "a dog", "language": "en"},
+                                                      {"image": "a.png", "caption": "a cat", "language": "EN"}]))
+    with session_scope(engine) as s, pytest.raises(ImportRejected) as rejected:
+        import_file(s, accounts["rita"], path, collection="langs")
+    assert rejected.value.errors == ["line 2: language code 'EN' is not in its canonical form: write 'en' "
+                                     "(lowercase language, '-', uppercase region)"]
