@@ -359,8 +359,7 @@ def submit(session: Session, user: User, caption_id: int, overall, fluency=None,
     (`tasks.submit_rating`), refused while the annotator has not qualified or is paused."""
     require_role(user, *ALL_ROLES)
     item = session.scalar(select(CheckItem).where(CheckItem.caption_id == int(caption_id)))
-    if item is None:
-        require_may_rate(session, user, int(caption_id))
+    if item is None:  # tasks.submit_rating refuses it while the annotator may not rate
         return Answer(tasks.submit_rating(session, user, int(caption_id), overall, fluency, relevance,
                                           descriptiveness, k=k))
     value = tasks.validate_rating_values(dict(overall=overall))["overall"]

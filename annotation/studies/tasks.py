@@ -278,10 +278,12 @@ def validate_rating_values(values: dict) -> dict:
                 raise ValueError("the overall score is required")
             clean[name] = None
             continue
+        if isinstance(value, bool):  # float(True) is 1.0: a JSON true is not a score
+            raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}")
         try:
             number = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}") from None
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an integer too large for a float
+            raise ValueError(f"{name} must be a number between 0 and 1, got {str(value)[:40]!r}") from None
         if not (0.0 <= number <= 1.0) or math.isnan(number):
             raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
         clean[name] = number
@@ -332,7 +334,9 @@ def submit_rating(session: Session, user: User, caption_id: int, overall: float,
     A new rating records the seconds since the queue offered the caption (`Rating.seconds`).
     With `k` (the queue's cap), a new rating is refused when the caption's ratings plus other
     annotators' live leases already reach `k` (this annotator's lease expired and others
-    filled the item). This annotator's lease on the caption ends.
+    filled the item). This annotator's lease on the caption ends. A study's quality control
+    holds here as in its queue: refused before the qualification round is passed or while
+    paused, and for a check item, whose answer `quality.submit` judges instead.
     """
     require_role(user, *ALL_ROLES)
     values = validate_rating_values(dict(overall=overall, fluency=fluency, relevance=relevance,
@@ -340,6 +344,12 @@ def submit_rating(session: Session, user: User, caption_id: int, overall: float,
     caption = get_caption(session, caption_id)
     if caption.kind == "reference":
         raise ValueError(f"caption {caption_id} is a reference caption; references are not rated")
+    if session.scalar(select(CheckItem.id).where(CheckItem.caption_id == caption_id)) is not None:
+        raise ValueError(f"caption {caption_id} is a check item of a study: its answer is judged, not stored "
+                         "as a rating (annotation.studies.quality.submit); nothing was saved")
+    from annotation.studies.quality import require_may_rate  # quality builds on this module
+
+    require_may_rate(session, user, caption_id)  # the study's qualification and pauses hold here too
     existing = own_rating(session, user, caption_id)
     if existing is not None:
         release_lease(session, user, caption_id)

@@ -165,6 +165,30 @@ def test_an_annotator_below_the_threshold_is_flagged_and_paused_until_resumed(en
         assert participant.flagged_at is not None and participant.paused_at is None
 
 
+def test_the_library_rating_call_keeps_the_studys_quality_control(engine, accounts, study):
+    """`tasks.submit_rating`, the documented library call, refuses what the queue refuses: a
+    rating before the qualification round is passed, and a check item stored as a rating."""
+    _settings(engine, accounts, qualification_pass=0.5)
+    with session_scope(engine) as s:
+        ann = s.merge(accounts["ann"])
+        with pytest.raises(PermissionError, match="qualification round"):
+            submit_rating(s, ann, study["r0"], 0.5)
+        with pytest.raises(ValueError, match="check item"):
+            submit_rating(s, ann, study["g0"], 0.8)
+    with session_scope(engine, read_only=True) as s:
+        assert s.scalar(select(func.count(Rating.id))) == 0
+
+
+def test_a_rating_value_must_be_a_number_not_a_boolean_or_a_huge_integer():
+    from annotation.studies.tasks import validate_rating_values
+
+    with pytest.raises(ValueError, match="overall must be a number"):
+        validate_rating_values({"overall": True})
+    with pytest.raises(ValueError, match="overall must be a number"):
+        validate_rating_values({"overall": 10 ** 400})
+    assert validate_rating_values({"overall": 1, "fluency": 0.25}) == {"overall": 1.0, "fluency": 0.25}
+
+
 def test_flagged_without_pause_below_the_threshold_only(engine, accounts, study):
     _settings(engine, accounts, check_rate=0.5, accuracy_threshold=0.5, min_checks=2, pause_flagged=False)
     ann, bea = _id(engine, "ann"), _id(engine, "bea")
