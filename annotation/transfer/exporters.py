@@ -50,7 +50,7 @@ ARROW_TYPES = ("int", "float", "str", "strs")
 CAPTION_COLUMNS = {
     "caption_id": "int", "caption": "str", "language": "str", "kind": "str", "source_model": "str",
     "parent_caption_id": "int", "parent_caption": "str", "perturbation_op": "str", "caption_external_id": "str",
-    "image_sha256": "str", "image_file": "str", "image_format": "str", "image_width": "int", "image_height": "int",
+    "image": "str", "image_sha256": "str", "image_file": "str", "image_format": "str", "image_width": "int", "image_height": "int",
     "image_filename": "str", "image_external_id": "str",
 }
 # A reviewer's settled overall value of the caption (annotation.studies.quality), beside its raw ratings.
@@ -120,7 +120,9 @@ def _caption_fields(row, image_root: Path) -> dict:
         "caption_id": row.caption_id, "caption": row.caption, "language": row.language, "kind": row.kind,
         "source_model": row.source_model, "parent_caption_id": row.parent_caption_id,
         "parent_caption": row.parent_caption, "perturbation_op": row.perturbation_op,
-        "caption_external_id": row.caption_external_id, "image_sha256": row.image_sha256,
+        "caption_external_id": row.caption_external_id,
+        "image": f"sha256:{row.image_sha256}",  # how an import names a stored image: exports import again
+        "image_sha256": row.image_sha256,
         "image_file": str(stored_path(row.image_sha256, row.image_format, image_root)),
         "image_format": row.image_format, "image_width": row.image_width, "image_height": row.image_height,
         "image_filename": row.image_filename, "image_external_id": row.image_external_id,
@@ -337,6 +339,8 @@ def _write_hf(table: Table, out: Path, image_bytes: Callable[[dict], bytes] | No
     if out.exists():
         if not out.is_dir() or any(out.iterdir()):
             raise ValueError(f"{out}: exists and is not an empty directory")
+    if image_bytes is not None:  # the dataset's `image` column holds the image itself
+        table = Table([name for name in table.columns if name != "image"], table.rows, table.types)
     schema = _arrow_schema(table)
     rows: Iterable[dict] = table.rows
     weigh = None

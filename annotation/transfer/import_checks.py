@@ -34,8 +34,10 @@ class Row:
     kind: str
     source_model: str | None
     image_external_id: str | None
-    caption_id: str | None
+    caption_id: str | None  # the caption's key within the file
+    external_id: str | None  # the id stored with the caption
     parent_id: str | None
+    parent_in_file: bool  # parent_id is a caption_id of this file only (an export's parent_caption_id)
     perturbation: dict | None
     references: list[str]
     annotator: str | None
@@ -49,6 +51,10 @@ def _get(record: dict, *names: str):
         if value is not None and value != "":
             return value
     return None
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)
 
 
 def _as_list(value, what: str) -> list[str]:
@@ -104,6 +110,11 @@ def _parse_row(label: str, record: dict, images, existing_sha: set[str]) -> tupl
     if kind not in CAPTION_KINDS:
         problems.append(f"unknown kind {kind!r} (choose one of {', '.join(CAPTION_KINDS)})")
     parent_id = _get(record, "parent_id", "parent")
+    # An export's parent_caption_id is the parent's id in the database it came from: it names a
+    # row of the same file (its caption_id), never a stored caption's external id.
+    parent_in_file = parent_id is None and _get(record, "parent_caption_id") is not None
+    if parent_in_file:
+        parent_id = _get(record, "parent_caption_id")
     op = _get(record, "op", "perturbation_op")
     perturbation = check(_as_object, _get(record, "perturbation"), "perturbation")
     if kind == "perturbed":
@@ -138,13 +149,17 @@ def _parse_row(label: str, record: dict, images, existing_sha: set[str]) -> tupl
         critical = check(marked_phrases, text, *(critical[name] for name in MARKING_GROUPS)) if text else None
         if critical is not None and not critical["critical_objects"]:
             problems.append("a marking needs at least one critical object (field `critical_objects`)")
+    caption_id = _get(record, "caption_id", "id")
     if problems:
         return None, problems
     return Row(label=label, image=image, text=text, language=language, kind=kind,
                source_model=str(_get(record, "model", "source_model")) if _get(record, "model", "source_model") else None,
                image_external_id=str(_get(record, "image_id")) if _get(record, "image_id") is not None else None,
-               caption_id=str(_get(record, "caption_id", "id")) if _get(record, "caption_id", "id") is not None else None,
-               parent_id=str(parent_id) if parent_id is not None else None, perturbation=perturbation,
+               caption_id=_text(caption_id), parent_id=_text(parent_id), parent_in_file=parent_in_file,
+               # an export's caption_id is its database's id; the caption's own is caption_external_id
+               external_id=_text(_get(record, "caption_external_id") if "caption_external_id" in record
+                                 else caption_id),
+               perturbation=perturbation,
                references=references, annotator=annotator, rating=rating, critical=critical), []
 
 

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from annotation.transfer.archives import ArchiveError, check_archive, member_path, open_zip
 from annotation.image_store import ImageFacts
 from scoring.clipscore_json import clipscore_entries
+from scoring.csv_safe import unescape_cell
 from scoring.images import image_limits
 from scoring.paths import caption_max_chars
 
@@ -90,17 +91,19 @@ def _lines(record: dict, last: int) -> str:
 
 
 def _records(reader: csv.DictReader):
-    """The reader's records; a line the csv module cannot read (a field over its limit of
+    """The reader's records, unescaped; a line the csv module cannot read (a field over its limit of
     `csv.field_size_limit()` characters, an unclosed or stray quote) is a ValueError naming the line,
     and so is a header naming a column twice (the reader would keep the last one's cells only)."""
-    names = [name.strip() for name in reader.fieldnames or []]
+    names = [unescape_cell(name).strip() for name in reader.fieldnames or []]
     twice = sorted({name for name in names if name and names.count(name) > 1})  # empty: unused columns
     if twice:
         raise ValueError(f"line 1: the header names {', '.join(map(repr, twice))} more than once; "
                          "give each column once")
     while True:
         try:
-            yield next(reader)
+            # Cells as written before CapLens's CSV writer escaped them (scoring.csv_safe), so an
+            # exported caption "-ish" comes back as "-ish", not "'-ish".
+            yield {unescape_cell(k): unescape_cell(v) for k, v in next(reader).items()}
         except StopIteration:
             return
         except csv.Error as exc:  # raised before the reader counts the line it was reading

@@ -20,7 +20,10 @@ Row fields (CSV columns, JSONL keys, manifest entries):
   model | source_model   the captioning model that wrote it
   image_id         your id of the image (rows with the same id share the image)
   caption_id       your id of the caption; rows repeating it add ratings to that caption
+  caption_external_id   the id stored with the caption, when caption_id is only a key within
+                   the file (exports write both: caption_id is the exporting database's id)
   parent_id        caption_id of the caption of the same image this one was derived from (perturbed ...)
+  parent_caption_id   as parent_id, but only a caption_id of this file (exports write it)
   op | perturbation_op   perturbation operation (required for kind perturbed)
   perturbation     object of perturbation parameters (p, seed, changed_spans ...)
   references       list of reference captions of the image
@@ -105,7 +108,11 @@ class ImportReport:
 def resolve_parents(session: Session, rows: list[Row], errors: list[str]) -> dict[str, Caption]:
     """Parents named by caption_id in the file, else captions already in the database."""
     in_file = {row.caption_id for row in rows if row.caption_id}
-    outside = {row.parent_id for row in rows if row.parent_id and row.parent_id not in in_file}
+    outside = {row.parent_id for row in rows
+               if row.parent_id and row.parent_id not in in_file and not row.parent_in_file}
+    errors.extend(f"{row.label}: parent_caption_id {row.parent_id!r} is not a caption_id of this file (in an export "
+                  "it is the parent's id in the database it came from: export the parent with it, as the captions "
+                  "export does)" for row in rows if row.parent_in_file and row.parent_id not in in_file)
     found: dict[str, Caption] = {}
     for external_id in outside:
         matches = list(session.scalars(select(Caption).where(Caption.external_id == external_id).limit(2)))
@@ -154,13 +161,16 @@ def plan_rows(rows: list[Row], external_parents: dict[str, Caption],
     named by hash: a file no row ends up using is removed by `caplens db gc`). A row's
     `references` are its image's: one the image has already (`known_references`: stored in the
     target collection, or given by an earlier row) is not added again, whatever the row's
-    language (a German row repeating the English references made German copies of them)."""
+    language (a German row repeating the English references made German copies of them); nor
+    is a row of kind reference repeating one an earlier row's `references` gave in this file
+    (a captions export lists each reference as a row and in its image's rows' `references`)."""
     plan = StagingPlan()
     counts = {"rows": len(rows), "captions": 0, "references": 0, "ratings": 0, "critical_annotations": 0}
     image_shas: dict[str, str] = {}
     staged_shas: set[str] = set()
     by_external: dict[str, int] = {}
     references: set[tuple[str, str]] = set(known_references)
+    reference_seqs: dict[tuple[str, str], int] = {}  # the references this file adds
     critical: dict[tuple[int, str], dict] = {}
     parents: list[tuple[dict, str]] = []
 
@@ -191,11 +201,19 @@ def plan_rows(rows: list[Row], external_parents: dict[str, Caption],
         sha = sha_for(row)
         caption_seq = by_external.get(row.caption_id) if row.caption_id else None
         if caption_seq is None:
-            caption = add_caption(image_sha256=sha, text=row.text, language=row.language, kind=row.kind)
+            listed = reference_seqs.get((sha, row.text)) if row.kind == "reference" else None
+            if listed is None:
+                caption = add_caption(image_sha256=sha, text=row.text, language=row.language, kind=row.kind)
+                counts["references" if row.kind == "reference" else "captions"] += 1  # as the report names them
+            else:  # a reference an earlier row's `references` gave (an export has both): that one, with this row's fields
+                caption = plan.captions[listed - 1]
+                caption["language"] = row.language
             caption.update(source_model=row.source_model, perturbation=row.perturbation,
-                           perturbation_op=(row.perturbation or {}).get("op"), external_id=row.caption_id)
+                           perturbation_op=(row.perturbation or {}).get("op"), external_id=row.external_id)
             caption_seq = caption["seq"]
-            counts["references" if row.kind == "reference" else "captions"] += 1  # as the report names them
+            if row.kind == "reference":
+                references.add((sha, row.text))
+                reference_seqs[(sha, row.text)] = caption_seq
             if row.caption_id:
                 by_external[row.caption_id] = caption_seq
             if row.parent_id:
@@ -205,7 +223,8 @@ def plan_rows(rows: list[Row], external_parents: dict[str, Caption],
             key = (sha, reference)
             if key not in references:
                 references.add(key)
-                add_caption(image_sha256=sha, text=reference, language=row.language, kind="reference")
+                reference_seqs[key] = add_caption(image_sha256=sha, text=reference, language=row.language,
+                                                  kind="reference")["seq"]
                 counts["references"] += 1
         if row.rating:
             plan.ratings.append(dict(seq=len(plan.ratings) + 1, caption_seq=caption_seq, annotator=row.annotator,

@@ -390,3 +390,72 @@ def test_an_image_imported_into_two_collections_lists_its_references_once(engine
         build_finetune_set(s, accounts["rita"], "human", tmp_path / "human", collection=col)
     (human,) = map(json.loads, (tmp_path / "human" / "data.jsonl").read_text().splitlines())
     assert human["references"] == expected
+
+
+def _collection_contents(session, name):
+    """What a round trip must keep of a collection: its captions and their ratings."""
+    from db.models import Rating
+
+    col = get_collection(session, name)
+    captions = {(c.text, c.language, c.kind, c.external_id, c.perturbation_op, c.parent.text if c.parent else None,
+                 c.image.sha256) for c in col.captions}
+    assert len(captions) == len(col.captions)  # nothing stored twice
+    ratings = sorted((c.text, r.annotator.name, r.overall, r.fluency, r.relevance, r.descriptiveness)
+                     for c in col.captions for r in session.scalars(select(Rating).where(Rating.caption_id == c.id)))
+    return captions, ratings
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_ratings_and_captions_exports_import_again(engine, accounts, image_files, fmt):
+    """An export names each image as `sha256:<hex>` (how an import names a stored image), keeps
+    the caption's own external id apart from the database id it is keyed by, and links
+    parents within the file; the CSV escaping of cells a spreadsheet would run (a leading
+    '=', '-', '+') is undone on reading, and a caption's own apostrophe is kept."""
+    rows = [
+        {"image": "img0.png", "caption": "=1+1 squares", "caption_id": "c0", "annotator": "x1", "score": 0.75,
+         "fluency": 1, "references": ["-ish red", "+a red block"]},
+        {"image": "img0.png", "caption": "=1+1 squares", "caption_id": "c0", "annotator": "x2", "score": 0.25},
+        {"image": "img0.png", "caption": "=1+1 1+1 squares", "caption_id": "p0", "kind": "perturbed",
+         "op": "repetition", "parent_id": "c0", "annotator": "x1", "score": 0.1},
+        {"image": "img1.png", "caption": "'=quoted' and 'tis blue", "language": "de", "annotator": "x2",
+         "score": 0.5, "references": ["ein blaues Quadrat"]},
+        {"image": "img1.png", "caption": "-ein blaues Ding", "language": "de", "model": "blip", "annotator": "x1",
+         "relevance": 0.5, "score": 1},
+    ]
+    path = image_files / "orig.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    with session_scope(engine) as s:
+        import_file(s, accounts["rita"], path, collection="orig")
+    for what in ("ratings", "captions"):
+        out = image_files / f"{what}.{fmt}"
+        with session_scope(engine, read_only=True) as s:
+            export_table(s, accounts["rita"], what, out, fmt, get_collection(s, "orig"))
+        with session_scope(engine) as s:
+            import_file(s, accounts["rita"], out, collection=f"again-{what}")
+    with session_scope(engine, read_only=True) as s:
+        captions, ratings = _collection_contents(s, "orig")
+        assert ("'=quoted' and 'tis blue", "de", "candidate", None, None, None) in {c[:6] for c in captions}
+        assert _collection_contents(s, "again-ratings") == (captions, ratings)
+        # a captions export has no ratings, and every caption
+        assert _collection_contents(s, "again-captions") == (captions, [])
+
+
+def test_an_exported_parent_outside_the_file_is_refused_not_looked_up(engine, accounts, image_files):
+    """An export's parent_caption_id is the exporting database's id: a ratings export of a
+    rated perturbed caption whose parent has no rating names a parent the file lacks, which
+    must not be matched against stored external ids."""
+    path = image_files / "orig.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [
+        {"image": "img0.png", "caption": "a red square", "caption_id": "c0"},
+        {"image": "img0.png", "caption": "a red red square", "kind": "perturbed", "op": "repetition",
+         "parent_id": "c0", "annotator": "x1", "score": 0.2}]), encoding="utf-8")
+    out = image_files / "ratings.jsonl"
+    with session_scope(engine) as s:
+        import_file(s, accounts["rita"], path, collection="orig")
+        export_table(s, accounts["rita"], "ratings", out, "jsonl", get_collection(s, "orig"))
+        parent_id = s.scalar(select(Caption.id).where(Caption.external_id == "c0"))
+    with session_scope(engine) as s, pytest.raises(ImportRejected) as rejected:
+        import_file(s, accounts["rita"], out, collection="again")
+    assert rejected.value.errors == [f"line 1: parent_caption_id '{parent_id}' is not a caption_id of this file (in an "
+                                     "export it is the parent's id in the database it came from: export the parent "
+                                     "with it, as the captions export does)"]
