@@ -62,6 +62,39 @@ def _set_file(path: Path) -> tuple[Path, dict | None]:
     return path, manifest
 
 
+PATH_COLUMNS = ("image", "generated_image")  # relative to the data file in a set, absolute once loaded
+
+
+def rows_fingerprint(rows: list[dict]) -> str:
+    """A hash of rows' content in their order, image paths (at any depth: CapLens-R's cross rows
+    nest their captions' rows) taken relative to the folder they all share: the same set exported
+    again elsewhere (`caplens finetune --collection X --resume` exports it anew) hashes the same,
+    a set with other rows or another order does not."""
+    def paths(value):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key in PATH_COLUMNS and isinstance(item, str):
+                    yield item
+                else:
+                    yield from paths(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from paths(item)
+
+    def relative(value, root: str):
+        if isinstance(value, dict):
+            return {k: os.path.relpath(v, root) if k in PATH_COLUMNS and isinstance(v, str) else relative(v, root)
+                    for k, v in value.items()}
+        return [relative(item, root) for item in value] if isinstance(value, list) else value
+
+    folders = [os.path.dirname(path) for path in paths(rows)]
+    root = os.path.commonpath(folders) if folders else ""
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(json.dumps(relative(row, root) if root else row, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
 def load_set(path: str | Path) -> tuple[list[dict], str, dict]:
     """Rows (image paths made absolute), the set's hash and its description."""
     path = Path(path)
@@ -71,7 +104,7 @@ def load_set(path: str | Path) -> tuple[list[dict], str, dict]:
     rows = _read_table(data)
     base = data.parent.resolve()  # once: resolving every row's path made a 500k-row set load for minutes
     resolved: dict[str, str] = {}
-    for key in ("image", "generated_image"):
+    for key in PATH_COLUMNS:
         for row in rows:
             value = row.get(key)
             if isinstance(value, str):

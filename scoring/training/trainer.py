@@ -3,13 +3,15 @@
 Deterministic by construction: the rows of micro-batch k are a pure function of (seed, k)
 (a seeded permutation per epoch), and the recipe's per-batch randomness comes from
 `random.Random(f"{seed}:{k}")`.  A snapshot (weights, optimizer, scheduler, torch RNG, step,
-losses, the "before" metrics) is written every `checkpoint_every` steps and on cancel, so a
-resumed run on the CPU ends with the same weights as an uninterrupted one.
+losses, the "before" metrics, the config and a fingerprint of the rows) is written every
+`checkpoint_every` steps and on cancel, so a resumed run on the CPU ends with the same weights
+as an uninterrupted one; a resume with another config or other rows is refused.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -28,11 +30,14 @@ import torch
 from scoring.backbones import quiet_progress_bars
 from scoring.backbones.graphs import device_work
 from scoring.training.config import TrainConfig
-from scoring.training.data import image_key, split_by_image
+from scoring.training.data import image_key, rows_fingerprint, split_by_image
 from scoring.training.measures import HIGHER, NEITHER, describe
 from scoring.training.recipes import RECIPES
 
 SNAPSHOT = ".resume/snapshot.pt"
+# Config keys a resume may change: where the run lives, how it runs, not what it trains. `data`
+# and `heldout` are compared by their rows' content instead (a collection is exported anew).
+RESUME_MAY_CHANGE = ("out", "data", "heldout", "device", "threads", "time_limit_s", "checkpoint_every")
 SCRATCH = ".resume/initial"
 RESULT_FILE = "training.json"
 
@@ -261,6 +266,23 @@ def _check_out(out: Path, resume: bool) -> None:
         raise ValueError(f"{out} holds an interrupted run: resume it, or choose another `out`")
 
 
+def _check_resume(out: Path, snapshot: dict, config: dict, data: dict) -> None:
+    """Refuse to resume a snapshot with another config or other rows: the restored optimizer and
+    schedule would go on with the old settings while training.json recorded the new ones.
+    Snapshots written before they kept both are resumed unchecked."""
+    if "config" not in snapshot:
+        return
+    keys = sorted(k for k in set(config) | set(snapshot["config"])
+                  if k not in RESUME_MAY_CHANGE and config.get(k) != snapshot["config"].get(k))
+    changed = [f"{k} ({snapshot['config'].get(k)!r} then, {config.get(k)!r} now)" for k in keys]
+    changed += [f"the {side} rows' content" for side in ("training", "held-out")
+                if data[side] != snapshot["data"][side]]
+    if changed:
+        raise ValueError(f"cannot resume {out}: this run differs from the interrupted one in " + "; ".join(changed)
+                         + ". Resume with its config and data, or start a new run in another `out` (to train a "
+                         "finished run further, make it the new run's `base`)")
+
+
 def _seed_everything(config: TrainConfig, device: torch.device) -> None:
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -312,6 +334,11 @@ class _Run:
         self.best: dict | None = None
         self.before: dict[str, float] = {}
 
+    @functools.cached_property
+    def data_fingerprint(self) -> dict[str, str]:
+        """What `_check_resume` compares: the content of the training and held-out rows."""
+        return {"training": rows_fingerprint(self.train_rows), "held-out": rows_fingerprint(self.heldout_rows)}
+
     def autocast(self):
         if self.autocast_dtype:
             return torch.autocast("cuda", dtype=self.autocast_dtype)
@@ -336,6 +363,7 @@ class _Run:
             torch.manual_seed(self.config.seed)  # loading may have drawn random numbers (a model built from scratch)
             return
         snapshot = torch.load(self.out / SNAPSHOT, map_location=self.device, weights_only=False)
+        _check_resume(self.out, snapshot, self.config.to_dict(), self.data_fingerprint)
         self.module.load_state_dict(snapshot["model"])
         self.optimizer.load_state_dict(snapshot["optimizer"])
         self.scheduler.load_state_dict(snapshot["scheduler"])
@@ -353,7 +381,8 @@ class _Run:
         torch.save({"model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
                     "scheduler": self.scheduler.state_dict(), "step": self.step, "losses": self.losses,
                     "before": self.before, "history": self.history, "best": self.best,
-                    "elapsed": self.elapsed(), "rng": _rng_state(self.device)}
+                    "elapsed": self.elapsed(), "rng": _rng_state(self.device), "config": self.config.to_dict(),
+                    "data": self.data_fingerprint}
                    | ({"scaler": self.scaler.state_dict()} if self.scaler else {}), tmp)
         tmp.replace(path)
 

@@ -336,3 +336,30 @@ def test_a_run_keeps_transformers_bars_off_from_its_start_to_its_end_and_puts_th
         assert seen == {"begin": False, "save": False} and hf_logging.is_progress_bar_enabled()
     finally:
         hf_logging.enable_progress_bar()
+
+
+def test_the_rows_fingerprint_of_a_set_exported_again_elsewhere_is_the_same_and_changes_with_the_rows(tmp_path):
+    """`caplens finetune --collection X --resume` exports X anew (another folder, another
+    manifest time); a resume compares the rows, not the path."""
+    import json
+
+    from scoring.training.data import load_set, rows_fingerprint
+
+    def export(folder, rows, at):
+        (folder / "images").mkdir(parents=True)
+        (folder / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        (folder / "manifest.json").write_text(json.dumps({"data": "data.jsonl", "created_at": at}), encoding="utf-8")
+        return load_set(folder)
+
+    rows = [{"image": "images/ab.png", "text": "a dog"}, {"image": "images/cd.png", "text": "a cat"}]
+    first, first_hash, _ = export(tmp_path / "x-1", rows, "2026-11-30T01:00")
+    again, again_hash, _ = export(tmp_path / "x-2", rows, "2026-11-30T02:00")
+    assert first_hash != again_hash and first[0]["image"] != again[0]["image"]
+    assert rows_fingerprint(first) == rows_fingerprint(again)
+    changed, _, _ = export(tmp_path / "x-3", [rows[0], rows[1] | {"text": "a cow"}], "2026-11-30T03:00")
+    reordered, _, _ = export(tmp_path / "x-4", rows[::-1], "2026-11-30T03:00")
+    renamed, _, _ = export(tmp_path / "x-5", [rows[0], rows[1] | {"image": "images/ef.png"}], "2026-11-30T03:00")
+    assert len({rows_fingerprint(r) for r in (first, changed, reordered, renamed)}) == 4
+    # CapLens-R's cross rows nest each image's caption rows, paths and all
+    assert rows_fingerprint([{"image": r["image"], "captions": [r]} for r in first]) == rows_fingerprint(
+        [{"image": r["image"], "captions": [r]} for r in again])

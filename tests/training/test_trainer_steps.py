@@ -321,3 +321,45 @@ def test_an_fp16_run_resumes_with_the_loss_scale_it_had(run, tmp_path, monkeypat
     assert resumed.after["w"] == pytest.approx(whole.after["w"], abs=1e-6)
     run(out=str(tmp_path / "old"), train_kwargs={"resume": True}, **settings)
     assert scalers[-1].get_scale() == 2.0 ** 19
+
+
+def _cut_after_three(run, out, **settings):
+    import threading
+
+    from scoring.training import Cancelled
+
+    cancel = threading.Event()
+    with pytest.raises(Cancelled):
+        run(out=str(out), train_kwargs={"cancel": cancel, "progress": lambda f, m: (
+            cancel.set() if m.startswith("one-weight step 3/") else None)}, **settings)
+
+
+def test_a_resume_with_another_config_or_other_rows_is_refused_naming_what_differs(run, tmp_path):
+    """The restored optimizer and schedule would go on with the interrupted run's lr and length
+    while training.json recorded the new ones; another set's rows would train on from its weights."""
+    settings = dict(batch_size=2, max_steps=6, schedule={"name": "constant", "warmup": 0})
+    _cut_after_three(run, tmp_path / "cut", **settings)
+    with pytest.raises(ValueError) as error:
+        run(out=str(tmp_path / "cut"), train_kwargs={"resume": True},
+            **settings | {"max_steps": 9, "optimizer": {"name": "sgd", "lr": 1.0}})
+    assert str(error.value) == (
+        f"cannot resume {tmp_path / 'cut'}: this run differs from the interrupted one in max_steps (6 then, 9 now); "
+        "optimizer ({'name': 'sgd', 'lr': 0.1} then, {'name': 'sgd', 'lr': 1.0} now). Resume with its config and "
+        "data, or start a new run in another `out` (to train a finished run further, make it the new run's `base`)")
+    with pytest.raises(ValueError, match=r"differs from the interrupted one in the training rows' content\. "):
+        run(out=str(tmp_path / "cut"), train_kwargs={"resume": True}, data={"fake": "other"}, **settings)
+    with pytest.raises(ValueError, match=r"differs from the interrupted one in the held-out rows' content\. "):
+        run(out=str(tmp_path / "cut"), train_kwargs={"resume": True}, heldout={"fake": "other"}, **settings)
+    assert not (tmp_path / "cut" / "training.json").exists()
+
+
+def test_a_resume_may_move_the_folder_change_the_device_threads_and_limits_and_read_the_same_rows_anew(run, tmp_path):
+    """What a resume may change: where the run lives, how it runs, and the path of the same rows
+    (`caplens finetune --collection X --resume` exports the collection into a new folder)."""
+    settings = dict(batch_size=2, max_steps=6, schedule={"name": "constant", "warmup": 0})
+    whole, _ = run(out=str(tmp_path / "whole"), **settings)
+    _cut_after_three(run, tmp_path / "cut", **settings)
+    (tmp_path / "cut").rename(tmp_path / "moved")
+    resumed, _ = run(out=str(tmp_path / "moved"), train_kwargs={"resume": True}, threads=1, time_limit_s=3600.0,
+                     checkpoint_every=2, data={"fake": "train", "exported": "again"}, **settings)
+    assert resumed.losses == whole.losses and resumed.after["w"] == pytest.approx(whole.after["w"], abs=1e-9)
