@@ -798,7 +798,7 @@ def pascal50s_download(account_id: int | None, collection_name: str, folder: Pat
     from annotation.transfer.transfers import _downloadable
 
     with tempfile.TemporaryDirectory(prefix=".pascal-", dir=folder) as staging:
-        out = Path(staging) / f"{collection_name}-pascal50s"
+        out = Path(staging) / "pascal50s"  # not the collection's name: "../x" would write outside
         with acting(account_id, read_only=True) as (session, user):
             summary = export_pascal50s(session, user, _collection(session, collection_name), out)
         return _downloadable(out, folder), {"pairs": summary["pairs"], "judgments": summary["judgments"]}

@@ -4,6 +4,7 @@ majority, the sources' Bradley–Terry ranking, and the Pascal-50S export read b
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -260,6 +261,23 @@ def test_export_reads_back_as_the_same_pairs_and_majority(engine, accounts, tmp_
     assert list(human_preference(loaded["votes_a"], loaded["votes_b"])) == \
         list(human_preference(judged["votes_a"], judged["votes_b"]))
     assert loaded["references"][0] == ["a brown dog running on the grass"] * 3
+
+
+def test_the_pascal50s_download_stays_in_its_folder_whatever_the_collection_is_called(engine, accounts,
+                                                                                      tmp_path):
+    name = "../../../escaped"
+    ids = _study(engine, accounts, png_bytes, name=name)
+    with session_scope(engine) as s:
+        col = get_collection(s, name)
+        pairwise.make_pairs(s, accounts["rita"], col)
+        item = {(p.caption_a_id, p.caption_b_id): p.id for p in pairwise.collection_pairs(s, col)}[(ids["m1"], ids["m2"])]
+        pairwise.judge_pair(s, accounts["ann"], item, "left")
+    folder = tmp_path / "downloads" / "request"
+    folder.mkdir(parents=True)
+    download, summary = pairwise.pascal50s_download(accounts["rita"].id, name, folder)
+    assert Path(download).parent == folder and summary["judgments"] == 1
+    assert sorted(p.name for p in folder.iterdir()) == [Path(download).name]
+    assert not list(tmp_path.rglob("*.mat"))  # nothing unzipped left anywhere, in or out of the folder
 
 
 def test_cli_study_accuracy_equals_the_exported_files_through_analyze_pascal50s(engine, accounts, tmp_path, capsys):
