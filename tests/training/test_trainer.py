@@ -401,13 +401,41 @@ def test_specs_contrastive_term_pairs_the_image_with_the_fields_contrastive_on_n
 
 
 def _anchor_cosines(state, clip, rows, field):
-    """By hand: the image x `field`-caption cosine matrix of `rows` under `clip` (a recipe's anchor)."""
-    from scoring.training.models import clip_image_features, clip_text_features
+    """By hand: the image x `field`-caption cosine matrix of `rows` under `clip` (a recipe's anchor),
+    its images through `clip`'s own processor."""
+    from scoring.training.models import PixelCache, clip_image_features, clip_text_features
 
     cpu = torch.device("cpu")
-    image = clip_image_features(clip, state.pixels([r["image"] for r in rows], [image_key(r) for r in rows], cpu))
+    pixels = PixelCache(clip.image_processor)([r["image"] for r in rows], [image_key(r) for r in rows], cpu)
+    image = clip_image_features(clip, pixels)
     text = clip_text_features(clip, [state.prefix + r[field] for r in rows], cpu)
     return torch.nn.functional.normalize(image, dim=-1) @ torch.nn.functional.normalize(text, dim=-1).T
+
+
+@pytest.mark.parametrize("name", ["specs", "pac-s"])
+def test_teacher_terms_embed_the_teachers_images_through_the_teachers_own_processor(name, monkeypatch):
+    """A student built at 96 px and a 224 px teacher: the teacher's image embeddings (SPECS's and
+    PAC-S's anchor, PAC-S's style gap) must come from the teacher's pixels, not the student's."""
+    from types import SimpleNamespace
+
+    from scoring.training import models, recipes
+    from scoring.training.models import PixelCache
+
+    def processor(size):
+        return lambda images, return_tensors: {"pixel_values": torch.zeros(len(images), 3, size, size)}
+
+    fed = []
+    monkeypatch.setattr(models, "load_image", lambda image: image)
+    monkeypatch.setattr(recipes, "clip_image_features", lambda clip, pixels: fed.append((clip.name, pixels.shape[-1]))
+                        or torch.zeros(len(pixels), 4))
+    monkeypatch.setattr(recipes, "clip_text_features", lambda clip, texts, device: torch.zeros(len(texts), 4))
+    student, teacher = (SimpleNamespace(name=n, image_processor=processor(size)) for n, size in (("student", 96),
+                                                                                                   ("teacher", 224)))
+    state = SimpleNamespace(clip=student, teacher=teacher, pixels=PixelCache(student.image_processor), prefix="",
+                            weights={"anchor": 1.0, "style_gap": 1.0}, config=SimpleNamespace(options={}))
+    rows = [{"image": f"{i}.png", "caption": "c", "short_caption": "s", "long_caption": "l"} for i in range(3)]
+    recipes.RECIPES[name].prepare(state, rows, torch.device("cpu"))
+    assert fed == [("teacher", 224)] and len(state.teacher_images) == 3
 
 
 def test_specs_anchor_is_the_squared_gap_between_its_and_the_teachers_short_caption_cosine_matrices(tmp_path):
