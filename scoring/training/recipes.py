@@ -618,9 +618,12 @@ class UmicRecipe(ItmRecipe):
         state.trainable = nn.ModuleDict({"itm": state.itm.model, "head": one})
         state.teacher = frozen_teacher(config, device, "loss.teacher_rank orders captions of different images as "
                                        "the teacher does") if state.weights["teacher_rank"] else None
-        if state.teacher is not None:
-            state.teacher_pixels, state.teacher_images = PixelCache(state.teacher.image_processor), {}
         return state
+
+    def prepare(self, state, rows, device):
+        """With `loss.teacher_rank`: the teacher's embedding of every image, once, before any step
+        (`clip_image_embeddings`), so a resumed run uses the very values an uninterrupted one does."""
+        state.teacher_images = clip_image_embeddings(state.teacher, rows, device) if state.teacher is not None else {}
 
     def one_logit(self, state, pixels, texts, device):
         return state.head(itm_cls(state.itm, pixels, texts, device)).float().squeeze(-1)
@@ -630,16 +633,10 @@ class UmicRecipe(ItmRecipe):
 
     @torch.no_grad()
     def teacher_scores(self, state, rows, device) -> tuple[torch.Tensor, float]:
-        """The teacher CLIP's cosine of each row's image and positive caption (with the CLIP-S
-        prefix, `options.prefix`), and its temperature 1 / logit scale. An image's embedding is
-        kept: a scene's captions are rows of their own, so its image comes back in later batches."""
-        keys = [image_key(r) for r in rows]
-        new = sorted({k: r["image"] for k, r in zip(keys, rows) if k not in state.teacher_images}.items())
-        if new:
-            pixels = state.teacher_pixels([image for _, image in new], [k for k, _ in new], device)
-            state.teacher_images.update(zip([k for k, _ in new], clip_image_features(state.teacher, pixels).float()))
+        """The teacher CLIP's cosine of each row's image (embedded in `prepare`) and positive
+        caption (with the CLIP-S prefix, `options.prefix`), and its temperature 1 / logit scale."""
         prefix = state.config.options.get("prefix", "")
-        return _cos(torch.stack([state.teacher_images[k] for k in keys]),
+        return _cos(torch.stack([state.teacher_images[image_key(r)] for r in rows]),
                     clip_text_features(state.teacher, [prefix + r["positive"] for r in rows], device).float()), \
             float(1 / state.teacher.model.logit_scale.exp())
 

@@ -32,8 +32,13 @@ def test_split_by_image_shares_no_image():
     assert len(held) > len({image_key(r) for r in held})
 
 
-def test_interrupted_run_resumes_to_identical_weights(tmp_path):
-    whole = train(_config("pr-mcs-tiny", tmp_path / "whole"))
+@pytest.mark.parametrize("preset, settings", [
+    ("pr-mcs-tiny", {}),
+    # the teacher's image embeddings: computed once before training, not cached batch by batch
+    ("umic-tiny", {"teacher": "${CAPLENS_TINY_DIR}/clip", "loss": {"teacher_rank": 1.0}, "batch_size": 4}),
+])
+def test_interrupted_run_resumes_to_identical_weights(tmp_path, preset, settings):
+    whole = train(_config(preset, tmp_path / "whole", **settings))
     cancel = threading.Event()
 
     def stop_after_three(fraction, message):
@@ -41,15 +46,15 @@ def test_interrupted_run_resumes_to_identical_weights(tmp_path):
             cancel.set()
 
     with pytest.raises(Cancelled):
-        train(_config("pr-mcs-tiny", tmp_path / "cut"), progress=stop_after_three, cancel=cancel)
+        train(_config(preset, tmp_path / "cut", **settings), progress=stop_after_three, cancel=cancel)
     assert not (tmp_path / "cut" / "training.json").exists()
-    resumed = train(_config("pr-mcs-tiny", tmp_path / "cut"), resume=True)
+    resumed = train(_config(preset, tmp_path / "cut", **settings), resume=True)
     assert resumed.losses == whole.losses
     a, b = _weights(whole.out_dir), _weights(resumed.out_dir)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     record = json.loads((resumed.out_dir / "training.json").read_text())
     assert record["data"]["heldout_images"] >= 1 and record["before"] and record["after"]
-    assert record["config"]["recipe"] == "pr-mcs" and len(record["data"]["hash"]) == 64
+    assert record["config"]["recipe"] == preset.removesuffix("-tiny") and len(record["data"]["hash"]) == 64
 
 
 def test_prmcs_anchor_keeps_the_originals_near_the_base_encoder_and_resumes(tmp_path):
@@ -654,7 +659,7 @@ def test_umic_teacher_rank_term_distils_the_teacher_clips_order_of_other_images_
     import math
     import random as _random
 
-    from scoring.training.models import clip_image_features, clip_text_features
+    from scoring.training.models import PixelCache, clip_image_features, clip_text_features
     from scoring.training.recipes import RECIPES
 
     recipe = RECIPES["umic"]
@@ -673,11 +678,13 @@ def test_umic_teacher_rank_term_distils_the_teacher_clips_order_of_other_images_
         unweighted.head.load_state_dict(state.head.state_dict())
     state.trainable.eval()
     unweighted.trainable.eval()
+    for prepared in (state, unweighted):
+        recipe.prepare(prepared, batch, cpu)
     with torch.no_grad():
         total, parts = recipe.batch_loss(state, batch, _random.Random(0), cpu)
         plain, _ = recipe.batch_loss(unweighted, batch, _random.Random(0), cpu)
         logits = recipe.one_logit(state, recipe.pixels(state, batch, cpu), [r["positive"] for r in batch], cpu)
-        pixels = state.teacher_pixels([r["image"] for r in batch], [image_key(r) for r in batch], cpu)
+        pixels = PixelCache(state.teacher.image_processor)([r["image"] for r in batch], [image_key(r) for r in batch], cpu)
         image = torch.nn.functional.normalize(clip_image_features(state.teacher, pixels), dim=-1)
         text = torch.nn.functional.normalize(
             clip_text_features(state.teacher, ["A photo depicts " + r["positive"] for r in batch], cpu), dim=-1)
