@@ -685,7 +685,8 @@ class UmicRecipe(ItmRecipe):
 
     def prepare_rows(self, rows, config):
         rows = super().prepare_rows(rows, config)
-        return [r for r in rows if len(r.get("negatives") or []) == losses_negatives(rows)]
+        k = losses_negatives(rows)  # once: counted for every row, preparing a set was quadratic in its size
+        return [r for r in rows if len(r.get("negatives") or []) == k]
 
     def save(self, state, out):
         write_one_logit_head(state.itm.model.itm_head, state.head)

@@ -363,3 +363,16 @@ def test_the_rows_fingerprint_of_a_set_exported_again_elsewhere_is_the_same_and_
     # CapLens-R's cross rows nest each image's caption rows, paths and all
     assert rows_fingerprint([{"image": r["image"], "captions": [r]} for r in first]) == rows_fingerprint(
         [{"image": r["image"], "captions": [r]} for r in again])
+
+
+def test_umic_keeps_the_rows_with_the_usual_number_of_negatives_counting_them_once(monkeypatch):
+    """Counted per row, the most common number of negatives made preparing a large set quadratic."""
+    from scoring.training import recipes
+    from scoring.training.config import TrainConfig
+
+    calls, real = [], recipes.losses_negatives
+    monkeypatch.setattr(recipes, "losses_negatives", lambda rows: calls.append(len(rows)) or real(rows))
+    rows = [{"image": f"{i}", "positive": "p", "negatives": ["a", "b", "c", "d"][: 3 if i % 10 == 0 else 4]}
+            for i in range(50)]
+    kept = recipes.RECIPES["umic"].prepare_rows(rows, TrainConfig(recipe="umic", data="unused", out="unused"))
+    assert [r["image"] for r in kept] == [str(i) for i in range(50) if i % 10] and calls == [50]
