@@ -220,7 +220,8 @@ def _run_record(result) -> dict[str, Any]:
         record = {key: getattr(result, key) for key in
                   ("out_dir", "recipe", "metric", "backbone_kind", "before", "after", "device")}
         saved = Path(result.out_dir) / TRAINING_FILE
-        record["config"] = json.loads(saved.read_text(encoding="utf-8")).get("config", {}) if saved.is_file() else {}
+        written = json.loads(saved.read_text(encoding="utf-8")) if saved.is_file() else {}
+        record["config"], record["finished_at"] = written.get("config", {}), written.get("finished_at")
     missing = [key for key in ("recipe", "metric", "backbone_kind") if not record.get(key)]
     if missing:
         raise ValueError(f"run record lacks {', '.join(missing)}")
@@ -303,12 +304,21 @@ def _version_name(run: dict[str, Any], version: str | None, taken: set[str]) -> 
         if name.lower() in taken:
             raise ValueError(f"metric {name} is already registered; choose another version")
         return name
-    stem = f"{run['metric']}@{_data_label(run['config'].get('data'))}-{datetime.now(timezone.utc):%Y-%m-%d}"
+    stem = f"{run['metric']}@{_data_label(run['config'].get('data'))}-{_finished_at(run):%Y-%m-%d}"
     name, counter = stem, 1
     while name.lower() in taken:
         counter += 1
         name = f"{stem}-{counter}"
     return name
+
+
+def _finished_at(run: dict[str, Any]) -> datetime:
+    """When the run finished (its record's `finished_at`), which its card and default version
+    name give, not when it was registered (a day later, by `caplens finetune register`); now for
+    a record written before runs kept it."""
+    stamp = run.get("finished_at")
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) if stamp \
+        else datetime.now(timezone.utc)
 
 
 def _backbone_name(metric_name: str) -> str:
@@ -354,7 +364,7 @@ def _metric_fields(base: MetricSpec, backbone: str, run: dict[str, Any]) -> dict
     fields.update({
         "recipe": run["recipe"],
         "trained_on": describe_data(run["config"].get("data")),
-        "trained_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "trained_at": _finished_at(run).strftime("%Y-%m-%d %H:%M UTC"),
         "run": str(run["out_dir"]),
         "device": str(run.get("device") or "?"),
         "before": {k: float(v) for k, v in (run.get("before") or {}).items() if _finite(v)},

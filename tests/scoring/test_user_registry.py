@@ -62,6 +62,22 @@ def test_registered_pacs_run_is_listed_scored_and_carded(data_dir, tmp_path, tin
     assert load_registry("tiny").metrics[name].extra["run"] == str(run.resolve())
 
 
+def test_a_version_is_dated_when_its_run_finished_not_when_it_is_registered(data_dir, tmp_path, tiny_dir):
+    """`caplens finetune register` may come days after the run: the card's trained_at and the
+    default version name take the record's finished_at, from a folder or a TrainResult alike."""
+    from scoring.training import read_result
+
+    config = {"data": {"world": {"scenes": 40}}, "base": "tiny:clip"}
+    folders = [make_run(tmp_path / name, tiny_dir / "clip", "pac-s", "PAC-S", "clip", config) for name in ("a", "b")]
+    for folder in folders:
+        record = json.loads((folder / "training.json").read_text())
+        (folder / "training.json").write_text(json.dumps(record | {"finished_at": "2026-11-20T23:50:07Z",
+                                                                   "losses": [], "wall_s": 1.0}))
+    names = [register_run(folders[0], check=False), register_run(read_result(folders[1]), check=False)]
+    assert names == ["PAC-S@world-2026-11-20", "PAC-S@world-2026-11-20-2"]
+    assert [v["trained_at"] for v in registered_versions()] == ["2026-11-20 23:50 UTC"] * 2
+
+
 def test_pr_mcs_run_keeps_the_profiles_image_tower_and_names_are_unique(data_dir, tmp_path, tiny_dir, images):
     config = {"data": {"world": {"scenes": 10}}, "base": "tiny:prmcs-text", "teacher": "tiny:clip"}
     day = today()
