@@ -80,9 +80,12 @@ def _autocast_dtype(config: TrainConfig, device: torch.device) -> torch.dtype | 
 def _schedule(config: TrainConfig, total: int) -> Callable[[int], float]:
     name = config.schedule.get("name", "cosine")
     warmup = config.schedule.get("warmup", 0.05)
-    warmup_steps = int(round(warmup * total)) if isinstance(warmup, float) else int(warmup)
     if name not in ("cosine", "constant"):
         raise ValueError(f"unknown schedule {name!r}: use cosine or constant")
+    if isinstance(warmup, float) and not 0.0 <= warmup < 1.0:  # 1.0 would warm up over every step, 2.0 never end
+        raise ValueError(f"schedule.warmup {warmup!r}: a fraction of the steps is from 0 up to below 1; "
+                         "give a number of steps as an integer")
+    warmup_steps = int(round(warmup * total)) if isinstance(warmup, float) else int(warmup)
 
     def factor(step: int) -> float:
         if step < warmup_steps:

@@ -70,6 +70,15 @@ def test_constant_schedule_and_an_unknown_one():
         trainer._schedule(_config(schedule={"name": "linear"}), 8)
 
 
+@pytest.mark.parametrize("warmup", [1.0, 2.5, -0.1])
+def test_a_warm_up_fraction_outside_0_to_below_1_is_refused(warmup):
+    """A float warm-up is a share of the steps: 1.0 would warm up over the whole run and 2.5 never
+    reach the full rate; an integer counts steps."""
+    with pytest.raises(ValueError, match=rf"^schedule.warmup {warmup}: a fraction of the steps is from 0 up to "
+                                         r"below 1; give a number of steps as an integer$"):
+        trainer._schedule(_config(schedule={"warmup": warmup}), 8)
+
+
 def test_optimizer_by_name_with_the_configs_settings():
     params = [torch.nn.Parameter(torch.zeros(2))]
     adamw = trainer._optimizer(_config(optimizer={"name": "AdamW", "lr": 3e-4, "weight_decay": 0.02}), params)
