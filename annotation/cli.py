@@ -131,7 +131,8 @@ def register(subparsers, parents) -> None:
                                 "and the staging of imports that were killed")
     gc.add_argument("--dry-run", action="store_true")
     gc.add_argument("--staging-idle-minutes", type=float, default=60.0,
-                    help="an import's staging untouched this long is abandoned (default 60)")
+                    help="an import's staging untouched this long is abandoned, and an unreferenced "
+                         "image file written this long ago is deleted (default 60)")
     gc.set_defaults(handler=_gc)
 
     user = subparsers.add_parser("user", parents=parents, help="annotator, researcher and admin accounts")
@@ -325,8 +326,9 @@ def _gc(args) -> int:
     from annotation.transfer.importers import gc_stagings
 
     with database_session() as session:  # a write lock: no import can add rows meanwhile
-        stagings = 0 if args.dry_run else gc_stagings(session, timedelta(minutes=args.staging_idle_minutes))
-        orphans = orphaned_files(session)
+        idle = timedelta(minutes=args.staging_idle_minutes)
+        stagings = 0 if args.dry_run else gc_stagings(session, idle)
+        orphans = orphaned_files(session, idle)
         if not args.dry_run:
             for path in orphans:
                 path.unlink(missing_ok=True)

@@ -13,7 +13,9 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+import time
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from PIL import Image as PILImage
@@ -93,6 +95,7 @@ def write_to_store(data: bytes, facts: ImageFacts) -> Path:
     """Put the bytes into the store (idempotent: an existing file with that hash is kept)."""
     path = stored_path(facts.sha256, facts.format)
     if path.exists():
+        os.utime(path)  # written again, as `orphaned_files` sees it: an import may be about to name it
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
@@ -149,9 +152,12 @@ def read_stored_bytes(sha256: str, fmt: str) -> bytes:
         raise OSError(f"image {sha256} is in the database but missing from the image store") from None
 
 
-def orphaned_files(session: Session) -> list[Path]:
-    """Stored files no database row refers to (left by rolled-back or killed imports); an
-    import still staging keeps its files."""
+def orphaned_files(session: Session, idle: timedelta = timedelta(hours=1)) -> list[Path]:
+    """Stored files no database row refers to (left by rolled-back or killed imports). An
+    import still staging keeps its files, and so does a file written less than `idle` ago: an
+    import writes its images before any staging row names them."""
     known = set(session.scalars(select(Image.sha256))) | set(session.scalars(select(StagedImage.sha256)))
+    written_before = time.time() - idle.total_seconds()
     root = image_store_dir()
-    return [p for p in root.glob("??/*") if p.is_file() and p.name.split(".")[0] not in known]
+    return [p for p in root.glob("??/*") if p.is_file() and p.name.split(".")[0] not in known
+            and p.stat().st_mtime < written_before]

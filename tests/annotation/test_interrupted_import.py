@@ -89,3 +89,35 @@ def test_killed_import_leaves_nothing(engine, db_url, data_dir, tmp_path, make_p
     print(f"\ninterrupted import[{engine.dialect.name}]: SIGKILL at '{killed_at}' after {kill_seconds:.1f}s; "
           f"rows left by the killed import: 0; {orphans} orphaned image files removed by gc; "
           f"full re-import of {ROWS} captions + {ROWS} ratings took {full_seconds:.1f}s")
+
+
+def test_gc_during_an_import_keeps_the_files_the_import_is_about_to_name(engine, accounts, tmp_path, make_png,
+                                                                          monkeypatch):
+    """An import writes its image files before any staging row names them; `caplens db gc` run
+    in between had deleted them, and the import then published images without files."""
+    import annotation.transfer.importers as importers
+    from annotation.image_store import image_path
+    from db.models import Image
+
+    source = tmp_path / "src"
+    source.mkdir()
+    for i in range(3):
+        (source / f"img{i}.png").write_bytes(make_png((i * 60, 10, 10)))
+    path = source / "in.jsonl"
+    path.write_text("\n".join(json.dumps({"image": f"img{i}.png", "caption": f"caption {i}"}) for i in range(3)))
+    deleted, stage = [], importers.stage
+
+    def stage_after_gc(*args, **kwargs):  # what `caplens db gc` does, at the worst moment
+        with session_scope(engine) as s:
+            for orphan in orphaned_files(s):
+                orphan.unlink()
+                deleted.append(orphan.name)
+        return stage(*args, **kwargs)
+
+    monkeypatch.setattr(importers, "stage", stage_after_gc)
+    with session_scope(engine, read_only=True) as s:
+        report = importers.import_file(s, accounts["rita"], path, collection="gc", commit_batches=True)
+    assert report.counts["images_new"] == 3 and deleted == []
+    with session_scope(engine, read_only=True) as s:
+        images = list(s.scalars(select(Image)))
+        assert len(images) == 3 and all(image_path(image).is_file() for image in images)
