@@ -247,6 +247,16 @@ def test_pacs_loss_on_shared_images():
     assert total.item() == pytest.approx(real + 0.05 * visual + 0.1 * textual, abs=1e-5)
 
 
+def test_style_gap_is_the_mean_squared_change_of_each_long_minus_short_gap():
+    # student gaps 0.9 - 0.6 = 0.3 and 0.5 - 0.7 = -0.2; teacher gaps 0.7 - 0.4 = 0.3 and 0.4 - 0.5 = -0.1:
+    # ((0.3 - 0.3)^2 + (-0.2 - -0.1)^2) / 2 = 0.005
+    long, short, teacher_long, teacher_short = t(0.9, 0.5), t(0.6, 0.7), t(0.7, 0.4), t(0.4, 0.5)
+    assert losses.style_gap(long, short, teacher_long, teacher_short).item() == pytest.approx(0.005, abs=1e-7)
+    # both styles of an image moving together (+0.25, -0.3) keep its gap: nothing to pay
+    assert losses.style_gap(long + t(0.25, -0.3), short + t(0.25, -0.3), teacher_long, teacher_short).item() == \
+        pytest.approx(0.005, abs=1e-7)
+
+
 def test_specs_hinge_clamps_the_margin_to_0_and_1():
     # better - worse = (2.0, 0.4): mean 1.2, clamped to ε = 1: max(0, -2 + 1) = 0, max(0, -0.4 + 1) = 0.6
     assert losses.specs_hinge(t(2.5, 0.9), t(0.5, 0.5)).item() == pytest.approx(0.3, abs=1e-6)
