@@ -85,7 +85,11 @@ def prmcs_loss(image: torch.Tensor, original: torch.Tensor, perturbed: torch.Ten
 def pacs_loss(image: torch.Tensor, text: torch.Tensor, generated_image: torch.Tensor, generated_text: torch.Tensor,
               scale: torch.Tensor | float, lambda_v: float, lambda_t: float,
               image_ids: list | None = None) -> tuple[torch.Tensor, dict[str, float]]:
-    """PAC-S: L(V, T) + λv·L(V', T) + λt·L(V, T'), each a symmetric InfoNCE."""
+    """PAC-S: L(V, T) + λv·L(V', T) + λt·L(V, T'), each a symmetric InfoNCE. `info_nce` averages
+    its two directions where the paper sums them, so this is half the paper's loss: a pure scale
+    for the gradient's direction, but it halves the norm that `grad_clip` limits and doubles the
+    relative weight of terms added to it (`anchor`, `style_gap`). The shipped presets' numbers
+    (lr, grad_clip, weights) are for this scale and stay as they are."""
     real = info_nce(image, text, scale, image_ids)
     visual = info_nce(generated_image, text, scale, image_ids)
     textual = info_nce(image, generated_text, scale, image_ids)
