@@ -45,6 +45,10 @@ def validate_caption_text(text: str) -> str:
     byte); ValueError when it is blank or over the caption length limit."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("caption text is empty")
+    control = next((c for c in text if (ord(c) < 32 and c not in "\t\n\r") or ord(c) == 127), None)
+    if control is not None:  # a NUL or escape code is no text, and cuts the caption short in C-based tools
+        raise ValueError(f"caption text holds the control character U+{ord(control):04X} at position "
+                         f"{text.index(control) + 1}")
     return check_caption_length(text, "caption")
 
 

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from annotation.studies import queue_screens
-from annotation.captions import add_caption, get_or_create_collection, validate_language
+from annotation.captions import add_caption, get_or_create_collection, validate_caption_text, validate_language
 from annotation.transfer.exporters import export_table
 from annotation.image_store import add_image
 from annotation.transfer.importers import ImportRejected, import_file
@@ -98,6 +98,17 @@ def test_unknown_language_codes_are_refused(code):
 @pytest.mark.parametrize("code", ["en", "pt-BR", "zh-Hant", "und", "sw"])
 def test_known_language_codes_pass(code):
     assert validate_language(code) == code
+
+
+@pytest.mark.parametrize("text, code, position", [("a dog\x00 on grass", "0000", 6), ("\x1b[31mred", "001B", 1),
+                                                    ("a cat\x7f", "007F", 6)])
+def test_a_caption_with_a_control_character_is_refused_naming_it(text, code, position):
+    with pytest.raises(ValueError, match=f"control character U\\+{code} at position {position}$"):
+        validate_caption_text(text)
+
+
+def test_tabs_and_line_breaks_stay_part_of_a_caption():
+    assert validate_caption_text("a dog\ton grass\r\nat noon ") == "a dog\ton grass\r\nat noon "
 
 
 def test_an_import_with_an_unknown_language_is_refused_with_its_line(engine, accounts, tmp_path, make_png):
