@@ -1,9 +1,11 @@
 """Fine-tuning runs as background jobs for the app's Train tab.
 
-A job wraps one ``scoring.training.train`` call in a worker thread.  One job runs per device
-("cpu" or "cuda") at a time; the others wait in that device's queue.  A job records its
-status, progress fraction and ETA, the loss curve, its log lines, and when it ends its
-before/after numbers and the metric version it registered (``scoring.user_registry``).
+A job wraps one ``scoring.training.train`` call in a worker thread.  One job per device
+("cpu" or "cuda") is taken from that device's queue at a time, the others wait in it, and
+``train`` itself runs one job at a time in the process (torch's generators, determinism switch
+and thread count are process-wide): a CUDA job started beside a CPU one waits, saying so.  A
+job records its status, progress fraction and ETA, the loss curve, its log lines, and when it
+ends its before/after numbers and the metric version it registered (``scoring.user_registry``).
 Jobs live in this process, keyed by id, so a page reload finds them again.
 
 A smoke or tiny preset (``is_scratch_preset``) trains into its owner's scratch folder and

@@ -46,6 +46,26 @@ class Cancelled(RuntimeError):
     """The run was cancelled; its last snapshot stays resumable (`resume=True`)."""
 
 
+# One run at a time in a process: torch's generators, its deterministic-algorithms switch and its
+# thread count are process-wide, and the app runs a CPU job and a CUDA job in threads of one server.
+_ONE_RUN = threading.Lock()
+
+
+@contextlib.contextmanager
+def _one_run_at_a_time(tell: Callable[[float, str], None], cancel: threading.Event | None):
+    """Hold the process's one training run; a run that finds another going waits, saying so, and
+    a cancel while it waits ends it."""
+    if not _ONE_RUN.acquire(blocking=False):
+        tell(0.0, "waiting for the training run already going in this process to finish")
+        while not _ONE_RUN.acquire(timeout=1.0):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("cancelled while waiting for another training run to finish")
+    try:
+        yield
+    finally:
+        _ONE_RUN.release()
+
+
 @dataclass
 class TrainResult:
     out_dir: Path
@@ -508,7 +528,8 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
         _selection_sign(config)
     say = log or (lambda message: None)
     tell = progress or (lambda fraction, message: None)
-    with quiet_progress_bars():  # no "Loading weights" or "Writing model shards" bars in the log
+    # quiet: no "Loading weights" or "Writing model shards" bars in the log
+    with _one_run_at_a_time(tell, cancel), quiet_progress_bars():
         run = _Run(config, say, tell)
         run.begin(resume)
         stopped_early = run.loop(cancel)

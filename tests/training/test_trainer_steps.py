@@ -363,3 +363,39 @@ def test_a_resume_may_move_the_folder_change_the_device_threads_and_limits_and_r
     resumed, _ = run(out=str(tmp_path / "moved"), train_kwargs={"resume": True}, threads=1, time_limit_s=3600.0,
                      checkpoint_every=2, data={"fake": "train", "exported": "again"}, **settings)
     assert resumed.losses == whole.losses and resumed.after["w"] == pytest.approx(whole.after["w"], abs=1e-9)
+
+
+def test_runs_in_one_process_take_turns_and_a_cancel_ends_one_still_waiting(run, tmp_path):
+    """torch's generators, determinism switch and thread count are process-wide, and the app
+    trains a CPU job and a CUDA job in threads of one server: a run started while another goes
+    waits, saying so, and starts (seeds, loads) only once the other is done; cancelled while it
+    waits, it ends without starting."""
+    import threading
+
+    from scoring.training import Cancelled, trainer
+
+    said, waiting, threads = [], threading.Event(), []
+
+    def second():
+        run(out=str(tmp_path / "second"), batch_size=2, max_steps=4, train_kwargs={
+            "log": lambda line: said.append(("second", line)),
+            "progress": lambda f, m: m.startswith("waiting for the training run already going") and waiting.set()})
+
+    def start_second(fraction, message):
+        if message.startswith("one-weight step 1/4 ") and not threads:
+            threads.append(threading.Thread(target=second))
+            threads[0].start()
+            assert waiting.wait(10)
+
+    run(out=str(tmp_path / "first"), batch_size=2, max_steps=4,
+        train_kwargs={"log": lambda line: said.append(("first", line)), "progress": start_second})
+    threads[0].join(30)
+    order = [who for who, _ in said]
+    assert waiting.is_set() and order == sorted(order, key=lambda who: who == "second") and "second" in order
+    assert (tmp_path / "second" / "training.json").is_file()
+    cancel = threading.Event()
+    cancel.set()
+    with trainer._ONE_RUN:
+        with pytest.raises(Cancelled, match="^cancelled while waiting for another training run to finish$"):
+            run(out=str(tmp_path / "third"), batch_size=2, max_steps=4, train_kwargs={"cancel": cancel})
+    assert not (tmp_path / "third").exists()
