@@ -204,9 +204,15 @@ def check_cross_row(rows: list[Row]) -> list[str]:
         if row.caption_id is None:
             continue
         seen = first.setdefault(row.caption_id, row)
-        if seen is not row and (seen.text != row.text or seen.image.key != row.image.key):
+        if seen is row:
+            continue
+        differs = [name for name in ("text", "language", "kind", "source_model", "parent_id", "perturbation")
+                   if getattr(seen, name) != getattr(row, name)]
+        if seen.image.key != row.image.key:
+            differs.insert(0, "image")
+        if differs:  # the rows are one caption: the first row's fields would have been kept silently
             errors.append(f"{row.label}: caption_id {row.caption_id!r} was used by {seen.label} "
-                          "for a different caption or image")
+                          f"with another {', '.join('caption' if d == 'text' else d for d in differs)}")
     pairs = set()
     for row in rows:
         if row.annotator and row.rating:

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import func, select
 
 from annotation.transfer.importers import ImportRejected, import_file
-from db.models import Caption, User
+from db.models import Caption, Rating, User
 from db.session import session_scope
 from scoring.paths import DEFAULT_CAPTION_MAX_CHARS
 
@@ -182,6 +182,26 @@ def test_a_parent_on_another_image_or_a_cycle_of_parents_is_refused_naming_the_r
     assert rejected.value.errors == ["line 1: parent_id 'Q' is a caption of another image"]
     with session_scope(engine) as session:
         assert sorted(session.scalars(select(Caption.text))) == ["x x y", "x y"]
+
+
+def test_rows_of_one_caption_id_must_agree_on_the_caption(engine, accounts, tmp_path, make_png):
+    """Rows sharing a caption_id are one caption (one row per annotator's rating): a row that
+    gave it another language or kind was dropped silently, keeping the first row's."""
+    (tmp_path / "a.png").write_bytes(make_png((255, 0, 0)))
+    with pytest.raises(ImportRejected) as rejected:
+        _import_rows(engine, accounts, tmp_path / "split.jsonl", [
+            {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "ann", "score": 0.5},
+            {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "bea", "score": 0.7,
+             "language": "de", "model": "blip"},
+            {"image": "a.png", "caption": "a red box", "caption_id": "C", "annotator": "cal", "score": 0.2}], "split")
+    assert rejected.value.errors == [
+        "line 2: caption_id 'C' was used by line 1 with another language, source_model",
+        "line 3: caption_id 'C' was used by line 1 with another caption"]
+    _import_rows(engine, accounts, tmp_path / "agree.jsonl", [
+        {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "ann", "score": 0.5},
+        {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "bea", "score": 0.7}], "agree")
+    with session_scope(engine) as session:
+        assert session.scalar(select(func.count(Rating.id))) == 2
 
 
 def test_json_nested_too_deeply_is_not_valid_json_of_its_row(engine, accounts, tmp_path, make_png):
