@@ -39,6 +39,7 @@ from scoring.api import metric_names
 from scoring.paths import data_dir
 from scoring.training import read_learning_curve
 from scoring.training.measures import compare
+from scoring.training.trainer import SNAPSHOT
 from scoring.user_registry import register_run, registered_versions, unregister
 
 LOG = logging.getLogger(__name__)
@@ -237,7 +238,9 @@ class JobRunner:
         with self._lock:
             job.finished = time.time()
             if job.cancel.is_set():
-                job.status, job.message = "cancelled", "cancelled; the last snapshot stays resumable"
+                resumable = (Path(job.config.out) / SNAPSHOT).is_file()  # none before its first snapshot
+                job.status, job.message = "cancelled", ("cancelled; the last snapshot stays resumable" if resumable
+                                                        else "cancelled before its first snapshot; nothing to resume")
             else:
                 job.status = "failed"
                 job.error = public_message(user_message(exc))  # an unexpected error is logged with its id

@@ -13,6 +13,7 @@ import torch
 
 from annotation.training import training_jobs as tj
 from scoring.api import metric_names
+from scoring.training.trainer import SNAPSHOT
 
 
 def fit_line(config, *, progress=None, log=None, cancel=None):
@@ -133,8 +134,16 @@ def test_cancel_a_running_and_a_queued_job(data_dir, tmp_path):
     runner.cancel(first.id)
     gate.set()
     ended = runner.wait(first.id, 30)
-    assert ended.status == "cancelled" and ended.metric_name is None and "resumable" in ended.message
+    assert ended.status == "cancelled" and ended.metric_name is None
+    assert ended.message == "cancelled before its first snapshot; nothing to resume"  # fit_line writes none
     assert not (tmp_path / "b").exists()
+    third = runner.submit(config(tmp_path, "c", gate=(gate := threading.Event())), 1, "rita", "tiny", "d")
+    running(runner, third.id)
+    (tmp_path / "c" / SNAPSHOT).parent.mkdir(parents=True)
+    (tmp_path / "c" / SNAPSHOT).write_bytes(b"a snapshot")
+    runner.cancel(third.id)
+    gate.set()
+    assert runner.wait(third.id, 30).message == "cancelled; the last snapshot stays resumable"
 
 
 def test_a_failing_run_says_why_without_server_paths(data_dir, tmp_path):
