@@ -62,10 +62,11 @@ def similarity_anchor(image: torch.Tensor, text: torch.Tensor, reference: torch.
 def prmcs_loss(image: torch.Tensor, original: torch.Tensor, perturbed: torch.Tensor, scale: torch.Tensor | float,
                margin: float = PRMCS_MARGIN, lambdas: tuple[float, float, float] = PRMCS_LAMBDAS,
                image_ids: list | None = None, anchor: torch.Tensor | None = None,
-               anchor_weight: float = 0.0) -> tuple[torch.Tensor, dict[str, float]]:
+               anchor_weight: float | torch.Tensor = 0.0) -> tuple[torch.Tensor, dict[str, float]]:
     """PR-MCS: L_CLIP + λ1·(1 − cos(V, T(o))) + λ2·max(m, cos(V, T(p))) + λ3·max(m, cos(T(o), T(p))),
     plus, with `anchor_weight`, λa·(1 − cos(T(o), T₀(o))): the original caption's embedding stays
-    where the base encoder put it (`anchor`, a CapLens addition; the paper has none)."""
+    where the base encoder put it (`anchor`, a CapLens addition; the paper has none). A tensor
+    `anchor_weight` is one λa per row, the term then the mean of λa,i·(1 − cos_i)."""
     l_clip = info_nce(image, original, scale, image_ids)
     cos_vo = F.cosine_similarity(image, original, dim=-1)
     cos_vp = F.cosine_similarity(image, perturbed, dim=-1)
@@ -75,7 +76,11 @@ def prmcs_loss(image: torch.Tensor, original: torch.Tensor, perturbed: torch.Ten
     l3 = cos_op.clamp(min=margin).mean()
     total = l_clip + lambdas[0] * l1 + lambdas[1] * l2 + lambdas[2] * l3
     parts = {"clip": l_clip.item(), "l1": l1.item(), "l2": l2.item(), "l3": l3.item()}
-    if anchor_weight:
+    if torch.is_tensor(anchor_weight):
+        drift = 1 - F.cosine_similarity(original, anchor, dim=-1)
+        total = total + (anchor_weight.to(drift) * drift).mean()
+        parts["anchor"] = drift.mean().item()
+    elif anchor_weight:
         drift = (1 - F.cosine_similarity(original, anchor, dim=-1)).mean()
         total = total + anchor_weight * drift
         parts["anchor"] = drift.item()

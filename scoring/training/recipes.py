@@ -510,7 +510,20 @@ class PrMcsRecipe(TextEncoderRecipe):
         anchor = torch.stack([state.anchors[r["original"]] for r in rows]).to(device) if w["anchor"] else None
         return losses.prmcs_loss(image, original.float(), perturbed.float(), state.clip.model.logit_scale.exp().clamp(max=100.0),
                                  w["margin"], (w["lambda1"], w["lambda2"], w["lambda3"]), [image_key(r) for r in rows],
-                                 anchor, w["anchor"])
+                                 anchor, self.anchor_weights(state.config, rows, w["anchor"], device))
+
+    @staticmethod
+    def anchor_weights(config, rows, weight: float, device) -> float | torch.Tensor:
+        """`loss.anchor`, or with `options.anchor_languages` ({language: factor}) one weight per
+        row: the languages whose captions the perturbation terms pull further (Japanese, whose
+        drop runs 10 points above the others) can be held more firmly than the rest."""
+        factors = config.options.get("anchor_languages")
+        if not factors or not weight:
+            return weight
+        if not isinstance(factors, dict) or not all(isinstance(f, (int, float)) and f >= 0 for f in factors.values()):
+            raise ValueError("options.anchor_languages maps a language to a factor of loss.anchor (a number >= 0), "
+                             "e.g. {ja = 2.0}")
+        return torch.tensor([weight * factors.get(_language(r), 1.0) for r in rows], device=device)
 
     @torch.no_grad()
     def evaluate(self, state, rows, device):

@@ -228,6 +228,34 @@ def test_prmcs_anchor_term_adds_the_drift_of_the_originals_from_the_base_encoder
     assert parts["anchor"] == pytest.approx(0.0, abs=1e-6) and same.item() == pytest.approx(base.item(), abs=1e-5)
 
 
+def test_prmcs_anchor_weights_per_row_weigh_each_originals_drift():
+    ids = ["a", "a", "b"]
+    base, _ = losses.prmcs_loss(IMAGE, TEXT, PERTURBED, 2.5, lambdas=(0.1, 0.2, 0.3), image_ids=ids)
+    anchor = TEXT.roll(1, 0)
+    weights = torch.tensor([0.5, 0.5, 2.0])
+    total, parts = losses.prmcs_loss(IMAGE, TEXT, PERTURBED, 2.5, lambdas=(0.1, 0.2, 0.3), image_ids=ids,
+                                     anchor=anchor, anchor_weight=weights)
+    drifts = [1 - c for c in _cos(TEXT, anchor)]
+    assert parts["anchor"] == pytest.approx(sum(drifts) / 3, abs=1e-6)
+    assert total.item() == pytest.approx(base.item() + (0.5 * drifts[0] + 0.5 * drifts[1] + 2.0 * drifts[2]) / 3,
+                                         abs=1e-5)
+    assert drifts[2] != pytest.approx(drifts[0], abs=1e-3)  # so a weight on the wrong row would show
+
+
+def test_prmcs_anchor_languages_give_each_row_its_languages_factor():
+    from types import SimpleNamespace
+
+    from scoring.training.recipes import RECIPES
+
+    rows = [{"language": "en"}, {"language": "ja"}, {"language": "de"}]
+    weights = RECIPES["pr-mcs"].anchor_weights(SimpleNamespace(options={"anchor_languages": {"ja": 2.5}}), rows, 8.0,
+                                               "cpu")
+    assert weights.tolist() == [8.0, 20.0, 8.0]
+    assert RECIPES["pr-mcs"].anchor_weights(SimpleNamespace(options={}), rows, 8.0, "cpu") == 8.0
+    with pytest.raises(ValueError, match="anchor_languages"):
+        RECIPES["pr-mcs"].anchor_weights(SimpleNamespace(options={"anchor_languages": {"ja": -1}}), rows, 8.0, "cpu")
+
+
 def test_similarity_anchor_is_the_mean_squared_change_of_every_image_text_cosine():
     reference = t([0.5, 0.0, 0.1], [0.2, 0.9, -0.3], [0.0, 0.4, 1.0])
     squared = [(_cos(IMAGE[i:i + 1], TEXT[j:j + 1])[0] - float(reference[i, j])) ** 2
