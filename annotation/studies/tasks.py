@@ -283,7 +283,8 @@ def validate_rating_values(values: dict) -> dict:
         try:
             number = float(value)
         except (TypeError, ValueError, OverflowError):  # OverflowError: an integer too large for a float
-            raise ValueError(f"{name} must be a number between 0 and 1, got {str(value)[:40]!r}") from None
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            raise ValueError(f"{name} must be a number between 0 and 1, got {shown}") from None
         if not (0.0 <= number <= 1.0) or math.isnan(number):
             raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
         clean[name] = number

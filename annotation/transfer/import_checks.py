@@ -206,8 +206,9 @@ def check_cross_row(rows: list[Row]) -> list[str]:
         seen = first.setdefault(row.caption_id, row)
         if seen is row:
             continue
-        differs = [name for name in ("text", "language", "kind", "source_model", "parent_id", "perturbation")
-                   if getattr(seen, name) != getattr(row, name)]
+        differs = [name for name in ("text", "language", "kind") if getattr(seen, name) != getattr(row, name)]
+        differs += [name for name in ("source_model", "parent_id", "perturbation")  # a row may leave these out
+                    if None not in (getattr(seen, name), getattr(row, name)) and getattr(seen, name) != getattr(row, name)]
         if seen.image.key != row.image.key:
             differs.insert(0, "image")
         if differs:  # the rows are one caption: the first row's fields would have been kept silently

@@ -190,15 +190,18 @@ def test_rows_of_one_caption_id_must_agree_on_the_caption(engine, accounts, tmp_
     (tmp_path / "a.png").write_bytes(make_png((255, 0, 0)))
     with pytest.raises(ImportRejected) as rejected:
         _import_rows(engine, accounts, tmp_path / "split.jsonl", [
-            {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "ann", "score": 0.5},
+            {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "ann", "score": 0.5,
+             "model": "blip"},
             {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "bea", "score": 0.7,
              "language": "de", "model": "blip"},
-            {"image": "a.png", "caption": "a red box", "caption_id": "C", "annotator": "cal", "score": 0.2}], "split")
+            {"image": "a.png", "caption": "a red box", "caption_id": "C", "annotator": "cal", "score": 0.2,
+             "model": "git"}], "split")
     assert rejected.value.errors == [
-        "line 2: caption_id 'C' was used by line 1 with another language, source_model",
-        "line 3: caption_id 'C' was used by line 1 with another caption"]
-    _import_rows(engine, accounts, tmp_path / "agree.jsonl", [
-        {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "ann", "score": 0.5},
+        "line 2: caption_id 'C' was used by line 1 with another language",
+        "line 3: caption_id 'C' was used by line 1 with another caption, source_model"]
+    _import_rows(engine, accounts, tmp_path / "agree.jsonl", [  # a row may leave out the model the first gave
+        {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "ann", "score": 0.5,
+         "model": "blip"},
         {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "bea", "score": 0.7}], "agree")
     with session_scope(engine) as session:
         assert session.scalar(select(func.count(Rating.id))) == 2

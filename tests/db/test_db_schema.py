@@ -69,8 +69,9 @@ def test_downgrade_step_by_step_keeps_every_row_it_can(empty_db_url):
         assert counts() == dict.fromkeys(tables, 1), revision
     upgrade(empty_db_url)
     assert counts() == dict.fromkeys(tables, 1)
-    with engine.connect() as connection:  # the app's connections still enforce foreign keys
-        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as connection:  # the app's connections still enforce foreign keys
+            assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
 
 def test_models_drift_is_detected(db_url):
