@@ -219,6 +219,14 @@ def plan_rows(rows: list[Row], external_parents: dict[str, Caption],
             if row.parent_id:
                 # Parents may come later in the file: linked once every row is planned.
                 parents.append((caption, row.parent_id))
+        else:  # a later row of the same caption (check_cross_row: it agrees): what the first left out
+            caption = plan.captions[caption_seq - 1]
+            if caption["source_model"] is None:
+                caption["source_model"] = row.source_model
+            if caption["perturbation"] is None and row.perturbation is not None:
+                caption.update(perturbation=row.perturbation, perturbation_op=row.perturbation.get("op"))
+            if row.parent_id and not any(c is caption for c, _ in parents):
+                parents.append((caption, row.parent_id))
         for reference in map(validate_caption_text, row.references):
             key = (sha, reference)
             if key not in references:

@@ -199,12 +199,13 @@ def test_rows_of_one_caption_id_must_agree_on_the_caption(engine, accounts, tmp_
     assert rejected.value.errors == [
         "line 2: caption_id 'C' was used by line 1 with another language",
         "line 3: caption_id 'C' was used by line 1 with another caption, source_model"]
-    _import_rows(engine, accounts, tmp_path / "agree.jsonl", [  # a row may leave out the model the first gave
-        {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "ann", "score": 0.5,
-         "model": "blip"},
-        {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "bea", "score": 0.7}], "agree")
+    _import_rows(engine, accounts, tmp_path / "agree.jsonl", [  # a row may leave out the model another gives
+        {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "ann", "score": 0.5},
+        {"image": "a.png", "caption": "a red square", "caption_id": "C", "annotator": "bea", "score": 0.7,
+         "model": "blip"}], "agree")
     with session_scope(engine) as session:
         assert session.scalar(select(func.count(Rating.id))) == 2
+        assert session.scalar(select(Caption.source_model).where(Caption.text == "a red square")) == "blip"
 
 
 def test_json_nested_too_deeply_is_not_valid_json_of_its_row(engine, accounts, tmp_path, make_png):
