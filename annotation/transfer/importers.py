@@ -108,24 +108,25 @@ class ImportReport:
 def resolve_parents(session: Session, rows: list[Row], errors: list[str]) -> dict[str, Caption]:
     """Parents named by caption_id in the file, else captions already in the database."""
     in_file = {row.caption_id for row in rows if row.caption_id}
-    outside = {row.parent_id for row in rows
-               if row.parent_id and row.parent_id not in in_file and not row.parent_in_file}
     errors.extend(f"{row.label}: parent_caption_id {row.parent_id!r} is not a caption_id of this file (in an export "
                   "it is the parent's id in the database it came from: export the parent with it, as the captions "
                   "export does)" for row in rows if row.parent_in_file and row.parent_id not in in_file)
+    outside: dict[str, list[Row]] = {}  # the rows naming each parent not in the file, in file order
+    for row in rows:
+        if row.parent_id and row.parent_id not in in_file and not row.parent_in_file:
+            outside.setdefault(row.parent_id, []).append(row)
     found: dict[str, Caption] = {}
-    for external_id in outside:
-        matches = list(session.scalars(select(Caption).where(Caption.external_id == external_id).limit(2)))
+    for external_id, children in outside.items():
+        matches = list(session.execute(select(Caption, Image.sha256).join(Image, Image.id == Caption.image_id)
+                                       .where(Caption.external_id == external_id).limit(2)))
         if len(matches) == 1:
-            found[external_id] = matches[0]
+            (parent, parent_sha), = matches
+            found[external_id] = parent
             errors.extend(f"{row.label}: parent_id {external_id!r} is a caption of another image"
-                          for row in rows if row.parent_id == external_id
-                          and image_sha256(row) != matches[0].image.sha256)
+                          for row in children if image_sha256(row) != parent_sha)
         else:
-            for row in rows:
-                if row.parent_id == external_id:
-                    why = "is ambiguous (several captions have it)" if matches else "is not in the file or the database"
-                    errors.append(f"{row.label}: parent_id {external_id!r} {why}")
+            why = "is ambiguous (several captions have it)" if matches else "is not in the file or the database"
+            errors.extend(f"{row.label}: parent_id {external_id!r} {why}" for row in children)
     return found
 
 
@@ -172,7 +173,7 @@ def plan_rows(rows: list[Row], external_parents: dict[str, Caption],
     references: set[tuple[str, str]] = set(known_references)
     reference_seqs: dict[tuple[str, str], int] = {}  # the references this file adds
     critical: dict[tuple[int, str], dict] = {}
-    parents: list[tuple[dict, str]] = []
+    parents: dict[int, tuple[dict, str]] = {}  # caption seq -> (its caption, the parent_id it names)
 
     def sha_for(row: Row) -> str:
         key = row.image.key
@@ -216,17 +217,15 @@ def plan_rows(rows: list[Row], external_parents: dict[str, Caption],
                 reference_seqs[(sha, row.text)] = caption_seq
             if row.caption_id:
                 by_external[row.caption_id] = caption_seq
-            if row.parent_id:
-                # Parents may come later in the file: linked once every row is planned.
-                parents.append((caption, row.parent_id))
         else:  # a later row of the same caption (check_cross_row: it agrees): what the first left out
             caption = plan.captions[caption_seq - 1]
             if caption["source_model"] is None:
                 caption["source_model"] = row.source_model
             if caption["perturbation"] is None and row.perturbation is not None:
                 caption.update(perturbation=row.perturbation, perturbation_op=row.perturbation.get("op"))
-            if row.parent_id and not any(c is caption for c, _ in parents):
-                parents.append((caption, row.parent_id))
+        if row.parent_id and caption_seq not in parents:
+            # Parents may come later in the file: linked once every row is planned.
+            parents[caption_seq] = (caption, row.parent_id)
         for reference in map(validate_caption_text, row.references):
             key = (sha, reference)
             if key not in references:
@@ -241,7 +240,7 @@ def plan_rows(rows: list[Row], external_parents: dict[str, Caption],
         if row.critical:
             # Marking the same caption again replaces the earlier marking of that annotator.
             critical[(caption_seq, row.annotator or UNNAMED_ANNOTATOR)] = row.critical
-    for caption, parent_id in parents:
+    for caption, parent_id in parents.values():
         if parent_id in by_external:
             caption["parent_seq"] = by_external[parent_id]
         else:
