@@ -29,9 +29,7 @@ def list_collections(session: Session, user: User) -> list[Collection]:
 
 def get_or_create_collection(session: Session, user: User, name: str, description: str | None = None) -> Collection:
     require_role(user, *RESEARCH_ROLES)
-    name = (name or "").strip()
-    if not name or len(name) > 200:
-        raise ValueError("collection name must be 1-200 characters")
+    name = validate_collection_name(name)
     collection = session.scalar(select(Collection).where(Collection.name == name))
     if collection is None:
         collection = Collection(name=name, description=description, created_by_id=user.id)
@@ -40,16 +38,43 @@ def get_or_create_collection(session: Session, user: User, name: str, descriptio
     return collection
 
 
+# The bidirectional embedding, override and isolate controls (LRE, RLE, PDF, LRO, RLO; LRI, RLI,
+# FSI, PDI). They reorder how the text around them is shown, so what an annotator reads can differ
+# from what is stored and scored ("Trojan Source", CVE-2021-42574). The plain marks U+200E and
+# U+200F stay allowed: they only set the direction of neutral characters such as punctuation.
+BIDI_CONTROLS = frozenset(map(chr, [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]))
+
+
+def refuse_control_characters(text: str, what: str, *, allowed: str = "") -> str:
+    """`text` unchanged; ValueError naming the first control character (C0 but for `allowed`,
+    DEL, or a bidirectional control) by its code point and 1-based position."""
+    for position, ch in enumerate(text, 1):
+        if ch in BIDI_CONTROLS:  # shows the text in another order than it is stored
+            kind = "bidirectional control character"
+        elif (ord(ch) < 32 and ch not in allowed) or ord(ch) == 127:  # a NUL or escape code is no
+            kind = "control character"  # text, and cuts the text short in C-based tools
+        else:
+            continue
+        raise ValueError(f"{what} holds the {kind} U+{ord(ch):04X} at position {position}")
+    return text
+
+
 def validate_caption_text(text: str) -> str:
     """`text` exactly as given (leading and trailing spaces kept: a caption is stored byte for
-    byte); ValueError when it is blank or over the caption length limit."""
+    byte); ValueError when it is blank, holds a control character or is over the caption length
+    limit."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("caption text is empty")
-    control = next((c for c in text if (ord(c) < 32 and c not in "\t\n\r") or ord(c) == 127), None)
-    if control is not None:  # a NUL or escape code is no text, and cuts the caption short in C-based tools
-        raise ValueError(f"caption text holds the control character U+{ord(control):04X} at position "
-                         f"{text.index(control) + 1}")
+    refuse_control_characters(text, "caption text", allowed="\t\n\r")
     return check_caption_length(text, "caption")
+
+
+def validate_collection_name(name: str) -> str:
+    """A collection's (a study's) name, stripped: 1-200 characters, no control characters."""
+    name = (name or "").strip()
+    if not name or len(name) > 200:
+        raise ValueError("collection name must be 1-200 characters")
+    return refuse_control_characters(name, "collection name")
 
 
 # ISO 639-1, the two-letter language codes (a caption's language is one, optionally with a

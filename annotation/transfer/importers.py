@@ -49,7 +49,7 @@ from sqlalchemy import DateTime, Integer, String, case, delete, func, insert, li
 from sqlalchemy.orm import Session
 
 from annotation.people.accounts import RESEARCH_ROLES, require_role
-from annotation.captions import get_or_create_collection, validate_caption_text
+from annotation.captions import get_or_create_collection, validate_caption_text, validate_collection_name
 from annotation.image_store import display_name, stored_copy, write_to_store
 from annotation.transfer.import_checks import Progress, Row, image_sha256, validate_rows
 from annotation.transfer.import_sources import FORMATS, FileImages, RawRows, ZipImages, detect_format, open_source
@@ -453,9 +453,7 @@ def _import(session: Session, user: User, raw: RawRows, images: FileImages | Zip
     external_parents = resolve_parents(session, rows, errors)
     if errors or not rows:
         raise ImportRejected(source, errors or ["no rows"])
-    collection = (collection or "").strip()
-    if not collection or len(collection) > 200:
-        raise ValueError("collection name must be 1-200 characters")
+    collection = validate_collection_name(collection)
     existing = session.scalar(select(Collection.id).where(Collection.name == collection))
     if not allow_reimport and existing is not None and \
             (previous := _previous_import(session, existing, source_sha)) is not None:
