@@ -1,7 +1,9 @@
 """Export annotations as CSV, JSONL, Parquet or a Hugging Face `datasets` dataset.
 
 `ratings_export` joins every rating with its caption, image, annotator, collection(s) and
-cached metric scores (one column per metric and checkpoint fingerprint, `score:<metric>@<fp>`).
+cached metric scores (one column per metric and checkpoint fingerprint, `score:<metric>@<fp>`),
+followed by a row without rating for each unrated caption a rated one descends from (so that
+the file imports again: a parent_caption_id names a row of the same file).
 `captions_export` gives one row per caption with its mean human score (both with a reviewer's
 adjudicated value of the caption, `adjudicated_overall`, beside the raw ratings), `critical_export` one row
 per critical-objects marking with its phrases and their character spans. Export is a
@@ -11,7 +13,7 @@ Exports stream: the database is read `READ_CHUNK` rows at a time (with that chun
 collections, references and scores), and every format is written as rows arrive (CSV and
 JSONL row by row, Parquet in row groups, a `datasets` dataset as its Arrow files in batches),
 so memory stays flat however many ratings there are. `ratings_table` / `captions_table` are the same rows
-as lists, for the analyses that need the whole table.
+as lists (the ratings alone), for the analyses that need the whole table.
 """
 from __future__ import annotations
 
@@ -21,10 +23,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, aliased
 
 from annotation.people.accounts import RESEARCH_ROLES, require_role
@@ -175,9 +177,26 @@ def _joined_rows(session: Session, query, score_columns: list[str], row_fields,
         result.close()
 
 
-def ratings_export(session: Session, user: User, collection: Collection | None = None) -> Table:
+def _unrated_parents(rated: Select, parent_select: Callable[[], Select]) -> Select:
+    """`parent_select()` restricted to the captions the captions of `rated` descend from
+    (parent, grandparent ...) that `rated` leaves out, by caption id."""
+    ancestors = (select(Caption.parent_id.label("id")).where(Caption.id.in_(rated), Caption.parent_id.is_not(None))
+                 .cte("ancestors", recursive=True))
+    older = aliased(Caption)
+    ancestors = ancestors.union(select(older.parent_id).join(ancestors, older.id == ancestors.c.id)
+                                .where(older.parent_id.is_not(None)))
+    return (parent_select().where(Caption.id.in_(select(ancestors.c.id)), Caption.id.not_in(rated))
+            .order_by(Caption.id))
+
+
+def ratings_export(session: Session, user: User, collection: Collection | None = None, *,
+                   unrated_parents: bool = True) -> Table:
     """One row per rating, joined with caption, image, annotator, references and metric scores
-    (streamed: iterate `rows` once, inside the session)."""
+    (streamed: iterate `rows` once, inside the session). With `unrated_parents`, after them one
+    row, without rating (no rating_id, annotator or values), for each caption a rated one
+    descends from (its parent_caption_id, the parent's parent ...) that has no rating row here:
+    an import links a parent_caption_id only to a row of the same file, so without these rows a
+    rated perturbed caption of an unrated original could not be imported again."""
     require_role(user, *RESEARCH_ROLES)
     parent = aliased(Caption)
     query = (select(Rating.id.label("rating_id"), User.name.label("annotator"), Rating.overall, Rating.fluency,
@@ -190,7 +209,9 @@ def ratings_export(session: Session, user: User, collection: Collection | None =
     if collection is not None:
         query = query.where(in_collection(collection))
         rated = rated.where(in_collection(collection))
+    rated = rated.correlate(None)  # its own captions, never those of a query it is used in
     score_columns = _score_columns(session, rated)
+    adjudicated = collection if collection is not None else True
 
     def fields(row, image_root: Path) -> dict:
         return {"rating_id": row.rating_id, "annotator": row.annotator, "overall": row.overall,
@@ -198,9 +219,16 @@ def ratings_export(session: Session, user: User, collection: Collection | None =
                 "rating_version": row.rating_version, "rated_at": _iso(row.created_at),
                 "updated_at": _iso(row.updated_at), **_caption_fields(row, image_root)}
 
-    return Table([*RATING_COLUMNS, *score_columns],
-                 _joined_rows(session, query, score_columns, fields, collection if collection is not None else True),
-                 {**RATING_COLUMNS, **dict.fromkeys(score_columns, "float")})
+    rows = _joined_rows(session, query, score_columns, fields, adjudicated)
+    if unrated_parents:
+        unrated = _unrated_parents(rated, lambda: select(*_caption_select(parent)).join(
+            Image, Image.id == Caption.image_id).outerjoin(parent, parent.id == Caption.parent_id))
+        no_rating = dict.fromkeys(("rating_id", "annotator", "overall", "fluency", "relevance", "descriptiveness",
+                                   "rating_version", "rated_at", "updated_at"))
+        rows = chain(rows, _joined_rows(session, unrated, score_columns,
+                                        lambda row, image_root: {**no_rating, **_caption_fields(row, image_root)},
+                                        adjudicated))
+    return Table([*RATING_COLUMNS, *score_columns], rows, {**RATING_COLUMNS, **dict.fromkeys(score_columns, "float")})
 
 
 def captions_export(session: Session, user: User, collection: Collection | None = None) -> Table:
@@ -258,8 +286,8 @@ def critical_export(session: Session, user: User, collection: Collection | None 
 
 
 def ratings_table(session: Session, user: User, collection: Collection | None = None) -> list[dict]:
-    """The rows of :func:`ratings_export` as a list."""
-    return list(ratings_export(session, user, collection).rows)
+    """The rows of :func:`ratings_export` as a list: the ratings alone (no unrated parents)."""
+    return list(ratings_export(session, user, collection, unrated_parents=False).rows)
 
 
 def captions_table(session: Session, user: User, collection: Collection | None = None) -> list[dict]:

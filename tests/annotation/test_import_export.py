@@ -9,13 +9,15 @@ import pytest
 from sqlalchemy import func, select
 
 from annotation.captions import add_caption, get_collection
+from annotation.image_store import add_image
+from annotation.people.accounts import create_user
 from annotation.transfer.exporters import export_table, ratings_table
 from annotation.transfer.finetune_sets import build_finetune_set
 from annotation.transfer.importers import ImportRejected, import_file, import_rows
 from annotation.perturbations import perturb_collection
 from annotation.scores.score_store import cache_metric_scores
 from db.models import Base, Caption, CriticalAnnotation, Image, User
-from db.session import session_scope
+from db.session import get_engine, session_scope, upgrade
 
 COLORS = [(255, 0, 0), (0, 0, 255), (0, 160, 0), (250, 250, 0)]
 
@@ -441,21 +443,76 @@ def test_ratings_and_captions_exports_import_again(engine, accounts, image_files
 
 
 def test_an_exported_parent_outside_the_file_is_refused_not_looked_up(engine, accounts, image_files):
-    """An export's parent_caption_id is the exporting database's id: a ratings export of a
-    rated perturbed caption whose parent has no rating names a parent the file lacks, which
-    must not be matched against stored external ids."""
+    """An export's parent_caption_id is the exporting database's id: a file naming one that is
+    no row of the file must not be matched against stored external ids (an export writes the
+    parents its rows need, test_a_ratings_export_of_a_perturbed_caption_of_an_unrated_one_imports_again;
+    this file is one cut short)."""
     path = image_files / "orig.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in [
-        {"image": "img0.png", "caption": "a red square", "caption_id": "c0"},
-        {"image": "img0.png", "caption": "a red red square", "kind": "perturbed", "op": "repetition",
-         "parent_id": "c0", "annotator": "x1", "score": 0.2}]), encoding="utf-8")
-    out = image_files / "ratings.jsonl"
+    path.write_text(json.dumps({"image": "img0.png", "caption": "a red square", "caption_id": "c0"}), encoding="utf-8")
     with session_scope(engine) as s:
         import_file(s, accounts["rita"], path, collection="orig")
-        export_table(s, accounts["rita"], "ratings", out, "jsonl", get_collection(s, "orig"))
         parent_id = s.scalar(select(Caption.id).where(Caption.external_id == "c0"))
+    cut = image_files / "ratings.jsonl"
+    cut.write_text(json.dumps({"image": "img0.png", "caption": "a red red square", "caption_id": parent_id + 1,
+                               "kind": "perturbed", "perturbation_op": "repetition", "parent_caption_id": parent_id,
+                               "annotator": "x1", "overall": 0.2}), encoding="utf-8")
     with session_scope(engine) as s, pytest.raises(ImportRejected) as rejected:
-        import_file(s, accounts["rita"], out, collection="again")
+        import_file(s, accounts["rita"], cut, collection="again")
     assert rejected.value.errors == [f"line 1: parent_caption_id '{parent_id}' is not a caption_id of this file (in an "
                                      "export it is the parent's id in the database it came from: export the parent "
                                      "with it, as the captions export does)"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_ratings_export_of_a_perturbed_caption_of_an_unrated_one_imports_again(engine, accounts, image_files,
+                                                                                 tmp_path, fmt):
+    """A ratings export names a rated perturbed caption's parent by parent_caption_id, which an
+    import links only to a row of the same file: the export writes the unrated parents (and
+    their unrated parents) as rows without rating, once each, so that export -> fresh
+    database -> import gives back the same captions, parents and ratings."""
+    rows = [  # img0: an unrated original and its rated perturbation
+        {"image": "img0.png", "caption": "a red square", "caption_id": "c0", "model": "blip"},
+        {"image": "img0.png", "caption": "a red red square", "caption_id": "p0", "kind": "perturbed",
+         "op": "repetition", "parent_id": "c0", "annotator": "x1", "score": 0.2},
+        {"image": "img0.png", "caption": "a red red square", "caption_id": "p0", "kind": "perturbed",
+         "op": "repetition", "parent_id": "c0", "annotator": "x2", "score": 0.3},
+        # img1: two unrated generations above a rated one, and a rated original beside them
+        {"image": "img1.png", "caption": "a blue square", "caption_id": "c1"},
+        {"image": "img1.png", "caption": "a blue blue square", "caption_id": "p1", "kind": "perturbed",
+         "op": "repetition", "parent_id": "c1"},
+        {"image": "img1.png", "caption": "a blue blue blue square", "caption_id": "p2", "kind": "perturbed",
+         "op": "repetition", "parent_id": "p1", "annotator": "x1", "score": 0.1},
+        {"image": "img1.png", "caption": "a blue box", "caption_id": "c2", "annotator": "x1", "score": 0.9},
+        {"image": "img1.png", "caption": "a blue thing", "caption_id": "c3"},  # no rated caption needs it
+    ]
+    path = image_files / "orig.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    out = tmp_path / f"ratings.{fmt}"
+    with session_scope(engine) as s:
+        import_file(s, accounts["rita"], path, collection="orig")
+        export_table(s, accounts["rita"], "ratings", out, fmt, get_collection(s, "orig"))
+        captions, ratings = _collection_contents(s, "orig")
+        # the analyses' table stays one row per rating
+        assert len(ratings_table(s, accounts["rita"], get_collection(s, "orig"))) == 4
+    if fmt == "csv":
+        with out.open(newline="", encoding="utf-8") as f:
+            exported = list(csv.DictReader(f))
+    else:
+        exported = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    unrated = [r for r in exported if r["rating_id"] in (None, "")]
+    assert sorted(r["caption"] for r in unrated) == ["a blue blue square", "a blue square", "a red square"]
+    assert all(r["annotator"] in (None, "") and r["overall"] in (None, "") for r in unrated)
+    assert len(exported) == 4 + 3
+
+    fresh_url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    upgrade(fresh_url)
+    with session_scope(get_engine(fresh_url)) as s:  # the images, and nothing else, are there
+        rita = create_user(s, "rita", "researcher", None)
+        for name in ("img0.png", "img1.png"):
+            add_image(s, (image_files / name).read_bytes(), original_filename=name)
+        report = import_file(s, rita, out, collection="again")
+        assert report.counts["captions"] == 6 and report.counts["ratings"] == 4
+    with session_scope(get_engine(fresh_url), read_only=True) as s:
+        again = _collection_contents(s, "again")
+    # every caption but the one no rated caption descends from, with its parent; every rating
+    assert again == ({c for c in captions if c[0] != "a blue thing"}, ratings)
