@@ -183,11 +183,13 @@ class ClipRecipe(Recipe):
         state.teacher_images, state.teacher_texts = {}, {}
         if state.teacher is None:
             return
-        anchored = [r for r in rows if r.get(self.anchor_field)]
+        fields = self.anchor_fields(state)
+        anchored = [r for r in rows if all(r.get(f) for f in fields)]
         if not anchored:
-            raise ValueError(f"loss.anchor holds the captions of the rows' `{self.anchor_field}` field; no row has one")
+            raise ValueError(f"loss.anchor holds the captions of the rows' {', '.join(f'`{f}`' for f in fields)} "
+                             f"field; no row has one")
         state.teacher_images = clip_image_embeddings(state.teacher, anchored, device)
-        texts = sorted({r[f] for r in anchored for f in (self.anchor_field, *self.teacher_fields(state))})
+        texts = sorted({r[f] for r in anchored for f in (*fields, *self.teacher_fields(state))})
         # The teacher reads captions as its metric does (`options.teacher_prefix`, e.g. PAC-S's
         # "A photo depicts "), by default as the student does.
         prefix = state.config.options.get("teacher_prefix", state.prefix)
@@ -197,16 +199,21 @@ class ClipRecipe(Recipe):
                                                                      device).float()))
 
     def teacher_fields(self, state) -> tuple[str, ...]:
-        """Row fields, besides `anchor_field`, whose captions the teacher embeds once."""
+        """Row fields, besides the anchored ones, whose captions the teacher embeds once."""
         return ()
 
-    def anchor_loss(self, state, rows, image, text) -> torch.Tensor:
+    def anchor_fields(self, state) -> tuple[str, ...]:
+        """The row fields whose captions `loss.anchor` holds."""
+        return (self.anchor_field,)
+
+    def anchor_loss(self, state, rows, image, text, field: str | None = None) -> torch.Tensor:
         """Mean squared difference between the image x anchored-caption cosine matrix of `rows`
-        (`image`, `text`: the student's embeddings of those rows) and the teacher's: the other
-        images' captions in a batch stand in for wrong ones, so the student keeps how its base
-        scores that style of caption, for the right image and the wrong ones."""
+        (`image`, `text`: the student's embeddings of those rows and of their `field` captions) and
+        the teacher's: the other images' captions in a batch stand in for wrong ones, so the
+        student keeps how its base scores that kind of caption, for the right image and the wrong ones."""
+        field = field or self.anchor_field
         teacher = losses.cosine_matrix(torch.stack([state.teacher_images[image_key(r)] for r in rows]),
-                                       torch.stack([state.teacher_texts[r[self.anchor_field]] for r in rows]))
+                                       torch.stack([state.teacher_texts[r[field]] for r in rows]))
         return losses.similarity_anchor(image, text, teacher)
 
     def build_initial(self, config: TrainConfig, scratch: Path) -> Path:
@@ -343,18 +350,27 @@ class SpecsRecipe(ClipRecipe):
     the image, averaged: `["positive"]` (c_j + d+, the default, as the shipped world runs), the
     paper's `["caption"]` (the full caption), or e.g. `["positive", "short_caption"]` to keep a
     style of caption the triplets never show aligned with the image.  With `loss.anchor` (and
-    `teacher`), the short captions stay where the teacher scores them."""
+    `teacher`), the short captions stay where the teacher scores them: the scene's short caption
+    by default, or the mean of one anchor per field of `options.anchor_on`, e.g.
+    `["short_caption", "short_with_error"]` to hold the teacher's order of wrong short captions too."""
 
     anchor_field = "short_caption"
     anchor_reason = "loss.anchor keeps SPECS's short-caption similarities where the teacher puts them"
 
-    def contrastive_fields(self, state, rows) -> list[str]:
-        fields = list(state.config.options.get("contrastive_on", ["positive"]))
+    @staticmethod
+    def option_fields(state, rows, option: str, default: list[str]) -> list[str]:
+        fields = list(state.config.options.get(option, default))
         missing = sorted({f for f in fields for r in rows if not r.get(f)})
         if not fields or missing:
-            raise ValueError(f"options.contrastive_on names row fields that hold the texts to pair with the image; "
+            raise ValueError(f"options.{option} names row fields that hold the texts it reads; "
                              f"{'none given' if not fields else 'rows without ' + ', '.join(missing)}")
         return fields
+
+    def contrastive_fields(self, state, rows) -> list[str]:
+        return self.option_fields(state, rows, "contrastive_on", ["positive"])
+
+    def anchor_fields(self, state):
+        return tuple(state.config.options.get("anchor_on", [self.anchor_field]))
 
     def batch_loss(self, state, rows, rng, device):
         image = self.images(state, rows, device)
@@ -364,15 +380,16 @@ class SpecsRecipe(ClipRecipe):
         ids = [image_key(r) for r in rows]
         fields = self.contrastive_fields(state, rows)
         texts = {"positive": positive}  # each field's texts encoded once, also when the anchor reads them
-        for f in fields + ([self.anchor_field] if state.teacher is not None else []):
+        anchored = self.option_fields(state, rows, "anchor_on", [self.anchor_field]) if state.teacher is not None else []
+        for f in fields + anchored:
             if f not in texts:
                 texts[f] = self.texts(state, [r[f] for r in rows], device)
         contrastive = sum(losses.info_nce(image, texts[f], self.scale(state), ids) for f in fields) / len(fields)
         w = state.weights
         loss, parts = losses.specs_loss(contrastive, _cos(image, base), _cos(image, positive), _cos(image, negative),
                                         (w["alpha"], w["beta"], w["gamma"]))
-        if state.teacher is not None:
-            anchor = self.anchor_loss(state, rows, image, texts[self.anchor_field])
+        if anchored:
+            anchor = sum(self.anchor_loss(state, rows, image, texts[f], f) for f in anchored) / len(anchored)
             loss, parts = loss + w["anchor"] * anchor, parts | {"anchor": anchor.item()}
         return loss, parts
 

@@ -211,7 +211,8 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
     teacher: MCS teacher learning pairs (caption in a language, its English source);
     prmcs: PR-MCS triplets (original, perturbed, operation) from scoring.perturb.ops;
     specs: SPECS triplets (base c_j, c_j + d+, c_j + d-) on the world's exact detail units, with
-    the full caption they come from (`caption`) and the scene's short caption (`short_caption`);
+    the full caption they come from (`caption`), the scene's short caption (`short_caption`) and
+    one of its short captions with a content error (`short_with_error`, "" where none applies);
     umic: one positive (each of the scene's captions, short and long) and UMIC's four negatives (§3.2: keyword substitution,
     another image's caption, repetition & removal, word-order permutation), as UMIC trains;
     umic-errors: the same positive with four controlled content errors (another scene's caption
@@ -232,6 +233,9 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
                                  for u in st[lang].units[1:]]) for lang in langs}
     for k, scene in enumerate(scenes):
         image, caps = paths[scene.scene_id], all_caps[scene.scene_id]
+        # The scene's short caption with one content error, per language (the same errors in each).
+        short_erred = {lang: candidates_for(scene, cap.description, (lang,), seed=seed, damaged=False)[1:]
+                       for lang, cap in caps["short"].items()}
         other_caps = all_caps[ids[(k + 1) % len(ids)]] if len(ids) > 1 else None
         variant = variants / f"{scene.scene_id}-v1.png"
         render_scene(scene, size, variant=1).save(variant)
@@ -255,11 +259,12 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
                         specs.append({"image": image, "base": base, "positive": base + cap.units[j],
                                       "negative": base + negative, "language": lang, "j": j,
                                       "negative_shuffled": shuffled, "caption": cap.text,
-                                      "short_caption": caps["short"][lang].text})
+                                      "short_caption": caps["short"][lang].text,
+                                      "short_with_error": random.Random(f"{scene.seed}-{lang}-{j}").choice(
+                                          short_erred[lang]).text if short_erred[lang] else ""})
         short = caps["short"]
         for lang, cap in short.items():
-            erred = candidates_for(scene, cap.description, (lang,), seed=seed, damaged=False)[1:]
-            negatives = [(c.text, c.errors[0]) for c in erred][:UMIC_NEGATIVES]
+            negatives = [(c.text, c.errors[0]) for c in short_erred[lang]][:UMIC_NEGATIVES]
             while len(negatives) < UMIC_NEGATIVES and other_caps is not None:
                 negatives.append((other_caps["short"][lang].text if len(negatives) % 2 else
                                   other_caps.get("long", other_caps["short"])[lang].text, "random"))

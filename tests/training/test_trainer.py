@@ -484,6 +484,37 @@ def test_specs_anchor_is_the_squared_gap_between_its_and_the_teachers_short_capt
         state_for({"anchor": 1.0}, teacher=None)
 
 
+def test_specs_anchor_on_several_fields_is_the_mean_of_one_anchor_per_field(tmp_path):
+    """`options.anchor_on = ["short_caption", "short_with_error"]`: the anchor term is the mean of
+    the by-hand squared gaps on each field's cosine matrix; a field the rows lack is refused."""
+    import random as _random
+
+    from scoring.training.recipes import RECIPES
+
+    recipe = RECIPES["specs"]
+    rows, _, _ = world_set("specs", {"scenes": 8, "size": 32, "languages": ["en"]})
+    rows = list({image_key(r): r for r in rows}.values())
+    assert all(r["short_with_error"] not in ("", r["short_caption"]) for r in rows)
+    cpu = torch.device("cpu")
+    fields = ["short_caption", "short_with_error"]
+    config = _config("specs-tiny", tmp_path / "s", teacher="${CAPLENS_TINY_DIR}/clip", loss={"anchor": 2.0},
+                     options={"languages": ["en"], "anchor_on": fields})
+    state = recipe.setup(config, cpu, tmp_path / "scratch")
+    state.trainable.eval()
+    with torch.no_grad():
+        for p in [*state.teacher.model.text_projection.parameters(), *state.teacher.model.visual_projection.parameters()]:
+            p.add_(0.05 * torch.randn_like(p))
+        recipe.prepare(state, rows, cpu)
+        _, parts = recipe.batch_loss(state, rows, _random.Random(0), cpu)
+        gaps = [float(((_anchor_cosines(state, state.clip, rows, f) - _anchor_cosines(state, state.teacher, rows, f))
+                       ** 2).mean()) for f in fields]
+    assert abs(gaps[0] - gaps[1]) > 1e-7  # the two fields' terms differ, so a mean that drops one fails
+    assert parts["anchor"] == pytest.approx(sum(gaps) / 2, rel=1e-5)
+    with pytest.raises(ValueError, match="rows without short_with_error"):
+        recipe.batch_loss(state, [{k: v for k, v in r.items() if k != "short_with_error"} for r in rows],
+                          _random.Random(0), cpu)
+
+
 def test_the_teacher_reads_captions_with_its_own_prefix(tmp_path):
     """`options.teacher_prefix`: a SPECS (no prefix) anchored to a PAC-S-like teacher holds the
     cosines that teacher's metric gives, with "A photo depicts " before each caption."""

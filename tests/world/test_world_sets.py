@@ -1,7 +1,10 @@
 """World sets are written in the formats the importers and recipes read."""
 import csv
 import json
+from pathlib import Path
 
+from scoring.world.captions import scene_captions
+from scoring.world.errors import candidates_for
 from scoring.world.sets import split_scenes, write_all
 
 
@@ -36,6 +39,13 @@ def test_write_all_formats(tmp_path):
     short = {(r["image"], r["language"]): r["caption"] for r in rows("teacher") if r["style"] == "short"}
     assert all(r["caption"].startswith(r["positive"]) and r["short_caption"] == short[r["image"], r["language"]]
                for r in specs)
+    # and one of the scene's short captions with exactly one content error, in the same language
+    erred = {(scene.scene_id, lang): {c.text for c in candidates_for(scene, short.description, (lang,))
+                                      if len(c.errors) == 1}
+             for scene in split_scenes("heldout", 8)
+             for lang, short in scene_captions(scene, ("en", "de", "fr", "es", "ja"))["short"].items()}
+    assert all(r["short_with_error"] in erred[Path(r["image"]).stem, r["language"]] for r in specs)
+    assert len({r["short_with_error"] for r in specs}) > len({r["short_caption"] for r in specs})
     prmcs = rows("prmcs")
     assert {r["operation"] for r in prmcs} == {"repetition", "removal", "masking", "jumble", "substitution"}
     assert all(r["original"] != r["perturbed"] for r in prmcs)
