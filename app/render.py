@@ -144,6 +144,21 @@ def short_image_name(name: str, limit: int = 28) -> str:
     return f"{core[: keep - keep // 3]}…{core[len(core) - keep // 3:]}{tail}"
 
 
+# Where a file name may wrap besides its spaces and hyphens: after an underscore (a browser
+# never breaks there, so "sunset_panorama_IMG8842.png" broke inside "panorama" at the edge of a
+# 390 px phone's image column) and after short_image_name's "…" (so a stored image's shortened
+# hash may wrap before its extension).
+# A zero-width space marks the place; a part too long for the column still breaks where it must.
+NAME_BREAKS = re.compile(r"([_…])(?=.)")
+WORD_BREAK = "\u200b"
+
+
+def wrappable_name(name: str) -> str:
+    """`name` for a table cell, with a zero-width space after each underscore and "…" (not at
+    its end), so that it wraps between its parts."""
+    return NAME_BREAKS.sub(rf"\1{WORD_BREAK}", name)
+
+
 def column_widths(columns: Sequence[str], wide: Sequence[str] = ("status",),
                   icons: Sequence[str] = ()) -> list[str]:
     """Pixel widths for a Dataframe's columns that fit each header's longest word, so headers
@@ -190,12 +205,12 @@ def status_cell(status: str) -> str:
 def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availability: Sequence[dict],
                  thumbnails: dict[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The score table split for reading: the scored pairs (#, the image's picture from
-    `thumbnails` by name, its name, caption, language, truncation), and one row per metric with
-    its status as an icon beside its name, a column per pair, the backbone and the status in
-    words last."""
+    `thumbnails` by name, its name shortened and able to wrap between its parts, caption,
+    language, truncation), and one row per metric with its status as an icon beside its name,
+    a column per pair, the backbone and the status in words last."""
     pairs = frame[[c for c in PAIR_COLUMNS if c != PICTURE]].copy()
     pairs.insert(1, PICTURE, [picture_cell((thumbnails or {}).get(name)) for name in frame["image"]])
-    pairs["image"] = pairs["image"].map(short_image_name)
+    pairs["image"] = pairs["image"].map(lambda name: wrappable_name(short_image_name(name)))
     status = {row["metric"]: row for row in availability}
     rows = []
     for metric in metric_columns:

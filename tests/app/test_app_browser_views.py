@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 from tests.app.conftest import free_port
-from tests.app.test_app_browser import (CHROMIUM, TIMEOUT_MS, broken_words, browser, page, table_rows,  # noqa: F401
-                                        plot_drawn, wait_for_status)
+from tests.app.test_app_browser import (CHROMIUM, TIMEOUT_MS, broken_words, browser, edit_cell, page,  # noqa: F401
+                                        table_rows, plot_drawn, wait_for_status)
 
 pytestmark = [
     pytest.mark.browser,
@@ -201,3 +201,43 @@ def test_a_row_with_long_references_keeps_its_name_candidate_and_picture_in_view
     assert references_cell["height"] < 250, references_cell  # 8 lines of 12 px text, not the whole paragraph
     assert table_rows(page, "#score-rows")[0][2].startswith("a large red square")  # the text is all there
     page.screenshot(path=str(artifacts / "score-rows-long-references.png"), full_page=True)
+
+
+# The parts of each scored pair's image name (between spaces, hyphens, underscores and "…") that
+# the browser drew over more than one line.
+_BROKEN_NAME_PARTS_JS = r"""(selector) => { const broken = [];
+  for (const row of document.querySelectorAll(`${selector} [role=row].virtual-row`)) {
+    const cell = row.querySelectorAll('[role=gridcell]')[2];
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.textContent.matchAll(/[^\s\u200b_…-]+/g)) {
+        const range = document.createRange();
+        range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+        const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+        if (lines.size > 1) broken.push(m[0]); } } }
+  return broken; }"""
+
+
+def test_on_a_phone_a_scored_pairs_image_name_wraps_between_its_parts(page, artifacts, tmp_path):
+    """At 390 px the scored pairs' image column (140 px) broke "sunset_panorama_IMG8842.png"
+    inside "panorama": a browser never wraps at an underscore, so the name wrapped at the
+    column's edge. It now wraps after its underscores (and short_image_name's "…")."""
+    from PIL import Image
+
+    name = "sunset_panorama_IMG8842.png"
+    Image.new("RGB", (48, 40), (200, 30, 30)).save(tmp_path / name)
+    page.set_viewport_size(PHONE)
+    page.locator("#score-live input").uncheck()
+    page.locator("#score-images input[type=file]").set_input_files(str(tmp_path / name))
+    page.wait_for_function("() => document.querySelectorAll('#score-rows img').length >= 1")
+    edit_cell(page, "#score-rows [data-testid=cell-0-1]", "a red square")
+    page.locator("#score-button").click()
+    wait_for_status(page, "Scored 1 image–caption pair(s)")
+    page.locator("#score-items").scroll_into_view_if_needed()
+    (row,) = table_rows(page, "#score-items")
+    assert row[2].replace("\u200b", "") == name, row  # the name whole, only break opportunities added
+    lines = page.eval_on_selector("#score-items [data-testid=cell-0-2]",
+                                  "c => Math.round(c.querySelector('span.text').getBoundingClientRect().height)")
+    assert lines > 20, lines  # it does wrap at 390 px: the check below is not vacuous
+    assert page.evaluate(_BROKEN_NAME_PARTS_JS, "#score-items") == []
+    page.locator("#score-items").screenshot(path=str(artifacts / "score-items-file-name-390px.png"))

@@ -72,7 +72,25 @@ def test_long_image_names_are_shortened_in_the_scored_pairs_table():
     frame = pd.DataFrame([{"#": 1, "image": f"{digest}.png", "caption": "a dog", "lang": "en", "CLIP-S": 0.5,
                            "truncated by": ""}])
     pairs, _ = score_tables(frame, ["CLIP-S"], [{"metric": "CLIP-S", "status": "available", "backbone": "b"}])
-    assert pairs["image"].tolist() == ["3f3f3f3f3f3f….png"] and frame["image"][0] == f"{digest}.png"
+    assert pairs["image"].tolist() == ["3f3f3f3f3f3f…\u200b.png"] and frame["image"][0] == f"{digest}.png"
+
+
+def test_a_scored_pairs_image_name_may_wrap_after_its_underscores_and_ellipsis():
+    """A browser never wraps a name at an underscore: at 390 px "sunset_panorama_IMG8842.png"
+    broke inside "panorama" (tests/app/test_app_browser_views.py sees it drawn). The cell marks
+    the places with zero-width spaces; the name is otherwise the same."""
+    import pandas as pd
+
+    from app.render import score_tables, wrappable_name
+
+    assert wrappable_name("sunset_panorama_IMG8842.png") == "sunset_\u200bpanorama_\u200bIMG8842.png"
+    assert wrappable_name("red.png") == "red.png" and wrappable_name("a cat-photo.png") == "a cat-photo.png"
+    assert wrappable_name("x_") == "x_"  # nothing after the last part
+    frame = pd.DataFrame([{"#": 1, "image": "sunset_panorama_IMG8842.png", "caption": "a dog", "lang": "en",
+                           "CLIP-S": 0.5, "truncated by": ""}])
+    pairs, _ = score_tables(frame, ["CLIP-S"], [{"metric": "CLIP-S", "status": "available", "backbone": "b"}])
+    assert pairs["image"].tolist() == ["sunset_\u200bpanorama_\u200bIMG8842.png"]
+    assert frame["image"][0] == "sunset_panorama_IMG8842.png"  # the scored frame keeps the name as given
 
 
 def test_table7_columns_are_wide_enough_for_their_headers():
