@@ -47,12 +47,12 @@ BIDI_CONTROLS = frozenset(map(chr, [*range(0x202A, 0x202F), *range(0x2066, 0x206
 
 def refuse_control_characters(text: str, what: str, *, allowed: str = "") -> str:
     """`text` unchanged; ValueError naming the first control character (C0 but for `allowed`,
-    DEL, or a bidirectional control) by its code point and 1-based position."""
+    DEL, C1 or a bidirectional control) by its code point and 1-based position."""
     for position, ch in enumerate(text, 1):
         if ch in BIDI_CONTROLS:  # shows the text in another order than it is stored
             kind = "bidirectional control character"
-        elif (ord(ch) < 32 and ch not in allowed) or ord(ch) == 127:  # a NUL or escape code is no
-            kind = "control character"  # text, and cuts the text short in C-based tools
+        elif (ord(ch) < 32 and ch not in allowed) or 127 <= ord(ch) <= 159:  # a NUL or escape code is no
+            kind = "control character"  # text and cuts it short in C-based tools; C1 codes are mojibake
         else:
             continue
         raise ValueError(f"{what} holds the {kind} U+{ord(ch):04X} at position {position}")

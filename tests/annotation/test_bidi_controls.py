@@ -32,6 +32,14 @@ def test_the_first_control_character_of_either_kind_is_named():
         validate_caption_text("a\x00 \u2067dog")
 
 
+@pytest.mark.parametrize("code", [0x80, 0x85, 0x9F])
+def test_a_c1_control_character_is_refused_as_mojibake_would_be(code):
+    """C1 codes (U+0080-U+009F) are what a cp1252 text read as Latin-1 leaves behind."""
+    with pytest.raises(ValueError, match=f"holds the control character U\\+{code:04X} at position 3$"):
+        validate_caption_text(f"a {chr(code)}dog")
+    assert validate_caption_text("a \u00a0dog \u00e9t\u00e9") == "a \u00a0dog \u00e9t\u00e9"  # the first non-control
+
+
 @pytest.mark.parametrize("mark", ["\u200e", "\u200f"])
 def test_the_plain_direction_marks_stay_allowed(mark):
     text = f"\u05db\u05dc\u05d1 {mark}(2)"
