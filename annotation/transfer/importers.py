@@ -27,7 +27,8 @@ Row fields (CSV columns, JSONL keys, manifest entries):
   op | perturbation_op   perturbation operation (required for kind perturbed)
   perturbation     object of perturbation parameters (p, seed, changed_spans ...)
   references       list of reference captions of the image
-  annotator        who gave the rating in this row (accounts are created, without login)
+  annotator        who gave the rating in this row (accounts are created, without login; an
+                   account that can log in is refused unless it is the importing user's)
   score | overall, fluency, relevance, descriptiveness   rating values in [0, 1]
   critical_objects, backgrounds, relationships   lists of phrases of the caption, found
                    case-insensitively, at least one critical object (credited to
@@ -128,6 +129,26 @@ def resolve_parents(session: Session, rows: list[Row], errors: list[str]) -> dic
             why = "is ambiguous (several captions have it)" if matches else "is not in the file or the database"
             errors.extend(f"{row.label}: parent_id {external_id!r} {why}" for row in children)
     return found
+
+
+def refuse_login_accounts(session: Session, user: User, rows: list[Row], errors: list[str]) -> None:
+    """A file may credit ratings and markings only to accounts without a login (those imports and
+    simulations create) or to the importing user: a row naming another account that signs in
+    here would put words in that person's mouth, an admin's included, and count in their
+    agreement and quality figures."""
+    credited: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.rating or row.critical:
+            credited.setdefault(row.annotator or UNNAMED_ANNOTATOR, []).append(row)
+    credited.pop(user.name, None)
+    names, refused = sorted(credited), set()
+    for i in range(0, len(names), 500):
+        refused.update(session.scalars(select(User.name).where(User.name.in_(names[i:i + 500]),
+                                                               User.password_hash.is_not(None))))
+    errors.extend(f"{row.label}: annotator {name!r} is an account that signs in here; a file credits ratings only "
+                  f"to accounts without a login or to you. Name the rater differently, e.g. {name + '-imported'!r}"
+                  for row in rows if (name := row.annotator or UNNAMED_ANNOTATOR) in refused
+                  and (row.rating or row.critical))
 
 
 @dataclass
@@ -451,6 +472,7 @@ def _import(session: Session, user: User, raw: RawRows, images: FileImages | Zip
         raise ImportRejected(source, ["no rows"])
     rows, errors = validate_rows(raw, images, session, progress)
     external_parents = resolve_parents(session, rows, errors)
+    refuse_login_accounts(session, user, rows, errors)
     if errors or not rows:
         raise ImportRejected(source, errors or ["no rows"])
     collection = validate_collection_name(collection)

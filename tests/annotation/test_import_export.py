@@ -16,7 +16,7 @@ from annotation.transfer.finetune_sets import build_finetune_set
 from annotation.transfer.importers import ImportRejected, import_file, import_rows
 from annotation.perturbations import perturb_collection
 from annotation.scores.score_store import cache_metric_scores
-from db.models import Base, Caption, CriticalAnnotation, Image, User
+from db.models import Base, Caption, CriticalAnnotation, Image, Rating, User
 from db.session import get_engine, session_scope, upgrade
 
 COLORS = [(255, 0, 0), (0, 0, 255), (0, 160, 0), (250, 250, 0)]
@@ -516,3 +516,35 @@ def test_a_ratings_export_of_a_perturbed_caption_of_an_unrated_one_imports_again
         again = _collection_contents(s, "again")
     # every caption but the one no rated caption descends from, with its parent; every rating
     assert again == ({c for c in captions if c[0] != "a blue thing"}, ratings)
+
+
+def test_a_file_cannot_credit_ratings_to_another_account_that_signs_in(engine, accounts, image_files):
+    """Ratings and markings go to login-less accounts (created by the import) or to the importing
+    user; a row naming any other account with a login, an admin's included, refuses the file."""
+    with session_scope(engine) as s:
+        importer = create_user(s, "rex", "researcher", "a long passphrase 1")
+        for name, role in [("dora", "annotator"), ("boss", "admin")]:
+            create_user(s, name, role, "a long passphrase 2")
+        before = _row_counts(s)
+    rows = [{"image": "img0.png", "caption": "a red square", "caption_id": "c0", "annotator": "dora", "score": 0.9},
+            {"image": "img0.png", "caption": "a red square", "caption_id": "c0", "annotator": "ann", "score": 0.2},
+            {"image": "img1.png", "caption": "a blue square", "annotator": "boss", "critical_objects": ["blue square"]},
+            {"image": "img2.png", "caption": "a green square", "annotator": "rex", "score": 0.5}]
+    path = image_files / "spoof.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with session_scope(engine) as s, pytest.raises(ImportRejected) as rejected:
+        import_file(s, importer, path, collection="spoof")
+    assert [e.split(":")[0] for e in rejected.value.errors] == ["line 1", "line 3"]
+    assert "'dora' is an account that signs in here" in rejected.value.errors[0]
+    assert "'boss-imported'" in rejected.value.errors[1]
+    with session_scope(engine) as s:
+        assert _row_counts(s) == before
+    path.write_text("\n".join(json.dumps(r | ({"annotator": "dora-imported"} if r["annotator"] == "dora" else {})
+                                         | ({"annotator": "boss-imported"} if r["annotator"] == "boss" else {}))
+                              for r in rows) + "\n")
+    with session_scope(engine) as s:
+        report = import_file(s, importer, path, collection="spoof")
+        assert report.counts["ratings"] == 3 and report.counts["annotators_created"] == 2
+        rex_ratings = s.scalar(select(func.count()).select_from(Rating).join(User, User.id == Rating.annotator_id)
+                               .where(User.name == "rex"))
+        assert rex_ratings == 1  # the importing user's own rating is theirs
