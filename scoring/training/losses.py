@@ -46,6 +46,18 @@ def info_nce(image: torch.Tensor, text: torch.Tensor, scale: torch.Tensor | floa
     return 0.5 * (direction(logits) + direction(logits.T))
 
 
+def hard_negative_nce(image: torch.Tensor, text: torch.Tensor, negative: torch.Tensor, scale: torch.Tensor | float,
+                      image_ids: list | None = None) -> torch.Tensor:
+    """Image -> text InfoNCE whose softmax also holds `negative`, one hard negative text per row
+    (its caption with a keyword swapped, as NegCLIP), as a wrong caption for every image: the
+    batch's other captions differ in whole objects, these in one word. A CapLens addition for PAC-S."""
+    image, text, negative = (F.normalize(t, dim=-1) for t in (image, text, negative))
+    logits = scale * image @ torch.cat([text, negative]).T
+    positives = positives_mask(image_ids, len(image), logits.device).to(logits.dtype)
+    positives = torch.cat([positives, torch.zeros_like(positives)], dim=1)
+    return -((logits.log_softmax(dim=-1) * positives).sum(-1) / positives.sum(-1)).mean()
+
+
 def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """(len(a), len(b)) cosine similarities."""
     return F.normalize(a.float(), dim=-1) @ F.normalize(b.float(), dim=-1).T

@@ -304,6 +304,28 @@ class PacsRecipe(ClipRecipe):
     anchor_reason = "loss.anchor and loss.style_gap keep PAC-S's long-caption similarities where the teacher puts them"
     teacher_terms = ("anchor", "style_gap")
 
+    def prepare_rows(self, rows, config):
+        """With `loss.swap`: each row's caption with one keyword swapped for another word of its
+        part of speech from the rows' captions in its language (`swapped_caption`; seeded by the
+        caption and `seed`; "" where no word can be swapped)."""
+        rows = super().prepare_rows(rows, config)
+        if not self.weights(config)["swap"]:
+            return rows
+        from scoring.perturb.ops import PosVocabulary, perturb
+
+        captions: dict[str, set[str]] = defaultdict(set)
+        for r in rows:
+            captions[_language(r) or "en"].add(r["caption"])
+        vocabularies = {language: PosVocabulary(sorted(texts), language) for language, texts in captions.items()}
+        out = []
+        for r in rows:
+            # p below 1 / keywords: exactly one keyword (the operation swaps at least one)
+            language = _language(r) or "en"
+            swapped = perturb(r["caption"], "keyword-substitution", p=1e-6, lang=language,
+                              corpus=vocabularies[language], seed=config.seed + zlib.crc32(r["caption"].encode()))
+            out.append(r | {"swapped_caption": "" if swapped.noop else swapped.text})
+        return out
+
     def teacher_fields(self, state):
         return ("caption",) if state.weights["style_gap"] else ()
 
@@ -315,6 +337,12 @@ class PacsRecipe(ClipRecipe):
             image, short, self.images(state, rows, device, key="generated_image"),
             self.texts(state, [r["generated_caption"] for r in rows], device),
             self.scale(state), state.weights["lambda_v"], state.weights["lambda_t"], ids)
+        swapped = [i for i, r in enumerate(rows) if r.get("swapped_caption")] if state.weights["swap"] else []
+        if swapped:
+            hard = losses.hard_negative_nce(image[swapped], short[swapped],
+                                            self.texts(state, [rows[i]["swapped_caption"] for i in swapped], device),
+                                            self.scale(state), [ids[i] for i in swapped])
+            loss, parts = loss + state.weights["swap"] * hard, parts | {"swap": hard.item()}
         anchored = [i for i, r in enumerate(rows) if r.get(self.anchor_field)]
         if state.teacher is not None and len(anchored) > 1:
             picked = [rows[i] for i in anchored]
@@ -1153,7 +1181,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
                  "lambda2": losses.PRMCS_LAMBDAS[1], "lambda3": losses.PRMCS_LAMBDAS[2], "anchor": 0.0}),
     PacsRecipe("pac-s", "PAC-S", "clip", "pacs",
                "PAC-S: symmetric InfoNCE + λv·L(V', T) + λt·L(V, T') with generated images and captions",
-               {"lambda_v": 0.05, "lambda_t": 0.05, "anchor": 0.0, "style_gap": 0.0}),
+               {"lambda_v": 0.05, "lambda_t": 0.05, "anchor": 0.0, "style_gap": 0.0, "swap": 0.0}),
     SpecsRecipe("specs", "SPECS", "clip", "specs",
                 "SPECS: α·L_contrastive + β·L_pos + γ·L_neg, detached batch margin ε",
                 {"alpha": losses.SPECS_WEIGHTS[0], "beta": losses.SPECS_WEIGHTS[1], "gamma": losses.SPECS_WEIGHTS[2],

@@ -320,3 +320,19 @@ def test_pairwise_ranking_defaults_gap_above_005_and_temperature_01():
     target = t(0.05, 0.0, 0.8, 0.7)
     value = losses.pairwise_ranking(predicted, target, torch.tensor([0, 0, 1, 1]))
     assert value.item() == pytest.approx(math.log(1 + E ** 2), rel=1e-5)
+
+
+def test_hard_negative_nce_adds_each_rows_swapped_caption_to_the_image_to_text_softmax():
+    eye = t([1.0, 0.0], [0.0, 1.0])
+    # negative 0 has cos 0.6 to image 0 and 0.8 to image 1, negative 1 the reverse: row 0 [1, 0, 0.6, 0.8]
+    negative = t([0.6, 0.8], [0.8, 0.6])
+    by_hand = [-(1 - math.log(E + 1 + E ** 0.6 + E ** 0.8)), -(1 - math.log(1 + E + E ** 0.8 + E ** 0.6))]
+    assert losses.hard_negative_nce(eye, eye, negative, 1.0).item() == pytest.approx(sum(by_hand) / 2, abs=1e-6)
+    # scale 2 and a shared image: each row averages -log_softmax over both real captions
+    logits = [2.0, 0.0, 1.2, 1.6]
+    log_z = math.log(sum(math.exp(x) for x in logits))
+    row0 = -((2.0 - log_z) + (0.0 - log_z)) / 2
+    logits = [0.0, 2.0, 1.6, 1.2]  # the same four values: the same log_z
+    row1 = -((0.0 - log_z) + (2.0 - log_z)) / 2
+    assert losses.hard_negative_nce(eye, eye, negative, 2.0, ["a", "a"]).item() == pytest.approx((row0 + row1) / 2,
+                                                                                                    abs=1e-6)

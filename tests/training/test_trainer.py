@@ -574,6 +574,45 @@ def test_pacs_anchor_holds_the_long_captions_of_the_rows_that_have_one(tmp_path)
         recipe.prepare(anchored, [{**r, "long_caption": ""} for r in rows], cpu)
 
 
+def test_pacs_swap_adds_one_keyword_swapped_caption_per_row_to_the_image_to_text_softmax(tmp_path):
+    """PAC-S's `loss.swap`: `prepare_rows` gives each row its caption with exactly one word swapped
+    for a word of the rows' captions (seeded); the batch loss adds `swap` times the hard-negative
+    InfoNCE of the row's image, caption and swapped caption, by hand; without the weight, no field."""
+    import random as _random
+
+    from scoring.training.losses import hard_negative_nce
+    from scoring.training.models import PixelCache, clip_image_features, clip_text_features
+    from scoring.training.recipes import RECIPES
+
+    recipe = RECIPES["pac-s"]
+    rows, _, _ = world_set("pacs", {"scenes": 10, "size": 32, "languages": ["en"]})
+    cpu = torch.device("cpu")
+    config = _config("pac-s-tiny", tmp_path / "p", loss={"swap": 0.5})
+    assert "swapped_caption" not in recipe.prepare_rows(rows, _config("pac-s-tiny", tmp_path / "q"))[0]
+    prepared = recipe.prepare_rows(rows, config)
+    assert prepared == recipe.prepare_rows(rows, config)  # seeded
+    words = {w for r in rows for w in r["caption"].split()}
+    for r in prepared:
+        before, after = r["caption"].split(), r["swapped_caption"].split()
+        changed = [(a, b) for a, b in zip(before, after) if a != b]
+        assert len(before) == len(after) and len(changed) == 1 and changed[0][1] in words
+    state = recipe.setup(config, cpu, tmp_path / "scratch")
+    plain = recipe.setup(_config("pac-s-tiny", tmp_path / "r"), cpu, tmp_path / "scratch2")
+    for s in (state, plain):
+        s.trainable.eval()
+    with torch.no_grad():
+        loss, parts = recipe.batch_loss(state, prepared, _random.Random(0), cpu)
+        base, base_parts = recipe.batch_loss(plain, prepared, _random.Random(0), cpu)
+        pixels = PixelCache(state.clip.image_processor)([r["image"] for r in prepared],
+                                                        [image_key(r) for r in prepared], cpu)
+        by_hand = hard_negative_nce(clip_image_features(state.clip, pixels),
+                                    clip_text_features(state.clip, [r["caption"] for r in prepared], cpu),
+                                    clip_text_features(state.clip, [r["swapped_caption"] for r in prepared], cpu),
+                                    state.clip.model.logit_scale.exp(), [image_key(r) for r in prepared]).item()
+    assert "swap" not in base_parts and parts["swap"] == pytest.approx(by_hand, rel=1e-5)
+    assert float(loss) == pytest.approx(float(base) + 0.5 * by_hand, rel=1e-5)
+
+
 def test_pacs_style_gap_holds_each_images_long_minus_short_similarity(tmp_path):
     """PAC-S's `loss.style_gap`: mean over the rows with a long caption of ((long − short) −
     (teacher's long − teacher's short))², each a row's image with its own caption; zero while
