@@ -92,8 +92,8 @@ def validate_language(language: str) -> str:
     """A caption's language code: ISO 639-1 (or "und"), optionally with subtags (pt-BR), in its
     canonical form. ValueError for anything else, so a typo such as "xx" never becomes a
     language, and "EN" or "pt_BR" is never a language apart from "en" and "pt-BR". Those are
-    refused, naming the canonical form, rather than rewritten: codes were stored as given, and
-    rewriting a lookup's code would miss what a database already holds under it."""
+    refused, naming the canonical form, rather than rewritten, so a file or a caller learns the
+    one spelling (stored codes were rewritten in it by migration 0012)."""
     language = (language or "").strip()
     if not language or len(language) > 16 or not all(ch.isalnum() or ch in "-_" for ch in language):
         raise ValueError(f"invalid language code {language!r} (use e.g. en, de, ja, pt-BR)")
