@@ -33,7 +33,9 @@ COLUMNS = (("captions", "language", ()),
 
 
 def canonical(code: str) -> str:
-    """BCP 47 case: the language lower case, a script title case, a region upper case."""
+    """BCP 47 case: the language lower case, a script title case, a region upper case. The rule
+    of annotation.captions.validate_language as of this revision, kept here: `db` imports nothing
+    of ours, and a migration must do what it did when it was written."""
     if not CODE.match(code):
         return code
     primary, *subtags = code.replace("_", "-").split("-")
