@@ -21,7 +21,8 @@ def register(subparsers, parents) -> None:
     p.add_argument("--no-demo", action="store_true",
                    help="do not fill the synthetic-world demo collection into an empty database")
     p.add_argument("--mcp", action="store_true",
-                   help="also serve the API endpoints (score, perturb, login, next_item, rate, analyze, failure_cases) "
+                   help="also serve the API endpoints (score, perturb, login, next_item, rate, next_pair, judge_pair, analyze, "
+                        "failure_cases) "
                         "as MCP tools at /gradio_api/mcp/ (streamable HTTP; SSE at /gradio_api/mcp/sse); needs "
                         "the mcp package (pip install \"gradio[mcp]\"). The tools that act as an account need the "
                         "X-CapLens-Token header from the login tool, as the API does")

@@ -203,3 +203,16 @@ def test_tool_answers_are_json_text(server, mcp_url):
     answer = json.loads(text)
     assert answer["rows"][0]["CLIP-S"] is None and '"CLIP-S": null' in text and "None" not in text
     assert text.startswith('{"rows": [{"#": 1,')
+
+
+def test_the_mcp_option_names_every_tool_it_serves():
+    import argparse
+
+    from app.serve import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(), [])
+    serve = parser._subparsers._group_actions[0].choices["serve"]
+    text = next(a.help for a in serve._actions if "--mcp" in a.option_strings)
+    listed = text[text.index("(") + 1:text.index(")")].split(", ")
+    assert listed == list(ENDPOINTS)
