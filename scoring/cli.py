@@ -142,6 +142,7 @@ def run_score(args: argparse.Namespace) -> int:
     frequencies, notes = _cider_document_frequencies(scorer, rows, names)
     results = score_in_batches(scorer, items, names, args.batch_size, show_progress=not args.quiet,
                                cider_document_frequency=frequencies)
+    notes = _value_notes(scorer, rows, results, notes, has_references)
     for name, result in results.items():
         if result.unavailable:
             print(f"{name}: unavailable: {result.unavailable}")
@@ -169,6 +170,22 @@ def run_score(args: argparse.Namespace) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(payload, indent=2, ensure_ascii=False))
     return 0
+
+
+def _value_notes(scorer, rows, results: dict, notes: dict[str, str], has_references: bool) -> dict[str, str]:
+    """What the Score tab says beside an available metric's values (the one status rule,
+    `metric_availability`): `notes` (CIDEr-D's), captions in a language it was not made for,
+    captions it reads as one word, scores clipped to 0; per metric that has any."""
+    from scoring.session_scoring import HAS_REFERENCES, metric_availability, metric_meta
+
+    table = [{"#": k + 1, "lang": row.lang, HAS_REFERENCES: bool(row.references),
+              **{name: result.values[k] for name, result in results.items()}} for k, row in enumerate(rows)]
+    meta = {name: metric_meta(scorer, name, result) for name, result in results.items()}
+    said = {}
+    for entry in metric_availability(list(results), meta, table, has_references, True, notes):
+        if entry["status"].startswith("available; "):
+            said[entry["metric"]] = entry["status"].removeprefix("available; ")
+    return said
 
 
 def _cider_document_frequencies(scorer, rows, names: list[str]):

@@ -35,18 +35,26 @@ def test_prints_one_line_per_requested_metric(inputs, capsys):
     assert code == 0, err
     lines = out.strip().splitlines()
     assert [line.split(":")[0] for line in lines] == ["CLIP-S", "RefCLIP-S", "PAC-S"]
-    assert all(re.fullmatch(r"[\w-]+: \d+\.\d{4}", line) for line in lines)
+    assert all(re.fullmatch(r"[\w-]+: \d+\.\d{4}( \(.+\))?", line) for line in lines)
     per_item = json.loads((root / "per_item.json").read_text())
     assert set(per_item["items"]) == {"cat1", "dog2", "car3"}
     assert set(per_item["items"]["cat1"]) == {"CLIP-S", "RefCLIP-S", "PAC-S"}
     values = [per_item["items"][k]["CLIP-S"] for k in ("cat1", "dog2", "car3")]
-    assert float(lines[0].split(": ")[1]) == pytest.approx(sum(values) / 3, abs=5e-5)
+    assert float(lines[0].split(" ")[1]) == pytest.approx(sum(values) / 3, abs=5e-5)
+    # the Score tab's notes, by the same rule: here the clipped cosines (the tiny models' zeros)
+    zeros = sum(v == 0.0 for v in values)
+    assert zeros and lines[0].endswith(f"({zeros} of 3 score(s) are 0: a negative cosine is clipped to 0)")
+    assert per_item["metrics"]["CLIP-S"]["note"] == f"{zeros} of 3 score(s) are 0: a negative cosine is clipped to 0"
 
 
 def test_without_references_only_reference_free_metrics_run(inputs, capsys):
     root, images = inputs
     code, out, _ = _run(capsys, root / "cands.json", images, "--profile", "tiny", "--metrics", "CLIP-S,UMIC-C,MCS", "--lang", "de")
     assert code == 0 and [l.split(":")[0] for l in out.strip().splitlines()] == ["CLIP-S", "MCS", "UMIC-C"]
+    # German captions: the English-only metrics say so on their line, as the Score tab does
+    clip_line = out.strip().splitlines()[0]
+    assert "made for en: 3 of 3 caption(s) are in de" in clip_line
+    assert "made for" not in out.strip().splitlines()[1]  # MCS reads German
     code, out, err = _run(capsys, root / "cands.json", images, "--profile", "tiny", "--metrics", "BLEU-4")
     assert code == 2 and "need references" in err
 
