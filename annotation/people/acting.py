@@ -17,6 +17,9 @@ from annotation.database import database_session
 from db.models import User
 
 
+LOG_IN_FIRST = "Log in first (Annotate tab)."
+
+
 class NotLoggedIn(PermissionError):
     """The action needs a logged-in account and there is none (or it no longer exists)."""
 
@@ -36,7 +39,7 @@ def acting(account_id: int | None, read_only: bool = False) -> Iterator[tuple]:
     there is no such account. An action that only reads passes `read_only`: it then never waits
     for (or holds) the database's write lock."""
     if account_id is None:
-        raise NotLoggedIn("Log in first (Annotate tab).")
+        raise NotLoggedIn(LOG_IN_FIRST)
     with database_session(read_only=read_only) as session:
         user = session.get(User, account_id)
         if user is None:
@@ -44,6 +47,16 @@ def acting(account_id: int | None, read_only: bool = False) -> Iterator[tuple]:
         if user.disabled_at is not None:
             raise NotLoggedIn("This account is disabled; ask your admin.")
         yield session, user
+
+
+def chosen_collection(account_id: int | None, name: str) -> str:
+    """`name`, the collection an action of `account_id` works on: logged out, NotLoggedIn first
+    (there is nothing to choose from before a login), else ValueError when none is chosen."""
+    if account_id is None:
+        raise NotLoggedIn(LOG_IN_FIRST)
+    if not name:
+        raise ValueError("Choose a collection.")
+    return name
 
 
 def collection_names(account_id: int | None) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from annotation.people.acting import acting
+from annotation.people.acting import acting, chosen_collection
 from annotation.scores.score_store import collection_ratings, collection_scores
 from scoring.analysis.report import CollectionReport, CorrelationFilters, collection_report, failure_cases
 
@@ -25,8 +25,7 @@ CORRELATING = "correlating with the human ratings (bootstrap intervals) and tabu
 def collection_scores_for(account_id: int | None, collection: str, scorer, metrics: Sequence[str],
                           progress: Progress | None = None) -> pd.DataFrame:
     """`collection_scores` of `collection` with `scorer`, as the account `account_id`."""
-    if not collection:
-        raise ValueError("Choose a collection.")
+    chosen_collection(account_id, collection)
     with acting(account_id) as (session, user):
         return collection_scores(session, user, collection, scorer, list(metrics), progress)
 
@@ -50,8 +49,7 @@ def analyse_collection(account_id: int | None, collection: str, scorer, metrics:
                        filters: CorrelationFilters | None = None,
                        progress: Progress | None = None) -> CollectionReport:
     """`collection_analysis` as the account `account_id` (the Analyze tab's login)."""
-    if not collection:
-        raise ValueError("Choose a collection.")
+    chosen_collection(account_id, collection)
     with acting(account_id) as (session, user):
         return collection_analysis(session, user, collection, scorer, metrics, filters, progress)
 

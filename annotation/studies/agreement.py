@@ -390,10 +390,9 @@ def study_agreement(session: Session, user: User, collection: Collection, field:
 
 def dashboard(account_id: int | None, collection_name: str, field: str = "overall") -> StudyAgreement:
     """`study_agreement` of a collection, as the acting account (researcher or admin)."""
-    from annotation.people.acting import acting
+    from annotation.people.acting import acting, chosen_collection
     from annotation.captions import get_collection
 
-    if not collection_name:
-        raise ValueError("Choose a collection.")
+    chosen_collection(account_id, collection_name)
     with acting(account_id, read_only=True) as (session, user):
         return study_agreement(session, user, get_collection(session, collection_name), field)

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from annotation.people.accounts import ALL_ROLES, RESEARCH_ROLES, require_role
-from annotation.people.acting import acting
+from annotation.people.acting import acting, chosen_collection
 from annotation.captions import get_collection, in_collection
 from db.models import Caption, Collection, QueueSkip, Rating, User
 
@@ -55,8 +55,7 @@ def study_guidelines(account_id: int | None, collection_name: str) -> Guidelines
 
 def write_guidelines(account_id: int | None, collection_name: str, markdown: str | None) -> str:
     """Save the guidelines from the Study tab; what to tell the researcher."""
-    if not collection_name:
-        raise ValueError("Choose a collection.")
+    chosen_collection(account_id, collection_name)
     with acting(account_id) as (session, user):
         set_guidelines(session, user, get_collection(session, collection_name), markdown)
     return f"Guidelines of {collection_name} saved." if (markdown or "").strip() else \

@@ -16,7 +16,7 @@ from annotation import captions
 from annotation.studies import quality
 
 from annotation.studies import tasks
-from annotation.people.acting import acting
+from annotation.people.acting import acting, chosen_collection
 from annotation.image_store import image_path
 from db.models import Caption
 from scoring.language_id import LANGUAGES, UNKNOWN, detect_language
@@ -114,8 +114,7 @@ def rating_screen(account_id: int | None, collection_name: str, caption_id: int 
     items and attention checks, else `tasks.next_rating_item`): only taking the next item
     writes, in a short transaction of its own; the screen is read without the write lock.
     `feedback` (on the answer just saved) goes first in the notice."""
-    if not collection_name:
-        raise ValueError("Choose a collection.")
+    chosen_collection(account_id, collection_name)
     notice = ""
     if caption_id is None:
         with acting(account_id) as (session, user):
@@ -131,8 +130,7 @@ def earlier_rating_screen(account_id: int | None, collection_name: str, caption_
     """Back: the caption this annotator rated or skipped before the shown one, with their rating
     to edit (`tasks.earlier_queue_item`; taken from the stored ratings and skips, so a reload
     keeps the way back, and Back after Skip shows the skipped item)."""
-    if not collection_name:
-        raise ValueError("Choose a collection.")
+    chosen_collection(account_id, collection_name)
     with acting(account_id, read_only=True) as (session, user):
         collection = captions.get_collection(session, collection_name)
         earlier = tasks.earlier_queue_item(session, user, collection, None if caption_id is None else int(caption_id))
@@ -159,8 +157,7 @@ def my_ratings(account_id: int | None, collection_name: str) -> list[MyRating]:
     """This annotator's own ratings in the collection, newest change first, to open one again
     (`own_rating_screen`) or withdraw it (`withdraw_rating`). Check items' answers are not
     ratings and are not listed."""
-    if not collection_name:
-        raise ValueError("Choose a collection.")
+    chosen_collection(account_id, collection_name)
     with acting(account_id, read_only=True) as (session, user):
         collection = captions.get_collection(session, collection_name)
         rows = tasks.list_ratings(session, user, collection, annotator=user)
@@ -200,8 +197,7 @@ def _history_text(revisions, rating) -> str:
 def own_rating_screen(account_id: int | None, collection_name: str, caption_id) -> RatingScreen:
     """One of this annotator's rated captions shown again with their values, to edit (saving
     edits the rating and keeps the earlier values as its history, which the message sums up)."""
-    if not collection_name:
-        raise ValueError("Choose a collection.")
+    chosen_collection(account_id, collection_name)
     with acting(account_id, read_only=True) as (session, user):
         rating = _own_rating_in(session, user, collection_name, caption_id)
         return _rating_screen(session, user, collection_name, rating.caption_id,
@@ -212,8 +208,7 @@ def own_rating_screen(account_id: int | None, collection_name: str, caption_id) 
 def withdraw_rating(account_id: int | None, collection_name: str, caption_id) -> RatingScreen:
     """Delete this annotator's own rating of a caption (with its history): the caption goes back
     to the queue for whoever needs it. Then the next item of the queue."""
-    if not collection_name:
-        raise ValueError("Choose a collection.")
+    chosen_collection(account_id, collection_name)
     with acting(account_id) as (session, user):
         rating = _own_rating_in(session, user, collection_name, caption_id)
         withdrawn = rating.caption_id
@@ -342,8 +337,7 @@ def language_warning(text: str, target_language: str) -> str:
 
 def transcreation_screen(account_id: int | None, collection_name: str, target_language: str,
                          message: str = "") -> TranscreationScreen:
-    if not collection_name:
-        raise ValueError("Choose a collection.")
+    chosen_collection(account_id, collection_name)
     with acting(account_id, read_only=True) as (session, user):
         task = tasks.next_transcreation_item(session, user, captions.get_collection(session, collection_name),
                                           target_language)
@@ -435,8 +429,7 @@ def marking_preview(text: str, marks: dict | None) -> str:
 
 
 def critical_screen(account_id: int | None, collection_name: str, message: str = "") -> CriticalScreen:
-    if not collection_name:
-        raise ValueError("Choose a collection.")
+    chosen_collection(account_id, collection_name)
     with acting(account_id, read_only=True) as (session, user):
         caption = tasks.next_critical_item(session, user, captions.get_collection(session, collection_name))
         if caption is None:
