@@ -67,7 +67,8 @@ def register(subparsers, parents) -> None:
     importer.add_argument("--format", dest="fmt", choices=("csv", "jsonl", "zip", "clipscore"),
                           help="default: from the file suffix (.json = CLIPScore / PAC-S candidates)")
     importer.add_argument("--references", help="CLIPScore / PAC-S references JSON ({image_id: [refs]})")
-    importer.add_argument("--image-dir", help="CLIPScore / PAC-S image folder (<image_id>.<ext>)")
+    importer.add_argument("--image-dir", help="the folder the rows' image paths are relative to (default: the file's "
+                                              "folder); for CLIPScore / PAC-S the image folder (<image_id>.<ext>)")
     importer.add_argument("--model", help="captioning model that wrote CLIPScore / PAC-S candidates")
     importer.add_argument("--allow-reimport", action="store_true", help="import a file already imported")
     importer.add_argument("--user", default=os.environ.get("CAPLENS_USER"), help="act as this account")

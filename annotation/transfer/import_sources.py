@@ -182,10 +182,13 @@ def manifest_rows(name: str, text: str) -> RawRows:
 
 
 class FileImages:
-    """Images referenced by relative path from a manifest on disk (confined to its folder)."""
+    """Images referenced by relative path from a manifest on disk (confined to its folder), or
+    from the folder the importer names (`--image-dir`)."""
 
-    def __init__(self, base: Path):
+    def __init__(self, base: Path, named: bool = False):
         self.base = base.resolve()
+        self.where = "in the image folder (--image-dir)" if named else \
+            "next to the manifest (a zip of the manifest and its images brings them along; or give --image-dir)"
         self._found: dict[str, ImageSource | str] = {}
 
     def source(self, ref: str) -> ImageSource | str:
@@ -200,7 +203,7 @@ class FileImages:
             return f"image path {ref!r} must be relative to the manifest's folder, without '..'"
         path = (self.base / relative).resolve()
         if not path.is_relative_to(self.base) or not path.is_file():
-            return f"image {ref!r} not found next to the manifest (a zip of the manifest and its images brings them along)"
+            return f"image {ref!r} not found {self.where}"
         return ImageSource(key=str(relative), label=ref, read=path.read_bytes)
 
 
@@ -280,4 +283,5 @@ def open_source(path: Path, fmt: str, *, references: Path | None = None, image_d
         yield clipscore_rows(path, references, image_dir, source_model), FileImages(Path(image_dir))
     else:
         text = decode_text(path.read_bytes(), str(path))
-        yield (csv_rows(text) if fmt == "csv" else jsonl_rows(text)), FileImages(path.parent)
+        images = FileImages(image_dir, named=True) if image_dir is not None else FileImages(path.parent)
+        yield (csv_rows(text) if fmt == "csv" else jsonl_rows(text)), images

@@ -95,6 +95,15 @@ def test_import_export_and_agreement_commands(db_url, tmp_path, make_png):
     rejected = caplens("db", "import", str(bad))
     assert rejected.returncode == 2
     assert "line 2: image 'missing.png' not found next to the manifest (a zip of the manifest and its images" in rejected.stderr and "line 3: caption text is empty" in rejected.stderr
+    # A CSV kept apart from its images names their folder with --image-dir
+    (tmp_path / "elsewhere").mkdir()
+    apart = tmp_path / "elsewhere" / "apart.csv"
+    apart.write_text("image,caption\na.png,a red square\nb.png,a blue square\n")
+    assert "not found next to the manifest" in caplens("db", "import", str(apart), "--collection", "apart").stderr
+    found = caplens("db", "import", str(apart), "--collection", "apart", "--image-dir", str(tmp_path))
+    assert found.returncode == 0 and json.loads(found.stdout)["counts"]["captions"] == 2, found.stderr
+    missing = caplens("db", "import", str(apart), "--collection", "apart2", "--image-dir", str(tmp_path / "elsewhere"))
+    assert "image 'a.png' not found in the image folder (--image-dir)" in missing.stderr
     out = tmp_path / "ratings.parquet"
     exported = caplens("db", "export", "--format", "parquet", "--what", "ratings", "--collection", "cli", str(out))
     assert exported.returncode == 0 and json.loads(exported.stdout)["rows"] == 6 and out.is_file()
