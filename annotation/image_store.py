@@ -137,6 +137,21 @@ def add_inspected_image(session: Session, data: bytes, facts: ImageFacts, origin
     return image
 
 
+API_PICTURE_PX = 512  # the longer side of the picture an API or MCP caller gets with an item
+
+
+def picture_data_uri(path: str | Path | None, size: int = API_PICTURE_PX) -> str | None:
+    """A stored image (`path`, a screen's `image_file`) as a JPEG data URI, its longer side at most
+    `size` pixels: what an API or MCP caller rates or judges by, since it cannot read the
+    server's files; None without a file."""
+    if path is None:
+        return None
+    from scoring.images import thumbnail_data_uri
+
+    with PILImage.open(path) as img:
+        return thumbnail_data_uri(img, size)
+
+
 def display_name(name: str | None) -> str | None:
     """Keep only the last path component of a client file name, as metadata."""
     if not name:

@@ -22,6 +22,7 @@ import math
 import gradio as gr
 import pandas as pd
 
+from annotation.image_store import picture_data_uri
 from annotation.people.auth_sessions import log_in
 from annotation.scores.collection_analysis import analyse_collection, collection_failure_cases
 from annotation.studies.pairwise import judge_and_next, pair_screen
@@ -285,13 +286,16 @@ def next_item_endpoint(collection: str, request: gr.Request) -> dict:
         collection: the collection's name.
 
     Returns:
-        caption_id (null when there is nothing to rate now), text, language, progress, and notice:
-        what the study says to the annotator (a qualification round's progress and feedback, an
+        caption_id (null when there is nothing to rate now), text, language, image (the picture to
+        rate the caption by: a JPEG data URI, its longer side at most 512 px; null without an item),
+        references (the image's reference captions in that language), progress, and notice: what
+        the study says to the annotator (a qualification round's progress and feedback, an
         attention check's instruction, or why no item comes: a failed round or a pause).
     """
     screen = in_words(rating_screen, api_account(request), collection)
     return {"caption_id": screen.caption_id, "text": screen.text, "language": screen.language,
-            "progress": screen.progress, "notice": screen.notice}
+            "image": picture_data_uri(screen.image_file if screen.caption_id is not None else None),
+            "references": screen.references, "progress": screen.progress, "notice": screen.notice}
 
 
 def rate_endpoint(caption_id: float, overall: float, fluency: float | None = None, relevance: float | None = None,
@@ -317,7 +321,8 @@ def rate_endpoint(caption_id: float, overall: float, fluency: float | None = Non
 
 def _pair_json(screen) -> dict:
     return {"pair_id": screen.item_id, "left": screen.left if screen.item_id is not None else None,
-            "right": screen.right if screen.item_id is not None else None, "chosen": screen.chosen,
+            "right": screen.right if screen.item_id is not None else None,
+            "image": picture_data_uri(screen.image_file if screen.item_id is not None else None), "chosen": screen.chosen,
             "progress": screen.progress,
             "message": " ".join(m for m in (screen.message, "" if screen.item_id is not None else screen.left) if m)}
 
@@ -331,7 +336,8 @@ def next_pair_endpoint(collection: str, request: gr.Request) -> dict:
         collection: the collection's name.
 
     Returns:
-        pair_id (null when there is nothing to compare now), left, right, progress, and message
+        pair_id (null when there is nothing to compare now), left, right, image (the picture both
+        captions describe: a JPEG data URI, its longer side at most 512 px), progress, and message
         (why no pair comes: all done, or the study's qualification round or a pause).
     """
     return _pair_json(in_words(pair_screen, api_account(request), collection))

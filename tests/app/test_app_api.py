@@ -153,6 +153,29 @@ def test_perturb_rejects_empty_text(client):
         client.predict("   ", "masking", 0.4, 0, "en", "", api_name="/perturb")
 
 
+def _picture(uri: str) -> tuple:
+    """(size, the colour of its middle pixel, rounded to tens) of a JPEG data URI."""
+    import base64
+    import io
+
+    from PIL import Image as PILImage
+
+    assert uri.startswith("data:image/jpeg;base64,")
+    with PILImage.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))) as img:
+        pixel = img.convert("RGB").getpixel((img.width // 2, img.height // 2))
+        return img.size, tuple(10 * round(c / 10) for c in pixel)
+
+
+def _picture_of_caption(caption_id: int) -> tuple:
+    """The same, of the stored image of a caption, as `picture_data_uri` would give it."""
+    from annotation.database import database_session
+    from annotation.image_store import image_path, picture_data_uri
+    from db.models import Caption
+
+    with database_session() as session:
+        return _picture(picture_data_uri(image_path(session.get(Caption, caption_id).image)))
+
+
 def test_rate_requires_login_then_stores_the_rating(server):
     from annotation.people.accounts import get_user
     from annotation.database import database_session
@@ -174,6 +197,9 @@ def test_rate_requires_login_then_stores_the_rating(server):
     item = client.predict(server.collection, api_name="/next_item")
     assert isinstance(item["caption_id"], int) and item["text"] and "rated" in item["progress"]
     assert item["notice"] == ""  # no quality control in this collection
+    # the picture the caption is rated by, since an API or MCP caller cannot read the server's files
+    assert _picture(item["image"]) == _picture_of_caption(item["caption_id"])
+    assert isinstance(item["references"], list)
     stored = client.predict(caption_id, 0.7, 0.9, None, 0.4, api_name="/rate")
     assert stored["overall"] == pytest.approx(0.7) and stored["annotator"] == server.annotator[0]
     with database_session() as session:
@@ -220,6 +246,7 @@ def test_pairs_are_judged_over_the_api_in_the_annotators_blind_order(server):
         a_left = pairwise.a_on_left(annotator.id, pair_id)
     assert (shown["pair_id"], shown["left"], shown["right"]) == \
         (pair_id, *((a_text, b_text) if a_left else (b_text, a_text)))
+    assert _picture(shown["image"]) == ((48, 40), (90, 90, 10))  # png_bytes' size, its colour
     with pytest.raises(AppError, match=r"^choose left, right or tie, not 'both'$"):
         client.predict("zz-api-pairs", pair_id, "both", api_name="/judge_pair")
     after = client.predict("zz-api-pairs", pair_id, "left", api_name="/judge_pair")
