@@ -25,9 +25,7 @@ through `launch(app_kwargs=app_kwargs())`.
 - CPU-heavy work (scoring, perturbing, analyzing uploaded files: `HEAVY_HANDLERS`) runs in one
   concurrency group of `HEAVY_WORKERS` workers, apart from the annotators' events, and each
   client (a logged-in account, else an address) has at most `HEAVY_PER_CLIENT` such requests
-  running; one more waits up to `CLIENT_WAIT_S` for one of them to end (a click on Score while
-  "Score as I edit" is scoring), and any further one is refused at once in words
-  (`limit_heavy_work`). So a visitor
+  running; a further one is refused at once in words (`limit_heavy_work`). So a visitor
   sending many requests waits for, or is refused, their own work, never the annotators'.
   Direct calls count too: at most `HEAVY_WORKERS` heavy requests run at once by either route
   (one waits up to `HEAVY_WAIT_S` for a turn, then is refused in words).
@@ -200,7 +198,6 @@ HEAVY_CONCURRENCY_ID = "caplens-heavy"
 HEAVY_WORKERS = 2
 HEAVY_PER_CLIENT = 1  # an address behind which a class works anonymously shares it: logged-in users count apart
 HEAVY_WAIT_S = 30
-CLIENT_WAIT_S = 15  # how long a client's one extra heavy request waits for its own running one
 BUSY = "You already have {n} scoring or analysis request(s) running; wait for it to finish, then try again."
 SERVER_BUSY = "The server is busy scoring for others; try again in a minute."
 # The events that skip the queue: the direct endpoints of app.api and the Score tab's live scoring.
@@ -210,32 +207,19 @@ DIRECT_HANDLERS = frozenset({("app.api", "score_api"), ("app.api", "perturb_endp
 
 class ClientSlots:
     """How many heavy requests each client has running: `acquire(key)` takes one of its
-    `per_client` slots, waiting up to `client_wait_s` for one when all are taken (one request
-    per client may wait so; another is refused at once), or raises ClientBusy; `release(key)`
-    gives it back."""
+    `per_client` slots or raises ClientBusy; `release(key)` gives it back."""
 
-    def __init__(self, per_client: int, workers: int = HEAVY_WORKERS, wait_s: float = HEAVY_WAIT_S,
-                 client_wait_s: float = CLIENT_WAIT_S):
+    def __init__(self, per_client: int, workers: int = HEAVY_WORKERS, wait_s: float = HEAVY_WAIT_S):
         self.per_client = per_client
         self.running: dict[str, int] = {}
-        self.waiting: set[str] = set()
-        self.freed = threading.Condition()
+        self.lock = threading.Lock()
         self.turns = threading.BoundedSemaphore(workers)  # all clients, queued and direct calls alike
         self.wait_s = wait_s
-        self.client_wait_s = client_wait_s
 
     def acquire(self, key: str) -> None:
-        with self.freed:
+        with self.lock:
             if self.running.get(key, 0) >= self.per_client:
-                if key in self.waiting:
-                    raise ClientBusy(BUSY.format(n=self.per_client))
-                self.waiting.add(key)
-                try:
-                    if not self.freed.wait_for(lambda: self.running.get(key, 0) < self.per_client,
-                                               timeout=self.client_wait_s):
-                        raise ClientBusy(BUSY.format(n=self.per_client))
-                finally:
-                    self.waiting.discard(key)
+                raise ClientBusy(BUSY.format(n=self.per_client))
             self.running[key] = self.running.get(key, 0) + 1
         if not self.turns.acquire(timeout=self.wait_s):
             self._forget(key)
@@ -246,11 +230,10 @@ class ClientSlots:
         self._forget(key)
 
     def _forget(self, key: str) -> None:
-        with self.freed:
+        with self.lock:
             self.running[key] -= 1
             if not self.running[key]:
                 del self.running[key]
-            self.freed.notify_all()
 
 
 class ClientBusy(PermissionError):
