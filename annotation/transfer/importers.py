@@ -136,19 +136,14 @@ def refuse_login_accounts(session: Session, user: User, rows: list[Row], errors:
     simulations create) or to the importing user: a row naming another account that signs in
     here would put words in that person's mouth, an admin's included, and count in their
     agreement and quality figures."""
-    credited: dict[str, list[Row]] = {}
-    for row in rows:
-        if row.rating or row.critical:
-            credited.setdefault(row.annotator or UNNAMED_ANNOTATOR, []).append(row)
-    credited.pop(user.name, None)
-    names, refused = sorted(credited), set()
+    credited = [(row, row.annotator or UNNAMED_ANNOTATOR) for row in rows if row.rating or row.critical]
+    names, refused = sorted({name for _, name in credited} - {user.name}), set()
     for i in range(0, len(names), 500):
         refused.update(session.scalars(select(User.name).where(User.name.in_(names[i:i + 500]),
                                                                User.password_hash.is_not(None))))
     errors.extend(f"{row.label}: annotator {name!r} is an account that signs in here; a file credits ratings only "
                   f"to accounts without a login or to you. Name the rater differently, e.g. {name + '-imported'!r}"
-                  for row in rows if (name := row.annotator or UNNAMED_ANNOTATOR) in refused
-                  and (row.rating or row.critical))
+                  for row, name in credited if name in refused)
 
 
 @dataclass
