@@ -386,8 +386,9 @@ class SpecsRecipe(ClipRecipe):
     anchor_reason = "loss.anchor keeps SPECS's short-caption similarities where the teacher puts them"
 
     @staticmethod
-    def option_fields(state, rows, option: str, default: list[str]) -> list[str]:
-        fields = list(state.config.options.get(option, default))
+    def fields_in_rows(rows, option: str, fields) -> list[str]:
+        """`fields` (what `options.<option>` names), each checked to hold a text in every row."""
+        fields = list(fields)
         missing = sorted({f for f in fields for r in rows if not r.get(f)})
         if not fields or missing:
             raise ValueError(f"options.{option} names row fields that hold the texts it reads; "
@@ -395,7 +396,7 @@ class SpecsRecipe(ClipRecipe):
         return fields
 
     def contrastive_fields(self, state, rows) -> list[str]:
-        return self.option_fields(state, rows, "contrastive_on", ["positive"])
+        return self.fields_in_rows(rows, "contrastive_on", state.config.options.get("contrastive_on", ["positive"]))
 
     def anchor_fields(self, state):
         return tuple(state.config.options.get("anchor_on", [self.anchor_field]))
@@ -408,7 +409,7 @@ class SpecsRecipe(ClipRecipe):
         ids = [image_key(r) for r in rows]
         fields = self.contrastive_fields(state, rows)
         texts = {"positive": positive}  # each field's texts encoded once, also when the anchor reads them
-        anchored = self.option_fields(state, rows, "anchor_on", [self.anchor_field]) if state.teacher is not None else []
+        anchored = self.fields_in_rows(rows, "anchor_on", self.anchor_fields(state)) if state.teacher is not None else []
         for f in fields + anchored:
             if f not in texts:
                 texts[f] = self.texts(state, [r[f] for r in rows], device)
