@@ -118,7 +118,7 @@ def load_set(path: str | Path) -> tuple[list[dict], str, dict]:
     return rows, digest.hexdigest(), about
 
 
-WORLD_SETS_VERSION = 7  # bumped when the world's set writers change, so cached sets are rewritten (2: UMIC's own negatives; 3: long captions as UMIC positives too; 4: UMIC groups name their style and the scene's short caption; 5: PAC-S rows carry the scene's long caption; 6: a rated caption's key numbers it within its language; 7: SPECS rows carry a short caption with a content error)
+WORLD_SETS_VERSION = 8  # bumped when the world's set writers change, so cached sets are rewritten (2: UMIC's own negatives; 3: long captions as UMIC positives too; 4: UMIC groups name their style and the scene's short caption; 5: PAC-S rows carry the scene's long caption; 6: a rated caption's key numbers it within its language; 7: SPECS rows carry a short caption with a content error; 8: PR-MCS rows carry a caption with a content error)
 
 
 def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:

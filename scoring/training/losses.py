@@ -88,15 +88,19 @@ def prmcs_loss(image: torch.Tensor, original: torch.Tensor, perturbed: torch.Ten
     l3 = cos_op.clamp(min=margin).mean()
     total = l_clip + lambdas[0] * l1 + lambdas[1] * l2 + lambdas[2] * l3
     parts = {"clip": l_clip.item(), "l1": l1.item(), "l2": l2.item(), "l3": l3.item()}
-    if torch.is_tensor(anchor_weight):
-        drift = 1 - F.cosine_similarity(original, anchor, dim=-1)
-        total = total + (anchor_weight.to(drift) * drift).mean()
-        parts["anchor"] = drift.mean().item()
-    elif anchor_weight:
-        drift = (1 - F.cosine_similarity(original, anchor, dim=-1)).mean()
-        total = total + anchor_weight * drift
-        parts["anchor"] = drift.item()
+    if torch.is_tensor(anchor_weight) or anchor_weight:
+        term, parts["anchor"] = embedding_anchor(original, anchor, anchor_weight)
+        total = total + term
     return total, parts
+
+
+def embedding_anchor(embedding: torch.Tensor, anchor: torch.Tensor,
+                     weight: float | torch.Tensor) -> tuple[torch.Tensor, float]:
+    """The mean of λa·(1 − cos(T(x), T₀(x))) over rows, and the mean drift 1 − cos: each caption's
+    embedding stays where the base encoder T₀ put it (`anchor`). A tensor `weight` is one λa per row."""
+    drift = 1 - F.cosine_similarity(embedding, anchor, dim=-1)
+    term = (weight.to(drift) * drift).mean() if torch.is_tensor(weight) else weight * drift.mean()
+    return term, drift.mean().item()
 
 
 def pacs_loss(image: torch.Tensor, text: torch.Tensor, generated_image: torch.Tensor, generated_text: torch.Tensor,

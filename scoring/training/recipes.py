@@ -533,14 +533,31 @@ class PrMcsRecipe(TextEncoderRecipe):
                              f"unknown: {', '.join(unknown) or 'none given'}")
         return [r for r in rows if r["operation"] in wanted]
 
+    @staticmethod
+    def anchor_fields(config) -> tuple[str, ...]:
+        """`options.anchor_on`: the row fields whose captions `loss.anchor` holds, one term each,
+        averaged: `["original"]` by default, or `["original", "with_error"]` (world rows carry a
+        caption of the original's style with one content error) to hold how the base encoder
+        places wrong captions too, which the annotators rate and the perturbation terms never show."""
+        fields = config.options.get("anchor_on", ["original"])
+        if not isinstance(fields, list) or not fields or not all(isinstance(f, str) and f for f in fields):
+            raise ValueError('options.anchor_on names the row fields whose captions loss.anchor holds, '
+                             'e.g. ["original", "with_error"]')
+        return tuple(dict.fromkeys(fields))
+
     @torch.no_grad()
     def prepare(self, state, rows, device):
         """The frozen CLIP embedding of every image, once (`clip_image_embeddings`); the vision
         pass per batch it replaces was small (0.07 s of a 2 s CPU step)."""
         state.image_embeddings = clip_image_embeddings(state.clip, rows, device)
         state.anchors = {}
-        if state.weights["anchor"]:  # the base encoder's embedding of every original caption, before any step
-            texts = sorted({r["original"] for r in rows})
+        if state.weights["anchor"]:  # the base encoder's embedding of every anchored caption, before any step
+            fields = self.anchor_fields(state.config)
+            missing = [f for f in fields if not any(r.get(f) for r in rows)]
+            if missing:
+                raise ValueError(f"options.anchor_on names {', '.join(f'`{f}`' for f in missing)}, "
+                                 f"which no training row has")
+            texts = sorted({r[f] for r in rows for f in fields if r.get(f)})
             for i in range(0, len(texts), 128):
                 chunk = texts[i:i + 128]
                 state.anchors.update(zip(chunk, st_text_features(state.encoder, chunk, device).float()))
@@ -553,10 +570,26 @@ class PrMcsRecipe(TextEncoderRecipe):
         original = st_text_features(state.encoder, [r["original"] for r in rows], device)
         perturbed = st_text_features(state.encoder, [r["perturbed"] for r in rows], device)
         w = state.weights
-        anchor = torch.stack([state.anchors[r["original"]] for r in rows]).to(device) if w["anchor"] else None
-        return losses.prmcs_loss(image, original.float(), perturbed.float(), state.clip.model.logit_scale.exp().clamp(max=100.0),
-                                 w["margin"], (w["lambda1"], w["lambda2"], w["lambda3"]), [image_key(r) for r in rows],
-                                 anchor, self.anchor_weights(state.config, rows, w["anchor"], device))
+        fields = self.anchor_fields(state.config) if w["anchor"] else ()
+        # One share of loss.anchor per anchored field: the term is the mean of the fields' terms.
+        share = self.anchor_weights(state.config, rows, w["anchor"], device) / len(fields) if fields else 0.0
+        on_original = "original" in fields
+        anchor = torch.stack([state.anchors[r["original"]] for r in rows]).to(device) if on_original else None
+        loss, parts = losses.prmcs_loss(image, original.float(), perturbed.float(),
+                                        state.clip.model.logit_scale.exp().clamp(max=100.0), w["margin"],
+                                        (w["lambda1"], w["lambda2"], w["lambda3"]), [image_key(r) for r in rows],
+                                        anchor, share if on_original else 0.0)
+        for field in fields:
+            held = [i for i, r in enumerate(rows) if r.get(field)]
+            if field == "original" or not held:
+                continue
+            texts = [rows[i][field] for i in held]
+            term, parts[f"anchor_{field}"] = losses.embedding_anchor(
+                st_text_features(state.encoder, texts, device).float(),
+                torch.stack([state.anchors[t] for t in texts]).to(device),
+                share[held] if torch.is_tensor(share) else share)
+            loss = loss + term
+        return loss, parts
 
     @staticmethod
     def anchor_weights(config, rows, weight: float, device) -> float | torch.Tensor:

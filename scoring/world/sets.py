@@ -209,7 +209,9 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
     """Fine-tuning sets with the row fields of `annotation.transfer.finetune_sets`, plus the world's ground truth.
 
     teacher: MCS teacher learning pairs (caption in a language, its English source);
-    prmcs: PR-MCS triplets (original, perturbed, operation) from scoring.perturb.ops;
+    prmcs: PR-MCS triplets (original, perturbed, operation) from scoring.perturb.ops, each with a
+    caption of the original's style with one content error (`with_error`, "" where none applies:
+    what PR-MCS's `options.anchor_on` can hold besides the original);
     specs: SPECS triplets (base c_j, c_j + d+, c_j + d-) on the world's exact detail units, with
     the full caption they come from (`caption`), the scene's short caption (`short_caption`) and
     one of its short captions with a content error (`short_with_error`, "" where none applies);
@@ -242,6 +244,8 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
         for style, per_lang in caps.items():
             english = per_lang["en"].text if "en" in per_lang else None
             for lang, cap in per_lang.items():
+                erred = short_erred[lang] if style == "short" else candidates_for(
+                    scene, cap.description, (lang,), seed=seed, damaged=False)[1:]
                 teacher.append({"image": image, "language": lang, "caption": cap.text, "english": english,
                                 "style": style})
                 for n, op in enumerate(PRMCS_OPS):
@@ -249,7 +253,9 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
                     if not p.noop:
                         prmcs.append({"image": image, "original": cap.text, "perturbed": p.text, "language": lang,
                                       "operation": op, "p": p.p, "seed": p.seed,
-                                      "critical_objects": list(cap.critical_objects)})
+                                      "critical_objects": list(cap.critical_objects),
+                                      "with_error": random.Random(f"{scene.seed}-{lang}-{style}-{n}").choice(
+                                          erred).text if erred else ""})
                 # A unit that also occurs in this caption may be true here: not a negative.
                 foreign = unit_pool[lang].foreign(scene.scene_id, cap.units) if style == "long" else ()
                 if foreign:

@@ -4,6 +4,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -90,6 +91,45 @@ def test_prmcs_anchor_keeps_the_originals_near_the_base_encoder_and_resumes(tmp_
         train(cut, progress=stop_after_three, cancel=cancel)
     resumed = train(cut, resume=True)
     assert resumed.losses == anchored.losses
+
+
+def test_prmcs_anchor_on_with_error_is_the_mean_of_one_drift_term_per_field(tmp_path):
+    """`options.anchor_on = ["original", "with_error"]`: the anchor term is loss.anchor times the
+    mean of the two fields' drifts 1 - cos(T(x), T0(x)), by hand, each over the rows that have the
+    field; a field no row has is refused before training."""
+    import random as _random
+
+    from scoring.training.models import st_text_features
+    from scoring.training.recipes import RECIPES
+
+    recipe = RECIPES["pr-mcs"]
+    rows, _, _ = world_set("prmcs", {"scenes": 8, "size": 32, "languages": ["en", "de"]})
+    rows = rows[:24]
+    assert all(r["with_error"] not in ("", r["original"]) for r in rows)
+    rows[3] = {**rows[3], "with_error": ""}  # a row without one: left out of that field's mean
+    cpu = torch.device("cpu")
+    config = _config("pr-mcs-tiny", tmp_path / "p", loss={"anchor": 4.0}, options={"anchor_on": ["original", "with_error"]})
+    state = recipe.setup(config, cpu, tmp_path / "scratch")
+    recipe.prepare(state, rows, cpu)  # the base encoder's embeddings, before any change
+    base = lambda texts: st_text_features(state.encoder, texts, cpu).float()  # noqa: E731
+    with torch.no_grad():
+        originals, erred = [r["original"] for r in rows], [r["with_error"] for r in rows if r["with_error"]]
+        before = {"original": base(originals), "with_error": base(erred)}
+        for p in state.trainable.parameters():
+            p.add_(0.05 * torch.randn_like(p))  # a student that has moved from its base
+        drifts = {f: float((1 - torch.nn.functional.cosine_similarity(base(texts), before[f])).mean())
+                  for f, texts in (("original", originals), ("with_error", erred))}
+        loss, parts = recipe.batch_loss(state, rows, _random.Random(0), cpu)
+        plain = _config("pr-mcs-tiny", tmp_path / "q", loss={"anchor": 0.0})
+        without, _ = recipe.batch_loss(SimpleNamespace(**{**vars(state), "config": plain,
+                                                          "weights": recipe.weights(plain)}), rows, _random.Random(0), cpu)
+    assert abs(drifts["original"] - drifts["with_error"]) > 1e-4  # a mean that drops one field fails
+    assert parts["anchor"] == pytest.approx(drifts["original"], rel=1e-4)
+    assert parts["anchor_with_error"] == pytest.approx(drifts["with_error"], rel=1e-4)
+    assert float(loss) == pytest.approx(float(without) + 4.0 * (drifts["original"] + drifts["with_error"]) / 2, rel=1e-5)
+    state.config = _config("pr-mcs-tiny", tmp_path / "r", loss={"anchor": 4.0}, options={"anchor_on": ["original", "nope"]})
+    with pytest.raises(ValueError, match="`nope`, which no training row has"):
+        recipe.prepare(state, rows, cpu)
 
 
 def test_prmcs_embeds_each_image_once_not_per_step(tmp_path, monkeypatch):
