@@ -202,6 +202,26 @@ def status_cell(status: str) -> str:
     return f'<span title="{words}" aria-label="{words}" style="color:{colour};font-weight:bold">{icon}</span>'
 
 
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
+
+
+def md_escape(text: str) -> str:
+    """`text` shown as itself in Markdown: each character Markdown reads as markup backslash-escaped."""
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
+
+
+def status_notes(availability: Sequence[dict]) -> str:
+    """Markdown: one line per metric whose status is not plain "available", its icon, its name and
+    its status in words (escaped: a reason can quote a caption)."""
+    lines = []
+    for row in availability:
+        words = row.get("status", "")
+        if words and status_kind(words) != "ok":
+            icon = STATUS_ICONS[status_kind(words)][0]
+            lines.append(f"- {icon} **{md_escape(row['metric'])}**: {md_escape(words)}")
+    return "\n".join(lines)
+
+
 def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availability: Sequence[dict],
                  thumbnails: dict[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The score table split for reading: the scored pairs (#, the image's picture from

@@ -85,6 +85,7 @@ def build_app(ctx: engine.AppContext) -> gr.Blocks:
         restore_login(demo, annotate_tab)
         demo.load(None, None, None, js=annotate.KEYBOARD_JS)
         demo.load(None, None, None, js=pairwise.KEYBOARD_JS, api_visibility="private")
+        demo.load(None, None, None, js=score.ROWS_DROP_JS, api_visibility="private")
         def on_warm_up_tick():
             line = warm_up_state().line()
             return line, gr.Timer(active=bool(line))

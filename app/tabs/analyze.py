@@ -19,7 +19,8 @@ from scoring.analysis.report import CorrelationFilters, correlation_cells, robus
 PURPOSE = ("**Analyze a stored collection**: how every metric correlates with the collection's human ratings, per "
            "language (bootstrap 95 % intervals), a scatter per metric, and how much the collection's stored "
            "perturbations move each metric. *Reproduce a published benchmark* sets our values beside the papers' "
-           "for benchmark files kept on the server. *Analyze from files* at the bottom of this tab needs no login.")
+           "for benchmark files kept on the server. [Analyze from files](#analyze-files), at the bottom of this tab, "
+           "needs no login.")
 
 
 def build(ctx: engine.AppContext, user_state: gr.State, tab: gr.Tab) -> None:

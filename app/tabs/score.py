@@ -64,6 +64,39 @@ LIVE_JS = f"""() => {{
   window.__caplensScoreTimer = setTimeout(press, {DEBOUNCE_MS});
 }}"""
 
+# The Score button presses the same hidden live button, at once: one event, whose
+# trigger_mode "always_last" holds a press made while an edit is scoring until that score is
+# back. As its own queued event, such a click was a second heavy request from the client,
+# refused with a red error popup (app.access).
+SCORE_NOW_JS = """() => {
+  clearTimeout(window.__caplensScoreTimer);
+  document.querySelector('#score-live-press')?.click();
+}"""
+
+# A rows file dropped on the rows table goes to the rows upload below it. Gradio's own drop
+# import refuses a table with a read-only column (the pictures) with "Cannot import into a
+# table with read-only columns", so the drop is taken before Gradio sees it.
+ROWS_DROP_JS = """() => {
+  if (window.__caplensRowsDrop) return;
+  window.__caplensRowsDrop = true;
+  const onRows = (event) => !!event.target?.closest?.('#score-rows')
+    && Array.from(event.dataTransfer?.types || []).includes('Files');
+  document.addEventListener('dragover', (event) => {
+    if (onRows(event)) { event.preventDefault(); event.stopPropagation(); }
+  }, true);
+  document.addEventListener('drop', (event) => {
+    if (!onRows(event)) return;
+    event.preventDefault();
+    event.stopPropagation();
+    const input = document.querySelector('#score-rows-file input[type=file]');
+    if (!input) return;
+    const files = new DataTransfer();
+    for (const file of event.dataTransfer.files) files.items.add(file);
+    input.files = files.files;
+    input.dispatchEvent(new Event('change', { bubbles: true }));
+  }, true);
+}"""
+
 EXAMPLE_DIR = Path(tempfile.gettempdir()) / "caplens-score-examples"
 
 
@@ -190,6 +223,9 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
                                  datatype=render.metric_table_datatypes(render.METRIC_ROW_COLUMNS),
                                  interactive=False, wrap=True, pinned_columns=2, column_widths=["104px", "72px"],
                                  elem_id="score-table")
+            # The reasons behind ⚠ and ✗ in words under the table: the table's own words column is
+            # its last, off-screen on a phone, and a tooltip needs a mouse.
+            notes = gr.Markdown("", elem_id="score-notes")
             chart = gr.Plot(label="Scores by metric", elem_id="score-chart")
             # Fixed widths: left to itself the table gave "truncated by" 32 px, its header one
             # letter a line (a 247 px header row), and pushed lang past the box's edge.
@@ -203,10 +239,10 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         score_rows = table_rows(table_value)
         if not score_rows:
             messages.append("Enter at least one candidate in the rows table (or upload rows, or click an example).")
-            return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), state
+            return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), gr.skip(), state
         if not chosen:
             messages.append("Choose at least one metric.")
-            return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), state
+            return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), gr.skip(), state
         if paths and not images and any(not row.image for row in score_rows):
             messages.append("No usable image: only text metrics can score the rows without an image name.")
         if source == COLLECTION and frequencies is None:
@@ -220,7 +256,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
             outcome = score_request(engine.AppScorer(ctx.profile), request, state)
         except (ValueError, LookupError, OSError) as exc:  # the scorer's "bad input" signals
             messages.append(f"Could not score: {user_message(exc)}")
-            return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), state
+            return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), gr.skip(), state
         messages.extend(outcome.messages)
         reused = len(outcome.frame) - outcome.scored_now
         messages.append(f"Scored {len(outcome.frame)} image–caption pair(s): {outcome.scored_now} computed now"
@@ -230,15 +266,15 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         pairs, per_metric = render.score_tables(outcome.frame, outcome.metric_columns, outcome.availability,
                                                 outcome.thumbnails)
         per_metric = gr.Dataframe(per_metric, datatype=render.metric_table_datatypes(per_metric.columns))
-        return "\n".join(messages), pairs, per_metric, chart_figure, state
+        return "\n".join(messages), pairs, per_metric, render.status_notes(outcome.availability), chart_figure, state
 
     inputs = [files, rows, lang, metrics, df_source, df_state, cache]
-    outputs = [status, items, table, chart, cache]
-    button.click(on_score, inputs, outputs, api_visibility="private", trigger_mode="always_last")
-    # The same scoring for live edits, as one direct HTTP request beside the queue (app.access
-    # still bounds it per client and in total): an edit's scores come back without the queue's
-    # join and event stream.
+    outputs = [status, items, table, notes, chart, cache]
+    # Scoring, for live edits and the Score button alike, is one direct HTTP request beside the
+    # queue (app.access still bounds it per client and in total): the scores come back without
+    # the queue's join and event stream.
     live_press.click(on_score, inputs, outputs, api_visibility="private", trigger_mode="always_last", queue=False)
+    button.click(None, None, None, js=SCORE_NOW_JS)
     # Live scoring: every edit restarts a short timer in the browser; when it runs out the
     # hidden live button is pressed (not on blur, and not once per keystroke).
     for event in (rows.input, lang.input, metrics.input, df_source.input, files.upload, files.clear):

@@ -62,3 +62,15 @@ def test_browser_correlation_upload_without_images_says_which_metrics_scored_not
     assert "Flickr8k-Expert" in table and "BLEU-4" in table and "kendall_c" in table
     page.wait_for_timeout(1000)  # let Plotly draw the heat map before the screenshot
     page.screenshot(path=str(artifacts / "analyze-correlation-from-files.png"), full_page=True)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium not installed")
+def test_browser_the_notice_links_to_analyze_from_files_below_the_collection_tools(page):
+    """Logged out, "Analyze from files" sat about 2,000 px below the collection tools, named only
+    in the notice's text: the notice now links to it."""
+    page.evaluate("() => window.scrollTo(0, 0)")
+    assert page.locator("#analyze-files").bounding_box()["y"] > 1000  # below the first screen
+    page.locator("#analyze-login-notice").get_by_role("link", name="Analyze from files").click()
+    page.wait_for_function("() => { const r = document.querySelector('#analyze-files').getBoundingClientRect(); "
+                           "return r.top >= -5 && r.top < window.innerHeight / 2; }")

@@ -185,6 +185,42 @@ def test_an_example_scores_in_one_click_and_edits_rescore_live(page, artifacts):
     page.screenshot(path=str(artifacts / "score-live-edit.png"), full_page=True)
 
 
+def test_score_clicked_while_an_edit_is_scoring_waits_for_it_instead_of_an_error(page, artifacts, monkeypatch):
+    """A click on Score while "Score as I edit" is scoring was refused with a red "You already
+    have 1 scoring ... request(s) running" popup: now it runs once the live score has finished."""
+    import threading
+    import time
+
+    import app.tabs.score as score_tab
+
+    page.locator("#score-examples button.gallery-item").first.click()
+    wait_for_status(page, "Scored 6 image–caption pair(s)")
+    started, spans = threading.Event(), []
+    real = score_tab.score_request
+
+    def slow(*args, **kwargs):  # a scoring that takes long enough for a click to land inside it
+        begun = time.monotonic()
+        started.set()
+        time.sleep(2.0)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spans.append((begun, time.monotonic()))
+
+    monkeypatch.setattr(score_tab, "score_request", slow)
+    edit_cell(page, "#score-rows [data-testid=cell-1-1]", "a small green square")
+    assert started.wait(30), "the edit was not scored live"
+    page.locator("#score-button").click()
+    page.wait_for_function("() => document.querySelector('#score-status textarea')?.value.includes('6 unchanged')",
+                           timeout=30_000)
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(artifacts / "score-click-during-live.png"), full_page=True)
+    errors = page.locator(".toast-body.error").all_text_contents()
+    assert errors == [], errors
+    assert len(spans) == 2 and spans[0][1] <= spans[1][0]  # the live score, then the click's, one after the other
+    assert "a small green square" in [r[3] for r in table_rows(page, "#score-items")]
+
+
 @pytest.mark.java
 @pytest.mark.skipif(shutil.which("java") is None, reason="CIDEr-D needs a Java runtime (PTB tokenizer)")
 def test_cider_says_why_one_image_gives_zero_and_takes_a_collection(page, server, artifacts):
@@ -197,6 +233,9 @@ def test_cider_says_why_one_image_gives_zero_and_takes_a_collection(page, server
     cider = {r[0]: r for r in table_rows(page, "#score-table")}["CIDEr"]
     assert "not meaningful: document frequencies from the references of one image" in cider[-1]
     assert cider[1] == "⚠" and set(cider[2:7]) == {"0"}
+    # The same words under the table, in view where the words column is not (a phone).
+    notes = {line.split(":")[0]: line for line in page.locator("#score-notes").inner_text().splitlines()}
+    assert "not meaningful: document frequencies from the references of one image" in notes["⚠ CIDEr"]
     page.screenshot(path=str(artifacts / "score-cider-one-image.png"), full_page=True)
     log_in(page, *server.researcher)
     page.get_by_role("tab", name="Score").click()

@@ -182,6 +182,26 @@ def test_a_rows_file_without_rows_says_why_and_a_good_one_is_scored_live(page, a
     wait_for_status(page, "Scored 1 image–caption pair(s)")
 
 
+def test_a_rows_file_dropped_on_the_rows_table_is_read_into_it(page, artifacts):
+    """Dropping a CSV onto the rows table showed Gradio's "Cannot import into a table with
+    read-only columns" (the pictures column): the drop now goes to the rows upload."""
+    page.locator("#score-live input").uncheck()
+    dropped = page.evaluate_handle("""() => {
+      const files = new DataTransfer();
+      files.items.add(new File(['image,candidate,references\\nred.png,a dropped red square,a red square\\n'
+                                + 'blue.png,a dropped blue circle,\\n'], 'dropped rows.csv', { type: 'text/csv' }));
+      return files;
+    }""")
+    page.dispatch_event("#score-rows [data-testid=cell-0-1]", "dragover", {"dataTransfer": dropped})
+    page.dispatch_event("#score-rows [data-testid=cell-0-1]", "drop", {"dataTransfer": dropped})
+    wait_for_status(page, "2 row(s) read into the table")
+    assert [r[:2] for r in table_rows(page, "#score-rows")] == [["red.png", "a dropped red square"],
+                                                              ["blue.png", "a dropped blue circle"]]
+    page.wait_for_timeout(300)
+    assert page.get_by_text("read-only columns").count() == 0
+    page.screenshot(path=str(artifacts / "score-rows-dropped.png"), full_page=True)
+
+
 def test_a_row_with_long_references_keeps_its_name_candidate_and_picture_in_view(page, artifacts, tmp_path,
                                                                                   image_file):
     """A failure case opened in Score carries the scene's long references: the row grew to

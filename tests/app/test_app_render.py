@@ -182,3 +182,21 @@ def test_a_result_table_is_shown_to_four_places_and_kept_whole_elsewhere():
     shown = rounded_table(table)
     assert shown.to_dict("records") == [{"metric": "CLIP-S", "kendall_c": 0.5257, "n": 162}]
     assert table["kendall_c"].iloc[0] == 0.5257142857142857 and rounded_table(None) is None
+
+
+def test_status_notes_list_each_metric_with_a_note_or_unavailable_in_words():
+    """The Score tab's notes under the table (the words column is off-screen on a phone): one line
+    per ⚠ or ✗ metric, none for plain "available", user-reachable text shown as itself."""
+    from app.render import md_escape, status_notes
+
+    notes = status_notes([
+        {"metric": "CLIP-S", "status": "available"},
+        {"metric": "CIDEr", "status": "not meaningful: document frequencies from the references of one image"},
+        {"metric": "my_metric*", "status": "unavailable: no file at <b>here</b>"},
+    ])
+    assert notes.splitlines() == [
+        "- ⚠ **CIDEr**: not meaningful: document frequencies from the references of one image",
+        "- ✗ **my\\_metric\\***: unavailable: no file at \\<b\\>here\\</b\\>",
+    ]
+    assert status_notes([{"metric": "BLEU-4", "status": "available"}]) == ""
+    assert md_escape("[x](javascript:y) #1") == "\\[x\\]\\(javascript:y\\) \\#1"
