@@ -218,8 +218,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         with gr.Column(scale=2, elem_id="score-results"):
             status = gr.Textbox(label="Messages", interactive=False, lines=2, elem_id="score-status")
             table = gr.Dataframe(render.empty_table(render.METRIC_ROW_COLUMNS),
-                                 label="Scores: one row per metric (its status as an icon: hover or see the last "
-                                       "column), one column per pair",
+                                 label="Scores: one row per metric (its status as an icon; the reasons are listed "
+                                       "under the table), one column per pair",
                                  datatype=render.metric_table_datatypes(render.METRIC_ROW_COLUMNS),
                                  interactive=False, wrap=True, pinned_columns=2, column_widths=["104px", "72px"],
                                  elem_id="score-table")
