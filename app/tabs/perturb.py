@@ -71,8 +71,9 @@ def build(ctx: engine.AppContext) -> None:
             ]
             table = gr.Dataframe(render.empty_table(render.LAB_COLUMNS),
                                  label="Scores before and after (PR-MCS Table 7 layout; each metric's status as an "
-                                       "icon: hover or see the last column)", interactive=False,
+                                       "icon; the reasons are listed under the table)", interactive=False,
                                  wrap=True, elem_id="perturb-table", **render.lab_table_options(render.LAB_COLUMNS))
+            notes = gr.Markdown("", elem_id="perturb-notes")  # as the Score tab's: in view on a phone
             chart = gr.Plot(label="Change per metric and operation", elem_id="perturb-chart")
             with gr.Accordion("Save into a collection (researcher login, Annotate tab)", open=False):
                 with gr.Row():
@@ -102,7 +103,7 @@ def build(ctx: engine.AppContext) -> None:
                                     metrics=list(chosen or []))
         except (ValueError, LookupError) as exc:
             messages.append(user_message(exc))
-            return ("\n".join(messages), gr.skip(), *[gr.skip()] * SLOTS, gr.skip(), gr.skip(), gr.skip())
+            return ("\n".join(messages), gr.skip(), *[gr.skip()] * SLOTS, gr.skip(), gr.skip(), gr.skip(), gr.skip())
         for pert in lab.perturbations:
             if pert.noop:
                 messages.append(f"{pert.op}: no change ({pert.noop_reason or 'nothing to perturb'})")
@@ -115,7 +116,7 @@ def build(ctx: engine.AppContext) -> None:
                     visible=True))
             else:
                 slot_updates.append(gr.HighlightedText(value=None, visible=False))
-        table_frame, chart_figure = gr.skip(), gr.skip()
+        table_frame, notes_text, chart_figure = gr.skip(), gr.skip(), gr.skip()
         if not chosen:
             messages.append("No metric chosen: perturbations shown without scores.")
         elif lab.problem:
@@ -125,6 +126,7 @@ def build(ctx: engine.AppContext) -> None:
             messages.extend(lab.robustness.messages)
             cells = caption_robustness_cells(lab.robustness)
             table_frame = gr.Dataframe(value=cells, **render.lab_table_options(cells.columns))
+            notes_text = render.status_notes([{"metric": m, "status": w} for m, w in lab.robustness.statuses.items()])
             chart_figure = None if lab.robustness.table.empty else robustness_drop_bars(lab.robustness.table,
                                                                                         lab.robustness.ops)
         # The session keeps the upload's bytes for a later save, not its decoded pixels (a large
@@ -132,7 +134,7 @@ def build(ctx: engine.AppContext) -> None:
         run = {"image_data": image.data if image else None, "image_name": image.name if image else None,
                "text": text, "lang": lab.lang, "perturbations": lab.perturbations,
                "critical": parse_critical(critical_text)}
-        return ("\n".join(messages), text, *slot_updates, table_frame, chart_figure, run)
+        return ("\n".join(messages), text, *slot_updates, table_frame, notes_text, chart_figure, run)
 
     def on_save(run, name, request: gr.Request):
         if not run:
@@ -144,7 +146,7 @@ def build(ctx: engine.AppContext) -> None:
             return user_message(exc)
 
     run_inputs = [image, caption, references, lang, op, paper_p, p, seed, critical, metrics]
-    run_outputs = [status, original_view, *slots, table, chart, last_run]
+    run_outputs = [status, original_view, *slots, table, notes, chart, last_run]
     op.change(on_op, [op, paper_p, p], p, api_visibility="private")
     paper_p.change(on_op, [op, paper_p, p], p, api_visibility="private")
     button.click(on_perturb, run_inputs, run_outputs, api_visibility="private")
