@@ -499,31 +499,50 @@ class PosVocabulary:
     Built once from a list of captions (tagging is the slow part), then reusable across
     many `perturb(..., corpus=vocabulary)` calls. Word lists are sorted so draws do not
     depend on insertion or hash order.
+
+    `by_context=True` draws a word's replacements from the words seen between the same two
+    neighbours instead (any keyword tag): "a small ? circle" takes the corpus's colours, "to
+    the ? of" its sides. Part-of-speech classes mix colours with sizes ("a red red triangle")
+    and taggers mislabel single words; a shared slot gives a fluent sentence that says
+    something else, the hard negative a detail-sensitive metric needs.
     """
 
-    def __init__(self, captions: Sequence[str], lang: str = "en"):
+    def __init__(self, captions: Sequence[str], lang: str = "en", by_context: bool = False):
         self.lang = normalize_lang(lang)
         by_tag: dict[str, set[str]] = {}
         by_upos: dict[str, set[str]] = {}
+        by_slot: dict[tuple[str, str], set[str]] = {}
         for caption in captions:
             if not caption or not caption.strip():
                 continue
-            for token in tag(caption, self.lang):
+            tokens = tag(caption, self.lang)
+            for k, token in enumerate(tokens):
                 if token.upos in KEYWORD_UPOS:
                     by_tag.setdefault(token.tag, set()).add(token.text)
                     by_upos.setdefault(token.upos, set()).add(token.text)
+                    if by_context:
+                        by_slot.setdefault(_slot(tokens, k), set()).add(token.text)
         self.by_tag = {key: sorted(words) for key, words in sorted(by_tag.items())}
         self.by_upos = {key: sorted(words) for key, words in sorted(by_upos.items())}
+        self.by_context = {key: sorted(words) for key, words in sorted(by_slot.items())} if by_context else None
 
-    def alternatives(self, token: TaggedToken) -> list[str]:
-        """Words with the token's fine tag (nouns fall back to any noun) other than itself."""
+    def alternatives(self, token: TaggedToken, slot: tuple[str, str] | None = None) -> list[str]:
+        """Words with the token's fine tag (nouns fall back to any noun) other than itself; for
+        a vocabulary `by_context`, the words seen in the token's `slot` (its neighbours)."""
         def others(words):
             return [w for w in words if w.casefold() != token.text.casefold()]
 
+        if self.by_context is not None:
+            return others(self.by_context.get(slot, []))
         same_tag = others(self.by_tag.get(token.tag, []))
         if same_tag or token.upos not in NOUN_UPOS:
             return same_tag
         return others(self.by_upos.get(token.upos, []))
+
+
+def _slot(tokens: list[TaggedToken], k: int) -> tuple[str, str]:
+    """Token k's neighbours, casefolded ("" at either end): where it sits in its sentence."""
+    return (tokens[k - 1].text.casefold() if k else "", tokens[k + 1].text.casefold() if k + 1 < len(tokens) else "")
 
 
 def _keyword_substitution(text, rng, p, lang, critical, corpus) -> _Outcome:
@@ -539,17 +558,18 @@ def _keyword_substitution(text, rng, p, lang, critical, corpus) -> _Outcome:
         raise ValueError("corpus must be a list of captions (or a PosVocabulary), not one string")
     else:
         vocabulary = PosVocabulary([*corpus, text], lang)
-    keywords = [t for t in tokens if t.upos in KEYWORD_UPOS]
+    keywords = [(t, _slot(tokens, k)) for k, t in enumerate(tokens) if t.upos in KEYWORD_UPOS]
     if not keywords:
         return _Outcome(noop_reason="the caption has no nouns, verbs or adjectives")
-    replaceable = [t for t in keywords if vocabulary.alternatives(t)]
+    replaceable = [(t, words) for t, slot in keywords if (words := vocabulary.alternatives(t, slot))]
     if not replaceable:
-        return _Outcome(
-            noop_reason="no other word of the same part of speech in the corpus (pass more captions as corpus)")
+        return _Outcome(noop_reason="no other word between the same neighbours in the corpus" if vocabulary.by_context
+                        is not None else "no other word of the same part of speech in the corpus (pass more "
+                        "captions as corpus)")
     count = min(len(replaceable), max(1, round(p * len(keywords))))
     chosen = sorted(rng.sample(range(len(replaceable)), count))
-    slots = [(replaceable[i].start, replaceable[i].end) for i in chosen]
-    words = [rng.choice(vocabulary.alternatives(replaceable[i])) for i in chosen]
+    slots = [(replaceable[i][0].start, replaceable[i][0].end) for i in chosen]
+    words = [rng.choice(replaceable[i][1]) for i in chosen]
     return _replace_slots(text, slots, words)
 
 

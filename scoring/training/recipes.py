@@ -66,6 +66,39 @@ def _language(row: dict) -> str | None:
     return row.get("language") or row.get("lang")
 
 
+SWAP_BY = ("context", "part_of_speech")
+
+
+def keyword_swaps(texts: list[str], languages: list[str], config: TrainConfig) -> list[str]:
+    """Each text with exactly one keyword swapped for another word of the texts in its language
+    ("" where none can be), seeded by the text and `seed`: the hard negatives of `loss.swap`.
+    `options.swap_by` picks the replacements: "context" (the default) takes a word seen between
+    the same two neighbours, so a colour swaps for a colour and a side for a side;
+    "part_of_speech" any word of the keyword's tag, which also gives odd texts such as "a red
+    red triangle" (`scoring.perturb.ops.PosVocabulary`)."""
+    from scoring.perturb.ops import PosVocabulary, perturb
+
+    swap_by = config.options.get("swap_by", "context")
+    if swap_by not in SWAP_BY:
+        raise ValueError(f"options.swap_by is {swap_by!r}; expected one of {', '.join(SWAP_BY)}")
+    by_language: dict[str, set[str]] = defaultdict(set)
+    for text, language in zip(texts, languages):
+        if text.strip():
+            by_language[language].add(text)
+    vocabularies = {language: PosVocabulary(sorted(words), language, by_context=swap_by == "context")
+                    for language, words in by_language.items()}
+    out = []
+    for text, language in zip(texts, languages):
+        if not text.strip():
+            out.append("")
+            continue
+        # p below 1 / keywords: exactly one keyword (the operation swaps at least one)
+        swapped = perturb(text, "keyword-substitution", p=1e-6, lang=language, corpus=vocabularies[language],
+                          seed=config.seed + zlib.crc32(text.encode()))
+        out.append("" if swapped.noop else swapped.text)
+    return out
+
+
 @dataclass(frozen=True)
 class Recipe:
     """What a recipe trains and produces (the hooks are its methods)."""
@@ -305,26 +338,13 @@ class PacsRecipe(ClipRecipe):
     teacher_terms = ("anchor", "style_gap")
 
     def prepare_rows(self, rows, config):
-        """With `loss.swap`: each row's caption with one keyword swapped for another word of its
-        part of speech from the rows' captions in its language (`swapped_caption`; seeded by the
-        caption and `seed`; "" where no word can be swapped)."""
+        """With `loss.swap`: each row's caption with one keyword swapped (`keyword_swaps`,
+        `swapped_caption`; "" where no word can be swapped)."""
         rows = super().prepare_rows(rows, config)
         if not self.weights(config)["swap"]:
             return rows
-        from scoring.perturb.ops import PosVocabulary, perturb
-
-        captions: dict[str, set[str]] = defaultdict(set)
-        for r in rows:
-            captions[_language(r) or "en"].add(r["caption"])
-        vocabularies = {language: PosVocabulary(sorted(texts), language) for language, texts in captions.items()}
-        out = []
-        for r in rows:
-            # p below 1 / keywords: exactly one keyword (the operation swaps at least one)
-            language = _language(r) or "en"
-            swapped = perturb(r["caption"], "keyword-substitution", p=1e-6, lang=language,
-                              corpus=vocabularies[language], seed=config.seed + zlib.crc32(r["caption"].encode()))
-            out.append(r | {"swapped_caption": "" if swapped.noop else swapped.text})
-        return out
+        swapped = keyword_swaps([r["caption"] for r in rows], [_language(r) or "en" for r in rows], config)
+        return [r | {"swapped_caption": text} for r, text in zip(rows, swapped)]
 
     def teacher_fields(self, state):
         return ("caption",) if state.weights["style_gap"] else ()
@@ -380,7 +400,10 @@ class SpecsRecipe(ClipRecipe):
     style of caption the triplets never show aligned with the image.  With `loss.anchor` (and
     `teacher`), the short captions stay where the teacher scores them: the scene's short caption
     by default, or the mean of one anchor per field of `options.anchor_on`, e.g.
-    `["short_caption", "short_with_error"]` to hold the teacher's order of wrong short captions too."""
+    `["short_caption", "short_with_error"]` to hold the teacher's order of wrong short captions too.
+    With `loss.swap`, c_j + d+ with one word of d+ swapped (`keyword_swaps`: a colour for a
+    colour, a side for a side) must score below c_j + d+, by the same hinge: the wrong detail
+    the paper's foreign, mostly shuffled d− never is (a CapLens addition, 0 by default)."""
 
     anchor_field = "short_caption"
     anchor_reason = "loss.anchor keeps SPECS's short-caption similarities where the teacher puts them"
@@ -401,6 +424,16 @@ class SpecsRecipe(ClipRecipe):
     def anchor_fields(self, state):
         return tuple(state.config.options.get("anchor_on", [self.anchor_field]))
 
+    def prepare_rows(self, rows, config):
+        """With `loss.swap`: each row's c_j + d+ with one word of d+ swapped (`swapped`; "" where
+        none can be, or where the positive does not extend the base)."""
+        rows = super().prepare_rows(rows, config)
+        if not self.weights(config)["swap"]:
+            return rows
+        details = [r["positive"][len(r["base"]):] if r["positive"].startswith(r["base"]) else "" for r in rows]
+        swapped = keyword_swaps(details, [_language(r) or "en" for r in rows], config)
+        return [r | {"swapped": r["base"] + detail if detail else ""} for r, detail in zip(rows, swapped)]
+
     def batch_loss(self, state, rows, rng, device):
         image = self.images(state, rows, device)
         base = self.texts(state, [r["base"] for r in rows], device)
@@ -417,6 +450,11 @@ class SpecsRecipe(ClipRecipe):
         w = state.weights
         loss, parts = losses.specs_loss(contrastive, _cos(image, base), _cos(image, positive), _cos(image, negative),
                                         (w["alpha"], w["beta"], w["gamma"]))
+        swapped = [i for i, r in enumerate(rows) if r.get("swapped")] if w["swap"] else []
+        if swapped:
+            hard = losses.specs_hinge(_cos(image[swapped], positive[swapped]),
+                                      _cos(image[swapped], self.texts(state, [rows[i]["swapped"] for i in swapped], device)))
+            loss, parts = loss + w["swap"] * hard, parts | {"swap": hard.item()}
         if anchored:
             anchor = sum(self.anchor_loss(state, rows, image, texts[f], f) for f in anchored) / len(anchored)
             loss, parts = loss + w["anchor"] * anchor, parts | {"anchor": anchor.item()}
@@ -1219,7 +1257,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     SpecsRecipe("specs", "SPECS", "clip", "specs",
                 "SPECS: α·L_contrastive + β·L_pos + γ·L_neg, detached batch margin ε",
                 {"alpha": losses.SPECS_WEIGHTS[0], "beta": losses.SPECS_WEIGHTS[1], "gamma": losses.SPECS_WEIGHTS[2],
-                 "anchor": 0.0}),
+                 "anchor": 0.0, "swap": 0.0}),
     ItmRecipe("itm", "UMIC-C", "blip-itm", "umic",
               "image-text matching base (UMIC-C): two-way ITM head, positives against other images' captions"),
     UmicRecipe("umic", "UMIC", "blip-itm", "umic",

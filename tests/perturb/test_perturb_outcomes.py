@@ -133,6 +133,29 @@ def test_keyword_substitution_draws_from_the_corpus_by_part_of_speech():
         perturb("a red dog runs", "keyword-substitution", corpus=PosVocabulary(["ein Hund"], "de"))
 
 
+def test_keyword_substitution_by_context_takes_a_word_seen_between_the_same_neighbours():
+    """A vocabulary `by_context` swaps a colour only for a word seen between the same two words,
+    whatever the tagger calls it; a word whose slot holds no other word is never drawn."""
+    corpus = ["a small red circle", "a small blue circle", "a large red square", "the square is at the top left",
+              "the circle is at the bottom left"]
+    vocabulary = PosVocabulary(corpus, by_context=True)
+    assert vocabulary.by_context[("small", "circle")] == ["blue", "red"]
+    assert vocabulary.by_context[("the", "left")] == ["bottom", "top"]
+    seen = {perturb("a small red circle", "keyword-substitution", p=1e-6, corpus=vocabulary, seed=seed).text
+            for seed in range(40)}
+    # a colour for a colour, a size for a size, a shape for a shape: never "a red red circle"
+    assert seen == {"a small blue circle", "a large red circle", "a small red square"}
+    assert {perturb("the square is at the top left", "keyword-substitution", p=1e-6, corpus=vocabulary,
+                    seed=seed).text for seed in range(40)} == {"the square is at the bottom left",
+                                                               "the circle is at the top left"}
+    lonely = perturb("a large red square", "keyword-substitution", corpus=PosVocabulary(["a large red square"],
+                                                                                          by_context=True))
+    assert fields(lonely) == ("a large red square", [], None, True,
+                              "no other word between the same neighbours in the corpus")
+    # the tag-based vocabulary would have mixed sizes and colours (both adjectives)
+    assert set(PosVocabulary(corpus).by_upos["ADJ"]) >= {"small", "large", "red", "blue"}
+
+
 def test_repeat_remove_never_leaves_a_word_unrepeated():
     """Every kept word is repeated; when every word was drawn for removal, one is repeated."""
     for seed in range(60):

@@ -627,15 +627,20 @@ def test_pacs_swap_adds_one_keyword_swapped_caption_per_row_to_the_image_to_text
     recipe = RECIPES["pac-s"]
     rows, _, _ = world_set("pacs", {"scenes": 10, "size": 32, "languages": ["en"]})
     cpu = torch.device("cpu")
-    config = _config("pac-s-tiny", tmp_path / "p", loss={"swap": 0.5})
+    config = _config("pac-s-tiny", tmp_path / "p", loss={"swap": 0.5}, options={"swap_by": "part_of_speech"})
     assert "swapped_caption" not in recipe.prepare_rows(rows, _config("pac-s-tiny", tmp_path / "q"))[0]
     prepared = recipe.prepare_rows(rows, config)
     assert prepared == recipe.prepare_rows(rows, config)  # seeded
+    by_context = recipe.prepare_rows(rows, _config("pac-s-tiny", tmp_path / "p", loss={"swap": 0.5}))
     words = {w for r in rows for w in r["caption"].split()}
-    for r in prepared:
-        before, after = r["caption"].split(), r["swapped_caption"].split()
-        changed = [(a, b) for a, b in zip(before, after) if a != b]
-        assert len(before) == len(after) and len(changed) == 1 and changed[0][1] in words
+    for r, c in zip(prepared, by_context):
+        for swapped in filter(None, (r["swapped_caption"], c["swapped_caption"])):
+            before, after = r["caption"].split(), swapped.split()
+            changed = [(a, b) for a, b in zip(before, after) if a != b]
+            assert len(before) == len(after) and len(changed) == 1 and changed[0][1] in words
+        assert r["swapped_caption"]
+    # 10 scenes give few words for a slot: some captions keep theirs ("") by context, none by part of speech
+    assert 0 < sum(c["swapped_caption"] == "" for c in by_context) < len(rows) / 2
     state = recipe.setup(config, cpu, tmp_path / "scratch")
     plain = recipe.setup(_config("pac-s-tiny", tmp_path / "r"), cpu, tmp_path / "scratch2")
     for s in (state, plain):
@@ -651,6 +656,63 @@ def test_pacs_swap_adds_one_keyword_swapped_caption_per_row_to_the_image_to_text
                                     state.clip.model.logit_scale.exp(), [image_key(r) for r in prepared]).item()
     assert "swap" not in base_parts and parts["swap"] == pytest.approx(by_hand, rel=1e-5)
     assert float(loss) == pytest.approx(float(base) + 0.5 * by_hand, rel=1e-5)
+
+
+def test_specs_swap_holds_each_true_detail_above_the_same_detail_with_one_word_swapped(tmp_path):
+    """SPECS's `loss.swap`: `prepare_rows` gives each triplet c_j + d+ with one word of d+ swapped
+    for a word seen between the same neighbours (a colour for a colour, a side for a side; seeded);
+    the batch loss adds `swap` times the SPECS hinge of θ(c_j + d+) over θ(swapped), by hand."""
+    import random as _random
+
+    from scoring.training import losses
+    from scoring.training.recipes import RECIPES, _cos
+
+    recipe = RECIPES["specs"]
+    rows, _, _ = world_set("specs", {"scenes": 8, "size": 32, "languages": ["en"]})
+    # one triplet per image, c_j cut to its last unit: the tiny tower reads only a caption's first tokens
+    rows = [r | {"base": r["base"][cut], "positive": r["positive"][cut], "negative": r["negative"][cut]}
+            for r in {image_key(r): r for r in rows if r["j"] > 1}.values() for cut in [slice(len(r["base"].rsplit(".", 1)[0]) + 1, None)]]
+    assert len(rows) >= 4
+    cpu = torch.device("cpu")
+    config = _config("specs-tiny", tmp_path / "s", loss={"swap": 3.0})
+    assert "swapped" not in recipe.prepare_rows(rows, _config("specs-tiny", tmp_path / "q"))[0]
+    prepared = recipe.prepare_rows(rows, config)
+    assert prepared == recipe.prepare_rows(rows, config)  # seeded
+    colours = {"black", "blue", "brown", "green", "purple", "red", "white", "yellow"}
+    sizes, sides = {"small", "large"}, {"top", "bottom", "left", "right", "centre"}
+    kinds = set()
+    for r in prepared:
+        assert r["swapped"].startswith(r["base"])  # only d+ changes
+        before, after = r["positive"].split(), r["swapped"].split()
+        changed = [(a, b) for a, b in zip(before, after) if a != b]
+        assert len(before) == len(after) and len(changed) == 1, (r["positive"], r["swapped"])
+        (a, b), = changed
+        kind = next(name for name, words in (("colour", colours), ("size", sizes), ("side", sides), ("shape", None))
+                    if words is None or a.strip(".") in words)
+        assert kind == "shape" or b.strip(".") in {"colour": colours, "size": sizes, "side": sides}[kind], (a, b)
+        kinds.add(kind)
+    assert len(kinds) >= 2
+    state = recipe.setup(config, cpu, tmp_path / "scratch")
+    plain = recipe.setup(_config("specs-tiny", tmp_path / "r"), cpu, tmp_path / "scratch2")
+    for s in (state, plain):
+        s.trainable.eval()
+    with torch.no_grad():
+        loss, parts = recipe.batch_loss(state, prepared, _random.Random(0), cpu)
+        base, base_parts = recipe.batch_loss(plain, prepared, _random.Random(0), cpu)
+        image = recipe.images(state, prepared, cpu)
+        theta_true = _cos(image, recipe.texts(state, [r["positive"] for r in prepared], cpu))
+        theta_swapped = _cos(image, recipe.texts(state, [r["swapped"] for r in prepared], cpu))
+        gap = theta_true - theta_swapped
+        by_hand = float((gap.mean().clamp(0, 1) - gap).clamp(min=0).mean())
+    assert by_hand > 1e-4
+    assert float(losses.specs_hinge(theta_true, theta_swapped)) == pytest.approx(by_hand, rel=1e-6)
+    assert "swap" not in base_parts and parts["swap"] == pytest.approx(by_hand, rel=1e-5)
+    assert float(loss) == pytest.approx(float(base) + 3.0 * by_hand, rel=1e-5)
+    # A positive that does not extend its base has no swapped detail; an unknown way to swap is refused.
+    odd = recipe.prepare_rows([rows[0] | {"positive": "something else"}], config)
+    assert odd[0]["swapped"] == ""
+    with pytest.raises(ValueError, match="options.swap_by is 'nearby'; expected one of context, part_of_speech"):
+        recipe.prepare_rows(rows, _config("specs-tiny", tmp_path / "t", loss={"swap": 1.0}, options={"swap_by": "nearby"}))
 
 
 def test_pacs_style_gap_holds_each_images_long_minus_short_similarity(tmp_path):
