@@ -123,8 +123,9 @@ WORLD_SETS_VERSION = 8  # bumped when the world's set writers change, so cached 
 
 def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
     """Rows of world set `kind` ("teacher", "prmcs", "specs", "umic", "pacs" or "ratings") for
-    `spec` (`scenes`, `split`, `skip`: scenes of the range passed over first, `size`, `languages`), written once to a cache folder in the data
-    directory and read back like an exported set."""
+    `spec` (`scenes`, `split`, `skip`: scenes of the range passed over first, `size`, `languages`;
+    `specs_shuffle`: the share of SPECS negatives token-shuffled, the paper's 0.9 by default),
+    written once to a cache folder in the data directory and read back like an exported set."""
     from scoring.registry import data_dir
     from scoring.world.grammar import LANGUAGES
     from scoring.world.sets import split_scenes, write_finetune_sets, write_rated_collection
@@ -145,7 +146,8 @@ def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
         if rated:
             write_rated_collection(partial, scenes, langs, size=int(spec["size"]), workers=os.cpu_count() or 1)
         else:
-            write_finetune_sets(partial, scenes, langs, size=int(spec["size"]))
+            write_finetune_sets(partial, scenes, langs, size=int(spec["size"]),
+                                **({"specs_shuffle": float(spec["specs_shuffle"])} if "specs_shuffle" in spec else {}))
         (partial / "DONE").write_text(json.dumps(spec), encoding="utf-8")
         if folder.is_dir() and not (folder / "DONE").is_file():
             shutil.rmtree(folder)  # left by a writer that stopped before it finished

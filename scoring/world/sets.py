@@ -193,26 +193,28 @@ class UnitPool:
         return _Without(self.units, sorted(excluded))
 
 
-def _shuffled_unit(unit: str, lang: str, rng: random.Random) -> tuple[str, bool]:
-    """A detail unit from another caption, token-shuffled with probability 0.9 (SPECS §3)."""
+def _shuffled_unit(unit: str, lang: str, rng: random.Random, shuffle: float = SPECS_SHUFFLE) -> tuple[str, bool]:
+    """A detail unit from another caption, token-shuffled with probability `shuffle` (SPECS §3: 0.9)."""
     from scoring.perturb.tokenize import detokenize, tokenize
 
     lead = unit[: len(unit) - len(unit.lstrip())]
     tokens = tokenize(unit.strip(), lang)
-    if len(tokens) < 2 or rng.random() >= SPECS_SHUFFLE:
+    if len(tokens) < 2 or rng.random() >= shuffle:
         return unit, False
     rng.shuffle(tokens)
     return lead + detokenize(tokens, lang), True
 
 
-def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: int = 128, seed: int = 0) -> dict[str, int]:
+def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: int = 128, seed: int = 0,
+                        specs_shuffle: float = SPECS_SHUFFLE) -> dict[str, int]:
     """Fine-tuning sets with the row fields of `annotation.transfer.finetune_sets`, plus the world's ground truth.
 
     teacher: MCS teacher learning pairs (caption in a language, its English source);
     prmcs: PR-MCS triplets (original, perturbed, operation) from scoring.perturb.ops, each with a
     caption of the original's style with one content error (`with_error`, "" where none applies:
     what PR-MCS's `options.anchor_on` can hold besides the original);
-    specs: SPECS triplets (base c_j, c_j + d+, c_j + d-) on the world's exact detail units, with
+    specs: SPECS triplets (base c_j, c_j + d+, c_j + d-) on the world's exact detail units (d- a
+    unit of another scene, token-shuffled with probability `specs_shuffle`, the paper's 0.9), with
     the full caption they come from (`caption`), the scene's short caption (`short_caption`) and
     one of its short captions with a content error (`short_with_error`, "" where none applies);
     umic: one positive (each of the scene's captions, short and long) and UMIC's four negatives (§3.2: keyword substitution,
@@ -261,7 +263,7 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
                 if foreign:
                     for j in range(1, len(cap.units)):
                         base = "".join(cap.units[:j])
-                        negative, shuffled = _shuffled_unit(rng.choice(foreign), lang, rng)
+                        negative, shuffled = _shuffled_unit(rng.choice(foreign), lang, rng, specs_shuffle)
                         specs.append({"image": image, "base": base, "positive": base + cap.units[j],
                                       "negative": base + negative, "language": lang, "j": j,
                                       "negative_shuffled": shuffled, "caption": cap.text,

@@ -108,3 +108,27 @@ def test_rated_collection_in_parallel_writes_the_same_files(tmp_path, monkeypatc
     assert images == sorted(p.name for p in (tmp_path / "two" / "images").iterdir()) and len(images) == 5
     for name in images:
         assert (tmp_path / "one" / "images" / name).read_bytes() == (tmp_path / "two" / "images" / name).read_bytes()
+
+
+def test_specs_shuffle_is_the_share_of_negatives_whose_words_are_shuffled(tmp_path):
+    """`specs_shuffle` (the paper's 0.9 by default): at 0 every d− is another scene's unit as
+    written, at 1 every unit of two or more words is shuffled; the rest of the triplet is the same."""
+    from scoring.world.sets import write_finetune_sets
+
+    scenes = split_scenes("train", 14)
+
+    def specs(name, kind="specs", **kwargs):
+        if not (tmp_path / name).is_dir():
+            write_finetune_sets(tmp_path / name, scenes, ("en",), size=32, **kwargs)
+        text = (tmp_path / name / f"{kind}.jsonl").read_text(encoding="utf-8")
+        return [json.loads(line) for line in text.splitlines()]
+
+    default, never, always = specs("default"), specs("never", specs_shuffle=0.0), specs("always", specs_shuffle=1.0)
+    assert [r["positive"] for r in never] == [r["positive"] for r in default] == [r["positive"] for r in always]
+    assert not any(r["negative_shuffled"] for r in never)
+    assert all(r["negative_shuffled"] for r in always if len(r["negative"][len(r["base"]):].split()) >= 2)
+    share = sum(r["negative_shuffled"] for r in default) / len(default)
+    assert len(default) >= 50 and 0.7 <= share < 1.0
+    units = {r["negative"][len(r["base"]):] for r in never}  # unshuffled: units of the other scenes' captions
+    captions = " ".join(r["caption"] for r in specs("default", "teacher"))
+    assert all(unit in captions for unit in units)
