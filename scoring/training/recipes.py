@@ -231,6 +231,25 @@ class ClipRecipe(Recipe):
             state.teacher_texts.update(zip(chunk, clip_text_features(state.teacher, [prefix + t for t in chunk],
                                                                      device).float()))
 
+    def with_swaps(self, rows, config):
+        """With `loss.swap`: each row's caption with one keyword swapped (`keyword_swaps`,
+        `swapped_caption`; "" where no word can be swapped)."""
+        if not self.weights(config).get("swap"):
+            return rows
+        swapped = keyword_swaps([r["caption"] for r in rows], [_language(r) or "en" for r in rows], config)
+        return [r | {"swapped_caption": text} for r, text in zip(rows, swapped)]
+
+    def swap_loss(self, state, rows, image, text, device) -> tuple[torch.Tensor | float, dict]:
+        """`swap` times the hard-negative InfoNCE of the rows that have a swapped caption: each
+        one's swap joins the image → text softmax as a wrong caption (NegCLIP-style)."""
+        swapped = [i for i, r in enumerate(rows) if r.get("swapped_caption")] if state.weights.get("swap") else []
+        if not swapped:
+            return 0.0, {}
+        hard = losses.hard_negative_nce(image[swapped], text[swapped],
+                                        self.texts(state, [rows[i]["swapped_caption"] for i in swapped], device),
+                                        self.scale(state), [image_key(rows[i]) for i in swapped])
+        return state.weights["swap"] * hard, {"swap": hard.item()}
+
     def teacher_fields(self, state) -> tuple[str, ...]:
         """Row fields, besides the anchored ones, whose captions the teacher embeds once."""
         return ()
@@ -314,11 +333,18 @@ class WorldClipRecipe(ClipRecipe):
         clip_processor(tokenizer, shapes["image_size"]).save_pretrained(scratch)
         return scratch
 
+    def prepare_rows(self, rows, config):
+        return self.with_swaps(super().prepare_rows(rows, config), config)
+
     def batch_loss(self, state, rows, rng, device):
-        texts = [(CLIP_PREFIX if rng.random() < 0.5 else "") + r["caption"] for r in rows]
-        loss = losses.info_nce(self.images(state, rows, device), clip_text_features(state.clip, texts, device),
-                               self.scale(state), [image_key(r) for r in rows])
-        return loss, {}
+        prefixes = [CLIP_PREFIX if rng.random() < 0.5 else "" for _ in rows]
+        image = self.images(state, rows, device)
+        text = clip_text_features(state.clip, [p + r["caption"] for p, r in zip(prefixes, rows)], device)
+        loss = losses.info_nce(image, text, self.scale(state), [image_key(r) for r in rows])
+        # a swapped caption reads with its own caption's prefix: the prefix is not what differs
+        swap, parts = self.swap_loss(state, [r | {"swapped_caption": p + r["swapped_caption"] if r.get("swapped_caption")
+                                                  else ""} for p, r in zip(prefixes, rows)], image, text, device)
+        return loss + swap, parts
 
     def evaluate(self, state, rows, device):
         return self.retrieval(state, rows, device, "caption")
@@ -338,13 +364,7 @@ class PacsRecipe(ClipRecipe):
     teacher_terms = ("anchor", "style_gap")
 
     def prepare_rows(self, rows, config):
-        """With `loss.swap`: each row's caption with one keyword swapped (`keyword_swaps`,
-        `swapped_caption`; "" where no word can be swapped)."""
-        rows = super().prepare_rows(rows, config)
-        if not self.weights(config)["swap"]:
-            return rows
-        swapped = keyword_swaps([r["caption"] for r in rows], [_language(r) or "en" for r in rows], config)
-        return [r | {"swapped_caption": text} for r, text in zip(rows, swapped)]
+        return self.with_swaps(super().prepare_rows(rows, config), config)
 
     def teacher_fields(self, state):
         return ("caption",) if state.weights["style_gap"] else ()
@@ -357,12 +377,8 @@ class PacsRecipe(ClipRecipe):
             image, short, self.images(state, rows, device, key="generated_image"),
             self.texts(state, [r["generated_caption"] for r in rows], device),
             self.scale(state), state.weights["lambda_v"], state.weights["lambda_t"], ids)
-        swapped = [i for i, r in enumerate(rows) if r.get("swapped_caption")] if state.weights["swap"] else []
-        if swapped:
-            hard = losses.hard_negative_nce(image[swapped], short[swapped],
-                                            self.texts(state, [rows[i]["swapped_caption"] for i in swapped], device),
-                                            self.scale(state), [ids[i] for i in swapped])
-            loss, parts = loss + state.weights["swap"] * hard, parts | {"swap": hard.item()}
+        swap, swap_parts = self.swap_loss(state, rows, image, short, device)
+        loss, parts = loss + swap, parts | swap_parts
         anchored = [i for i, r in enumerate(rows) if r.get(self.anchor_field)]
         if state.teacher is not None and len(anchored) > 1:
             picked = [rows[i] for i in anchored]
@@ -1244,7 +1260,8 @@ def resolve_folder(ref: str) -> Path:
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
     WorldClipRecipe("world-clip", "CLIP-S", "clip", "pairs",
-                    "world-CLIP from scratch: CLIP's symmetric InfoNCE on rendered scenes and English captions"),
+                    "world-CLIP from scratch: CLIP's symmetric InfoNCE on rendered scenes and English captions",
+                    {"swap": 0.0}),
     McsTeacherRecipe("mcs-teacher", "MCS", "st-text", "teacher",
                      "MCS teacher learning: MSE to the CLIP text embedding of the English source (PR-MCS §3.1)"),
     PrMcsRecipe("pr-mcs", "PR-MCS", "st-text", "prmcs",

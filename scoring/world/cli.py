@@ -39,6 +39,8 @@ def register(subparsers, parents) -> None:
     train.add_argument("--mcs-steps", type=int, default=800)
     train.add_argument("--mcs-scenes", type=int, default=1200)
     train.add_argument("--clip-config", default="world-clip")
+    train.add_argument("--clip-swap", type=float, default=0.0,
+                       help="weight of each caption with one word swapped as a wrong caption (NegCLIP-style; default 0)")
     train.add_argument("--mcs-config", default="world-mcs")
     train.add_argument("--threads", type=int, default=1,
                        help="torch threads (default 1: on a shared 2-core machine two OpenMP threads thrash)")
@@ -112,9 +114,10 @@ def _train(args: argparse.Namespace) -> int:
     common = f"--threads {args.threads} --seed {args.seed}"
     if args.model in ("clip", "all"):
         train_clip(clip_dir, config=args.clip_config, scenes=args.clip_scenes, steps=args.clip_steps,
-                   seed=args.seed, threads=args.threads)
+                   seed=args.seed, threads=args.threads, swap=args.clip_swap)
         record_command(clip_dir, f"caplens world train clip --clip-config {args.clip_config} "
-                                 f"--clip-scenes {args.clip_scenes} --clip-steps {args.clip_steps} {common}")
+                                 f"--clip-scenes {args.clip_scenes} --clip-steps {args.clip_steps} "
+                                 + (f"--clip-swap {args.clip_swap} " if args.clip_swap else "") + common)
     if args.model in ("mcs", "all"):
         teacher = clip_dir if (clip_dir / "config.json").is_file() else CHECKPOINTS / "world-clip"
         if not (teacher / "config.json").is_file():

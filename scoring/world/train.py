@@ -32,6 +32,13 @@ MODEL_CONFIGS = {
         "text_width": 128, "text_layers": 3, "text_heads": 4, "text_positions": 192, "projection_dim": 128,
         "vocab_size": 3000,
     },
+    # One 32-pixel patch per grid cell: at 16 pixels every object's centre sits on a patch corner
+    # (cells are 32 px at 96), so its shape is split over four patches.
+    "world-clip-cells": {
+        "image_size": 96, "patch_size": 32, "vision_width": 128, "vision_layers": 3, "vision_heads": 4,
+        "text_width": 128, "text_layers": 3, "text_heads": 4, "text_positions": 192, "projection_dim": 128,
+        "vocab_size": 3000,
+    },
     "world-mcs": {"width": 128, "layers": 3, "heads": 4, "positions": 320, "vocab_size": 2000},
     "world-itm": {"image_size": 96, "patch_size": 16, "vision_width": 128, "vision_layers": 3, "text_width": 128,
                   "text_layers": 3, "heads": 4, "text_positions": 192, "vocab_size": 2000},
@@ -168,13 +175,14 @@ def distillation_descriptions(scene: Scene) -> list:
 # -- the two world trainings, on the one trainer ----------------------------------------------------
 def _run(recipe: str, out_dir: str | Path, *, teacher: str | None, config: str, scenes: int, steps: int,
          batch_size: int, lr: float, weight_decay: float, seed: int, threads: int, tokenizer_scenes: int,
-         log=print) -> dict:
+         loss: dict | None = None, log=print) -> dict:
     from scoring.training import TrainConfig, train
 
     run = TrainConfig(
         recipe=recipe, data={"world": {"scenes": scenes, "split": "train",
                                        **({"image_size": model_config(config)["image_size"]} if recipe == "world-clip" else {})}},
         out=str(out_dir), teacher=teacher, architecture={"config": config, "tokenizer_scenes": tokenizer_scenes},
+        loss=dict(loss or {}),
         optimizer={"name": "adamw", "lr": lr, "weight_decay": weight_decay}, schedule={"name": "cosine", "warmup": 0.05},
         batch_size=batch_size, max_steps=steps, seed=seed, device="cpu", precision="fp32", heldout_fraction=0.05,
         max_heldout=200, threads=threads)
@@ -184,10 +192,13 @@ def _run(recipe: str, out_dir: str | Path, *, teacher: str | None, config: str, 
 
 def train_clip(out_dir: str | Path, *, config: str = "world-clip", scenes: int = 8000, steps: int = 1000,
                batch_size: int = 64, lr: float = 1e-3, seed: int = 0, threads: int = 1,
-               tokenizer_scenes: int = 1500, log=print) -> dict:
-    """Train world-CLIP from scratch and save it as a CLIPModel folder; returns its training.json."""
+               tokenizer_scenes: int = 1500, swap: float = 0.0, log=print) -> dict:
+    """Train world-CLIP from scratch and save it as a CLIPModel folder; returns its training.json.
+    `swap` weighs each caption with one word swapped as a wrong caption in the image → text
+    softmax (the world-clip recipe's `loss.swap`)."""
     return _run("world-clip", out_dir, teacher=None, config=config, scenes=scenes, steps=steps, batch_size=batch_size,
-                lr=lr, weight_decay=0.1, seed=seed, threads=threads, tokenizer_scenes=tokenizer_scenes, log=log)
+                lr=lr, weight_decay=0.1, seed=seed, threads=threads, tokenizer_scenes=tokenizer_scenes,
+                loss={"swap": swap} if swap else None, log=log)
 
 
 def train_mcs(clip_dir: str | Path, out_dir: str | Path, *, config: str = "world-mcs", scenes: int = 1200,

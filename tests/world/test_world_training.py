@@ -68,3 +68,44 @@ def test_the_world_clip_processor_is_the_pillow_one_the_loaders_read():
     processor = clip_processor(tokenizer, 96).image_processor
     assert isinstance(processor, CLIPImageProcessorPil)
     assert processor.crop_size == {"height": 96, "width": 96} and list(processor.image_mean) == CLIP_MEAN
+
+
+def test_world_clip_swap_adds_each_captions_swapped_twin_to_the_image_to_text_softmax(tiny_clip):
+    """`loss.swap` of world-CLIP: each caption with one word swapped by context, read with its own
+    caption's prefix, joins the image → text softmax; the batch loss is InfoNCE plus `swap` times
+    the hard-negative InfoNCE, by hand on the same draws."""
+    import random
+
+    from scoring.training import TrainConfig, losses
+    from scoring.training.data import image_key
+    from scoring.training.models import clip_text_features
+    from scoring.training.recipes import CLIP_PREFIX, RECIPES
+
+    out, _ = tiny_clip
+    recipe = RECIPES["world-clip"]
+    config = TrainConfig(recipe="world-clip", data={"world": {"scenes": 6, "image_size": 32}}, out=str(out.parent / "x"),
+                         base=str(out), loss={"swap": 2.0}, device="cpu")
+    rows, _, _ = recipe.world_rows({"scenes": 6, "image_size": 32})
+    prepared = recipe.prepare_rows(rows, config)
+    assert "swapped_caption" not in recipe.prepare_rows(rows, TrainConfig(recipe="world-clip", data={}, out="x"))[0]
+    swapped = [r for r in prepared if r["swapped_caption"]]
+    assert len(swapped) >= len(rows) / 2
+    assert all(sum(a != b for a, b in zip(r["caption"].split(), r["swapped_caption"].split())) == 1 for r in swapped)
+    cpu = torch.device("cpu")
+    state = recipe.setup(config, cpu, out.parent / "scratch")
+    state.trainable.eval()
+    with torch.no_grad():
+        loss, parts = recipe.batch_loss(state, prepared, random.Random(3), cpu)
+        draws = random.Random(3)
+        prefixes = [CLIP_PREFIX if draws.random() < 0.5 else "" for _ in prepared]
+        image = recipe.images(state, prepared, cpu)
+        text = clip_text_features(state.clip, [p + r["caption"] for p, r in zip(prefixes, prepared)], cpu)
+        ids = [image_key(r) for r in prepared]
+        keep = [i for i, r in enumerate(prepared) if r["swapped_caption"]]
+        hard = losses.hard_negative_nce(
+            image[keep], text[keep],
+            clip_text_features(state.clip, [prefixes[i] + prepared[i]["swapped_caption"] for i in keep], cpu),
+            state.clip.model.logit_scale.exp(), [ids[i] for i in keep])
+        plain = losses.info_nce(image, text, state.clip.model.logit_scale.exp(), ids)
+    assert float(hard) > 0.01 and parts["swap"] == pytest.approx(float(hard), rel=1e-5)
+    assert float(loss) == pytest.approx(float(plain) + 2.0 * float(hard), rel=1e-5)
