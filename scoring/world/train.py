@@ -32,13 +32,6 @@ MODEL_CONFIGS = {
         "text_width": 128, "text_layers": 3, "text_heads": 4, "text_positions": 192, "projection_dim": 128,
         "vocab_size": 3000,
     },
-    # One 32-pixel patch per grid cell: at 16 pixels every object's centre sits on a patch corner
-    # (cells are 32 px at 96), so its shape is split over four patches.
-    "world-clip-cells": {
-        "image_size": 96, "patch_size": 32, "vision_width": 128, "vision_layers": 3, "vision_heads": 4,
-        "text_width": 128, "text_layers": 3, "text_heads": 4, "text_positions": 192, "projection_dim": 128,
-        "vocab_size": 3000,
-    },
     "world-mcs": {"width": 128, "layers": 3, "heads": 4, "positions": 320, "vocab_size": 2000},
     "world-itm": {"image_size": 96, "patch_size": 16, "vision_width": 128, "vision_layers": 3, "text_width": 128,
                   "text_layers": 3, "heads": 4, "text_positions": 192, "vocab_size": 2000},
