@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ["bench_ratings", "bench_prmcs", "bench_finetune", "bench_umic"]
+SCRIPTS = ["bench_ratings", "bench_prmcs", "bench_finetune", "bench_umic", "bench_world_vision"]
 
 
 def _bench(script: str, *args: str) -> subprocess.CompletedProcess:
@@ -86,3 +86,33 @@ def test_training_times_count_the_steps_trained_not_the_losses_a_shipped_copy_ke
     record = json.loads((folder / "training.json").read_text()) | {"stopped_early_at": 374}
     (folder / "training.json").write_text(json.dumps(record))
     assert bench_finetune.training_times(registry)["SPECS"]["steps"] == 1074
+
+
+def test_world_vision_draws_every_single_object_and_probes_what_features_hold():
+    """bench_world_vision's parts: one image per shape x colour x size x cell on the first
+    one-object scene's background; the linear probe finds a label the features hold and only
+    chance where they hold none."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_world_vision as bench
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from scoring.world.scene import generate_scenes
+
+    scenes = generate_scenes(500100, 10)
+    template, singles = bench.one_object_scenes(scenes)
+    assert template == next(s for s in scenes if len(s.objects) == 1)
+    kinds = {(o.shape, o.colour, o.size, o.cell) for s in singles for o in s.objects}
+    assert len(singles) == len(kinds) == 6 * 8 * 2 * 9 and all(len(s.objects) == 1 for s in singles)
+    assert {(s.background, s.pattern) for s in singles} == {(template.background, template.pattern)}
+    with pytest.raises(ValueError, match="no one-object scene"):
+        bench.one_object_scenes([s for s in scenes if len(s.objects) > 1])
+
+    rng = np.random.default_rng(0)
+    labels = [["a", "b", "c"][k % 3] for k in range(150)]
+    held = np.eye(3)[[k % 3 for k in range(150)]] * 2 + rng.normal(0, 0.3, (150, 3))
+    noise = rng.normal(0, 1, (150, 3))
+    assert bench.linear_probe(np.hstack([held, noise]), labels) >= 0.95
+    assert bench.linear_probe(noise, labels) <= 0.5
