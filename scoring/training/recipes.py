@@ -633,12 +633,12 @@ class PrMcsRecipe(TextEncoderRecipe):
                                         state.clip.model.logit_scale.exp().clamp(max=100.0), w["margin"],
                                         (w["lambda1"], w["lambda2"], w["lambda3"]), [image_key(r) for r in rows],
                                         anchor, share if on_original else 0.0)
-        for field in fields:
-            held = [i for i, r in enumerate(rows) if r.get(field)]
-            if field == "original" or not held:
+        for name in fields:
+            held = [i for i, r in enumerate(rows) if r.get(name)]
+            if name == "original" or not held:
                 continue
-            texts = [rows[i][field] for i in held]
-            term, parts[f"anchor_{field}"] = losses.embedding_anchor(
+            texts = [rows[i][name] for i in held]
+            term, parts[f"anchor_{name}"] = losses.embedding_anchor(
                 st_text_features(state.encoder, texts, device).float(),
                 torch.stack([state.anchors[t] for t in texts]).to(device),
                 share[held] if torch.is_tensor(share) else share)
