@@ -170,6 +170,7 @@ def run(first_seed: int, scenes: int, models: dict[str, str], n_boot: int, devic
     names = list(models)
     reference = pairs[names[0]]
     clusters = np.array([k for k, _, _, _ in reference])
+    base = np.array([v for *_, v in reference])
     groups = [(style, None) for style in ("short", "long")] + sorted({(s, e) for _, s, e, _ in reference})
     table = []
     for style, kind in groups:
@@ -180,7 +181,6 @@ def run(first_seed: int, scenes: int, models: dict[str, str], n_boot: int, devic
             row["accuracy"][name] = cluster_bootstrap(lambda idx, v=values: 100 * v[idx][mask[idx]].mean()
                                                       if mask[idx].any() else float("nan"), clusters, n_boot=n_boot)
             if name != names[0]:
-                base = np.array([v for *_, v in reference])
                 row["difference"][name] = cluster_bootstrap(
                     lambda idx, v=values: 100 * (v[idx][mask[idx]] - base[idx][mask[idx]]).mean()
                     if mask[idx].any() else float("nan"), clusters, n_boot=n_boot)

@@ -81,22 +81,20 @@ def keyword_swaps(texts: list[str], languages: list[str], config: TrainConfig) -
     swap_by = config.options.get("swap_by", "context")
     if swap_by not in SWAP_BY:
         raise ValueError(f"options.swap_by is {swap_by!r}; expected one of {', '.join(SWAP_BY)}")
-    by_language: dict[str, set[str]] = defaultdict(set)
-    for text, language in zip(texts, languages):
-        if text.strip():
-            by_language[language].add(text)
-    vocabularies = {language: PosVocabulary(sorted(words), language, by_context=swap_by == "context")
+    # each distinct text once: a set repeats its short captions and detail units many times over
+    distinct = sorted({(text, language) for text, language in zip(texts, languages) if text.strip()})
+    by_language: dict[str, list[str]] = defaultdict(list)
+    for text, language in distinct:
+        by_language[language].append(text)
+    vocabularies = {language: PosVocabulary(words, language, by_context=swap_by == "context")
                     for language, words in by_language.items()}
-    out = []
-    for text, language in zip(texts, languages):
-        if not text.strip():
-            out.append("")
-            continue
+    swaps = {}
+    for text, language in distinct:
         # p below 1 / keywords: exactly one keyword (the operation swaps at least one)
         swapped = perturb(text, "keyword-substitution", p=1e-6, lang=language, corpus=vocabularies[language],
                           seed=config.seed + zlib.crc32(text.encode()))
-        out.append("" if swapped.noop else swapped.text)
-    return out
+        swaps[text, language] = "" if swapped.noop else swapped.text
+    return [swaps.get((text, language), "") for text, language in zip(texts, languages)]
 
 
 @dataclass(frozen=True)
