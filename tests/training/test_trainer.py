@@ -614,12 +614,25 @@ def test_pacs_anchor_holds_the_long_captions_of_the_rows_that_have_one(tmp_path)
         recipe.prepare(anchored, [{**r, "long_caption": ""} for r in rows], cpu)
 
 
+def _with_and_without(recipe, config, preset, rows, tmp_path):
+    """The recipe's state for `config`, its batch loss on `rows` and that of `preset` without the
+    config's loss weights (both in eval mode, one draw)."""
+    import random as _random
+
+    cpu = torch.device("cpu")
+    state = recipe.setup(config, cpu, tmp_path / "scratch")
+    plain = recipe.setup(_config(preset, tmp_path / "plain"), cpu, tmp_path / "scratch-plain")
+    for s in (state, plain):
+        s.trainable.eval()
+    with torch.no_grad():
+        return (state, recipe.batch_loss(state, rows, _random.Random(0), cpu),
+                recipe.batch_loss(plain, rows, _random.Random(0), cpu))
+
+
 def test_pacs_swap_adds_one_keyword_swapped_caption_per_row_to_the_image_to_text_softmax(tmp_path):
     """PAC-S's `loss.swap`: `prepare_rows` gives each row its caption with exactly one word swapped
     for a word of the rows' captions (seeded); the batch loss adds `swap` times the hard-negative
     InfoNCE of the row's image, caption and swapped caption, by hand; without the weight, no field."""
-    import random as _random
-
     from scoring.training.losses import hard_negative_nce
     from scoring.training.models import PixelCache, clip_image_features, clip_text_features
     from scoring.training.recipes import RECIPES
@@ -641,13 +654,8 @@ def test_pacs_swap_adds_one_keyword_swapped_caption_per_row_to_the_image_to_text
         assert r["swapped_caption"]
     # 10 scenes give few words for a slot: some captions keep theirs ("") by context, none by part of speech
     assert 0 < sum(c["swapped_caption"] == "" for c in by_context) < len(rows) / 2
-    state = recipe.setup(config, cpu, tmp_path / "scratch")
-    plain = recipe.setup(_config("pac-s-tiny", tmp_path / "r"), cpu, tmp_path / "scratch2")
-    for s in (state, plain):
-        s.trainable.eval()
+    state, (loss, parts), (base, base_parts) = _with_and_without(recipe, config, "pac-s-tiny", prepared, tmp_path)
     with torch.no_grad():
-        loss, parts = recipe.batch_loss(state, prepared, _random.Random(0), cpu)
-        base, base_parts = recipe.batch_loss(plain, prepared, _random.Random(0), cpu)
         pixels = PixelCache(state.clip.image_processor)([r["image"] for r in prepared],
                                                         [image_key(r) for r in prepared], cpu)
         by_hand = hard_negative_nce(clip_image_features(state.clip, pixels),
@@ -662,8 +670,6 @@ def test_specs_swap_holds_each_true_detail_above_the_same_detail_with_one_word_s
     """SPECS's `loss.swap`: `prepare_rows` gives each triplet c_j + d+ with one word of d+ swapped
     for a word seen between the same neighbours (a colour for a colour, a side for a side; seeded);
     the batch loss adds `swap` times the SPECS hinge of θ(c_j + d+) over θ(swapped), by hand."""
-    import random as _random
-
     from scoring.training import losses
     from scoring.training.recipes import RECIPES, _cos
 
@@ -692,13 +698,8 @@ def test_specs_swap_holds_each_true_detail_above_the_same_detail_with_one_word_s
         assert kind == "shape" or b.strip(".") in {"colour": colours, "size": sizes, "side": sides}[kind], (a, b)
         kinds.add(kind)
     assert len(kinds) >= 2
-    state = recipe.setup(config, cpu, tmp_path / "scratch")
-    plain = recipe.setup(_config("specs-tiny", tmp_path / "r"), cpu, tmp_path / "scratch2")
-    for s in (state, plain):
-        s.trainable.eval()
+    state, (loss, parts), (base, base_parts) = _with_and_without(recipe, config, "specs-tiny", prepared, tmp_path)
     with torch.no_grad():
-        loss, parts = recipe.batch_loss(state, prepared, _random.Random(0), cpu)
-        base, base_parts = recipe.batch_loss(plain, prepared, _random.Random(0), cpu)
         image = recipe.images(state, prepared, cpu)
         theta_true = _cos(image, recipe.texts(state, [r["positive"] for r in prepared], cpu))
         theta_swapped = _cos(image, recipe.texts(state, [r["swapped"] for r in prepared], cpu))
