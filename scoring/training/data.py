@@ -128,7 +128,7 @@ def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
     written once to a cache folder in the data directory and read back like an exported set."""
     from scoring.registry import data_dir
     from scoring.world.grammar import LANGUAGES
-    from scoring.world.sets import SPECS_SHUFFLE, split_scenes, write_finetune_sets, write_rated_collection
+    from scoring.world.sets import split_scenes, write_finetune_sets, write_rated_collection
 
     spec = {"scenes": 200, "split": "train", "size": 128, "languages": list(LANGUAGES)} | dict(spec)
     skip = int(spec.get("skip", 0))  # in the cache key only when given, so earlier sets stay valid
@@ -147,7 +147,7 @@ def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
             write_rated_collection(partial, scenes, langs, size=int(spec["size"]), workers=os.cpu_count() or 1)
         else:
             write_finetune_sets(partial, scenes, langs, size=int(spec["size"]),
-                                specs_shuffle=float(spec.get("specs_shuffle", SPECS_SHUFFLE)))
+                                **({"specs_shuffle": float(spec["specs_shuffle"])} if "specs_shuffle" in spec else {}))
         (partial / "DONE").write_text(json.dumps(spec), encoding="utf-8")
         if folder.is_dir() and not (folder / "DONE").is_file():
             shutil.rmtree(folder)  # left by a writer that stopped before it finished
