@@ -37,6 +37,8 @@ def jsonable(value):
     """A result with its `Estimate`s (value, interval, scenes) as plain dictionaries."""
     if isinstance(value, dict):
         return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):  # bench_world_vision's rows are lists of dictionaries
+        return [jsonable(v) for v in value]
     if hasattr(value, "low") and hasattr(value, "high"):
         return {"value": value.value, "low": value.low, "high": value.high, "scenes": value.n}
     return value

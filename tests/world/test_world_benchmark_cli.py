@@ -59,8 +59,12 @@ def test_estimates_become_plain_json_and_the_command_line_reproduces_the_range()
     from scoring.analysis.correlation import Estimate
 
     est = Estimate(0.5, 0.25, 0.75, 300)
-    assert world_protocol.jsonable({"a": {"b": est}, "n": 3}) == {
-        "a": {"b": {"value": 0.5, "low": 0.25, "high": 0.75, "scenes": 300}}, "n": 3}
+    plain = {"value": 0.5, "low": 0.25, "high": 0.75, "scenes": 300}
+    assert world_protocol.jsonable({"a": {"b": est}, "n": 3}) == {"a": {"b": plain}, "n": 3}
+    # rows of a table (bench_world_vision's) are lists of dictionaries holding estimates
+    rows = world_protocol.jsonable({"rows": [{"error": "shape", "acc": est}, (est, 1)]})
+    assert rows == {"rows": [{"error": "shape", "acc": plain}, [plain, 1]]}
+    json.dumps(rows)
     r = {"range": "validation (for choosing, not a result)", "first_seed": 500100, "scenes": 60, "langs": ["en", "de"],
          "profile": "world"}
     assert world_protocol.command_line("bench_ratings.py", r) == (
