@@ -35,6 +35,16 @@ def detect_kind(folder: Path) -> str:
     raise ValueError(f"{folder.name}/ is not a CLIP, sentence-transformers, BLIP ITM or CapLens-R folder")
 
 
+def check_model_ref(ref: str) -> None:
+    """The error `resolve_model` gives for a folder that is not there, without loading anything:
+    a run checks its `base` and `teacher` before minutes of loading data (a preset chain such as
+    `pac-s-swap` starts from the run folder of the preset before it)."""
+    path = Path(ref)
+    if path.exists() or tiny_dir() in path.parents or ref.partition(":")[1]:
+        return
+    raise ValueError(f"model not found: {ref} (a folder, or PROFILE:BACKBONE such as world:clip)")
+
+
 def resolve_model(ref: str) -> tuple[Path, BackboneSpec]:
     """A model reference (a folder, or `PROFILE:BACKBONE` of a registry profile) -> local folder and spec."""
     from scoring.backbones import BackboneUnavailable, fetch
@@ -47,9 +57,8 @@ def resolve_model(ref: str) -> tuple[Path, BackboneSpec]:
         ensure_tiny_checkpoints()  # tiny presets name the tiny checkpoints, built on first use
     if path.exists():
         return path, BackboneSpec(name=path.name, kind=detect_kind(path), label=path.name, path=path)
-    profile, sep, name = ref.partition(":")
-    if not sep:
-        raise ValueError(f"model not found: {ref} (a folder, or PROFILE:BACKBONE such as world:clip)")
+    check_model_ref(ref)
+    profile, _, name = ref.partition(":")
     registry = load_registry(profile)
     if name not in registry.backbones:
         raise ValueError(f"profile {profile!r} has no backbone {name!r}; known: {', '.join(registry.backbones)}")

@@ -32,6 +32,7 @@ from scoring.backbones.graphs import device_work
 from scoring.training.config import TrainConfig
 from scoring.training.data import image_key, rows_fingerprint, split_by_image
 from scoring.training.measures import HIGHER, NEITHER, describe
+from scoring.training.models import check_model_ref
 from scoring.training.recipes import RECIPES
 
 SNAPSHOT = ".resume/snapshot.pt"
@@ -524,6 +525,9 @@ def train(config: TrainConfig, *, progress: Callable[[float, str], None] | None 
     if config.recipe not in RECIPES:
         raise ValueError(f"unknown recipe {config.recipe!r}; known: {', '.join(RECIPES)}")
     _check_out(Path(config.out), resume)
+    for ref in (config.base, config.teacher):
+        if ref:
+            check_model_ref(ref)
     if config.select_by:
         _selection_sign(config)
     say = log or (lambda message: None)

@@ -872,3 +872,16 @@ def test_umic_teacher_rank_term_distils_the_teacher_clips_order_of_other_images_
     assert len({image_key(r) for r in batch}) > 1 and terms and float(logits.std()) > 0.1
     assert parts["teacher_rank"] == pytest.approx(np.mean(terms), rel=1e-4)
     assert float(total) == pytest.approx(float(plain) + 2.0 * np.mean(terms), rel=1e-4)
+
+
+@pytest.mark.parametrize("field", ["base", "teacher"])
+def test_a_missing_start_folder_fails_before_any_data_is_loaded(tmp_path, field):
+    """A chained preset (`pac-s-swap` starts from `world-clip-swap-2`'s run) run before its
+    predecessor names the folder at once, not after minutes of writing the world set."""
+    told = []
+    missing = tmp_path / "runs" / "world-clip-swap-2"
+    config = _config("pac-s-tiny", tmp_path / "out", **{field: str(missing)})
+    with pytest.raises(ValueError, match="model not found: .*world-clip-swap-2"):
+        train(config, progress=lambda fraction, message: told.append(message))
+    assert told == []  # nothing loaded, not even the data
+    assert not (tmp_path / "out").exists()
