@@ -11,8 +11,8 @@ chain).  OUT/<name>/training.json records each run; OUT/summary.json all of them
 The shipped checkpoints: world-prmcs from the pr-mcs preset (`caplens finetune pr-mcs`, 500
 steps on the CPU; its settings were chosen on validation, docs/training.md); world-pacs from three
 presets in a row on the CPU (`caplens finetune world-clip --config world-clip-swap`, the same with
-`world-clip-swap-2`, then `caplens finetune pac-s --config pac-s-swap`); world-caplens-r from the caplens-r-hybrid preset (`caplens finetune caplens-r --config
-caplens-r-hybrid`, 3,000 scenes of ratings, 886 s on the CPU) reading world-caplens-r-cross, which is the
+`world-clip-swap-2`, then `caplens finetune pac-s --config pac-s-swap`); world-caplens-r from the
+caplens-r-hybrid preset (`caplens finetune caplens-r --config caplens-r-hybrid`, 3,000 scenes of ratings, 886 s on the CPU) reading world-caplens-r-cross, which is the
 caplens-r-cross-gpu preset's run on an H100 (`benchmarks/gpu_train.sh`, 2,374 steps); world-umic from the umic preset (`caplens finetune umic`: 3,000
 train-range scenes, English, short and long positives, step 300 of 400 kept on validation;
 docs/training.md).  world-itm is its job below (the same preset and overrides, by the same

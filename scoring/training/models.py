@@ -36,13 +36,17 @@ def detect_kind(folder: Path) -> str:
 
 
 def check_model_ref(ref: str) -> None:
-    """The error `resolve_model` gives for a folder that is not there, without loading anything:
+    """The error `resolve_model` gives for a folder that is not there, without loading a model:
     a run checks its `base` and `teacher` before minutes of loading data (a preset chain such as
-    `pac-s-swap` starts from the run folder of the preset before it)."""
+    `pac-s-swap` starts from the run folder of the preset before it). The tiny checkpoints, which
+    tiny presets name, are built here on first use."""
     path = Path(ref)
-    if path.exists() or tiny_dir() in path.parents or ref.partition(":")[1]:
-        return
-    raise ValueError(f"model not found: {ref} (a folder, or PROFILE:BACKBONE such as world:clip)")
+    if not path.exists() and tiny_dir() in path.parents:
+        from scoring.tiny import ensure_tiny_checkpoints
+
+        ensure_tiny_checkpoints()  # tiny presets name the tiny checkpoints, built on first use
+    if not path.exists() and not ref.partition(":")[1]:
+        raise ValueError(f"model not found: {ref} (a folder, or PROFILE:BACKBONE such as world:clip)")
 
 
 def resolve_model(ref: str) -> tuple[Path, BackboneSpec]:
@@ -51,13 +55,9 @@ def resolve_model(ref: str) -> tuple[Path, BackboneSpec]:
     from scoring.registry import load_registry
 
     path = Path(ref)
-    if not path.exists() and tiny_dir() in path.parents:
-        from scoring.tiny import ensure_tiny_checkpoints
-
-        ensure_tiny_checkpoints()  # tiny presets name the tiny checkpoints, built on first use
+    check_model_ref(ref)
     if path.exists():
         return path, BackboneSpec(name=path.name, kind=detect_kind(path), label=path.name, path=path)
-    check_model_ref(ref)
     profile, _, name = ref.partition(":")
     registry = load_registry(profile)
     if name not in registry.backbones:

@@ -885,3 +885,7 @@ def test_a_missing_start_folder_fails_before_any_data_is_loaded(tmp_path, field)
         train(config, progress=lambda fraction, message: told.append(message))
     assert told == []  # nothing loaded, not even the data
     assert not (tmp_path / "out").exists()
+    from scoring.training.models import resolve_model
+
+    with pytest.raises(ValueError, match="model not found: .*world-clip-swap-2"):  # the same check when loading
+        resolve_model(str(missing))
