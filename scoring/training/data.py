@@ -124,7 +124,10 @@ WORLD_SETS_VERSION = 8  # bumped when the world's set writers change, so cached 
 def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
     """Rows of world set `kind` ("teacher", "prmcs", "specs", "umic", "pacs" or "ratings") for
     `spec` (`scenes`, `split`, `skip`: scenes of the range passed over first, `size`, `languages`;
-    `specs_shuffle`: the share of SPECS negatives token-shuffled, the paper's 0.9 by default),
+    `specs_shuffle`: the share of SPECS negatives token-shuffled, the paper's 0.9 by default;
+    `umic_hard_negatives`: a CLIP model reference, e.g. "world:clip", whose image embeddings
+    choose UMIC's hard negatives, the captions of the most similar images, as the paper's half of
+    "another image's caption"; without it that negative is always a random image's caption),
     written once to a cache folder in the data directory and read back like an exported set."""
     from scoring.registry import data_dir
     from scoring.world.grammar import LANGUAGES
@@ -146,8 +149,10 @@ def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
         if rated:
             write_rated_collection(partial, scenes, langs, size=int(spec["size"]), workers=os.cpu_count() or 1)
         else:
-            write_finetune_sets(partial, scenes, langs, size=int(spec["size"]),
-                                **({"specs_shuffle": float(spec["specs_shuffle"])} if "specs_shuffle" in spec else {}))
+            options = {"specs_shuffle": float(spec["specs_shuffle"])} if "specs_shuffle" in spec else {}
+            if spec.get("umic_hard_negatives"):
+                options["embed_images"] = clip_image_embedder(str(spec["umic_hard_negatives"]))
+            write_finetune_sets(partial, scenes, langs, size=int(spec["size"]), **options)
         (partial / "DONE").write_text(json.dumps(spec), encoding="utf-8")
         if folder.is_dir() and not (folder / "DONE").is_file():
             shutil.rmtree(folder)  # left by a writer that stopped before it finished
@@ -157,6 +162,23 @@ def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
             shutil.rmtree(partial)
     rows, digest, about = load_set(folder / name)
     return rows, digest, about | {"world": spec}
+
+
+def clip_image_embedder(model_ref: str):
+    """A function from image files to the L2-normalised image embeddings of the CLIP `model_ref`
+    (a folder or PROFILE:BACKBONE), on the CPU: what mines hard negatives among world images."""
+    def embed(paths: list[Path]):
+        import torch
+
+        from scoring.training.models import load_trainable
+        from scoring.training.recipes import clip_image_embeddings
+
+        clip = load_trainable(model_ref, torch.device("cpu"), ("clip",))
+        clip.model.eval()
+        by_key = clip_image_embeddings(clip, [{"image": str(p)} for p in paths], torch.device("cpu"))
+        matrix = torch.stack([by_key[str(p)] for p in paths])
+        return torch.nn.functional.normalize(matrix, dim=-1).numpy()
+    return embed
 
 
 def image_key(row: dict) -> str:

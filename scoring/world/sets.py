@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from scoring.csv_safe import write_csv
 
@@ -206,7 +208,8 @@ def _shuffled_unit(unit: str, lang: str, rng: random.Random, shuffle: float = SP
 
 
 def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: int = 128, seed: int = 0,
-                        specs_shuffle: float = SPECS_SHUFFLE) -> dict[str, int]:
+                        specs_shuffle: float = SPECS_SHUFFLE,
+                        embed_images: Callable[[list[Path]], np.ndarray] | None = None) -> dict[str, int]:
     """Fine-tuning sets with the row fields of `annotation.transfer.finetune_sets`, plus the world's ground truth.
 
     teacher: MCS teacher learning pairs (caption in a language, its English source);
@@ -218,7 +221,10 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
     the full caption they come from (`caption`), the scene's short caption (`short_caption`) and
     one of its short captions with a content error (`short_with_error`, "" where none applies);
     umic: one positive (each of the scene's captions, short and long) and UMIC's four negatives (§3.2: keyword substitution,
-    another image's caption, repetition & removal, word-order permutation), as UMIC trains;
+    another image's caption, repetition & removal, word-order permutation), as UMIC trains; with
+    `embed_images` (the written image files -> one embedding row each), the other image is half of
+    the time one of the three most similar by those embeddings, the paper's hard negatives, and
+    otherwise a random one (always random without it);
     umic-errors: the same positive with four controlled content errors (another scene's caption
     where fewer apply), negatives of another kind than training's; pacs: caption, another description of the scene as generated
     text and a re-rendered image as generated image, and the scene's long caption ("" without one:
@@ -283,16 +289,18 @@ def write_finetune_sets(out: Path, scenes: list[Scene], langs=LANGUAGES, size: i
                          "generated_by": "world grammar (another description of the scene)",
                          "generated_image": f"images_generated/{variant.name}",
                          "long_caption": caps["long"][lang].text if "long" in caps else ""})
-    umic = _umic_paper_groups(scenes, all_caps, paths, langs, seed)
+    embeddings = embed_images([out / paths[s.scene_id] for s in scenes]) if embed_images is not None else None
+    umic = _umic_paper_groups(scenes, all_caps, paths, langs, seed, embeddings)
     sets = {"teacher": teacher, "prmcs": prmcs, "specs": specs, "umic": umic, "umic-errors": umic_errors, "pacs": pacs}
     for name, rows in sets.items():
         _dump_jsonl(out / f"{name}.jsonl", rows)
     return {name: len(rows) for name, rows in sets.items()}
 
 
-def _umic_paper_groups(scenes, all_caps, paths, langs, seed: int) -> list[dict]:
+def _umic_paper_groups(scenes, all_caps, paths, langs, seed: int, embeddings: np.ndarray | None = None) -> list[dict]:
     """UMIC groups with the paper's four negative kinds (`scoring.perturb.negatives`); a
-    positive whose perturbation cannot change it (a no-op) is left out."""
+    positive whose perturbation cannot change it (a no-op) is left out. `embeddings` (one row
+    per scene, in order) mine the hard negatives."""
     from scoring.perturb.negatives import umic_negatives
     from scoring.perturb.ops import PosVocabulary
 
@@ -307,7 +315,9 @@ def _umic_paper_groups(scenes, all_caps, paths, langs, seed: int) -> list[dict]:
             by_image.setdefault(sid, []).append(text)
         vocabulary = PosVocabulary([text for _, _, text in positives], lang)
         for k, (sid, style, text) in enumerate(positives):
-            negatives = umic_negatives(sid, text, by_image, lang=lang, seed=seed + k, corpus=vocabulary)
+            negatives = umic_negatives(sid, text, by_image, lang=lang, seed=seed + k, corpus=vocabulary,
+                                       **({} if embeddings is None else
+                                          {"image_ids": [s.scene_id for s in scenes], "embeddings": embeddings}))
             if len(by_image) < 2 or any(n.noop or n.text == text for n in negatives):
                 continue
             groups.append({"image": paths[sid], "positive": text, "negatives": [n.text for n in negatives],

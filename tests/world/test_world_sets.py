@@ -132,3 +132,55 @@ def test_specs_shuffle_is_the_share_of_negatives_whose_words_are_shuffled(tmp_pa
     units = {r["negative"][len(r["base"]):] for r in never}  # unshuffled: units of the other scenes' captions
     captions = " ".join(r["caption"] for r in specs("default", "teacher"))
     assert all(unit in captions for unit in units)
+
+
+def test_umic_hard_negatives_are_captions_of_the_most_similar_images(tmp_path):
+    """With image embeddings, UMIC's "another image's caption" is, about half of the time (the
+    paper's share), a caption of one of the three images nearest by those embeddings; the other
+    three negatives and every positive stay as without them."""
+    import numpy as np
+
+    from scoring.tiny import ensure_tiny_checkpoints
+    from scoring.registry import tiny_dir
+    from scoring.training.data import clip_image_embedder
+    from scoring.world.sets import write_finetune_sets
+
+    scenes = split_scenes("train", 16)
+    # scenes 2k and 2k+1 point almost the same way (their angles differ by 1e-3, pairs by more)
+    pairs = np.sort(np.random.default_rng(3).uniform(0, 3.0, len(scenes) // 2))
+    angles = np.array([pairs[k // 2] + (k % 2) * 1e-3 for k in range(len(scenes))])
+    seen = []
+
+    def embed(paths):
+        seen.extend(paths)
+        return np.stack([np.cos(angles), np.sin(angles), np.zeros(len(angles))], axis=1)
+
+    def umic(name, **kwargs):
+        write_finetune_sets(tmp_path / name, scenes, ("en",), size=32, **kwargs)
+        return [json.loads(line) for line in (tmp_path / name / "umic.jsonl").read_text(encoding="utf-8").splitlines()]
+
+    plain, hard = umic("plain"), umic("hard", embed_images=embed)
+    assert [p.name for p in seen] == [f"{s.scene_id}.png" for s in scenes] and all(p.is_file() for p in seen)
+    assert {r["negative_kinds"][1] for r in plain} == {"random"}
+    kinds = [r["negative_kinds"][1] for r in hard]
+    assert set(kinds) == {"random", "hard"} and 0.25 <= kinds.count("hard") / len(kinds) <= 0.75
+    assert [r["positive"] for r in hard] == [r["positive"] for r in plain]
+    assert [[n for k, n in enumerate(r["negatives"]) if k != 1] for r in hard] == \
+        [[n for k, n in enumerate(r["negatives"]) if k != 1] for r in plain]
+    captions = {}  # every caption of each scene (a positive's group may be left out as a no-op)
+    for line in (tmp_path / "plain" / "teacher.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        captions.setdefault(Path(row["image"]).stem, set()).add(row["caption"])
+    order = [s.scene_id for s in scenes]
+    for r in hard:
+        if r["negative_kinds"][1] == "hard":
+            k = order.index(Path(r["image"]).stem)
+            gaps = np.abs(angles - angles[k])
+            gaps[k] = np.inf
+            nearest = {order[j] for j in np.argsort(gaps, kind="stable")[:3]}
+            assert any(r["negatives"][1] in captions[sid] for sid in nearest)
+    # the embedder a world spec names: a CLIP's unit-length image embeddings, one row per file
+    ensure_tiny_checkpoints()
+    matrix = clip_image_embedder(str(tiny_dir() / "clip"))(seen[:3])
+    assert matrix.shape[0] == 3 and np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
+    assert not np.allclose(matrix[0], matrix[1])
