@@ -54,23 +54,39 @@ def features(image: np.ndarray, candidate: np.ndarray, references: list[np.ndarr
     return out
 
 
-class RegressionHead(nn.Module):
-    """features -> hidden (GELU) -> one predicted rating."""
+APART_HIDDEN = 32
 
-    def __init__(self, in_features: int, hidden: int):
+
+class RegressionHead(nn.Module):
+    """features -> hidden (GELU) -> one predicted rating. With `apart` > 0 the last `apart`
+    features (the fluency model's) pass through their own small branch whose output is added to
+    the rest's: a caption's grammar then moves its rating by one amount whatever the caption
+    says, as a rater's deduction for bad grammar does, where one network over all features can
+    let an ungrammatical copy of a caption outscore the caption itself."""
+
+    def __init__(self, in_features: int, hidden: int, apart: int = 0):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(in_features, hidden), nn.GELU(), nn.Linear(hidden, 1))
+        self.apart = apart
+        self.net = nn.Sequential(nn.Linear(in_features - apart, hidden), nn.GELU(), nn.Linear(hidden, 1))
+        self.apart_net = nn.Sequential(nn.Linear(apart, APART_HIDDEN), nn.GELU(), nn.Linear(APART_HIDDEN, 1)) \
+            if apart else None
+
+    @property
+    def in_features(self) -> int:
+        return self.net[0].in_features + self.apart
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x).squeeze(-1)
+        if not self.apart:
+            return self.net(x).squeeze(-1)
+        return (self.net(x[:, :-self.apart]) + self.apart_net(x[:, -self.apart:])).squeeze(-1)
 
 
 def save_head(head: RegressionHead, about: dict, out: Path) -> None:
     from safetensors.torch import save_file
 
     out.mkdir(parents=True, exist_ok=True)
-    first = head.net[0]
-    about = about | {"in_features": first.in_features, "hidden": first.out_features}
+    about = about | {"in_features": head.in_features, "hidden": head.net[0].out_features} | \
+        ({"apart": head.apart} if head.apart else {})
     (out / "caplens_r.json").write_text(json.dumps(about, indent=1, ensure_ascii=False), encoding="utf-8")
     save_file({k: v.detach().float().cpu().contiguous() for k, v in head.state_dict().items()},
               str(out / "model.safetensors"))
@@ -91,7 +107,7 @@ class CaplensRHead:
         from safetensors.torch import load_file
 
         about = json.loads((local / "caplens_r.json").read_text(encoding="utf-8"))
-        head = RegressionHead(int(about["in_features"]), int(about["hidden"]))
+        head = RegressionHead(int(about["in_features"]), int(about["hidden"]), int(about.get("apart", 0)))
         head.load_state_dict(load_file(str(local / "model.safetensors")))
         fluency = None
         if about.get("fluency"):
@@ -194,8 +210,8 @@ class CaplensR(Metric):
                         [list(it.references) for it in items],
                         context.backbone(cross_name) if cross_name else None)
         x = with_fluency(x, head.fluency, [it.candidate for it in items], [it.lang for it in items])
-        if x.shape[1] != head.head.net[0].in_features:
-            raise MetricUnavailable(f"the head reads {head.head.net[0].in_features} features but its backbones "
+        if x.shape[1] != head.head.in_features:
+            raise MetricUnavailable(f"the head reads {head.head.in_features} features but its backbones "
                                     f"give {x.shape[1]}")
         values, truncated = scatter(len(context.items), rows, np.clip(head.predict(x), 0.0, 1.0), [False] * len(rows))
         return MetricOutput(values, truncated)

@@ -1057,8 +1057,14 @@ class CaplensRRecipe(Recipe):
         cross_dim = cross.model.itm_head.in_features if cross is not None else 0
         threshold = config.options.get("fluency_threshold")
         torch.manual_seed(config.seed)
+        apart = bool(config.architecture.get("fluency_apart", False))
+        if apart and threshold is None:
+            raise ValueError("architecture.fluency_apart gives the fluency features their own branch: "
+                             "set options.fluency_threshold so there are fluency features")
+        from scoring.metrics.fluency import FEATURES
+
         head = RegressionHead(feature_size(vision.embedding_dim, cross_dim, fluency=threshold is not None),
-                              int(config.architecture.get("hidden", 128))).to(device)
+                              int(config.architecture.get("hidden", 128)), FEATURES if apart else 0).to(device)
         return SimpleNamespace(mode="frozen", text=text, vision=vision, cross=cross, cross_ref=cross_ref, head=head,
                                trainable=head, cache={}, config=config, fluency=None, fluency_threshold=threshold,
                                fluency_folds=int(config.options.get("fluency_folds", 5)), fluency_train={})

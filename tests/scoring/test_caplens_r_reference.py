@@ -144,6 +144,44 @@ def test_a_saved_head_lands_in_a_new_nested_folder_and_predicts_what_it_predicte
     assert loaded.about["collection"] == "Étude" and loaded.fluency is None
 
 
+def test_fluency_apart_adds_a_branch_so_grammar_moves_every_caption_by_the_same_amount(tmp_path):
+    """With `apart`, the last features go through their own branch, added to the rest's output
+    (a hand computation of both branches); so swapping one caption's fluency features for
+    another's changes the rating by the same amount whatever the rest of the features say.
+    Saved and loaded back, the head keeps the branch and predicts the same ratings."""
+    import torch
+
+    from scoring.metrics.caplens_r import CaplensRHead, RegressionHead, save_head
+    from scoring.registry import BackboneSpec
+
+    torch.manual_seed(1)
+    head = RegressionHead(13, 4, apart=5)
+    assert head.in_features == 13 and head.net[0].in_features == 8 and head.apart_net[0].in_features == 5
+    x = torch.randn(6, 13)
+    with torch.no_grad():
+        w1, b1, w2, b2 = head.net[0].weight, head.net[0].bias, head.net[2].weight, head.net[2].bias
+        v1, c1, v2, c2 = (head.apart_net[0].weight, head.apart_net[0].bias,
+                          head.apart_net[2].weight, head.apart_net[2].bias)
+        gelu = torch.nn.functional.gelu
+        by_hand = (gelu(x[:, :8] @ w1.T + b1) @ w2.T + b2 + gelu(x[:, 8:] @ v1.T + c1) @ v2.T + c2).squeeze(-1)
+        assert torch.allclose(head(x), by_hand, atol=1e-6)
+        fluent, damaged = x.clone(), x.clone()
+        damaged[:, 8:] = x[0, 8:] + 2.0  # every caption given the same worse fluency features
+        fluent[:, 8:] = x[0, 8:]
+        change = head(damaged) - head(fluent)
+        assert torch.allclose(change, change[0].expand_as(change), atol=1e-6) and change.abs().min() > 0
+        joint = RegressionHead(13, 4)  # one network over all features: the change depends on the rest
+        joint_change = joint(damaged) - joint(fluent)
+        assert not torch.allclose(joint_change, joint_change[0].expand_as(joint_change), atol=1e-4)
+    out = tmp_path / "head"
+    save_head(head, {"text_backbone": "mclip-text"}, out)
+    about = json.loads((out / "caplens_r.json").read_text(encoding="utf-8"))
+    assert about["in_features"] == 13 and about["hidden"] == 4 and about["apart"] == 5
+    loaded = CaplensRHead.from_folder(BackboneSpec("head", "caplens-r", "head", path=out), out, None, lambda name: out)
+    with torch.inference_mode():
+        assert loaded.predict(x.numpy()) == pytest.approx(head(x).double().numpy(), abs=1e-6)
+
+
 def test_towers_of_different_widths_are_named_with_both_widths(tmp_path, monkeypatch):
     """A 64-dim tiny text encoder beside the 128-dim world-CLIP vision tower: CapLens-R cannot
     compare them and says which is which; the other metrics still score."""

@@ -96,10 +96,13 @@ def test_fluent_texts_are_the_references_and_the_captions_rated_fluent():
     assert RECIPES["caplens-r"].fluent_texts(rows, 0.8) == {"en": ["r1", "r2", "good"], "de": ["r3", "gut"]}
 
 
-def test_a_head_with_a_fluency_model_scores_what_the_recipe_predicted(tmp_path, monkeypatch):
+@pytest.mark.parametrize("apart", [False, True])
+def test_a_head_with_a_fluency_model_scores_what_the_recipe_predicted(tmp_path, monkeypatch, apart):
     """The run keeps its fluency model in the head folder; each training caption's features come
     from a model fitted without its image's fold; the Scorer gives the recipe's predictions on
-    held-out rows, and a damaged caption gets other fluency features than its fluent original."""
+    held-out rows, and a damaged caption gets other fluency features than its fluent original.
+    With `architecture.fluency_apart` the head keeps the fluency features' branch apart, and the
+    registered metric loads it so."""
     from safetensors.torch import load_file
 
     from scoring.api import ScoreItem, Scorer
@@ -113,10 +116,12 @@ def test_a_head_with_a_fluency_model_scores_what_the_recipe_predicted(tmp_path, 
     from scoring.tiny import ensure_tiny_checkpoints
 
     ensure_tiny_checkpoints()
-    config = load_config("caplens-r-fluency-tiny", out=str(tmp_path / "run"))
+    config = load_config("caplens-r-fluency-tiny", out=str(tmp_path / "run"),
+                         architecture={"hidden": 16, "fluency_apart": apart})
     monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
     result = train(config)
     about = json.loads((result.out_dir / "caplens_r.json").read_text(encoding="utf-8"))
+    assert about.get("apart", 0) == (FEATURES if apart else 0)
     assert about["fluency"]["threshold"] == 0.8 and about["fluency"]["folds"] == 3
     assert set(about["fluency"]["texts"]) == {"en", "de"} and min(about["fluency"]["texts"].values()) > 10
     assert (result.out_dir / "fluency_lm.json.gz").is_file()
@@ -164,4 +169,14 @@ def test_the_cross_mode_refuses_a_fluency_threshold_it_would_ignore(tmp_path):
     ensure_tiny_checkpoints()
     config = load_config("caplens-r-cross-tiny", out=str(tmp_path / "run"), options={"fluency_threshold": 0.8})
     with pytest.raises(ValueError, match="fluency_threshold adds features to the frozen mode"):
+        RECIPES["caplens-r"].setup(config, torch.device("cpu"), tmp_path / "scratch")
+
+
+def test_a_fluency_branch_needs_fluency_features(tmp_path):
+    from scoring.tiny import ensure_tiny_checkpoints
+    from scoring.training import RECIPES, load_config
+
+    ensure_tiny_checkpoints()
+    config = load_config("caplens-r-tiny", out=str(tmp_path / "run"), architecture={"fluency_apart": True})
+    with pytest.raises(ValueError, match="set options.fluency_threshold"):
         RECIPES["caplens-r"].setup(config, torch.device("cpu"), tmp_path / "scratch")
