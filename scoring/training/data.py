@@ -166,7 +166,13 @@ def world_set(kind: str, spec: dict[str, Any]) -> tuple[list[dict], str, dict]:
 
 def clip_image_embedder(model_ref: str):
     """A function from image files to the L2-normalised image embeddings of the CLIP `model_ref`
-    (a folder or PROFILE:BACKBONE), on the CPU: what mines hard negatives among world images."""
+    (a folder or PROFILE:BACKBONE), on the CPU: what mines hard negatives among world images.
+    The reference is checked here, before a set's images are written, not after."""
+    from scoring.training.models import resolve_model
+
+    if resolve_model(model_ref)[1].kind != "clip":
+        raise ValueError(f"umic_hard_negatives: {model_ref} is not a CLIP model (its image embeddings choose the negatives)")
+
     def embed(paths: list[Path]):
         import torch
 

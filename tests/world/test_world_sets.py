@@ -184,3 +184,22 @@ def test_umic_hard_negatives_are_captions_of_the_most_similar_images(tmp_path):
     matrix = clip_image_embedder(str(tiny_dir() / "clip"))(seen[:3])
     assert matrix.shape[0] == 3 and np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
     assert not np.allclose(matrix[0], matrix[1])
+
+
+def test_a_world_set_naming_a_missing_or_wrong_embedder_fails_before_writing(tmp_path, monkeypatch):
+    import pytest
+
+    from scoring.tiny import ensure_tiny_checkpoints
+    from scoring.registry import tiny_dir
+    from scoring.training.data import world_set
+
+    ensure_tiny_checkpoints()
+    text_encoder = tiny_dir() / "mclip-text"
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    spec = {"scenes": 4, "split": "train", "size": 32, "languages": ["en"]}
+    with pytest.raises(ValueError, match="model not found"):
+        world_set("umic", spec | {"umic_hard_negatives": str(tmp_path / "no-such-clip")})
+    with pytest.raises(ValueError, match="is not a CLIP model"):
+        world_set("umic", spec | {"umic_hard_negatives": str(text_encoder)})
+    folder = tmp_path / "data" / "cache" / "world-sets"
+    assert not folder.exists() or not any((p / "images").is_dir() for p in folder.iterdir())
