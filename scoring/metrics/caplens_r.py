@@ -61,8 +61,8 @@ class RegressionHead(nn.Module):
     """features -> hidden (GELU) -> one predicted rating. With `apart` > 0 the last `apart`
     features (the fluency model's) pass through their own small branch whose output is added to
     the rest's: a caption's grammar then moves its rating by one amount whatever the caption
-    says, as a rater's deduction for bad grammar does, where one network over all features can
-    let an ungrammatical copy of a caption outscore the caption itself."""
+    says, as a rater's deduction for bad grammar does (on the world it ordered captions slightly
+    worse than one network over all features: docs/training.md, "Grammar in its own branch")."""
 
     def __init__(self, in_features: int, hidden: int, apart: int = 0):
         super().__init__()
