@@ -299,25 +299,41 @@ class ClipRecipe(Recipe):
 
 
 class WorldClipRecipe(ClipRecipe):
-    """world-CLIP from scratch: tokenizer trained on world text, CLIP's symmetric InfoNCE."""
+    """world-CLIP from scratch: tokenizer trained on world text, CLIP's symmetric InfoNCE.
+
+    With `data.world.twins = true` each short caption's row also carries a counterfactual twin
+    (`scoring.world.captions.counterfactual_twin`: the scene with one stated shape or the two
+    objects' places changed, and its caption), and each batch holds the twins beside their rows:
+    two images that differ in one shape or relation, which a batch of random scenes almost never
+    asks the vision tower to tell apart (a CapLens addition)."""
 
     def world_rows(self, spec):
-        from scoring.world.captions import describe_long, realise
+        from scoring.world.captions import counterfactual_twin, describe_long, realise
         from scoring.world.render import render_scene
         from scoring.world.sets import split_scenes
-        from scoring.world.train import english_captions
+        from scoring.world.train import short_descriptions
 
         size = int(spec.get("image_size", 96))
         scenes = split_scenes(spec.get("split", "train"), int(spec.get("scenes", 8000)))
         rows = []
         for scene in scenes:
             image = render_scene(scene, size)
-            texts = english_captions(scene, long=False)
+            shorts = short_descriptions(scene)
+            for text in sorted(shorts):
+                row = {"image": image, "image_id": scene.scene_id, "caption": text, "language": "en"}
+                twin = counterfactual_twin(scene, shorts[text], random.Random(f"{scene.seed}:{text}")) \
+                    if spec.get("twins") else None
+                if twin is not None:
+                    edit, twin_scene, twin_description = twin
+                    row |= {"twin_image": render_scene(twin_scene, size), "twin_id": f"{scene.scene_id}~{edit}",
+                            "twin_caption": realise(twin_description, "en").text}
+                rows.append(row)
             if len(scene.objects) >= 3:
-                texts.append(realise(describe_long(scene), "en").text)
-            rows += [{"image": image, "image_id": scene.scene_id, "caption": t, "language": "en"} for t in texts]
+                rows.append({"image": image, "image_id": scene.scene_id,
+                             "caption": realise(describe_long(scene), "en").text, "language": "en"})
         digest = f"world-clip:{sorted(spec.items())}"
-        return rows, digest, {"source": "world generator", "world": spec, "rows": len(rows)}
+        return rows, digest, {"source": "world generator", "world": spec, "rows": len(rows),
+                              "twins": sum("twin_id" in r for r in rows)}
 
     def build_initial(self, config, scratch):
         from scoring.world.tokenizer import train_tokenizer, world_corpus
@@ -338,7 +354,15 @@ class WorldClipRecipe(ClipRecipe):
         prefixes = [CLIP_PREFIX if rng.random() < 0.5 else "" for _ in rows]
         image = self.images(state, rows, device)
         text = clip_text_features(state.clip, [p + r["caption"] for p, r in zip(prefixes, rows)], device)
-        loss = losses.info_nce(image, text, self.scale(state), [image_key(r) for r in rows])
+        twins = [(p, r) for p, r in zip(prefixes, rows) if r.get("twin_id")]
+        keys = [image_key(r) for r in rows] + [r["twin_id"] for _, r in twins]
+        if twins:
+            twin_image = self.images(state, [{"image": r["twin_image"], "image_id": r["twin_id"]} for _, r in twins],
+                                     device)
+            twin_text = clip_text_features(state.clip, [p + r["twin_caption"] for p, r in twins], device)
+            loss = losses.info_nce(torch.cat([image, twin_image]), torch.cat([text, twin_text]), self.scale(state), keys)
+        else:
+            loss = losses.info_nce(image, text, self.scale(state), keys)
         # a swapped caption reads with its own caption's prefix: the prefix is not what differs
         swap, parts = self.swap_loss(state, [r | {"swapped_caption": p + r["swapped_caption"] if r.get("swapped_caption")
                                                   else ""} for p, r in zip(prefixes, rows)], image, text, device)

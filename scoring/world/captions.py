@@ -7,10 +7,10 @@ with its attributes and position plus the relations between neighbours in readin
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .grammar import LANGUAGES, Description, Mention, get_grammar
-from .scene import Scene
+from .scene import SHAPES, Scene
 
 LONG_MIN_OBJECTS = 3  # fewer objects cannot fill 40 tokens without padding
 
@@ -81,3 +81,44 @@ def scene_captions(scene: Scene, langs: tuple[str, ...] = LANGUAGES, seed: int =
     if len(scene.objects) >= LONG_MIN_OBJECTS:
         descriptions["long"] = describe_long(scene)
     return {style: {lang: realise(d, lang) for lang in langs} for style, d in descriptions.items()}
+
+
+def counterfactual_twin(scene: Scene, description: Description, rng: random.Random) -> tuple[str, Scene, Description] | None:
+    """(edit, twin scene, its description): `scene` changed in one fact that the short
+    `description` states, and the same objects described in the changed scene, so the twin's
+    caption is true of the twin only and the original's of the original only.
+
+    The edit is one mentioned object's shape (to one no object of its colour has), or, for two
+    related objects, their places: the two swap shape, colour and size, so the relation between
+    them flips and every cell keeps its reading-order index. None when no edit changes the
+    caption (one object whose colour already comes in every other shape). For contrastive
+    training whose batch holds image pairs that differ only where a caption does."""
+    if description.style != "short" or any(m.oid is None for m in description.mentions):
+        raise ValueError("a counterfactual twin needs a short description of objects in the scene")
+    oids = [m.oid for m in description.mentions]
+    edits = []
+    if len(oids) == 2 and scene.relation(oids[1], oids[0]) != scene.relation(oids[0], oids[1]):
+        edits.append("places")
+    taken = {(o.shape, o.colour) for o in scene.objects}
+    shape_options = {oid: [s for s in SHAPES if (s, scene.objects[oid].colour) not in taken] for oid in oids}
+    edits += [f"shape:{oid}" for oid in oids if shape_options[oid]]
+    if not edits:
+        return None
+    edit = rng.choice(edits)
+    objects = list(scene.objects)
+    if edit == "places":
+        a, b = (scene.objects[oid] for oid in oids)
+        objects[a.oid] = replace(a, shape=b.shape, colour=b.colour, size=b.size)
+        objects[b.oid] = replace(b, shape=a.shape, colour=a.colour, size=a.size)
+        moved = {a.oid: b.oid, b.oid: a.oid}  # where each described object now is
+        edit = f"places:{min(oids)}-{max(oids)}"
+    else:
+        oid = int(edit.split(":")[1])
+        new_shape = rng.choice(shape_options[oid])
+        objects[oid] = replace(objects[oid], shape=new_shape)
+        moved = {}
+        edit = f"shape:{oid}:{new_shape}"
+    twin = replace(scene, objects=tuple(objects))
+    now = [moved.get(oid, oid) for oid in oids]
+    relations = ((0, twin.relation(now[0], now[1]), 1),) if len(now) == 2 else ()
+    return edit, twin, Description("short", tuple(mention_of(twin, oid) for oid in now), relations)

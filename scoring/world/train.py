@@ -20,6 +20,7 @@ from pathlib import Path
 from torch import nn
 
 from .captions import describe_long, describe_short, realise
+from .grammar import Description
 from .errors import CONTENT_ERRORS, apply_error
 from .scene import Scene
 
@@ -141,10 +142,19 @@ def build_itm(config_name: str, tokenizer):
 
 
 # -- training data --------------------------------------------------------------------------------
+def short_descriptions(scene: Scene, variants: int = 6) -> dict[str, Description]:
+    """A scene's distinct short English training captions, each with the description it realises."""
+    rng = random.Random(scene.seed)
+    found = {}
+    for _ in range(variants):
+        description = describe_short(scene, rng)
+        found.setdefault(realise(description, "en").text, description)
+    return found
+
+
 def english_captions(scene: Scene, short_variants: int = 6, long: bool = True) -> list[str]:
     """Training captions of a scene: several short ones and (if `long` and the scene has >= 3 objects) the long one."""
-    rng = random.Random(scene.seed)
-    texts = {realise(describe_short(scene, rng), "en").text for _ in range(short_variants)}
+    texts = set(short_descriptions(scene, short_variants))
     if long and len(scene.objects) >= 3:
         texts.add(realise(describe_long(scene), "en").text)
     return sorted(texts)

@@ -109,3 +109,57 @@ def test_world_clip_swap_adds_each_captions_swapped_twin_to_the_image_to_text_so
         plain = losses.info_nce(image, text, state.clip.model.logit_scale.exp(), ids)
     assert float(hard) > 0.01 and parts["swap"] == pytest.approx(float(hard), rel=1e-5)
     assert float(loss) == pytest.approx(float(plain) + 2.0 * float(hard), rel=1e-5)
+
+
+def test_world_clip_twins_join_the_batch_beside_their_rows(tiny_clip):
+    """`data.world.twins`: each short caption's row carries its counterfactual twin (image, id,
+    caption), long captions none, and the batch loss is InfoNCE over the rows and their twins
+    together, by hand; without the option the rows are the ones world-CLIP always trained on."""
+    import random
+
+    from scoring.training import TrainConfig, losses
+    from scoring.training.data import image_key
+    from scoring.training.models import clip_text_features
+    from scoring.training.recipes import CLIP_PREFIX, RECIPES
+    from scoring.world.captions import describe_long, realise
+    from scoring.world.sets import split_scenes
+    from scoring.world.train import english_captions
+
+    out, _ = tiny_clip
+    recipe = RECIPES["world-clip"]
+    plain_rows, plain_digest, _ = recipe.world_rows({"scenes": 8, "image_size": 32})
+    rows, digest, meta = recipe.world_rows({"scenes": 8, "image_size": 32, "twins": True})
+    assert digest != plain_digest
+    expected, longs = [], set()
+    for scene in split_scenes("train", 8):
+        expected += english_captions(scene, long=False)
+        if len(scene.objects) >= 3:
+            longs.add(realise(describe_long(scene), "en").text)
+            expected.append(realise(describe_long(scene), "en").text)
+    assert [r["caption"] for r in plain_rows] == expected == [r["caption"] for r in rows]
+    assert not any("twin_id" in r for r in plain_rows)
+    twinned = [r for r in rows if "twin_id" in r]
+    assert meta["twins"] == len(twinned) >= (len(rows) - len(longs)) * 0.8
+    assert not any(r["caption"] in longs for r in twinned)
+    assert all(r["twin_caption"] != r["caption"] and r["twin_id"].startswith(r["image_id"] + "~") for r in twinned)
+
+    config = TrainConfig(recipe="world-clip", data={"world": {"scenes": 8, "image_size": 32, "twins": True}},
+                         out=str(out.parent / "t"), base=str(out), device="cpu")
+    cpu = torch.device("cpu")
+    state = recipe.setup(config, cpu, out.parent / "scratch-t")
+    state.trainable.eval()
+    batch = rows[:12]
+    with torch.no_grad():
+        loss, _ = recipe.batch_loss(state, batch, random.Random(5), cpu)
+        draws = random.Random(5)
+        prefixes = [CLIP_PREFIX if draws.random() < 0.5 else "" for _ in batch]
+        pairs = [(p, r) for p, r in zip(prefixes, batch) if "twin_id" in r]
+        image = recipe.images(state, batch + [{"image": r["twin_image"], "image_id": r["twin_id"]} for _, r in pairs], cpu)
+        text = clip_text_features(state.clip, [p + r["caption"] for p, r in zip(prefixes, batch)]
+                                  + [p + r["twin_caption"] for p, r in pairs], cpu)
+        by_hand = losses.info_nce(image, text, state.clip.model.logit_scale.exp(),
+                                  [image_key(r) for r in batch] + [r["twin_id"] for _, r in pairs])
+        without = losses.info_nce(image[:len(batch)], text[:len(batch)], state.clip.model.logit_scale.exp(),
+                                  [image_key(r) for r in batch])
+    assert pairs and float(loss) == pytest.approx(float(by_hand), rel=1e-5)
+    assert abs(float(by_hand) - float(without)) > 1e-3
