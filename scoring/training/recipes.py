@@ -298,6 +298,20 @@ class ClipRecipe(Recipe):
         return recall_at_k(losses.cosine_matrix(text, image).cpu().numpy(), np.arange(len(picked)), ks=(1, 5))
 
 
+def cell_means(patches: torch.Tensor) -> torch.Tensor:
+    """(images, 9, width): the mean patch state of each cell of the world's 3 x 3 grid (row-major),
+    a patch counting for the cell that holds its centre, from (images, patches, width) states of
+    a square patch grid."""
+    grid = int(round(patches.shape[1] ** 0.5))
+    if grid * grid != patches.shape[1] or grid < 3:
+        raise ValueError(f"the world's 3 x 3 cells need a square grid of at least 3 x 3 patches, "
+                         f"not {patches.shape[1]} patches")
+    band = ((torch.arange(grid) + 0.5) * 3 / grid).long()  # the cell row (or column) of each patch row
+    cell = (band[:, None] * 3 + band[None, :]).reshape(-1)
+    member = torch.nn.functional.one_hot(cell, 9).T.to(patches.dtype).to(patches.device)
+    return member @ patches / member.sum(1, keepdim=True)
+
+
 class WorldClipRecipe(ClipRecipe):
     """world-CLIP from scratch: tokenizer trained on world text, CLIP's symmetric InfoNCE.
 
@@ -308,7 +322,8 @@ class WorldClipRecipe(ClipRecipe):
     asks the vision tower to tell apart (a CapLens addition)."""
 
     def world_rows(self, spec):
-        from scoring.world.captions import counterfactual_twin, describe_long, realise
+        from scoring.world.captions import counterfactual_twin, describe_long, mention_of, realise
+        from scoring.world.grammar import Description
         from scoring.world.render import render_scene
         from scoring.world.sets import split_scenes
         from scoring.world.train import short_descriptions
@@ -319,8 +334,13 @@ class WorldClipRecipe(ClipRecipe):
         for scene in scenes:
             image = render_scene(scene, size)
             shorts = short_descriptions(scene)
+            # each object's own caption and its grid cell (row-major), for `loss.regions`
+            regions = [(o.cell[0] * 3 + o.cell[1], realise(Description("short", (mention_of(scene, o.oid),)), "en").text)
+                       for o in scene.objects] if spec.get("regions") else None
             for text in sorted(shorts):
                 row = {"image": image, "image_id": scene.scene_id, "caption": text, "language": "en"}
+                if regions:
+                    row["regions"] = regions
                 twin = counterfactual_twin(scene, shorts[text], random.Random(f"{scene.seed}:{text}")) \
                     if spec.get("twins") else None
                 if twin is not None:
@@ -330,7 +350,8 @@ class WorldClipRecipe(ClipRecipe):
                 rows.append(row)
             if len(scene.objects) >= 3:
                 rows.append({"image": image, "image_id": scene.scene_id,
-                             "caption": realise(describe_long(scene), "en").text, "language": "en"})
+                             "caption": realise(describe_long(scene), "en").text, "language": "en"}
+                            | ({"regions": regions} if regions else {}))
         digest = f"world-clip:{sorted(spec.items())}"
         return rows, digest, {"source": "world generator", "world": spec, "rows": len(rows),
                               "twins": sum("twin_id" in r for r in rows)}
@@ -352,7 +373,10 @@ class WorldClipRecipe(ClipRecipe):
 
     def batch_loss(self, state, rows, rng, device):
         prefixes = [CLIP_PREFIX if rng.random() < 0.5 else "" for _ in rows]
-        image = self.images(state, rows, device)
+        if state.weights.get("regions"):
+            image, region_loss = self.images_and_regions(state, rows, device)
+        else:
+            image, region_loss = self.images(state, rows, device), None
         text = clip_text_features(state.clip, [p + r["caption"] for p, r in zip(prefixes, rows)], device)
         twins = [(p, r) for p, r in zip(prefixes, rows) if r.get("twin_id")]
         keys = [image_key(r) for r in rows] + [r["twin_id"] for _, r in twins]
@@ -366,7 +390,32 @@ class WorldClipRecipe(ClipRecipe):
         # a swapped caption reads with its own caption's prefix: the prefix is not what differs
         swap, parts = self.swap_loss(state, [r | {"swapped_caption": p + r["swapped_caption"] if r.get("swapped_caption")
                                                   else ""} for p, r in zip(prefixes, rows)], image, text, device)
+        if region_loss is not None:
+            loss, parts = loss + state.weights["regions"] * region_loss, parts | {"regions": region_loss.item()}
         return loss + swap, parts
+
+    def images_and_regions(self, state, rows, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rows' image embeddings and `loss.regions`' InfoNCE between each object's grid cell and
+        its own caption over the batch's distinct images, from one pass of the vision tower: a
+        cell's patch states, averaged and projected as the [CLS] state is, against the text
+        embedding of "a small red circle". Identical object captions are positives of each other.
+        Grounded region-caption pairs, as region-level CLIP pretraining uses; a CapLens addition."""
+        vision = state.clip.model.vision_model
+        out = vision(pixel_values=state.pixels([r["image"] for r in rows], [image_key(r) for r in rows], device))
+        image = state.clip.model.visual_projection(out.pooler_output)
+        first = {}
+        for i, r in enumerate(rows):
+            if r.get("regions"):
+                first.setdefault(image_key(r), i)
+        if not first:
+            raise ValueError("loss.regions needs rows with `regions` (the world spec's `regions = true`)")
+        patches = out.last_hidden_state[list(first.values()), 1:]
+        cells = cell_means(patches)
+        picked = [(n, cell, text) for n, i in enumerate(first.values()) for cell, text in rows[i]["regions"]]
+        region = state.clip.model.visual_projection(vision.post_layernorm(
+            cells[[n for n, _, _ in picked], [cell for _, cell, _ in picked]]))
+        captions = clip_text_features(state.clip, [text for _, _, text in picked], device)
+        return image, losses.info_nce(region, captions, self.scale(state), [text for _, _, text in picked])
 
     def evaluate(self, state, rows, device):
         return self.retrieval(state, rows, device, "caption")
@@ -1289,7 +1338,7 @@ def resolve_folder(ref: str) -> Path:
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
     WorldClipRecipe("world-clip", "CLIP-S", "clip", "pairs",
                     "world-CLIP from scratch: CLIP's symmetric InfoNCE on rendered scenes and English captions",
-                    {"swap": 0.0}),
+                    {"swap": 0.0, "regions": 0.0}),
     McsTeacherRecipe("mcs-teacher", "MCS", "st-text", "teacher",
                      "MCS teacher learning: MSE to the CLIP text embedding of the English source (PR-MCS §3.1)"),
     PrMcsRecipe("pr-mcs", "PR-MCS", "st-text", "prmcs",

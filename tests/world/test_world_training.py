@@ -163,3 +163,57 @@ def test_world_clip_twins_join_the_batch_beside_their_rows(tiny_clip):
                                   [image_key(r) for r in batch])
     assert pairs and float(loss) == pytest.approx(float(by_hand), rel=1e-5)
     assert abs(float(by_hand) - float(without)) > 1e-3
+
+
+def test_world_clip_regions_align_each_objects_cell_with_its_own_caption(tiny_clip):
+    """`loss.regions`: every row carries each object's grid cell and caption; the batch loss adds
+    `regions` times InfoNCE between each object's cell state (the mean of the patches whose centres
+    lie in the cell, layer-normed and projected as the [CLS] state is) and its caption's
+    embedding, over the batch's distinct images, by hand on a 4 x 4 patch grid."""
+    import random
+
+    from scoring.training import TrainConfig, losses
+    from scoring.training.data import image_key
+    from scoring.training.models import clip_text_features
+    from scoring.training.recipes import RECIPES
+    from scoring.world.sets import split_scenes
+
+    out, _ = tiny_clip
+    recipe = RECIPES["world-clip"]
+    rows, _, _ = recipe.world_rows({"scenes": 8, "image_size": 32, "regions": True})
+    scenes = {s.scene_id: s for s in split_scenes("train", 8)}
+    for r in rows:
+        scene = scenes[r["image_id"]]
+        assert [cell for cell, _ in r["regions"]] == [o.cell[0] * 3 + o.cell[1] for o in scene.objects]
+        assert [text for _, text in r["regions"]] == [f"a {o.size} {o.colour} {o.shape}" for o in scene.objects]
+    assert "regions" not in recipe.world_rows({"scenes": 2, "image_size": 32})[0][0]
+
+    config = TrainConfig(recipe="world-clip", data={"world": {"scenes": 8, "image_size": 32, "regions": True}},
+                         out=str(out.parent / "r"), base=str(out), loss={"regions": 2.0}, device="cpu")
+    cpu = torch.device("cpu")
+    state = recipe.setup(config, cpu, out.parent / "scratch-r")
+    state.trainable.eval()
+    batch = rows[:10]
+    model = state.clip.model
+    with torch.no_grad():
+        loss, parts = recipe.batch_loss(state, batch, random.Random(2), cpu)
+        plain_state = recipe.setup(TrainConfig(recipe="world-clip", data={}, out="x", base=str(out), device="cpu"),
+                                   cpu, out.parent / "scratch-p")
+        plain_state.trainable.eval()
+        plain, _ = recipe.batch_loss(plain_state, batch, random.Random(2), cpu)
+        first = {}
+        for r in batch:
+            first.setdefault(image_key(r), r)
+        pixels = state.pixels([r["image"] for r in first.values()], list(first), cpu)
+        hidden = model.vision_model(pixel_values=pixels).last_hidden_state[:, 1:]  # 16 patches of 8 px
+        states, texts = [], []
+        for n, r in enumerate(first.values()):
+            for cell, text in r["regions"]:
+                inside = [i * 4 + j for i in range(4) for j in range(4)
+                          if int((i * 8 + 4) // (32 / 3)) == cell // 3 and int((j * 8 + 4) // (32 / 3)) == cell % 3]
+                states.append(hidden[n, inside].mean(0))
+                texts.append(text)
+        region = model.visual_projection(model.vision_model.post_layernorm(torch.stack(states)))
+        by_hand = losses.info_nce(region, clip_text_features(state.clip, texts, cpu), model.logit_scale.exp(), texts)
+    assert len(first) >= 2 and parts["regions"] == pytest.approx(float(by_hand), rel=1e-5)
+    assert float(loss) == pytest.approx(float(plain) + 2.0 * float(by_hand), rel=1e-5)
