@@ -12,7 +12,10 @@ same scene resamples, 95 % intervals):
 - a linear probe of the image embedding for shape on the same images (5-fold, softmax regression):
   what the embedding holds, whether or not the text tower reads it;
 - pairwise accuracy on the range's English captions: the right caption above the same caption
-  with one content error, per caption style and error kind (ties count half).
+  with one content error, per caption style and error kind (ties count half);
+- counterfactual twins ("twin" rows): a short caption's own image above the same scene with one
+  stated shape, or the two named objects' places, changed (three captions a scene): the image
+  tower's side of the same facts.
 """
 from __future__ import annotations
 
@@ -149,6 +152,31 @@ def error_pairs(clip, pixels, scenes, device) -> list[tuple[int, str, str, float
     return out
 
 
+def twin_pairs(clip, pixels, scenes, device, per_scene: int = 3) -> list[tuple[int, str, str, float]]:
+    """(scene index, "twin", edit, 1 / 0.5 / 0): whether a short caption scores its own image above
+    its counterfactual twin's (`counterfactual_twin`: one stated shape, or the two objects' places,
+    changed), for up to `per_scene` short descriptions of each scene: the image side of what a
+    caption states, which a caption-side error pair cannot separate from the text tower."""
+    from scoring.world.captions import counterfactual_twin, describe_short, realise
+    from scoring.world.render import render_scene
+
+    out = []
+    for k, scene in enumerate(scenes):
+        rng = random.Random(scene.seed)
+        for n in range(per_scene):
+            description = describe_short(scene, rng)
+            twin = counterfactual_twin(scene, description, rng)
+            if twin is None:
+                continue
+            edit, changed, _ = twin
+            image, text = _embed(clip, pixels, [render_scene(scene, 128), render_scene(changed, 128)],
+                                 [f"{scene.scene_id}", f"{scene.scene_id}~{edit}"], [realise(description, "en").text],
+                                 device)
+            own, other = (image @ text[0]).tolist()
+            out.append((k, "twin", edit.split(":")[0], 1.0 if own > other else 0.5 if own == other else 0.0))
+    return out
+
+
 def run(first_seed: int, scenes: int, models: dict[str, str], n_boot: int, device: str | None, choose: bool) -> dict:
     import torch
 
@@ -165,13 +193,13 @@ def run(first_seed: int, scenes: int, models: dict[str, str], n_boot: int, devic
     for name, folder in models.items():
         clip, pixels = _load(folder, dev)
         choice, probe = attributes(clip, pixels, singles, dev)
-        pairs[name] = error_pairs(clip, pixels, world, dev)
+        pairs[name] = error_pairs(clip, pixels, world, dev) + twin_pairs(clip, pixels, world, dev)
         per_model[name] = {"folder": folder, "choice": choice, "shape_probe": probe}
     names = list(models)
     reference = pairs[names[0]]
     clusters = np.array([k for k, _, _, _ in reference])
     base = np.array([v for *_, v in reference])
-    groups = [(style, None) for style in ("short", "long")] + sorted({(s, e) for _, s, e, _ in reference})
+    groups = [(style, None) for style in ("short", "long", "twin")] + sorted({(s, e) for _, s, e, _ in reference})
     table = []
     for style, kind in groups:
         mask = np.array([s == style and (kind is None or e == kind) for _, s, e, _ in reference])
@@ -206,7 +234,8 @@ def report(r: dict) -> str:
     for name, m in r["models"].items():
         c = m["choice"]
         lines.append(f"| {name} | {c['shape']:.1f} | {c['colour']:.1f} | {c['size']:.1f} | {m['shape_probe']:.1f} |")
-    lines += ["", "Right caption above the same caption with one content error (%):", "",
+    lines += ["", "Right caption above the same caption with one content error, and (style \"twin\") a short caption's own "
+              "image above its counterfactual twin (%):", "",
               "| style | error | pairs | " + " | ".join(names) + "".join(f" | {n} − {names[0]}" for n in names[1:]) + " |",
               "|---" * (3 + len(names) + len(names) - 1) + "|"]
     for row in r["pairs"]:

@@ -317,7 +317,8 @@ class WorldClipRecipe(ClipRecipe):
 
     With `data.world.twins = true` each short caption's row also carries a counterfactual twin
     (`scoring.world.captions.counterfactual_twin`: the scene with one stated shape or the two
-    objects' places changed, and its caption), and each batch holds the twins beside their rows:
+    objects' places changed, and its caption; `twin_places`: how often the places edit is drawn
+    where it can be), and each batch holds the twins beside their rows:
     two images that differ in one shape or relation, which a batch of random scenes almost never
     asks the vision tower to tell apart (a CapLens addition)."""
 
@@ -341,8 +342,8 @@ class WorldClipRecipe(ClipRecipe):
                 row = {"image": image, "image_id": scene.scene_id, "caption": text, "language": "en"}
                 if regions:
                     row["regions"] = regions
-                twin = counterfactual_twin(scene, shorts[text], random.Random(f"{scene.seed}:{text}")) \
-                    if spec.get("twins") else None
+                twin = counterfactual_twin(scene, shorts[text], random.Random(f"{scene.seed}:{text}"),
+                                           spec.get("twin_places")) if spec.get("twins") else None
                 if twin is not None:
                     edit, twin_scene, twin_description = twin
                     row |= {"twin_image": render_scene(twin_scene, size), "twin_id": f"{scene.scene_id}~{edit}",

@@ -83,7 +83,8 @@ def scene_captions(scene: Scene, langs: tuple[str, ...] = LANGUAGES, seed: int =
     return {style: {lang: realise(d, lang) for lang in langs} for style, d in descriptions.items()}
 
 
-def counterfactual_twin(scene: Scene, description: Description, rng: random.Random) -> tuple[str, Scene, Description] | None:
+def counterfactual_twin(scene: Scene, description: Description, rng: random.Random,
+                        places_share: float | None = None) -> tuple[str, Scene, Description] | None:
     """(edit, twin scene, its description): `scene` changed in one fact that the short
     `description` states, and the same objects described in the changed scene, so the twin's
     caption is true of the twin only and the original's of the original only.
@@ -92,7 +93,9 @@ def counterfactual_twin(scene: Scene, description: Description, rng: random.Rand
     related objects, their places: the two swap shape, colour and size, so the relation between
     them flips and every cell keeps its reading-order index. None when no edit changes the
     caption (one object whose colour already comes in every other shape). For contrastive
-    training whose batch holds image pairs that differ only where a caption does."""
+    training whose batch holds image pairs that differ only where a caption does.
+    `places_share`: how often the places edit is drawn where it can be (None: as often as each
+    shape edit)."""
     if description.style != "short" or any(m.oid is None for m in description.mentions):
         raise ValueError("a counterfactual twin needs a short description of objects in the scene")
     oids = [m.oid for m in description.mentions]
@@ -104,7 +107,10 @@ def counterfactual_twin(scene: Scene, description: Description, rng: random.Rand
     edits += [f"shape:{oid}" for oid in oids if shape_options[oid]]
     if not edits:
         return None
-    edit = rng.choice(edits)
+    if places_share is not None and edits[0] == "places" and len(edits) > 1:
+        edit = "places" if rng.random() < places_share else rng.choice(edits[1:])
+    else:
+        edit = rng.choice(edits)
     objects = list(scene.objects)
     if edit == "places":
         a, b = (scene.objects[oid] for oid in oids)

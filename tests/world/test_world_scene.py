@@ -115,3 +115,25 @@ def test_no_twin_when_no_edit_can_change_the_caption():
     assert counterfactual_twin(scene, description, random.Random(0)) is None
     with pytest.raises(ValueError, match="short description"):
         counterfactual_twin(scene, describe_long(scene), random.Random(0))
+
+
+def test_places_share_decides_how_often_a_two_object_caption_gets_the_places_edit():
+    import random
+
+    from scoring.world.captions import counterfactual_twin, describe_short
+    from scoring.world.scene import generate_scene
+
+    drawn = {None: [], 1.0: [], 0.0: []}
+    for seed in range(400):
+        scene = generate_scene(seed)
+        if len(scene.objects) < 2:
+            continue
+        description = describe_short(scene, random.Random(seed), objects=2)
+        a, b = (m.oid for m in description.mentions)
+        if scene.relation(a, b) == scene.relation(b, a):
+            continue
+        for share in drawn:
+            twin = counterfactual_twin(scene, description, random.Random(seed), share)
+            drawn[share].append(twin[0].startswith("places"))
+    assert len(drawn[1.0]) > 100 and all(drawn[1.0]) and not any(drawn[0.0])
+    assert 0.2 < sum(drawn[None]) / len(drawn[None]) < 0.5  # one of up to three edits
