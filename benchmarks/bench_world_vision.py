@@ -163,16 +163,20 @@ def twin_pairs(clip, pixels, scenes, device, per_scene: int = 3) -> list[tuple[i
     out = []
     for k, scene in enumerate(scenes):
         rng = random.Random(scene.seed)
-        for n in range(per_scene):
+        drawn = []  # (caption, edit, twin scene)
+        for _ in range(per_scene):
             description = describe_short(scene, rng)
             twin = counterfactual_twin(scene, description, rng)
-            if twin is None:
-                continue
-            edit, changed, _ = twin
-            image, text = _embed(clip, pixels, [render_scene(scene, 128), render_scene(changed, 128)],
-                                 [f"{scene.scene_id}", f"{scene.scene_id}~{edit}"], [realise(description, "en").text],
-                                 device)
-            own, other = (image @ text[0]).tolist()
+            if twin is not None:
+                drawn.append((realise(description, "en").text, twin[0], twin[1]))
+        if not drawn:
+            continue
+        # one pass a scene: the scene, each twin, and each caption
+        image, text = _embed(clip, pixels, [render_scene(scene, 128)] + [render_scene(t, 128) for _, _, t in drawn],
+                             [scene.scene_id] + [f"{scene.scene_id}~{n}~{edit}" for n, (_, edit, _) in enumerate(drawn)],
+                             [caption for caption, _, _ in drawn], device)
+        for n, (_, edit, _) in enumerate(drawn):
+            own, other = float(image[0] @ text[n]), float(image[n + 1] @ text[n])
             out.append((k, "twin", edit.split(":")[0], 1.0 if own > other else 0.5 if own == other else 0.0))
     return out
 

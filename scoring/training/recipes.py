@@ -338,6 +338,7 @@ class WorldClipRecipe(ClipRecipe):
             # each object's own caption and its grid cell (row-major), for `loss.regions`
             regions = [(o.cell[0] * 3 + o.cell[1], realise(Description("short", (mention_of(scene, o.oid),)), "en").text)
                        for o in scene.objects] if spec.get("regions") else None
+            twin_images = {}  # edit -> image: captions of one object often draw the same edit
             for text in sorted(shorts):
                 row = {"image": image, "image_id": scene.scene_id, "caption": text, "language": "en"}
                 if regions:
@@ -346,7 +347,9 @@ class WorldClipRecipe(ClipRecipe):
                                            spec.get("twin_places")) if spec.get("twins") else None
                 if twin is not None:
                     edit, twin_scene, twin_description = twin
-                    row |= {"twin_image": render_scene(twin_scene, size), "twin_id": f"{scene.scene_id}~{edit}",
+                    if edit not in twin_images:
+                        twin_images[edit] = render_scene(twin_scene, size)
+                    row |= {"twin_image": twin_images[edit], "twin_id": f"{scene.scene_id}~{edit}",
                             "twin_caption": realise(twin_description, "en").text}
                 rows.append(row)
             if len(scene.objects) >= 3:

@@ -123,8 +123,8 @@ def test_world_vision_draws_every_single_object_and_probes_what_features_hold():
 
 
 def test_world_vision_twin_pairs_score_a_captions_own_image_against_its_twin(monkeypatch):
-    """Each twin pair embeds the scene and its counterfactual twin with the caption, and counts 1
-    when the caption is nearer its own image, 0.5 on a tie, 0 when nearer the twin."""
+    """Each scene is embedded once with its twins and captions; each pair counts 1 when the
+    caption is nearer its own image, 0.5 on a tie, 0 when nearer its twin."""
     import torch
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -140,14 +140,16 @@ def test_world_vision_twin_pairs_score_a_captions_own_image_against_its_twin(mon
     def embed(image_row):
         def fake(clip, pixels, images, keys, texts, device):
             seen.append((keys, texts))
-            return torch.tensor([[1.0, 0.0], image_row]), torch.tensor([[1.0, 0.0]])
+            return torch.tensor([[1.0, 0.0]] + [image_row] * len(texts)), torch.tensor([[1.0, 0.0]] * len(texts))
         return fake
 
     monkeypatch.setattr(bench, "_embed", embed([0.0, 1.0]))
     right = bench.twin_pairs(None, None, scenes, "cpu")
     assert right and {v for *_, v in right} == {1.0} and {e for _, s, e, _ in right} <= {"shape", "places"}
     assert all(s == "twin" for _, s, _, _ in right) and max(sum(k == i for k, *_ in right) for i in range(12)) <= 3
-    assert all(keys[0] + "~" in keys[1] and len(texts) == 1 for keys, texts in seen)
+    assert all(all(k.startswith(keys[0] + "~") for k in keys[1:]) and len(keys) == len(texts) + 1
+               for keys, texts in seen)
+    assert len(right) == sum(len(texts) for _, texts in seen)
     monkeypatch.setattr(bench, "_embed", embed([1.0, 0.0]))
     assert {v for *_, v in bench.twin_pairs(None, None, scenes, "cpu")} == {0.5}
     monkeypatch.setattr(bench, "_embed", embed([2.0, 0.0]))
