@@ -71,6 +71,10 @@ def describe(key: str, recipe: str | None = None) -> Measure:
                        "(mean over the perturbations)", HIGHER,
                        "% (0 = perturbations unnoticed; below 0 = perturbed captions scored higher)",
                        "the original captions' MCS averages about 0 in this language, so a % change is undefined")
+    if match := re.fullmatch(r"pairwise_twin_(\w+)", key):  # the ITM recipe's counterfactual twins
+        return Measure(key, f"share of held-out counterfactual twins ({match.group(1)} edits) where each caption "
+                       "scores its own image above the other", HIGHER, "0 to 1 (0.5 = chance)",
+                       f"no held-out {match.group(1)} twins")
     if match := re.fullmatch(r"pairwise_([\w-]+)", key):  # UMIC's kinds: keyword-substitution, repeat-remove, ...
         kind = match.group(1)
         return Measure(key, f"pairwise accuracy against {kind} negatives: share where the true caption "

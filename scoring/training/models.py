@@ -102,6 +102,39 @@ class PixelCache:
         return torch.stack([self.cache[k] for k in keys]).to(device)
 
 
+# -- position information ----------------------------------------------------------------------------
+def grid_position_table(side: int, dim: int) -> torch.Tensor:
+    """(side * side, dim) fixed 2-D sine-cosine positions of a square patch grid in row-major order
+    (a quarter of the channels each: sin x, cos x, sin y, cos y, frequencies 1 to 1/10), each
+    channel scaled to unit standard deviation over the grid."""
+    if dim % 4:
+        raise ValueError(f"2-D positions split the width in four; {dim} is not a multiple of 4")
+    ys, xs = torch.meshgrid(torch.arange(side, dtype=torch.float64), torch.arange(side, dtype=torch.float64),
+                            indexing="ij")
+    freq = 10.0 ** (-torch.arange(dim // 4, dtype=torch.float64) / (dim // 4))
+    table = torch.cat([f(axis[..., None] * freq) for axis in (xs, ys) for f in (torch.sin, torch.cos)], -1)
+    table = table.reshape(side * side, dim)
+    return (table / table.std(dim=0, unbiased=False).clamp(min=1e-6)).float()
+
+
+@torch.no_grad()
+def add_grid_positions(vision_model: nn.Module, strength: float) -> None:
+    """Add `strength` x `grid_position_table` to a ViT's learned patch positions ([CLS] untouched).
+    Why: the world towers' learned positions stayed tiny (per-channel spread about 0.03 against
+    patch contents of about 2), so nothing downstream could tell where an object is, and a
+    relation ("left of") could not be learned at all; with the fixed grid added a cross-encoder
+    learns relations in a few hundred steps (docs/training.md). A weight edit done once before a
+    continuation; the saved folder loads as any other."""
+    embeddings = vision_model.embeddings
+    weight = embeddings.position_embedding
+    weight = weight.weight if isinstance(weight, nn.Embedding) else weight  # CLIP: Embedding; BLIP: (1, n, d)
+    table = weight.view(-1, weight.shape[-1])
+    side = int(round((table.shape[0] - 1) ** 0.5))
+    if side * side + 1 != table.shape[0]:
+        raise ValueError(f"{table.shape[0]} positions are not a [CLS] plus a square grid")
+    table[1:] += strength * grid_position_table(side, table.shape[-1]).to(table.device, table.dtype)
+
+
 # -- forward passes (differentiable twins of the backbones' inference code) ------------------------
 def clip_text_features(backbone, texts: list[str], device: torch.device) -> torch.Tensor:
     ids, mask, _ = tokenize_truncating(backbone.tokenizer, texts, backbone.max_tokens)

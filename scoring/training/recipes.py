@@ -26,8 +26,8 @@ from scoring.training import losses
 from scoring.training.config import TrainConfig, _is_registry_ref
 from scoring.training.data import image_key, load_set, world_set
 from scoring.training.models import (
-    PixelCache, clip_image_features, clip_text_features, itm_cls, load_trainable, save_backbone,
-    save_st_encoder, st_text_features,
+    PixelCache, add_grid_positions, clip_image_features, clip_text_features, itm_cls, load_trainable,
+    save_backbone, save_st_encoder, st_text_features,
 )
 
 CLIP_PREFIX = "A photo depicts "
@@ -187,6 +187,17 @@ class Recipe:
 
 
 # -- CLIP-based: world-CLIP, PAC-S, SPECS ---------------------------------------------------------
+def twin_edits(spec: dict) -> tuple[str, ...] | None:
+    """A world spec's `twin_edits`: the kinds of counterfactual twin kept (None: every kind)."""
+    if not spec.get("twin_edits"):
+        return None
+    edits = tuple(spec["twin_edits"])
+    unknown = set(edits) - {"places", "shape"}
+    if unknown:
+        raise ValueError(f"twin_edits names {', '.join(sorted(unknown))}; known: places, shape")
+    return edits
+
+
 class ClipRecipe(Recipe):
     """CLIP fine-tuning.  A recipe with an `anchor` loss weight can hold one style of caption where a
     frozen `teacher` puts it (`anchor_field`: the row field of those captions; a CapLens addition,
@@ -200,6 +211,8 @@ class ClipRecipe(Recipe):
     def setup(self, config, device, scratch):
         base = config.base or str(self.build_initial(config, scratch))
         clip = load_trainable(base, device, ("clip",))
+        if config.architecture.get("grid_positions"):  # fixed 2-D positions added first (`add_grid_positions`)
+            add_grid_positions(clip.model.vision_model, float(config.architecture["grid_positions"]))
         weights = self.weights(config)
         wanted = any(weights.get(term) for term in self.teacher_terms)
         teacher = frozen_teacher(config, device, self.anchor_reason) if wanted else None
@@ -318,16 +331,16 @@ class WorldClipRecipe(ClipRecipe):
     With `data.world.twins = true` each short caption's row also carries a counterfactual twin
     (`scoring.world.captions.counterfactual_twin`: the scene with one stated shape or the two
     objects' places changed, and its caption; `twin_places`: how often the places edit is drawn
-    where it can be), and each batch holds the twins beside their rows:
+    where it can be; `twin_edits`: the kinds kept), and each batch holds the twins beside their rows:
     two images that differ in one shape or relation, which a batch of random scenes almost never
     asks the vision tower to tell apart (a CapLens addition)."""
 
     def world_rows(self, spec):
-        from scoring.world.captions import counterfactual_twin, describe_long, mention_of, realise
+        from scoring.world.captions import describe_long, mention_of, realise
         from scoring.world.grammar import Description
         from scoring.world.render import render_scene
         from scoring.world.sets import split_scenes
-        from scoring.world.train import short_descriptions
+        from scoring.world.train import caption_twins, short_descriptions
 
         size = int(spec.get("image_size", 96))
         scenes = split_scenes(spec.get("split", "train"), int(spec.get("scenes", 8000)))
@@ -338,20 +351,13 @@ class WorldClipRecipe(ClipRecipe):
             # each object's own caption and its grid cell (row-major), for `loss.regions`
             regions = [(o.cell[0] * 3 + o.cell[1], realise(Description("short", (mention_of(scene, o.oid),)), "en").text)
                        for o in scene.objects] if spec.get("regions") else None
-            twin_images = {}  # edit -> image: captions of one object often draw the same edit
+            twins = caption_twins(scene, shorts, size, spec.get("twin_places"), twin_edits(spec)) \
+                if spec.get("twins") else {}
             for text in sorted(shorts):
                 row = {"image": image, "image_id": scene.scene_id, "caption": text, "language": "en"}
                 if regions:
                     row["regions"] = regions
-                twin = counterfactual_twin(scene, shorts[text], random.Random(f"{scene.seed}:{text}"),
-                                           spec.get("twin_places")) if spec.get("twins") else None
-                if twin is not None:
-                    edit, twin_scene, twin_description = twin
-                    if edit not in twin_images:
-                        twin_images[edit] = render_scene(twin_scene, size)
-                    row |= {"twin_image": twin_images[edit], "twin_id": f"{scene.scene_id}~{edit}",
-                            "twin_caption": realise(twin_description, "en").text}
-                rows.append(row)
+                rows.append(row | twins.get(text, {}))
             if len(scene.objects) >= 3:
                 rows.append({"image": image, "image_id": scene.scene_id,
                              "caption": realise(describe_long(scene), "en").text, "language": "en"}
@@ -758,13 +764,49 @@ class PrMcsRecipe(TextEncoderRecipe):
 
 # -- image-text matching cross-encoders: the ITM base (UMIC-C) and UMIC -----------------------------
 class ItmRecipe(Recipe):
-    """The ITM base: two-way matching head, positives against other images' captions."""
+    """The ITM base: two-way matching head, positives against other images' captions.
+
+    With `data.world.twins = true` (a CapLens addition) the world rows also hold, for short
+    captions of the same train-range scenes, counterfactual twins (`caption_twins`; `twin_places`
+    as in world-CLIP, `twin_edits` the kinds kept): the caption matches its own image and not the
+    twin's, the twin's caption the twin and not its own image, the hardest negatives an ITM
+    pretraining can have (BLIP mines hard negatives; these differ in one shape or one relation).
+    `architecture.grid_positions` adds fixed 2-D positions of that strength to the vision tower
+    first (`add_grid_positions`)."""
 
     def setup(self, config, device, scratch):
         base = config.base or str(self.build_initial(config, scratch))
         itm = load_trainable(base, device, ("blip-itm",))
+        if config.architecture.get("grid_positions"):
+            add_grid_positions(itm.model.vision_model, float(config.architecture["grid_positions"]))
         return SimpleNamespace(itm=itm, trainable=itm.model, pixels=PixelCache(itm.image_processor),
                                weights=self.weights(config), config=config)
+
+    TWIN_KEYS = ("twins", "twin_places", "twin_edits")
+
+    def world_rows(self, spec):
+        if not spec.get("twins"):
+            return world_set(self.set_kind, {k: v for k, v in spec.items() if k not in self.TWIN_KEYS})
+        from scoring.world.render import render_scene
+        from scoring.world.sets import split_scenes
+        from scoring.world.train import caption_twins, short_descriptions
+
+        spec = {"scenes": 200, "split": "train", "size": 128} | spec  # world_set's defaults
+        rows, digest, about = world_set(self.set_kind, {k: v for k, v in spec.items() if k not in self.TWIN_KEYS})
+        edits = twin_edits(spec)
+        size = int(spec["size"])
+        # a twin row names its scene's image as the set's rows do, so that no caption of the scene
+        # becomes another row's "other image" negative (`batch_loss` tells images apart by key)
+        written = {Path(str(r["image"])).stem: r["image"] for r in rows}
+        twins = []
+        for scene in split_scenes(spec["split"], int(spec["scenes"]), int(spec.get("skip", 0))):
+            image = {"image": written[scene.scene_id]} if scene.scene_id in written else \
+                {"image": render_scene(scene, size), "image_id": scene.scene_id}
+            for text, fields in caption_twins(scene, short_descriptions(scene), size, spec.get("twin_places"),
+                                              edits).items():
+                twins.append(image | {"positive": text, "negatives": [], "language": "en", "style": "short"} | fields)
+        return rows + twins, f"{digest}|twins:{sorted((k, str(spec.get(k))) for k in self.TWIN_KEYS)}", \
+            about | {"twins": len(twins)}
 
     def build_initial(self, config, scratch):
         from scoring.world.tokenizer import train_wordpiece, world_corpus
@@ -799,9 +841,17 @@ class ItmRecipe(Recipe):
             other = next((rows[(k + j) % len(rows)] for j in range(1, len(rows)) if keys[(k + j) % len(rows)] != key), None)
             negatives.append(other["positive"] if other else rng.choice(rows[k]["negatives"]))
         texts = [r["positive"] for r in rows] + negatives
-        labels = torch.tensor([1] * len(rows) + [0] * len(rows), device=device)
-        logits = self.logits(state, torch.cat([pixels, pixels]), texts, device)
-        return losses.itm_cross_entropy(logits, labels), {}
+        labels = [1] * len(rows) + [0] * len(rows)
+        images = [pixels, pixels]
+        twins = [k for k, r in enumerate(rows) if r.get("twin_id")]
+        if twins:  # own caption on the twin, the twin's caption on its own twin and on the row's image
+            twin_pixels = state.pixels([rows[k]["twin_image"] for k in twins], [rows[k]["twin_id"] for k in twins],
+                                       device)
+            images += [twin_pixels, twin_pixels, pixels[twins]]
+            texts += [rows[k]["positive"] for k in twins] + [rows[k]["twin_caption"] for k in twins] * 2
+            labels += [0] * len(twins) + [1] * len(twins) + [0] * len(twins)
+        logits = self.logits(state, torch.cat(images), texts, device)
+        return losses.itm_cross_entropy(logits, torch.tensor(labels, device=device)), {}
 
     @torch.no_grad()
     def evaluate(self, state, rows, device):
@@ -810,13 +860,20 @@ class ItmRecipe(Recipe):
 
         by_kind = defaultdict(list)
         for r in rows:
+            if r.get("twin_id"):  # each caption above the other image: own, then the twin's
+                pixels = torch.cat([self.pixels(state, [r], device),
+                                    state.pixels([r["twin_image"]], [r["twin_id"]], device)])
+                p = self.match(state, pixels[[0, 1, 1, 0]], [r["positive"]] * 2 + [r["twin_caption"]] * 2, device)
+                by_kind[f"twin_{r['twin_edit']}"].extend(pairwise_correct([p[0].item(), p[2].item()],
+                                                                          [p[1].item(), p[3].item()]))
+                continue
             pixels = self.pixels(state, [r], device).expand(1 + len(r["negatives"]), -1, -1, -1)
             scores = self.match(state, pixels, [r["positive"]] + list(r["negatives"]), device).tolist()
             kinds = r.get("negative_kinds") or ["negative"] * len(r["negatives"])
             for kind, correct in zip(kinds, pairwise_correct([scores[0]] * len(kinds), scores[1:])):
                 by_kind[kind].append(correct)
         out = {f"pairwise_{k}": float(np.mean(v)) for k, v in sorted(by_kind.items())}
-        out["pairwise_accuracy"] = float(np.mean([c for v in by_kind.values() for c in v]))
+        out["pairwise_accuracy"] = float(np.mean([c for k, v in by_kind.items() if not k.startswith("twin_") for c in v]))
         return out
 
     def save(self, state, out):

@@ -152,6 +152,28 @@ def short_descriptions(scene: Scene, variants: int = 6) -> dict[str, Description
     return found
 
 
+def caption_twins(scene: Scene, shorts: dict[str, Description], size: int, places_share: float | None = None,
+                  edits: tuple[str, ...] | None = None) -> dict[str, dict]:
+    """Per short caption, its counterfactual twin as training-row fields (`twin_image`, `twin_id`,
+    `twin_caption`, `twin_edit`): `counterfactual_twin` drawn from a seed of the scene and caption,
+    each distinct twin rendered once. `edits` keeps only those kinds ("places", "shape"); a
+    caption without a kept twin is left out."""
+    from scoring.world.captions import counterfactual_twin
+    from scoring.world.render import render_scene
+
+    out, images = {}, {}
+    for text in sorted(shorts):
+        twin = counterfactual_twin(scene, shorts[text], random.Random(f"{scene.seed}:{text}"), places_share)
+        if twin is None or (edits is not None and twin[0].split(":")[0] not in edits):
+            continue
+        edit, twin_scene, description = twin
+        if edit not in images:
+            images[edit] = render_scene(twin_scene, size)
+        out[text] = {"twin_image": images[edit], "twin_id": f"{scene.scene_id}~{edit}",
+                     "twin_caption": realise(description, "en").text, "twin_edit": edit.split(":")[0]}
+    return out
+
+
 def english_captions(scene: Scene, short_variants: int = 6, long: bool = True) -> list[str]:
     """Training captions of a scene: several short ones and (if `long` and the scene has >= 3 objects) the long one."""
     texts = set(short_descriptions(scene, short_variants))

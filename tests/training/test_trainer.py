@@ -889,3 +889,90 @@ def test_a_missing_start_folder_fails_before_any_data_is_loaded(tmp_path, field)
 
     with pytest.raises(ValueError, match="model not found: .*world-clip-swap-2"):  # the same check when loading
         resolve_model(str(missing))
+
+
+def test_itm_twins_are_rows_of_the_sets_images_and_each_adds_three_pairs_to_the_itm_loss(tmp_path, monkeypatch):
+    """`data.world.twins` for the ITM recipe: twin rows name their scene's image as the set's groups
+    do (so no caption of the scene is another row's "other image" negative), `twin_edits` keeps the
+    places edits, whose caption differs from the positive in the relation word only; the batch loss
+    is the ITM cross-entropy over the usual pairs plus (twin, own caption) = 0, (twin, twin caption)
+    = 1 and (image, twin caption) = 0; evaluate reports the twins apart from UMIC's kinds."""
+    import random as _random
+    import zlib
+
+    from scoring.training import losses
+    from scoring.training.recipes import RECIPES
+
+    recipe, cpu = RECIPES["itm"], torch.device("cpu")
+    spec = {"scenes": 16, "size": 32, "languages": ["en"]}
+    plain, plain_digest, _ = recipe.world_rows(spec)
+    rows, digest, about = recipe.world_rows(spec | {"twins": True, "twin_places": 1.0, "twin_edits": ["places"]})
+    twins = [r for r in rows if r.get("twin_id")]
+    assert rows[:len(plain)] == plain and digest != plain_digest and about["twins"] == len(twins) >= 4
+    images = {image_key(r) for r in plain}
+    assert all(image_key(r) in images and r["twin_edit"] == "places" and r["negatives"] == [] for r in twins)
+    relations = {"left", "right", "above", "below"}
+    for r in twins:
+        a, b = r["positive"].split(), r["twin_caption"].split()
+        assert len(a) == len(b) and {x for x, y in zip(a, b) if x != y} <= relations != {x for x, y in zip(a, b) if x != y}
+    everything, _, _ = recipe.world_rows(spec | {"twins": True})
+    assert {r["twin_edit"] for r in everything if r.get("twin_id")} == {"places", "shape"}
+    with pytest.raises(ValueError, match="twin_edits names colour"):
+        recipe.world_rows(spec | {"twins": True, "twin_edits": ["colour"]})
+
+    state = recipe.setup(_config("itm-tiny", tmp_path / "i"), cpu, tmp_path / "scratch")
+    state.trainable.eval()
+    batch = plain[:3] + twins[:2]
+    with torch.no_grad():
+        loss, _ = recipe.batch_loss(state, batch, _random.Random(0), cpu)
+        pixels = recipe.pixels(state, batch, cpu)
+        twin_pixels = state.pixels([r["twin_image"] for r in twins[:2]], [r["twin_id"] for r in twins[:2]], cpu)
+        keys = [image_key(r) for r in batch]
+        other = [next(batch[(k + j) % 5]["positive"] for j in range(1, 5) if keys[(k + j) % 5] != keys[k]) for k in range(5)]
+        pairs = [(pixels[k], r["positive"], 1) for k, r in enumerate(batch)] + \
+            [(pixels[k], other[k], 0) for k in range(5)] + \
+            [(twin_pixels[n], r["positive"], 0) for n, r in enumerate(twins[:2])] + \
+            [(twin_pixels[n], r["twin_caption"], 1) for n, r in enumerate(twins[:2])] + \
+            [(pixels[3 + n], r["twin_caption"], 0) for n, r in enumerate(twins[:2])]
+        logits = recipe.logits(state, torch.stack([p for p, _, _ in pairs]), [t for _, t, _ in pairs], cpu)
+        by_hand = losses.itm_cross_entropy(logits, torch.tensor([y for _, _, y in pairs]))
+    assert float(loss) == pytest.approx(float(by_hand), rel=1e-5)
+
+    # the tiny model scores a scene and its twin alike, so evaluate's bookkeeping is checked with a
+    # match that reads where the pixels are and which caption it is given
+    def placed(state, pixels, texts, device):
+        ramp = torch.linspace(-1, 1, pixels.shape[-1])
+        return torch.stack([(p[0] * ramp).mean() * (1 + 0.1 * (zlib.crc32(t.encode()) % 7)) for p, t in zip(pixels, texts)])
+
+    monkeypatch.setattr(recipe, "match", placed)
+    evaluated = recipe.evaluate(state, plain[:3] + twins[:2], cpu)
+    match = placed(state, torch.cat([pixels[3:], twin_pixels, twin_pixels, pixels[3:]]),
+                   [r["positive"] for r in twins[:2]] * 2 + [r["twin_caption"] for r in twins[:2]] * 2, cpu)
+    own_pos, twin_pos, twin_twin, own_twin = match.view(4, 2)
+    wins = [1.0 if a > b else 0.5 if a == b else 0.0
+            for a, b in zip(own_pos.tolist() + twin_twin.tolist(), twin_pos.tolist() + own_twin.tolist())]
+    assert 0.0 < np.mean(wins) < 1.0 and 0.5 not in wins  # both outcomes occur, no ties
+    assert evaluated["pairwise_twin_places"] == pytest.approx(np.mean(wins))
+    assert evaluated["pairwise_accuracy"] == pytest.approx(recipe.evaluate(state, plain[:3], cpu)["pairwise_accuracy"])
+
+
+def test_grid_positions_add_a_unit_spread_sine_cosine_grid_to_the_patches_only(tmp_path):
+    """`add_grid_positions`: every channel of the table has unit spread over the grid, the grid is
+    row-major (x varies along a row), and only the patch positions move, by strength x the table."""
+    from scoring.training.models import add_grid_positions, grid_position_table, load_trainable
+    from scoring.tiny import ensure_tiny_checkpoints
+
+    table = grid_position_table(3, 8)
+    assert torch.allclose(table.std(dim=0, unbiased=False), torch.ones(8), atol=1e-5)
+    assert torch.equal(table[0, 4:], table[1, 4:]) and not torch.equal(table[0, :4], table[1, :4])  # same row: same y
+    assert torch.equal(table[0, :4], table[3, :4]) and not torch.equal(table[0, 4:], table[3, 4:])  # same column: same x
+    with pytest.raises(ValueError, match="multiple of 4"):
+        grid_position_table(3, 6)
+    itm = load_trainable(str(ensure_tiny_checkpoints() / "blip-itm"), torch.device("cpu"), ("blip-itm",))
+    vision = itm.model.vision_model
+    before = vision.embeddings.position_embedding.detach().clone()
+    add_grid_positions(vision, 1.5)
+    after = vision.embeddings.position_embedding.detach()
+    side = int(round((before.shape[1] - 1) ** 0.5))
+    assert torch.equal(after[0, 0], before[0, 0])
+    assert torch.allclose(after[0, 1:] - before[0, 1:], 1.5 * grid_position_table(side, before.shape[-1]), atol=1e-6)

@@ -142,6 +142,12 @@ def test_world_clip_twins_join_the_batch_beside_their_rows(tiny_clip):
     assert meta["twins"] == len(twinned) >= (len(rows) - len(longs)) * 0.8
     assert not any(r["caption"] in longs for r in twinned)
     assert all(r["twin_caption"] != r["caption"] and r["twin_id"].startswith(r["image_id"] + "~") for r in twinned)
+    assert {r["twin_edit"] for r in twinned} == {"places", "shape"}
+    places, _, _ = recipe.world_rows({"scenes": 8, "image_size": 32, "twins": True, "twin_places": 1.0,
+                                      "twin_edits": ["places"]})
+    kept = [r for r in places if "twin_id" in r]
+    assert kept and {r["twin_edit"] for r in kept} == {"places"} and len(kept) < len(twinned)
+    assert [r["caption"] for r in places] == expected
 
     config = TrainConfig(recipe="world-clip", data={"world": {"scenes": 8, "image_size": 32, "twins": True}},
                          out=str(out.parent / "t"), base=str(out), device="cpu")
@@ -163,6 +169,15 @@ def test_world_clip_twins_join_the_batch_beside_their_rows(tiny_clip):
                                   [image_key(r) for r in batch])
     assert pairs and float(loss) == pytest.approx(float(by_hand), rel=1e-5)
     assert abs(float(by_hand) - float(without)) > 1e-3
+    # `architecture.grid_positions`: the tower starts from the base plus the fixed 2-D grid
+    from scoring.training.models import grid_position_table
+
+    gridded = recipe.setup(TrainConfig(**(config.to_dict() | {"architecture": {"grid_positions": 0.5}})), cpu,
+                           out.parent / "scratch-g")
+    base, moved = (s.clip.model.vision_model.embeddings.position_embedding.weight.detach() for s in (state, gridded))
+    assert torch.equal(moved[0], base[0])
+    assert torch.allclose(moved[1:] - base[1:], 0.5 * grid_position_table(int((len(base) - 1) ** 0.5), base.shape[1]),
+                          atol=1e-6)
 
 
 def test_world_clip_regions_align_each_objects_cell_with_its_own_caption(tiny_clip):
