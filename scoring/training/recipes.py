@@ -771,8 +771,8 @@ class ItmRecipe(Recipe):
     as in world-CLIP, `twin_edits` the kinds kept): the caption matches its own image and not the
     twin's, the twin's caption the twin and not its own image, the hardest negatives an ITM
     pretraining can have (BLIP mines hard negatives; these differ in one shape or one relation).
-    `architecture.grid_positions` adds fixed 2-D positions of that strength to the vision tower
-    first (`add_grid_positions`)."""
+    `twins = "only"` trains on the twin rows alone. `architecture.grid_positions` adds fixed 2-D
+    positions of that strength to the vision tower first (`add_grid_positions`)."""
 
     def setup(self, config, device, scratch):
         base = config.base or str(self.build_initial(config, scratch))
@@ -805,8 +805,10 @@ class ItmRecipe(Recipe):
             for text, fields in caption_twins(scene, short_descriptions(scene), size, spec.get("twin_places"),
                                               edits).items():
                 twins.append(image | {"positive": text, "negatives": [], "language": "en", "style": "short"} | fields)
+        if spec["twins"] == "only":  # the twins alone: relations are learned apart first, then kept beside the groups
+            rows = []
         return rows + twins, f"{digest}|twins:{sorted((k, str(spec.get(k))) for k in self.TWIN_KEYS)}", \
-            about | {"twins": len(twins)}
+            about | {"twins": len(twins), "groups": len(rows)}
 
     def build_initial(self, config, scratch):
         from scoring.world.tokenizer import train_wordpiece, world_corpus

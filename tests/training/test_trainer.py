@@ -915,6 +915,8 @@ def test_itm_twins_are_rows_of_the_sets_images_and_each_adds_three_pairs_to_the_
     for r in twins:
         a, b = r["positive"].split(), r["twin_caption"].split()
         assert len(a) == len(b) and {x for x, y in zip(a, b) if x != y} <= relations != {x for x, y in zip(a, b) if x != y}
+    alone, _, about_alone = recipe.world_rows(spec | {"twins": "only", "twin_places": 1.0, "twin_edits": ["places"]})
+    assert alone == twins and about_alone["groups"] == 0 and about["groups"] == len(plain)
     everything, _, _ = recipe.world_rows(spec | {"twins": True})
     assert {r["twin_edit"] for r in everything if r.get("twin_id")} == {"places", "shape"}
     with pytest.raises(ValueError, match="twin_edits names colour"):
