@@ -179,6 +179,14 @@ def teacher_rank_distillation(student: torch.Tensor, teacher: torch.Tensor, temp
     return F.binary_cross_entropy_with_logits(gaps[keep], target[keep])
 
 
+def twin_match_bce(logits: torch.Tensor) -> torch.Tensor:
+    """Counterfactual twins through a one-logit match head: `logits` (N, 2, 2) over [image (own,
+    twin), caption (own, twin's)]; each caption matches its own image only (the diagonal), binary
+    cross-entropy averaged over the four pairings."""
+    target = torch.eye(2, device=logits.device, dtype=torch.float32).expand_as(logits)
+    return F.binary_cross_entropy_with_logits(logits.float(), target)
+
+
 def itm_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Image-text matching: two-way cross-entropy, label 1 = the caption belongs to the image."""
     return F.cross_entropy(logits.float(), labels)

@@ -771,18 +771,30 @@ class ItmRecipe(Recipe):
     as in world-CLIP, `twin_edits` the kinds kept): the caption matches its own image and not the
     twin's, the twin's caption the twin and not its own image, the hardest negatives an ITM
     pretraining can have (BLIP mines hard negatives; these differ in one shape or one relation).
-    `twins = "only"` trains on the twin rows alone. `architecture.grid_positions` adds fixed 2-D
-    positions of that strength to the vision tower first (`add_grid_positions`)."""
+    `twins = "only"` trains on the twin rows alone; `twin_languages` realises each twin pair in
+    those languages (one row per language; English by default). `architecture.grid_positions` adds
+    fixed 2-D positions of that strength to the vision tower first (`add_grid_positions`).
+
+    `architecture.twin_head = true` scores the twin pairs with a new one-logit head on the [CLS]
+    state instead of the pair head: binary cross-entropy over the four (image, caption) pairings of
+    a twin row, each caption a match on its own image only. Why: through the pretrained pair head
+    the places twins stayed at chance for 800 steps, through a new head they were learned in a few
+    hundred (docs/training.md, "Relations need positions"). The head only shapes the [CLS] state
+    that the models built on this one read; it is not saved."""
 
     def setup(self, config, device, scratch):
         base = config.base or str(self.build_initial(config, scratch))
         itm = load_trainable(base, device, ("blip-itm",))
         if config.architecture.get("grid_positions"):
             add_grid_positions(itm.model.vision_model, float(config.architecture["grid_positions"]))
-        return SimpleNamespace(itm=itm, trainable=itm.model, pixels=PixelCache(itm.image_processor),
-                               weights=self.weights(config), config=config)
+        state = SimpleNamespace(itm=itm, trainable=itm.model, pixels=PixelCache(itm.image_processor),
+                                weights=self.weights(config), config=config, twin_head=None)
+        if config.architecture.get("twin_head"):
+            state.twin_head = nn.Linear(itm.model.itm_head.in_features, 1).to(device)
+            state.trainable = nn.ModuleDict({"itm": itm.model, "twin_head": state.twin_head})
+        return state
 
-    TWIN_KEYS = ("twins", "twin_places", "twin_edits")
+    TWIN_KEYS = ("twins", "twin_places", "twin_edits", "twin_languages")
 
     def world_rows(self, spec):
         if not spec.get("twins"):
@@ -802,9 +814,11 @@ class ItmRecipe(Recipe):
         for scene in split_scenes(spec["split"], int(spec["scenes"]), int(spec.get("skip", 0))):
             image = {"image": written[scene.scene_id]} if scene.scene_id in written else \
                 {"image": render_scene(scene, size), "image_id": scene.scene_id}
-            for text, fields in caption_twins(scene, short_descriptions(scene), size, spec.get("twin_places"),
-                                              edits).items():
-                twins.append(image | {"positive": text, "negatives": [], "language": "en", "style": "short"} | fields)
+            for language in spec.get("twin_languages") or ["en"]:
+                for fields in caption_twins(scene, short_descriptions(scene), size, spec.get("twin_places"),
+                                            edits, language).values():
+                    twins.append(image | {"positive": fields.pop("caption"), "negatives": [], "language": language,
+                                          "style": "short"} | fields)
         if spec["twins"] == "only":  # the twins alone: relations are learned apart first, then kept beside the groups
             rows = []
         return rows + twins, f"{digest}|twins:{sorted((k, str(spec.get(k))) for k in self.TWIN_KEYS)}", \
@@ -834,7 +848,32 @@ class ItmRecipe(Recipe):
         """P(match), as the ItmBackbone reports it."""
         return torch.softmax(self.logits(state, pixels, texts, device).float(), dim=-1)[:, 1]
 
+    def twin_logits(self, state, rows, device) -> torch.Tensor:
+        """(rows, 2, 2) twin-head logits: [image (own, twin), caption (own, twin's)] of each twin row."""
+        pixels = torch.cat([self.pixels(state, rows, device),
+                            state.pixels([r["twin_image"] for r in rows], [r["twin_id"] for r in rows], device)])
+        n = len(rows)
+        index = torch.tensor([i for k in range(n) for i in (k, k, n + k, n + k)])  # one vision pass per image
+        texts = [t for r in rows for _ in range(2) for t in (r["positive"], r["twin_caption"])]
+        return state.twin_head(itm_cls(state.itm, pixels, texts, device, image_index=index)).float().view(-1, 2, 2)
+
     def batch_loss(self, state, rows, rng, device):
+        if state.twin_head is not None:
+            twins = [r for r in rows if r.get("twin_id")]
+            groups = [r for r in rows if not r.get("twin_id")]
+            loss, parts = torch.zeros((), device=device), {}
+            if groups:
+                loss, _ = self.pair_loss(state, groups, rng, device)
+                parts["groups"] = loss.item()
+            if twins:
+                twin = losses.twin_match_bce(self.twin_logits(state, twins, device))
+                loss, parts["twins"] = loss + twin, twin.item()
+            return loss, parts
+        return self.pair_loss(state, rows, rng, device)
+
+    def pair_loss(self, state, rows, rng, device):
+        """The pair head's loss: each row's positive against another image's caption, and each twin
+        row's three mismatched pairings."""
         pixels = self.pixels(state, rows, device)
         keys = [image_key(r) for r in rows]
         # Each image's negative: the caption of the next row showing another image.
@@ -862,6 +901,11 @@ class ItmRecipe(Recipe):
 
         by_kind = defaultdict(list)
         for r in rows:
+            if r.get("twin_id") and state.twin_head is not None:  # each caption above the other image
+                z = self.twin_logits(state, [r], device)[0]
+                by_kind[f"twin_{r['twin_edit']}"].extend(pairwise_correct([z[0, 0].item(), z[1, 1].item()],
+                                                                          [z[1, 0].item(), z[0, 1].item()]))
+                continue
             if r.get("twin_id"):  # each caption above the other image: own, then the twin's
                 pixels = torch.cat([self.pixels(state, [r], device),
                                     state.pixels([r["twin_image"]], [r["twin_id"]], device)])
@@ -875,7 +919,9 @@ class ItmRecipe(Recipe):
             for kind, correct in zip(kinds, pairwise_correct([scores[0]] * len(kinds), scores[1:])):
                 by_kind[kind].append(correct)
         out = {f"pairwise_{k}": float(np.mean(v)) for k, v in sorted(by_kind.items())}
-        out["pairwise_accuracy"] = float(np.mean([c for k, v in by_kind.items() if not k.startswith("twin_") for c in v]))
+        groups = [c for k, v in by_kind.items() if not k.startswith("twin_") for c in v]
+        if groups:  # a held-out set of twins alone has no groups
+            out["pairwise_accuracy"] = float(np.mean(groups))
         return out
 
     def save(self, state, out):
@@ -888,6 +934,8 @@ class UmicRecipe(ItmRecipe):
     sigmoid(W·[CLS] + b), so the ITM loader scores UMIC as the paper defines it."""
 
     def setup(self, config, device, scratch):
+        if config.architecture.get("twin_head"):
+            raise ValueError("architecture.twin_head is the itm recipe's; UMIC scores every pair with its own one-logit head")
         state = super().setup(config, device, scratch)
         head = state.itm.model.itm_head
         one = nn.Linear(head.in_features, 1).to(device)

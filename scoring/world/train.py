@@ -153,11 +153,12 @@ def short_descriptions(scene: Scene, variants: int = 6) -> dict[str, Description
 
 
 def caption_twins(scene: Scene, shorts: dict[str, Description], size: int, places_share: float | None = None,
-                  edits: tuple[str, ...] | None = None) -> dict[str, dict]:
-    """Per short caption, its counterfactual twin as training-row fields (`twin_image`, `twin_id`,
-    `twin_caption`, `twin_edit`): `counterfactual_twin` drawn from a seed of the scene and caption,
-    each distinct twin rendered once. `edits` keeps only those kinds ("places", "shape"); a
-    caption without a kept twin is left out."""
+                  edits: tuple[str, ...] | None = None, language: str = "en") -> dict[str, dict]:
+    """Per short caption (keyed by its English text), its counterfactual twin as training-row
+    fields (`caption`, `twin_image`, `twin_id`, `twin_caption`, `twin_edit`): `counterfactual_twin`
+    drawn from a seed of the scene and caption, each distinct twin rendered once, both captions
+    realised in `language`. `edits` keeps only those kinds ("places", "shape"); a caption without a
+    kept twin is left out. The twin drawn does not depend on `language`."""
     from scoring.world.captions import counterfactual_twin
     from scoring.world.render import render_scene
 
@@ -169,8 +170,9 @@ def caption_twins(scene: Scene, shorts: dict[str, Description], size: int, place
         edit, twin_scene, description = twin
         if edit not in images:
             images[edit] = render_scene(twin_scene, size)
-        out[text] = {"twin_image": images[edit], "twin_id": f"{scene.scene_id}~{edit}",
-                     "twin_caption": realise(description, "en").text, "twin_edit": edit.split(":")[0]}
+        out[text] = {"caption": realise(shorts[text], language).text, "twin_image": images[edit],
+                     "twin_id": f"{scene.scene_id}~{edit}", "twin_caption": realise(description, language).text,
+                     "twin_edit": edit.split(":")[0]}
     return out
 
 

@@ -958,6 +958,75 @@ def test_itm_twins_are_rows_of_the_sets_images_and_each_adds_three_pairs_to_the_
     assert evaluated["pairwise_accuracy"] == pytest.approx(recipe.evaluate(state, plain[:3], cpu)["pairwise_accuracy"])
 
 
+def test_twin_match_bce_is_binary_cross_entropy_with_each_caption_matching_its_own_image_only():
+    from scoring.training.losses import twin_match_bce
+
+    z = torch.tensor([[[2.0, -1.0], [0.5, 3.0]], [[-0.5, 1.5], [0.0, -2.0]]])  # [pair, image, caption]
+    def nll(logit, label):
+        p = 1 / (1 + np.exp(-logit))
+        return -np.log(p) if label else -np.log(1 - p)
+    by_hand = np.mean([nll(float(z[n, i, c]), i == c) for n in range(2) for i in range(2) for c in range(2)])
+    assert float(twin_match_bce(z)) == pytest.approx(by_hand, rel=1e-6)
+
+
+def test_itm_twin_head_scores_each_twin_rows_four_pairings_and_twins_come_in_each_language(tmp_path, monkeypatch):
+    """`architecture.twin_head`: twin rows go through a new one-logit head on the [CLS] state (BCE
+    over own/twin image x own/twin caption), groups through the pair head as before; evaluate reads
+    the twin head; `twin_languages` gives one row per language of the same twin."""
+    import random as _random
+    import zlib
+
+    from scoring.training import losses, recipes
+    from scoring.training.recipes import RECIPES
+
+    # the tiny model's [CLS] hardly tells a scene from its twin, so the bookkeeping is checked with
+    # a [CLS] that reads where the pixels are and which caption it is given
+    def itm_cls(backbone, pixels, texts, device, image_index=None):
+        pixels = pixels if image_index is None else pixels[image_index]
+        ramp = torch.linspace(-1, 1, pixels.shape[-1])
+        value = torch.stack([(p[0] * ramp).mean() * (zlib.crc32(t.encode()) % 7 - 3.5) for p, t in zip(pixels, texts)])
+        return value[:, None].expand(-1, backbone.model.itm_head.in_features)
+
+    monkeypatch.setattr(recipes, "itm_cls", itm_cls)
+
+    recipe, cpu = RECIPES["itm"], torch.device("cpu")
+    spec = {"scenes": 16, "size": 32, "languages": ["en"], "twin_places": 1.0, "twin_edits": ["places"]}
+    plain, _, _ = recipe.world_rows(spec)
+    english, _, _ = recipe.world_rows(spec | {"twins": "only"})
+    both, digest, _ = recipe.world_rows(spec | {"twins": "only", "twin_languages": ["en", "de"]})
+    _, english_digest, _ = recipe.world_rows(spec | {"twins": "only", "twin_languages": ["en"]})
+    assert digest != english_digest
+    german = [r for r in both if r["language"] == "de"]
+    assert [r for r in both if r["language"] == "en"] == english and len(german) == len(english)
+    assert [r["twin_id"] for r in german] == [r["twin_id"] for r in english]  # the same twin, realised in German
+    assert all(g["positive"] != e["positive"] and g["twin_caption"] != e["twin_caption"] != e["positive"]
+               for g, e in zip(german, english))
+
+    config = _config("itm-tiny", tmp_path / "i", architecture={"twin_head": True})
+    state = recipe.setup(config, cpu, tmp_path / "scratch")
+    assert set(dict(state.trainable.named_children())) == {"itm", "twin_head"}
+    state.trainable.eval()
+    twins = german[:6]
+    with torch.no_grad():
+        loss, parts = recipe.batch_loss(state, plain[:3] + twins, _random.Random(0), cpu)
+        groups, _ = recipe.pair_loss(state, plain[:3], _random.Random(0), cpu)
+        own = recipe.pixels(state, twins, cpu)
+        other = state.pixels([r["twin_image"] for r in twins], [r["twin_id"] for r in twins], cpu)
+        z = torch.tensor([[[float(state.twin_head(itm_cls(state.itm, image[n:n + 1], [text], cpu)))
+                            for text in (r["positive"], r["twin_caption"])] for image in (own, other)]
+                          for n, r in enumerate(twins)])
+        assert float(loss) == pytest.approx(float(groups) + float(losses.twin_match_bce(z)), rel=1e-5)
+        assert parts["twins"] == pytest.approx(float(losses.twin_match_bce(z)), rel=1e-5)
+        evaluated = recipe.evaluate(state, twins, cpu)
+    wins = [1.0 if a > b else 0.5 if a == b else 0.0
+            for m in z for a, b in ((m[0, 0], m[1, 0]), (m[1, 1], m[0, 1]))]
+    assert 0.0 < np.mean(wins) < 1.0 and 0.5 not in wins  # both outcomes occur, no ties
+    assert evaluated["pairwise_twin_places"] == pytest.approx(np.mean(wins))
+    assert "pairwise_accuracy" not in evaluated  # twins alone: no groups to report
+    with pytest.raises(ValueError, match="twin_head is the itm recipe's"):
+        RECIPES["umic"].setup(_config("umic-tiny", tmp_path / "u", architecture={"twin_head": True}), cpu, tmp_path / "s2")
+
+
 def test_grid_positions_add_a_unit_spread_sine_cosine_grid_to_the_patches_only(tmp_path):
     """`add_grid_positions`: every channel of the table has unit spread over the grid, the grid is
     row-major (x varies along a row), and only the patch positions move, by strength x the table."""
