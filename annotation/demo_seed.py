@@ -20,17 +20,27 @@ def seed_demo(scenes: int = 12, force: bool = False) -> dict:
     """Import the demo collection into the configured database; skipped if it already exists."""
     if scenes < 1:
         raise ValueError("the demo needs at least one scene")
-    with database_session() as session:
-        if session.scalar(select(Collection).where(Collection.name == DEMO_COLLECTION)) is not None and not force:
-            return {"collection": DEMO_COLLECTION, "skipped": "already seeded"}
-        user = session.scalar(select(User).where(User.name == SEED_USER))
-        if user is None:
-            user = create_user(session, SEED_USER, "researcher")
-        with tempfile.TemporaryDirectory(prefix="caplens-world-") as tmp:
-            rows = demo_rows(scenes, Path(tmp))
+    if not force and _seeded():
+        return {"collection": DEMO_COLLECTION, "skipped": "already seeded"}
+    with tempfile.TemporaryDirectory(prefix="caplens-world-") as tmp:
+        # built before the write transaction opens: rendering takes seconds to minutes on a busy
+        # machine, and SQLite holds its one write lock from the first write to the commit, so a
+        # login or rating meanwhile would wait and then fail as "database busy"
+        rows = demo_rows(scenes, Path(tmp))
+        with database_session() as session:
+            if not force and session.scalar(select(Collection).where(Collection.name == DEMO_COLLECTION)) is not None:
+                return {"collection": DEMO_COLLECTION, "skipped": "already seeded"}
+            user = session.scalar(select(User).where(User.name == SEED_USER))
+            if user is None:
+                user = create_user(session, SEED_USER, "researcher")
             report = import_rows(session, user, rows, collection=DEMO_COLLECTION, base_dir=tmp,
                                  source_name=f"caplens world seed ({scenes} scenes)")
         return report.to_dict()
+
+
+def _seeded() -> bool:
+    with database_session(read_only=True) as session:
+        return session.scalar(select(Collection).where(Collection.name == DEMO_COLLECTION)) is not None
 
 
 def seed_demo_if_empty(scenes: int = 12) -> dict | None:

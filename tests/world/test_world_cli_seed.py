@@ -108,3 +108,33 @@ def test_demo_rows_build_without_an_optional_pos_pipeline(tmp_path, monkeypatch)
     assert ("es", "substitution") not in perturbed
     assert {("es", "jumble"), ("es", "removal"), ("en", "jumble")} <= perturbed
     assert {row["language"] for row in rows if row.get("kind") == "candidate"} == {"en", "de", "fr", "es", "ja"}
+
+
+def test_seeding_builds_the_demo_before_it_takes_the_write_lock(tmp_path, monkeypatch):
+    """Building the demo's rows takes seconds to minutes beside a warming server; a login or rating
+    written meanwhile must not wait on the seeding's transaction (a first run answered a wrong
+    password with "the database is busy" until the demo was in)."""
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path))
+    import annotation.demo_seed as demo_seed
+    from annotation.database import database_session
+    from annotation.people.accounts import create_user
+    from db.session import dispose_engines
+
+    built = demo_seed.demo_rows
+
+    def rows_while_someone_writes(scenes, folder):
+        with database_session() as session:  # another user's write, committed while the rows are built
+            create_user(session, "early-bird", "annotator")
+        return built(scenes, folder)
+
+    monkeypatch.setattr(demo_seed, "demo_rows", rows_while_someone_writes)
+    monkeypatch.setenv("CAPLENS_DB_BUSY_TIMEOUT_MS", "500")
+    try:
+        assert seed_demo(scenes=1)["collection"] == DEMO_COLLECTION
+        from sqlalchemy import select
+
+        from db.models import User
+        with database_session() as session:
+            assert session.scalar(select(User).where(User.name == "early-bird")) is not None
+    finally:
+        dispose_engines()
