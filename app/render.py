@@ -300,14 +300,20 @@ def scores_bar_chart(frame: pd.DataFrame, metric_columns: Sequence[str], title: 
         )
     # The legend goes under the plot, so a narrow screen (a phone) keeps the bars their width;
     # the metric names are the axis (no axis title to collide with the legend), upright when there
-    # are many, so that 18 of them still stand apart on a phone's 290 px.
+    # are many, so that 18 of them still stand apart on a phone's 290 px. The legend is pinned to
+    # the figure's bottom edge and the bottom margin holds the longest name's labels above it: a
+    # legend placed at a share of the plot's height ran through long names ("CapLens-R@world-...").
+    upright = len(metric_columns) > 8
+    longest = max((len(str(m)) for m in metric_columns), default=0)
+    labels_px = int(7 * longest * (1.0 if upright else 0.72)) + 16
+    legend_px = 30 + 22 * len(fig.data)  # one entry a row at worst, as on a phone
     fig.update_layout(
         barmode="group",
         title=title,
         yaxis_title="share of the metric's range" if ranges else "score",
-        xaxis=dict(tickangle=-90 if len(metric_columns) > 8 else -45, automargin=True),
-        legend=dict(title="caption", orientation="h", yanchor="top", y=-0.35, xanchor="left", x=0),
-        margin=dict(l=40, r=10, t=50, b=40),
-        height=420 + 22 * len(fig.data),
+        xaxis=dict(tickangle=-90 if upright else -45, automargin=True),
+        legend=dict(title="caption", orientation="h", yref="container", yanchor="bottom", y=0, xanchor="left", x=0),
+        margin=dict(l=40, r=10, t=50, b=labels_px + legend_px),
+        height=320 + labels_px + legend_px,
     )
     return fig

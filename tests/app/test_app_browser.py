@@ -707,3 +707,28 @@ def test_lab_example_without_an_image_says_what_is_missing_and_why_cider_is_zero
     assert rows["CLIP-S"][-1] == "available (needs an image for these rows)", rows["CLIP-S"]
     assert "not meaningful" in rows["CIDEr"][-1], rows["CIDEr"]
     page.screenshot(path=str(artifacts / "perturbation-lab-no-image.png"), full_page=True)
+
+
+@pytest.mark.parametrize("width", [900, 380])
+def test_long_metric_names_stay_clear_of_the_chart_legend(browser, tmp_path, artifacts, width):
+    """Trained versions register as "CapLens-R@world-2026-12-01": the legend, placed at a share of
+    the plot's height, ran through such names. Every tick label ends above every legend entry."""
+    import pandas as pd
+
+    from app.render import scores_bar_chart
+
+    metrics = ["CLIP-S", "RefCLIP-S", "PAC-S", "MCS", "PR-MCS", "SPECS", "UMIC", "CapLens-R", "BLEU-4",
+               "CIDEr", "UMIC-C@world-2026-12-01-2", "CapLens-R@world-2026-12-01"]
+    frame = pd.DataFrame([{"#": k + 1, "image": "a.png", "caption": f"caption number {k} of a long list",
+                           **{m: 0.1 * (k + 1) for m in metrics}} for k in range(5)])
+    html = tmp_path / "chart.html"
+    scores_bar_chart(frame, metrics, "Scores by metric").write_html(str(html), include_plotlyjs=True)
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(html.as_uri())
+    page.wait_for_selector(".legendtext")
+    ticks = page.eval_on_selector_all(".xtick text", "ts => ts.map(t => t.getBoundingClientRect().bottom)")
+    legend = page.eval_on_selector_all(".legend .traces", "ts => ts.map(t => t.getBoundingClientRect().top)")
+    page.screenshot(path=str(artifacts / f"chart-long-names-{width}.png"), full_page=True)
+    page.close()
+    assert len(ticks) == len(metrics) and len(legend) == 5
+    assert max(ticks) < min(legend), (max(ticks), min(legend))
