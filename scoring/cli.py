@@ -81,6 +81,8 @@ def find_image(image_dir: Path, image_id: str) -> Path:
         for candidate in (image_dir / f"{image_id}{ext}", image_dir / f"{image_id}{ext.upper()}"):
             if candidate.is_file():
                 return candidate
+    if Path(image_id).suffix.lower() in IMAGE_EXTENSIONS:  # a file name: no extension is added to it
+        raise FileNotFoundError(f"no image for id {image_id!r} in {image_dir} (no file of that name there)")
     raise FileNotFoundError(f"no image for id {image_id!r} in {image_dir} (tried {image_id} and {image_id}.jpg/.png/…)")
 
 

@@ -291,3 +291,16 @@ def test_each_caption_is_scored_in_its_detected_language_unless_one_is_given(tmp
     (tmp_path / "typo.csv").write_text("image,candidate,lang\na.png,a dog,english\n", encoding="utf-8")
     code, _, err = _run(capsys, tmp_path / "typo.csv", folder, "--profile", "tiny")
     assert code == 2 and "caplens score: error: typo.csv row 1: unknown language code 'english'" in err
+
+
+def test_a_missing_image_names_what_was_looked_for(tmp_path):
+    """A bare id is looked up with each image extension; a file name as it is ("missing.png.jpg"
+    in the message read as if the tool had mangled the name)."""
+    from scoring.cli import find_image
+
+    (tmp_path / "cat1.JPG").write_bytes(b"x")
+    assert find_image(tmp_path, "cat1") == tmp_path / "cat1.JPG"
+    with pytest.raises(FileNotFoundError, match=r"'ghost' .*\(tried ghost and ghost\.jpg/\.png/…\)"):
+        find_image(tmp_path, "ghost")
+    with pytest.raises(FileNotFoundError, match=r"'ghost\.png' .*\(no file of that name there\)$"):
+        find_image(tmp_path, "ghost.png")
