@@ -33,9 +33,11 @@ def create_app(profile: str | None = None, seed_demo: bool = True, warm_up: bool
     """Prepare the database and the scorer, and build the Blocks app. Returns (demo, ctx).
 
     On first run this creates the database (through the migrations) and, with `seed_demo`,
-    starts filling the synthetic-world demo collection beside the server, so every tab has
-    something to show offline without the server waiting for it. With `warm_up` the models
-    load and the demo collection is analyzed once in the background (`annotation.warmup`).
+    fills the synthetic-world demo collection beside the server, so every tab has something to
+    show offline without the server waiting for it. With `warm_up` the models load and the demo
+    collection is analyzed once in the background (`annotation.warmup`). Both start from
+    `launch`, once the server answers: started here, their threads took the CPU and the GIL
+    from Gradio's launch, and a first boot on 2 busy cores took over a minute to answer.
     """
     from app import engine
     from app.access import allow_direct_events, limit_heavy_work
@@ -55,9 +57,13 @@ def create_app(profile: str | None = None, seed_demo: bool = True, warm_up: bool
     light_sessions()
     end_pageless_sessions()
     start_sweeping()
-    seeding = _seed_demo_in_background() if first.seed_demo else None
-    if warm_up:
-        _warm_up(ctx.profile, seeding)
+
+    def start_background() -> None:
+        seeding = _seed_demo_in_background() if first.seed_demo else None
+        if warm_up:
+            _warm_up(ctx.profile, seeding)
+
+    demo.caplens_start_background = start_background  # `launch` calls it once the server answers
     return demo, ctx
 
 
@@ -360,6 +366,10 @@ def launch(demo, kwargs: dict) -> None:
             print(f"* Running on local URL:  {demo.local_url}", flush=True)
             if demo.share_url:
                 print(f"* Running on public URL: {demo.share_url}", flush=True)
+        start_background = getattr(demo, "caplens_start_background", None)
+        if start_background is not None:
+            del demo.caplens_start_background  # once per app
+            start_background()
         if kwargs.get("prevent_thread_lock"):
             return
         demo.block_thread()

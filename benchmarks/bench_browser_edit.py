@@ -63,7 +63,7 @@ def main() -> int:
     os.environ.setdefault("CAPLENS_DATA_DIR", tempfile.mkdtemp(prefix="caplens-bench-browser-"))
     from playwright.sync_api import sync_playwright
 
-    from app.serve import create_app, launch_kwargs
+    from app.serve import create_app, launch, launch_kwargs
     from scoring.api import metric_names
 
     demo, ctx = create_app(args.profile, seed_demo=False)
@@ -73,7 +73,7 @@ def main() -> int:
     unticked = [name for name in metric_names(args.profile) if wanted is not None and name not in wanted]
     kwargs = launch_kwargs("127.0.0.1", free_port(), False)
     kwargs.update(prevent_thread_lock=True, quiet=True)
-    demo.queue(default_concurrency_limit=2).launch(**kwargs)
+    launch(demo, kwargs)  # as `caplens serve` does: its queue, then the warm-up
     routes: list[str] = []
     live, clicked = [], []
     try:

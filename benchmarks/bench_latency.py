@@ -155,13 +155,13 @@ def through_api(profile: str, metrics: list[str], repeats: int, folder: Path) ->
     import httpx
     from gradio_client import Client, handle_file
 
-    from app.serve import create_app, launch_kwargs
+    from app.serve import create_app, launch, launch_kwargs
 
     images = write_jpegs(folder / "api", 2 * repeats + 2)
     demo, ctx = create_app(profile, seed_demo=False)
     kwargs = launch_kwargs("127.0.0.1", free_port(), False)
     kwargs.update(prevent_thread_lock=True, quiet=True)
-    demo.queue(default_concurrency_limit=2).launch(**kwargs)
+    launch(demo, kwargs)  # as `caplens serve` does: its queue, then the warm-up
     perturb_args = ["a red car on the road", "masking", 0.4, 0, "en", ""]
     try:
         client = Client(demo.local_url, verbose=False)

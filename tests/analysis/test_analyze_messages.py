@@ -72,9 +72,9 @@ def test_the_readme_serve_sample_is_what_serve_prints(tmp_path, monkeypatch, cap
     monkeypatch.setattr(app_start, "seed_demo_if_empty", lambda: {"collection": "world-demo"})
     serve._storage()
     serve._prepare()
-    seeding = serve._seed_demo_in_background()
-    seeding.join(timeout=60)
     print(f"CapLens: {engine.choose_profile(None).console}")
+    seeding = serve._seed_demo_in_background()  # once the server answers (`serve.launch`)
+    seeding.join(timeout=60)
     # The background warm-up's closing line, with its model loading and analysis stubbed (the
     # warm-up itself is tested in tests/annotation/test_warmup.py).
     monkeypatch.setattr(warmup, "load_models", lambda scorer, metrics: {})
@@ -91,7 +91,7 @@ def test_the_readme_serve_sample_is_what_serve_prints(tmp_path, monkeypatch, cap
     sample = [steady(line) for line in readme_sample() if not line.startswith("* Running on")]
     printed = [steady(line) for line in printed]
     assert sorted(sample) == sorted(printed), (sample, printed)
-    order = ["Ratings are stored", "log in as", "first run, filling", "offline: using the world models",
+    order = ["Ratings are stored", "log in as", "offline: using the world models", "first run, filling",
              "demo collection 'world-demo'"]
     assert [next(i for i, line in enumerate(sample) if key in line) for key in order] == [0, 1, 2, 3, 4]
 

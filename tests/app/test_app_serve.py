@@ -160,6 +160,35 @@ def test_first_run_gives_the_operator_a_login_and_seeds_the_demo_beside_the_serv
     assert "password" not in capsys.readouterr().out
 
 
+def test_the_demo_seeding_and_the_warm_up_start_once_the_server_answers(tmp_path, monkeypatch):
+    """Started while the app was built, their threads took the CPU and the GIL from Gradio's
+    launch: a first boot on a busy 2-core machine took over a minute to answer."""
+    from app import serve
+
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    started = []
+
+    def answers() -> int:
+        with urllib.request.urlopen(demo.local_url + "gradio_api/info", timeout=30) as answer:
+            return answer.status
+
+    def seeding():
+        started.append(("seeding", answers()))
+        return "the seeding thread"
+
+    monkeypatch.setattr(serve, "_seed_demo_in_background", seeding)
+    monkeypatch.setattr(serve, "_warm_up", lambda profile, seeding: started.append(("warm-up", profile, seeding)))
+    demo, _ = serve.create_app("tiny")  # a first run: the demo is to be seeded
+    assert started == []
+    kwargs = serve.launch_kwargs("127.0.0.1", free_port(), False)
+    kwargs.update(prevent_thread_lock=True, quiet=True)
+    try:
+        serve.launch(demo, kwargs)
+        assert started == [("seeding", 200), ("warm-up", "tiny", "the seeding thread")]
+    finally:
+        demo.close()
+
+
 def test_a_failed_demo_seeding_leaves_the_server_a_line_not_a_crash(tmp_path, monkeypatch):
     from annotation import app_start
 

@@ -1,7 +1,7 @@
 """The Space boots as Hugging Face builds it: a clean Python 3.11 venv with requirements.txt
 alone (CPU torch pinned first, as the suite's own install does), `python space.py` from the
-checkout on an empty data directory, and the API info answering within 60 s of the start.
-Nothing of the suite's own venv is used, so a dependency missing from requirements.txt, or
+checkout on an empty data directory, and the API info answering within BOOT_LIMIT_S of the
+start. Nothing of the suite's own venv is used, so a dependency missing from requirements.txt, or
 an optional one (the Spanish spaCy pipeline is not in it) that the start needs, fails here.
 
 Run alone with `python -m pytest -q -m space_boot`."""
@@ -19,7 +19,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BOOT_LIMIT_S = 60
+# A Space's own limit is 30 minutes (startup_duration_timeout); this one catches a boot that
+# waits for the models or the demo. Measured on 2 cores (2026-12-01): the boot answers after
+# 41 s idle, 43 s beside two busy loops; 24 s of it are imports without bytecode (the install
+# below skips compiling, a Space's pip does not) and 10 s transformers' import under the
+# profile probe. Beside CI's other worker it took over 60 s (the former limit).
+BOOT_LIMIT_S = 90
 TORCH = "torch==2.13.0"  # the CPU wheel the README's install pins
 
 
