@@ -63,8 +63,8 @@ def build(ctx: engine.AppContext) -> None:
         with gr.Column(scale=2):
             status = gr.Textbox(label="Messages", interactive=False, lines=2, elem_id="perturb-status")
             original_view = gr.Textbox(label="Original", interactive=False, elem_id="perturb-original")
-            slots = [
-                gr.HighlightedText(label=f"Perturbed {i + 1}", visible=i == 0, combine_adjacent=True,
+            slots = [  # shown by a run, one per perturbation (before one, an empty box with a legend said nothing)
+                gr.HighlightedText(label=f"Perturbed {i + 1}", visible=False, combine_adjacent=True,
                                    show_legend=True, show_inline_category=False,
                                    color_map={render.CHANGED: "#f59e0b", render.REMOVED: "#ef4444"}, elem_id=f"perturb-slot-{i}")
                 for i in range(SLOTS)

@@ -22,6 +22,7 @@ def test_an_example_runs_the_lab_with_the_operations_own_p(page, artifacts):
     page.get_by_role("tab", name="Perturbation lab").click()
     # All five at once: each operation takes its own default, the slider is not used.
     assert page.locator("#perturb-p input[type=number]").is_disabled()
+    assert not page.locator("#perturb-slot-0").is_visible()  # no empty box before a run
     page.get_by_text("world scene, de, removal").click()
     # The example fills in a German world scene and runs: removal with p = 0.6, shown on the slider.
     page.wait_for_function("() => document.querySelectorAll('#perturb-table td').length > 0", timeout=TIMEOUT_MS)
