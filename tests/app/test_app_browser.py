@@ -255,7 +255,8 @@ def test_perturb_highlights_spans_and_shows_changes(page, image_file, artifacts)
     page.locator("#perturb-button").click()
     page.wait_for_function(
         "() => document.querySelectorAll('#perturb-table td').length > 0", timeout=TIMEOUT_MS)
-    # Five operations, each with at least one highlighted (changed) span.
+    # Five operations, each with at least one highlighted (changed) span (the boxes appear with the run).
+    page.wait_for_selector("#perturb-slot-4 [class*=hl]", timeout=TIMEOUT_MS)
     for slot in range(5):
         highlighted = page.locator(f"#perturb-slot-{slot} .textspan.hl, #perturb-slot-{slot} [class*=hl]")
         assert highlighted.count() >= 1, f"no highlighted span in slot {slot}"
