@@ -20,6 +20,7 @@ import numpy as np
 
 from scoring.perturb.ops import perturb
 
+NEGATIVE_KINDS = ("keyword-substitution", "random", "hard", "repeat-remove", "permutation")
 HARD_NEGATIVE_PROBABILITY = 0.5  # UMIC: hard negatives half of the time
 TOP_K_SIMILAR = 3  # UMIC: captions of the top-3 most similar images
 
@@ -28,7 +29,7 @@ TOP_K_SIMILAR = 3  # UMIC: captions of the top-3 most similar images
 class Negative:
     """A negative caption for the positive `parent` of image `image_id`.
 
-    kind: "keyword-substitution", "random", "hard", "repeat-remove" or "permutation".
+    kind: one of NEGATIVE_KINDS.
     source_image_id / similarity: the image the caption was borrowed from (random and hard
     negatives) and its image-embedding cosine similarity to `image_id` (hard negatives).
     noop: the perturbation could not change the caption (see `noop_reason`).

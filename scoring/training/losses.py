@@ -144,9 +144,11 @@ def specs_loss(contrastive: torch.Tensor, base: torch.Tensor, positive: torch.Te
         "contrastive": contrastive.item(), "pos": l_pos.item(), "neg": l_neg.item()}
 
 
-def umic_ranking(positive: torch.Tensor, negatives: torch.Tensor, margin: float = UMIC_MARGIN) -> torch.Tensor:
+def umic_ranking(positive: torch.Tensor, negatives: torch.Tensor,
+                 margin: float | torch.Tensor = UMIC_MARGIN) -> torch.Tensor:
     """UMIC: mean over negatives of max(0, M − (S(I, X) − S(I, X̂))); `positive` (B,) and
-    `negatives` (B, K) are scores S = sigmoid(one logit)."""
+    `negatives` (B, K) are scores S = sigmoid(one logit). `margin` is the paper's one M, or a
+    (B, K) tensor with one M per negative (the recipe's `options.margin_by_kind`)."""
     return (margin - (positive[:, None] - negatives)).clamp(min=0).mean()
 
 

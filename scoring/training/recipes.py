@@ -982,7 +982,7 @@ class UmicRecipe(ItmRecipe):
         scores = torch.sigmoid(logits)
         n = len(rows)
         positive, negatives = scores[:n], scores[n:n + n * k].view(n, k)
-        loss, parts = losses.umic_ranking(positive, negatives, state.weights["margin"]), {}
+        loss, parts = losses.umic_ranking(positive, negatives, self.margins(state, rows, device)), {}
         if state.teacher is not None:  # a CapLens addition, 0 by default: the teacher's order across images
             teacher, temperature = self.teacher_scores(state, rows, device)
             rank = losses.teacher_rank_distillation(logits[:n], teacher, temperature, [image_key(r) for r in rows])
@@ -994,6 +994,26 @@ class UmicRecipe(ItmRecipe):
             detail = losses.umic_ranking(positive[detailed], scores[n + n * k:, None], state.weights["margin"])
             loss, parts["detail"] = loss + state.weights["detail"] * detail, detail.item()
         return loss, parts
+
+    @staticmethod
+    def margins(state, rows, device) -> float | torch.Tensor:
+        """The paper's one margin, or with `options.margin_by_kind` ({kind: margin}, a CapLens
+        addition) one margin per negative by its kind (`negative_kinds` of the row; kinds not named
+        keep `loss.margin`). Why: raters forgive a dropped or swapped word far more than a wrong
+        object, while the paper's one margin holds every kind of negative equally far below."""
+        by_kind = state.config.options.get("margin_by_kind")
+        if not by_kind:
+            return state.weights["margin"]
+        from scoring.perturb.negatives import NEGATIVE_KINDS
+
+        if set(by_kind) - set(NEGATIVE_KINDS):
+            raise ValueError(f"options.margin_by_kind names {', '.join(sorted(set(by_kind) - set(NEGATIVE_KINDS)))}; "
+                             f"known: {', '.join(NEGATIVE_KINDS)}")
+        if any("negative_kinds" not in r for r in rows):
+            raise ValueError("options.margin_by_kind needs rows that name their negatives' kinds "
+                             "(`negative_kinds`, as the world's UMIC sets do)")
+        return torch.tensor([[float(by_kind.get(kind, state.weights["margin"])) for kind in r["negative_kinds"]]
+                             for r in rows], device=device)
 
     @torch.no_grad()
     def evaluate(self, state, rows, device):

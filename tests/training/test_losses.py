@@ -71,6 +71,13 @@ def test_umic_ranking():
     assert loss.item() == pytest.approx(0.0875, abs=1e-6)
 
 
+def test_umic_ranking_takes_one_margin_per_negative():
+    # margins (0.2, 0.2, 0.05, 0.05): 0.2 - 0.1 = 0.1; 0.2 - 0.4 -> 0; 0.05 + 0.05 = 0.1; 0.05 - 0.3 -> 0
+    margins = torch.tensor([[0.2, 0.2, 0.05, 0.05]])
+    loss = losses.umic_ranking(torch.tensor([0.9]), torch.tensor([[0.8, 0.5, 0.95, 0.6]]), margins)
+    assert loss.item() == pytest.approx(0.05, abs=1e-6)
+
+
 def test_umic_cross_ranking_compares_each_positive_with_the_other_rows_negatives_only():
     # row 0 (0.9) against row 1's (0.6, 0.95): 0, 0.25; row 1 (0.5) against row 0's (0.8, 0.3):
     # 0.5, 0; its own negatives (0.6, 0.95 for row 1) would add 0.3 and 0.65: left out

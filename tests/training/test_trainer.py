@@ -798,6 +798,39 @@ def test_umic_detail_term_ranks_each_long_reference_above_its_scenes_short_one(t
     assert "pairwise_detail" not in {k for k in recipe.evaluate(detailed, batch[3:], cpu)}
 
 
+def test_umic_margin_by_kind_sets_each_negatives_margin_by_its_kind(tmp_path):
+    """`options.margin_by_kind` (unset by default): each negative held below its positive by its
+    kind's margin, the others by `loss.margin`; a kind that does not exist is refused."""
+    import random as _random
+
+    from scoring.training.recipes import RECIPES
+
+    recipe = RECIPES["umic"]
+    rows, _, _ = world_set("umic", {"scenes": 6, "size": 32, "languages": ["en"]})
+    batch = rows[:4]
+    assert all(r["negative_kinds"][2:] == ["repeat-remove", "permutation"] for r in batch)
+    cpu = torch.device("cpu")
+    by_kind = {"repeat-remove": 0.03, "permutation": 0.6}
+    state = recipe.setup(_config("umic-tiny", tmp_path / "u", options={"margin_by_kind": by_kind}),
+                         cpu, tmp_path / "scratch")
+    state.trainable.eval()
+    with torch.no_grad():
+        total, _ = recipe.batch_loss(state, batch, _random.Random(0), cpu)
+        k = len(batch[0]["negatives"])
+        pixels = recipe.pixels(state, batch, cpu)
+        positive = recipe.match(state, pixels, [r["positive"] for r in batch], cpu).tolist()
+        negatives = recipe.match(state, pixels.repeat_interleave(k, dim=0),
+                                 [n for r in batch for n in r["negatives"]], cpu).view(len(batch), k).tolist()
+    by_hand = np.mean([max(0.0, by_kind.get(kind, 0.2) - (positive[i] - negatives[i][m]))
+                       for i, r in enumerate(batch) for m, kind in enumerate(r["negative_kinds"])])
+    plain = np.mean([max(0.0, 0.2 - (positive[i] - negatives[i][m])) for i in range(4) for m in range(k)])
+    assert abs(by_hand - plain) > 1e-3 and float(total) == pytest.approx(by_hand, rel=1e-5)
+    typo = recipe.setup(_config("umic-tiny", tmp_path / "t", options={"margin_by_kind": {"shuffle": 0.1}}),
+                        cpu, tmp_path / "scratch2")
+    with pytest.raises(ValueError, match="shuffle; known: keyword-substitution"):
+        recipe.batch_loss(typo, batch, _random.Random(0), cpu)
+
+
 def test_umic_cross_term_ranks_each_positive_above_the_other_images_negatives(tmp_path):
     """`loss.cross` (0 by default): each positive against the negatives of the batch's other rows,
     by hand from the model's own scores, added on top of the paper's loss."""
