@@ -1000,7 +1000,9 @@ class UmicRecipe(ItmRecipe):
         """The paper's one margin, or with `options.margin_by_kind` ({kind: margin}, a CapLens
         addition) one margin per negative by its kind (`negative_kinds` of the row; kinds not named
         keep `loss.margin`). Why: raters forgive a dropped or swapped word far more than a wrong
-        object, while the paper's one margin holds every kind of negative equally far below."""
+        object, while the paper's one margin holds every kind of negative equally far below.
+        `options.margin_by_kind_styles` limits it to rows of those caption styles: within long
+        captions the raters do order by grammar."""
         by_kind = state.config.options.get("margin_by_kind")
         if not by_kind:
             return state.weights["margin"]
@@ -1012,8 +1014,10 @@ class UmicRecipe(ItmRecipe):
         if any("negative_kinds" not in r for r in rows):
             raise ValueError("options.margin_by_kind needs rows that name their negatives' kinds "
                              "(`negative_kinds`, as the world's UMIC sets do)")
-        return torch.tensor([[float(by_kind.get(kind, state.weights["margin"])) for kind in r["negative_kinds"]]
-                             for r in rows], device=device)
+        styles = state.config.options.get("margin_by_kind_styles")  # None: rows of every style
+        return torch.tensor([[float(by_kind.get(kind, state.weights["margin"]))
+                              if styles is None or r.get("style") in styles else float(state.weights["margin"])
+                              for kind in r["negative_kinds"]] for r in rows], device=device)
 
     @torch.no_grad()
     def evaluate(self, state, rows, device):

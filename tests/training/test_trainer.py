@@ -825,6 +825,18 @@ def test_umic_margin_by_kind_sets_each_negatives_margin_by_its_kind(tmp_path):
                        for i, r in enumerate(batch) for m, kind in enumerate(r["negative_kinds"])])
     plain = np.mean([max(0.0, 0.2 - (positive[i] - negatives[i][m])) for i in range(4) for m in range(k)])
     assert abs(by_hand - plain) > 1e-3 and float(total) == pytest.approx(by_hand, rel=1e-5)
+    styled = recipe.setup(_config("umic-tiny", tmp_path / "s", options={"margin_by_kind": by_kind,
+                                                                         "margin_by_kind_styles": ["short"]}),
+                          cpu, tmp_path / "scratch3")
+    styled.trainable.load_state_dict(state.trainable.state_dict())
+    styled.trainable.eval()
+    assert {r["style"] for r in batch} == {"short", "long"}
+    with torch.no_grad():
+        styled_total, _ = recipe.batch_loss(styled, batch, _random.Random(0), cpu)
+    by_style = np.mean([max(0.0, (by_kind.get(kind, 0.2) if r["style"] == "short" else 0.2) - (positive[i] - negatives[i][m]))
+                        for i, r in enumerate(batch) for m, kind in enumerate(r["negative_kinds"])])
+    assert min(abs(by_style - by_hand), abs(by_style - plain)) > 1e-4
+    assert float(styled_total) == pytest.approx(by_style, rel=1e-5)
     typo = recipe.setup(_config("umic-tiny", tmp_path / "t", options={"margin_by_kind": {"shuffle": 0.1}}),
                         cpu, tmp_path / "scratch2")
     with pytest.raises(ValueError, match="shuffle; known: keyword-substitution"):
