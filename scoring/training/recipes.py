@@ -946,7 +946,20 @@ class UmicRecipe(ItmRecipe):
         state.trainable = nn.ModuleDict({"itm": state.itm.model, "head": one})
         state.teacher = frozen_teacher(config, device, "loss.teacher_rank orders captions of different images as "
                                        "the teacher does") if state.weights["teacher_rank"] else None
+        self.check_margin_options(config)
         return state
+
+    @staticmethod
+    def check_margin_options(config: TrainConfig) -> None:
+        """Refuse a misspelt kind in `options.margin_by_kind`, or styles without it, before any step."""
+        from scoring.perturb.negatives import NEGATIVE_KINDS
+
+        unknown = set(config.options.get("margin_by_kind") or {}) - set(NEGATIVE_KINDS)
+        if unknown:
+            raise ValueError(f"options.margin_by_kind names {', '.join(sorted(unknown))}; "
+                             f"known: {', '.join(NEGATIVE_KINDS)}")
+        if config.options.get("margin_by_kind_styles") and not config.options.get("margin_by_kind"):
+            raise ValueError("options.margin_by_kind_styles limits options.margin_by_kind, which is not set")
 
     def prepare(self, state, rows, device):
         """With `loss.teacher_rank`: the teacher's embedding of every image, once, before any step
@@ -1006,14 +1019,6 @@ class UmicRecipe(ItmRecipe):
         by_kind = state.config.options.get("margin_by_kind")
         if not by_kind:
             return state.weights["margin"]
-        from scoring.perturb.negatives import NEGATIVE_KINDS
-
-        if set(by_kind) - set(NEGATIVE_KINDS):
-            raise ValueError(f"options.margin_by_kind names {', '.join(sorted(set(by_kind) - set(NEGATIVE_KINDS)))}; "
-                             f"known: {', '.join(NEGATIVE_KINDS)}")
-        if any("negative_kinds" not in r for r in rows):
-            raise ValueError("options.margin_by_kind needs rows that name their negatives' kinds "
-                             "(`negative_kinds`, as the world's UMIC sets do)")
         styles = state.config.options.get("margin_by_kind_styles")  # None: rows of every style
         return torch.tensor([[float(by_kind.get(kind, state.weights["margin"]))
                               if styles is None or r.get("style") in styles else float(state.weights["margin"])
@@ -1038,7 +1043,11 @@ class UmicRecipe(ItmRecipe):
     def prepare_rows(self, rows, config):
         rows = super().prepare_rows(rows, config)
         k = losses_negatives(rows)  # once: counted for every row, preparing a set was quadratic in its size
-        return [r for r in rows if len(r.get("negatives") or []) == k]
+        rows = [r for r in rows if len(r.get("negatives") or []) == k]
+        if config.options.get("margin_by_kind") and any("negative_kinds" not in r for r in rows):
+            raise ValueError("options.margin_by_kind needs rows that name their negatives' kinds "
+                             "(`negative_kinds`, as the world's UMIC sets do)")
+        return rows
 
     def save(self, state, out):
         write_one_logit_head(state.itm.model.itm_head, state.head)

@@ -837,10 +837,9 @@ def test_umic_margin_by_kind_sets_each_negatives_margin_by_its_kind(tmp_path):
                         for i, r in enumerate(batch) for m, kind in enumerate(r["negative_kinds"])])
     assert min(abs(by_style - by_hand), abs(by_style - plain)) > 1e-4
     assert float(styled_total) == pytest.approx(by_style, rel=1e-5)
-    typo = recipe.setup(_config("umic-tiny", tmp_path / "t", options={"margin_by_kind": {"shuffle": 0.1}}),
-                        cpu, tmp_path / "scratch2")
     with pytest.raises(ValueError, match="shuffle; known: keyword-substitution"):
-        recipe.batch_loss(typo, batch, _random.Random(0), cpu)
+        recipe.setup(_config("umic-tiny", tmp_path / "t", options={"margin_by_kind": {"shuffle": 0.1}}),
+                     cpu, tmp_path / "scratch2")
 
 
 def test_umic_cross_term_ranks_each_positive_above_the_other_images_negatives(tmp_path):
