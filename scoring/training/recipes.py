@@ -109,6 +109,9 @@ class Recipe:
     default_loss: dict[str, float] = field(default_factory=dict)
 
     # -- data ------------------------------------------------------------------------------------
+    def check(self, config: TrainConfig) -> None:
+        """Refuse options the recipe cannot honour, before any set is loaded or written."""
+
     def load_rows(self, config: TrainConfig) -> tuple[list[dict], str, dict]:
         if isinstance(config.data, dict):
             if "world" not in config.data:
@@ -946,12 +949,10 @@ class UmicRecipe(ItmRecipe):
         state.trainable = nn.ModuleDict({"itm": state.itm.model, "head": one})
         state.teacher = frozen_teacher(config, device, "loss.teacher_rank orders captions of different images as "
                                        "the teacher does") if state.weights["teacher_rank"] else None
-        self.check_margin_options(config)
         return state
 
-    @staticmethod
-    def check_margin_options(config: TrainConfig) -> None:
-        """Refuse a misspelt kind in `options.margin_by_kind`, or styles without it, before any step."""
+    def check(self, config):
+        """Refuse a misspelt kind in `options.margin_by_kind`, or styles without it."""
         from scoring.perturb.negatives import NEGATIVE_KINDS
 
         unknown = set(config.options.get("margin_by_kind") or {}) - set(NEGATIVE_KINDS)

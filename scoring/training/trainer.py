@@ -231,6 +231,7 @@ def split_rows(config: TrainConfig) -> tuple[list[dict], list[dict], str, dict]:
     held-out side is `heldout` when given (no image on both sides), else a seeded split by
     image. The trainer uses it, and so does registration to score a run's held-out set."""
     recipe = RECIPES[config.recipe]
+    recipe.check(config)
     rows, data_hash, data_about = recipe.load_rows(config)
     rows = recipe.prepare_rows(rows, config)
     if not rows:

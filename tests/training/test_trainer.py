@@ -12,6 +12,7 @@ import torch
 
 from scoring.training import Cancelled, load_config, train
 from scoring.training.data import image_key, split_by_image, world_set
+from scoring.training.trainer import split_rows
 
 
 def _config(preset, out, **overrides):
@@ -288,7 +289,6 @@ def test_caplens_r_features_are_kept_on_disk_and_recomputed_when_an_image_change
 
 
 def test_prmcs_trains_on_the_chosen_operations_and_evaluates_all_five(tmp_path):
-    from scoring.training.trainer import split_rows
 
     config = _config("pr-mcs-tiny", tmp_path / "ops", options={"train_operations": ["jumble", "masking"]})
     train_rows, held, _, _ = split_rows(config)
@@ -837,9 +837,9 @@ def test_umic_margin_by_kind_sets_each_negatives_margin_by_its_kind(tmp_path):
                         for i, r in enumerate(batch) for m, kind in enumerate(r["negative_kinds"])])
     assert min(abs(by_style - by_hand), abs(by_style - plain)) > 1e-4
     assert float(styled_total) == pytest.approx(by_style, rel=1e-5)
-    with pytest.raises(ValueError, match="shuffle; known: keyword-substitution"):
-        recipe.setup(_config("umic-tiny", tmp_path / "t", options={"margin_by_kind": {"shuffle": 0.1}}),
-                     cpu, tmp_path / "scratch2")
+    with pytest.raises(ValueError, match="shuffle; known: keyword-substitution"):  # before any set is loaded
+        split_rows(_config("umic-tiny", tmp_path / "t", options={"margin_by_kind": {"shuffle": 0.1}},
+                           data=str(tmp_path / "no-such-set")))
 
 
 def test_umic_cross_term_ranks_each_positive_above_the_other_images_negatives(tmp_path):
