@@ -289,7 +289,6 @@ def test_caplens_r_features_are_kept_on_disk_and_recomputed_when_an_image_change
 
 
 def test_prmcs_trains_on_the_chosen_operations_and_evaluates_all_five(tmp_path):
-
     config = _config("pr-mcs-tiny", tmp_path / "ops", options={"train_operations": ["jumble", "masking"]})
     train_rows, held, _, _ = split_rows(config)
     everything, all_held, _, _ = split_rows(_config("pr-mcs-tiny", tmp_path / "all"))
