@@ -247,7 +247,14 @@ NOTES: dict[str, str] = {
         "`(log_prob * positives).sum(-2)` and `positives.sum(-2)` give the same loss: the positives mask is "
         "symmetric and pairs only texts of one image, whose rows and columns have the same number of "
         "positives, so the column-wise terms of one direction are the row-wise terms of the other "
-        "(worked through by hand; all 23 survivors are of these kinds)."),
+        "(worked through by hand; all 23 survivors of the 2026-11-25 run are of these kinds). The run of "
+        "2026-12-02 (403 mutants, 340 killed) adds two more equivalent kinds: in `teacher_rank_distillation` "
+        "`keep = ~positives_mask(...)` for `keep &= ...`, and a dropped or None `n` there, since with "
+        "image ids the mask ignores `n` and already holds the diagonal; `device=None` in "
+        "`umic_cross_ranking` as above. Its 13 `twin_match_bce` mutants had no selected test: that loss's "
+        "hand computation lived in test_trainer.py and moved to test_losses.py, where the recheck killed 9 of "
+        "them; the other 4 are a None or dropped `device` or `dtype` of `torch.eye`, whose defaults are the "
+        "CPU and float32 (equivalent)."),
     "scoring/training/trainer.py": (
         "The run started on 2026-11-28 (the 2026-11-27 run was lost with its machine's scratch folder) and goes "
         "on over sittings and machines: `--resume` keeps its statuses in benchmarks/results/mutation_progress/. "

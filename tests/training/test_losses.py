@@ -343,3 +343,12 @@ def test_hard_negative_nce_adds_each_rows_swapped_caption_to_the_image_to_text_s
     row1 = -((0.0 - log_z) + (2.0 - log_z)) / 2
     assert losses.hard_negative_nce(eye, eye, negative, 2.0, ["a", "a"]).item() == pytest.approx((row0 + row1) / 2,
                                                                                                     abs=1e-6)
+
+
+def test_twin_match_bce_is_binary_cross_entropy_with_each_caption_matching_its_own_image_only():
+    z = torch.tensor([[[2.0, -1.0], [0.5, 3.0]], [[-0.5, 1.5], [0.0, -2.0]]])  # [pair, image, caption]
+    def nll(logit, label):
+        p = 1 / (1 + np.exp(-logit))
+        return -np.log(p) if label else -np.log(1 - p)
+    by_hand = np.mean([nll(float(z[n, i, c]), i == c) for n in range(2) for i in range(2) for c in range(2)])
+    assert float(losses.twin_match_bce(z)) == pytest.approx(by_hand, rel=1e-6)

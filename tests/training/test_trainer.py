@@ -1001,17 +1001,6 @@ def test_itm_twins_are_rows_of_the_sets_images_and_each_adds_three_pairs_to_the_
     assert evaluated["pairwise_accuracy"] == pytest.approx(recipe.evaluate(state, plain[:3], cpu)["pairwise_accuracy"])
 
 
-def test_twin_match_bce_is_binary_cross_entropy_with_each_caption_matching_its_own_image_only():
-    from scoring.training.losses import twin_match_bce
-
-    z = torch.tensor([[[2.0, -1.0], [0.5, 3.0]], [[-0.5, 1.5], [0.0, -2.0]]])  # [pair, image, caption]
-    def nll(logit, label):
-        p = 1 / (1 + np.exp(-logit))
-        return -np.log(p) if label else -np.log(1 - p)
-    by_hand = np.mean([nll(float(z[n, i, c]), i == c) for n in range(2) for i in range(2) for c in range(2)])
-    assert float(twin_match_bce(z)) == pytest.approx(by_hand, rel=1e-6)
-
-
 def test_itm_twin_head_scores_each_twin_rows_four_pairings_and_twins_come_in_each_language(tmp_path, monkeypatch):
     """`architecture.twin_head`: twin rows go through a new one-logit head on the [CLS] state (BCE
     over own/twin image x own/twin caption), groups through the pair head as before; evaluate reads
