@@ -482,7 +482,13 @@ class _Run:
         if not self.config.select_by:
             return after, self.step
         final = _periodic_evaluation(self.config, self.step, after, self.history, self.best, self.module)
-        if final is None or final["step"] == self.step:
+        if final is None:
+            self.say(f"kept the weights of the last step {self.step} (no evaluation of {self.config.select_by} "
+                     "gave a number)")
+            return after, self.step
+        if final["step"] == self.step:
+            self.say(f"kept the weights of the last step {self.step} ({self.config.select_by} "
+                     f"{final['value']:.4f} on the held-out rows, the best)")
             return after, self.step
         self.module.load_state_dict(final["weights"])
         self.say(f"kept the weights of step {final['step']} ({self.config.select_by} {final['value']:.4f} "

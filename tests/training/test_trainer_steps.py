@@ -273,7 +273,7 @@ def test_each_micro_batch_draws_from_its_own_seeded_generator_also_after_a_resum
 
 def test_select_by_says_which_step_it_kept_and_keeps_the_last_weights_when_they_are_best(run):
     """Evaluations before, step 2, step 4 (after, 6 steps): the earlier step is put back and named;
-    when the last is best, or every evaluation is NaN, the last weights stay and nothing is said."""
+    when the last is best, or every evaluation is NaN, the last weights stay, and the log says so."""
     import json
 
     said = []
@@ -281,12 +281,15 @@ def test_select_by_says_which_step_it_kept_and_keeps_the_last_weights_when_they_
     result, _ = run(train_kwargs={"log": said.append}, options={"evaluations": [0.0, 0.9, 0.2, 0.1]}, **settings)
     assert "kept the weights of step 2 (tau_c 0.9000 on the held-out rows)" in said
     assert result.after["w"] == pytest.approx(-0.2, abs=1e-6)
-    for evaluations in ([0.0, 0.1, 0.2, 0.3], [float("nan")] * 4):
+    for evaluations, line in (([0.0, 0.1, 0.2, 0.3], "kept the weights of the last step 6 (tau_c 0.3000 on the "
+                                                     "held-out rows, the best)"),
+                              ([float("nan")] * 4, "kept the weights of the last step 6 (no evaluation of tau_c "
+                                                   "gave a number)")):
         said.clear()
         result, _ = run(train_kwargs={"log": said.append}, options={"evaluations": evaluations}, **settings)
         record = json.loads((result.out_dir / "training.json").read_text())
         assert record["selected_step"] == 6 and result.after["w"] == pytest.approx(-0.6, abs=1e-6)
-        assert not [line for line in said if line.startswith("kept the weights")]
+        assert [said_line for said_line in said if said_line.startswith("kept the weights")] == [line]
 
 
 def test_an_fp16_run_resumes_with_the_loss_scale_it_had(run, tmp_path, monkeypatch):
