@@ -446,13 +446,14 @@ def build(user_state: gr.State):
     def on_row(event: gr.SelectData):
         return event.row_value[0] if event.row_value else gr.skip()
 
-    my_table.select(on_row, None, my_caption_id, api_visibility="private")
+    my_table.select(on_row, None, my_caption_id, api_visibility="private", trigger_mode="always_last")
     my_open.click(refused_in_status(on_open, 7, 8), [collection, my_caption_id], rating_outputs,
                   api_visibility="private").then(None, None, None, js=SCROLL_TOP_JS)
     my_withdraw.click(refused_in_status(on_withdraw, 7, 8), [collection, my_caption_id], rating_outputs,
                       api_visibility="private").then(on_my_ratings, collection, my_table, api_visibility="private")
 
-    use_aspects.input(lambda use: gr.Column(visible=use), use_aspects, aspect_box, api_visibility="private")
+    use_aspects.input(lambda use: gr.Column(visible=use), use_aspects, aspect_box, api_visibility="private",
+                      trigger_mode="always_last")
     for field, slider, label in (("overall", overall, OVERALL_LABEL), ("fluency", fluency, "Fluency"),
                                  ("relevance", relevance, "Relevance"),
                                  ("descriptiveness", descriptiveness, "Descriptiveness")):
@@ -544,9 +545,13 @@ def build(user_state: gr.State):
         marked = queue_screens.marking_with(marked, group, words)
         return marked, queue_screens.marking_preview(text, marked)
 
-    cr_words.input(on_words, [cr_caption, marks, cr_group, cr_words], [marks, cr_preview], api_visibility="private")
+    # Gradio's default trigger mode ("once") drops a click made while the previous one is still
+    # on its way: three quick clicks showed three ticks and stored one word. "always_last" runs
+    # the latest click once the pending one is back, and it carries every tick.
+    cr_words.input(on_words, [cr_caption, marks, cr_group, cr_words], [marks, cr_preview], api_visibility="private",
+                   trigger_mode="always_last")
     cr_group.input(lambda marked, group: gr.CheckboxGroup(value=(marked or {}).get(group, [])), [marks, cr_group],
-                   cr_words, api_visibility="private")
+                   cr_words, api_visibility="private", trigger_mode="always_last")
 
     def restore(demo: gr.Blocks, tab: gr.Tab) -> None:
         """On page load, show whom the session cookie still names (a reload keeps the login), or

@@ -113,9 +113,9 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_tab: ScoreTab, tab
                                         shown_rows: None})
     run.click(on_find, [collection, mode, metric, lang, op],
               [status, table, thumbnails, all_rows, shown_rows, lang, op, metric], api_visibility="private")
-    for control in (metric, lang, op):
+    for control in (metric, lang, op):  # a second filter chosen while the first applies still counts
         control.input(on_filter, [all_rows, metric, lang, op], [status, table, thumbnails, shown_rows],
-                      api_visibility="private")
+                      api_visibility="private", trigger_mode="always_last")
     open_outputs = [score_tab.files, score_tab.rows, score_tab.lang, tabs, score_tab.df_source, score_tab.df_collection,
                     score_tab.df_state]
     for source in (table, thumbnails):

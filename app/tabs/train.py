@@ -347,7 +347,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, score_metrics: gr.Checkb
     follow_login(user_state, on_login, [user_state], [c for c in outputs if c is not panel.registry_event])
     follow_login(user_state, on_versions, [user_state], [versions])
     follow_login(user_state, metric_choices, [], [score_metrics])
-    listed.select(on_pick, listed, [panel.job_id, panel.timer], api_visibility="private")
+    listed.select(on_pick, listed, [panel.job_id, panel.timer], api_visibility="private", trigger_mode="always_last")
     panel.registry_event.change(metric_choices, None, score_metrics, api_visibility="private")
     panel.registry_event.change(on_versions, user_state, versions, api_visibility="private")
     follow_login(user_state, collection_dropdown, [], [collection])
