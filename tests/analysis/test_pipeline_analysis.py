@@ -1,6 +1,7 @@
 """Score-now paths: captions perturbed by scoring.perturb.ops and scored by the tiny profile."""
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
@@ -34,12 +35,17 @@ def captions_csv(tmp_path):
 
 def test_perturbation_scores_feed_table7(captions_csv):
     captions = pd.read_csv(captions_csv)
-    scores = perturbation_scores(get_scorer("tiny"), captions, ["BLEU-4", "MCS"], image_root=captions_csv.parent)
+    scores = perturbation_scores(get_scorer("tiny"), captions, ["BLEU-2", "BLEU-4", "MCS"],
+                                 image_root=captions_csv.parent)
     assert set(scores["op"]) == {"original", "repetition", "removal", "masking", "jumble", "substitution"}
-    assert len(scores) == 2 * 4 * 6
-    # the original caption scores BLEU-4 against its own references; removal must not raise it on average
+    assert len(scores) == 3 * 4 * 6
+    # the original caption scores BLEU-2 against its own references; removal must not raise it on average
     table = robustness_table(scores).set_index(["lang", "metric"])
-    assert table.loc[("en", "BLEU-4"), "removal_change"] < 0
+    assert table.loc[("en", "BLEU-2"), "removal_change"] < 0
+    # No English candidate shares a 4-gram with its references: BLEU-4 is the toolkit's smoothing
+    # (under 5.6e-4), and a change in % off it is undefined, not a number.
+    assert table.loc[("en", "BLEU-4"), "original"] < 5.6e-4
+    assert np.isnan(table.loc[("en", "BLEU-4"), "removal_change"])
     assert table.loc[("en", "MCS"), "n_original"] == 2
 
 

@@ -69,8 +69,12 @@ def test_formatting_and_errors():
     with pytest.raises(ValueError, match="column"):
         robustness_table(pd.DataFrame({"score": [1.0]}))
     assert percent_change(0.0, 1.0) != percent_change(0.0, 1.0)  # nan
-    # BLEU's toolkit smoothing leaves ~1e-9 originals: a % change off them is undefined too.
+    # BLEU's toolkit smoothing leaves originals below 5.6e-4 where no 4-gram matches: a % change
+    # off them is undefined too (3.9e-5 -> 3.2e-5 is the COCO BLEU-4 of "a red ball on green grass
+    # under a blue sky" and its repetition, which share no 4-gram with their references).
     assert np.isnan(percent_change(3e-9, 2e-8))
+    assert np.isnan(percent_change(3.9281465085347674e-05, 3.170233138218017e-05))
+    assert percent_change(0.002, 0.001) == pytest.approx(-50.0)
     assert percent_change(0.01, 0.005) == pytest.approx(-50.0)
 
 
