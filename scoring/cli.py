@@ -103,8 +103,12 @@ def choose_profile(requested: str | None, device: str | None, command: str = "ca
     """The scorer of the profile `caplens serve` would choose (`scoring.profile_choice`), with
     the same line on stderr, after ``command``, when it is not the hub's."""
     from scoring.api import get_scorer
+    from scoring.backbones import select_placement
     from scoring.profile_choice import choice_line, choose_profile as choose, needs_saying
 
+    # A device this machine lacks is the user's error, not the network's: checked before the
+    # profiles are tried, whose failure would otherwise be reported as "offline".
+    select_placement(device)
     choice = choose(requested, lambda profile, items, metrics: get_scorer(profile, device).score(items, metrics))
     if needs_saying(choice):
         print(f"{command}: {choice_line(choice)}", file=sys.stderr, flush=True)

@@ -182,6 +182,17 @@ def test_device_is_honoured(inputs, capsys):
     assert code == 0 and out.startswith("CLIP-S: ") and err == ""
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_device_the_machine_lacks_is_said_before_any_profile_is_tried(inputs, capsys):
+    """Without --profile the hub and world profiles are tried on the device; `--device cuda` on a
+    CPU machine failed both, and the first line blamed the network ("offline: ... run once with a
+    network connection")."""
+    root, images = inputs
+    code, out, err = _run(capsys, root / "cands.json", images, "--metrics", "CLIP-S", "--device", "cuda")
+    assert code == 2 and "offline" not in err and "network" not in err
+    assert "device 'cuda' requested but CUDA is not available here" in err
+
+
 @pytest.mark.parametrize("kind", ["csv", "jsonl", "coco"])
 def test_rows_in_csv_jsonl_and_coco_give_the_json_pair_scores(inputs, capsys, kind):
     root, images = inputs
