@@ -88,7 +88,7 @@ def _parse_row(label: str, record: dict, images, existing_sha: set[str]) -> tupl
             problems.append(str(exc))
             return None
 
-    image_ref = _get(record, "image", "image_path", "file_name")
+    image_ref = _get(record, *IMAGE_FIELDS)
     image = None
     if not isinstance(image_ref, str):
         problems.append("no image given (field `image`)")
@@ -163,10 +163,23 @@ def _parse_row(label: str, record: dict, images, existing_sha: set[str]) -> tupl
                references=references, annotator=annotator, rating=rating, critical=critical), []
 
 
+IMAGE_FIELDS = ("image", "image_path", "file_name")
+
+
+def unread_columns(raw_rows: RawRows) -> list[str]:
+    """One line when no row has an image or caption field: a file with other columns (a
+    spreadsheet's own headers, say) gets its columns named, not only "no image given" per row."""
+    columns = sorted({str(key) for _, record in raw_rows if isinstance(record, dict) for key in record})
+    if not columns or set(columns) & {*IMAGE_FIELDS, *CAPTION_TEXT_FIELDS}:
+        return []
+    return [f"the file has no column an import reads (its columns: {', '.join(columns)}); each row needs `image` and "
+            "`caption` (or `text` or `candidate`)"]
+
+
 def validate_rows(raw_rows: RawRows, images: FileImages | ZipImages, session: Session,
                   progress: Progress | None) -> tuple[list[Row], list[str]]:
     existing_sha = set(session.scalars(select(Image.sha256)))
-    errors: list[str] = []
+    errors: list[str] = unread_columns(raw_rows)
     rows: list[Row] = []
     checked: dict[str, ImageSource | str] = {}
     for index, (label, record) in enumerate(raw_rows, start=1):

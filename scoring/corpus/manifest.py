@@ -254,8 +254,13 @@ def read_score_rows(paths, lang: str = "en", image_optional: bool = False) -> li
         manifest = Manifest(path, kind, path.parent, None, lang)
         records = {"jsonl": _jsonl_records, "csv": _csv_records, "parquet": _parquet_records}[kind]
         try:
+            found = list(records(manifest))
+            columns = sorted({str(key) for record in found if isinstance(record, dict) for key in record})
+            if columns and not {"candidate", "caption"} & set(columns):  # not a row's problem: the file's
+                raise ValueError(f"{path.name}: no `candidate` column (its columns: {', '.join(columns)}); a rows "
+                                 "file has the columns image, candidate and references (id, lang and model if wanted)")
             return [_row(manifest, n, record, resolve_image=False, image_optional=image_optional)
-                    for n, record in enumerate(records(manifest), 1)]
+                    for n, record in enumerate(found, 1)]
         except (UnicodeDecodeError, csv.Error) as exc:
             raise ValueError(f"{path.name}: cannot read the rows ({exc})") from None
         except Exception as exc:  # pyarrow's errors for a file that is not Parquet

@@ -127,6 +127,16 @@ def test_a_csv_error_names_the_lines_where_its_row_stands(engine, accounts, tmp_
     assert all("invalid user name 'two words'" in error for error in rejected.value.errors)
 
 
+def test_a_file_without_any_column_an_import_reads_names_its_columns(engine, accounts, tmp_path):
+    path = tmp_path / "sheet.csv"
+    path.write_text("foo,bar,baz\n1,2,3\n4,5,6\n", encoding="utf-8")
+    with session_scope(engine) as session, pytest.raises(ImportRejected) as rejected:
+        import_file(session, accounts["rita"], path, collection="sheet")
+    assert rejected.value.errors[0] == ("the file has no column an import reads (its columns: bar, baz, foo); each row "
+                                       "needs `image` and `caption` (or `text` or `candidate`)")
+    assert rejected.value.errors[1].startswith("line 2: no image given")  # the rows' own problems follow
+
+
 def test_a_stray_quote_in_a_quoted_caption_refuses_the_file_instead_of_storing_it_changed(engine, accounts, tmp_path,
                                                                                           make_png):
     """`"a "red" car"` is not CSV: read leniently it became the caption 'a red" car"', stored as

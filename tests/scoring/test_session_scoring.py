@@ -160,6 +160,15 @@ def test_rows_files_fill_the_table(tmp_path):
     assert records == [["seven.png", "a red square", "red square"]] and messages == []
     with pytest.raises(ValueError, match="expected a .csv, .jsonl, .parquet or .json file"):
         rows_from_files([tmp_path / "rows.txt"])
+    # A file whose columns are none of a rows file's says so once, naming what it has and needs
+    # (each row's "no candidate" told nothing of the columns).
+    (tmp_path / "other.csv").write_text("foo,bar,baz\n1,2,3\n4,5,6\n")
+    with pytest.raises(ValueError) as refused:
+        rows_from_files([tmp_path / "other.csv"])
+    assert str(refused.value) == ("other.csv: no `candidate` column (its columns: bar, baz, foo); a rows file has the "
+                                  "columns image, candidate and references (id, lang and model if wanted)")
+    (tmp_path / "captions.csv").write_text("image,caption\na.png,a cat\n")
+    assert rows_from_files([tmp_path / "captions.csv"]) == ([["a.png", "a cat", ""]], [])
 
 
 @pytest.mark.java
