@@ -95,7 +95,7 @@ def check_caption_length(text: str, field: str) -> str:
     limit = caption_max_chars()
     if len(text) > limit:
         raise TextTooLong(f"{field}: {len(text):,} characters; the limit is {limit:,} per caption "
-                          f"(caption_max_chars).")
+                          f"(the server's caption_max_chars setting).")
     return text
 
 

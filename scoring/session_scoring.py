@@ -18,7 +18,7 @@ import pandas as pd
 
 from scoring.api import ScoreItem
 from scoring.fingerprint import content_fingerprint
-from scoring.language_id import AUTO, resolve_language
+from scoring.language_id import AUTO, UNKNOWN, resolve_language
 from scoring.metrics.base import one_word_note
 from scoring.paths import check_caption_length
 
@@ -361,8 +361,10 @@ def _value_notes(name: str, info: dict, rows: list[dict]) -> list[str]:
     made_for = info.get("languages")
     others = [row["lang"] for row in scored if made_for and row.get("lang") and row["lang"] not in made_for]
     if others:
+        named = [f"{lang} (no language: no letters to tell it from)" if lang == UNKNOWN else lang
+                 for lang in sorted(set(others))]
         notes.append(f"made for {', '.join(made_for)}: {len(others)} of {len(scored)} caption(s) are in "
-                     f"{', '.join(sorted(set(others)))}")
+                     f"{', '.join(named)}")
     unspaced = sorted({row["lang"] for row in scored if row.get("lang") in info.get("one_word", ())})
     notes.extend(one_word_note(lang) for lang in unspaced)
     zeros = sum(1 for row in scored if row[name] == 0.0) if info.get("clips_at_zero") else 0

@@ -63,7 +63,7 @@ def test_a_caption_at_the_length_limit_is_imported_and_one_past_it_is_refused(en
     with session_scope(engine) as session, pytest.raises(ImportRejected) as rejected:
         import_file(session, accounts["rita"], path, collection="long")
     assert rejected.value.errors == [f"line 2: caption: {DEFAULT_CAPTION_MAX_CHARS + 1:,} characters; the limit is "
-                                     f"{DEFAULT_CAPTION_MAX_CHARS:,} per caption (caption_max_chars)."]
+                                     f"{DEFAULT_CAPTION_MAX_CHARS:,} per caption (the server's caption_max_chars setting)."]
     path.write_text(json.dumps({"image": "a.png", "caption": at_limit}))
     with session_scope(engine) as session:
         assert import_file(session, accounts["rita"], path, collection="long").counts["captions"] == 1

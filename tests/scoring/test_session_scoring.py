@@ -208,6 +208,11 @@ def test_the_status_says_when_captions_are_in_a_language_the_metric_was_not_made
     statuses = {a["metric"]: a["status"] for a in outcome.availability}
     assert statuses["CLIP-S"].startswith("available; made for en: 2 of 3 caption(s) are in de, fr")
     assert not statuses["MCS"].startswith("available; made for")
+    # A caption without letters has no language ("und"): the status says what that code means.
+    unknown = run_scoring(ScoreRequest(red_square(), [ScoreRow("", "🙂🙂 123", [])], "auto", ["CLIP-S"]), {})
+    assert list(unknown.frame["lang"]) == ["und"]
+    assert unknown.availability[0]["status"].startswith(
+        "available; made for en: 1 of 1 caption(s) are in und (no language: no letters to tell it from)")
     # two captions whose tiny CLIP cosine with the red square is negative
     clipped = run_scoring(ScoreRequest(red_square(), [ScoreRow("", c, []) for c in ("xyz", "nothing at all", "a dog")],
                                        "en", ["CLIP-S"]), {})
