@@ -234,15 +234,25 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
                                  column_widths=["44px", "76px", "140px", "340px", "56px", "112px"])
     cache = gr.State({})
 
-    def on_score(paths, table_value, lang_choice, chosen, source, frequencies, state):
+    def no_scores(messages, state):
+        """The message, and the result panels emptied: scores of earlier rows must not stay on
+        screen beside rows that no longer hold them."""
+        return ("\n".join(messages), render.empty_table(render.PAIR_COLUMNS),
+                gr.Dataframe(render.empty_table(render.METRIC_ROW_COLUMNS),
+                             datatype=render.metric_table_datatypes(render.METRIC_ROW_COLUMNS)), "", None, state)
+
+    def on_score(paths, table_value, lang_choice, chosen, source, frequencies, state, file_read):
         images, messages = load_images(paths)
         score_rows = table_rows(table_value)
+        if file_read and file_read["problems"] and file_read["candidates"] == [r.candidate for r in score_rows]:
+            # The table still holds the rows file as read: say which of its rows it left out.
+            messages.insert(0, "Left out of the rows file: " + "; ".join(file_read["problems"]) + ".")
         if not score_rows:
             messages.append("Enter at least one candidate in the rows table (or upload rows, or click an example).")
-            return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), gr.skip(), state
+            return no_scores(messages, state)
         if not chosen:
             messages.append("Choose at least one metric.")
-            return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), gr.skip(), state
+            return no_scores(messages, state)
         if paths and not images and any(not row.image for row in score_rows):
             messages.append("No usable image: only text metrics can score the rows without an image name.")
         if source == COLLECTION and frequencies is None:
@@ -256,7 +266,7 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
             outcome = score_request(engine.AppScorer(ctx.profile), request, state)
         except (ValueError, LookupError, OSError) as exc:  # the scorer's "bad input" signals
             messages.append(f"Could not score: {user_message(exc)}")
-            return "\n".join(messages), gr.skip(), gr.skip(), gr.skip(), gr.skip(), state
+            return no_scores(messages, state)
         messages.extend(outcome.messages)
         reused = len(outcome.frame) - outcome.scored_now
         messages.append(f"Scored {len(outcome.frame)} image–caption pair(s): {outcome.scored_now} computed now"
@@ -268,7 +278,8 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         per_metric = gr.Dataframe(per_metric, datatype=render.metric_table_datatypes(per_metric.columns))
         return "\n".join(messages), pairs, per_metric, render.status_notes(outcome.availability), chart_figure, state
 
-    inputs = [files, rows, lang, metrics, df_source, df_state, cache]
+    file_read = gr.State(None)  # the last rows file's candidates and the rows it left out
+    inputs = [files, rows, lang, metrics, df_source, df_state, cache, file_read]
     outputs = [status, items, table, notes, chart, cache]
     # Scoring, for live edits and the Score button alike, is one direct HTTP request beside the
     # queue (app.access still bounds it per client and in total): the scores come back without
@@ -284,19 +295,20 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         """The rows read (and True), or the reason none were (and False: then no live score
         follows, whose "enter at least one candidate" would replace the reason)."""
         if not paths:
-            return gr.skip(), "", False
+            return gr.skip(), "", False, gr.skip()
         try:
             records, problems = rows_from_files(paths)
         except (ValueError, OSError) as exc:
-            return gr.skip(), f"Could not read the rows: {user_message(exc)}", False
+            return gr.skip(), f"Could not read the rows: {user_message(exc)}", False, gr.skip()
         if not records:
-            return gr.skip(), "\n".join(problems + ["No usable row in the file."]), False
+            return gr.skip(), "\n".join(problems + ["No usable row in the file."]), False, gr.skip()
         note = [f"{len(records)} row(s) read into the table; upload their images above if they have any."]
-        return with_pictures(records, image_paths), "\n".join(problems + note), True
+        read = {"candidates": [r.candidate for r in table_rows(records)], "problems": problems}
+        return with_pictures(records, image_paths), "\n".join(problems + note), True, read
 
     rows_read = gr.Checkbox(False, visible=False)
-    rows_file.upload(on_rows_file, [rows_file, files], [rows, status, rows_read], api_visibility="private").then(
-        None, rows_read, None, js=f"(read) => {{ if (read) ({LIVE_JS})(); }}")
+    rows_file.upload(on_rows_file, [rows_file, files], [rows, status, rows_read, file_read],
+                     api_visibility="private").then(None, rows_read, None, js=f"(read) => {{ if (read) ({LIVE_JS})(); }}")
 
     def on_images(paths, table_value, source):
         """New images: each row shows its picture; an empty table gets one row per image to type
@@ -305,8 +317,9 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         if not paths:
             return gr.skip(), gr.skip()
         source = BATCH if source == EXAMPLES else gr.skip()
-        if not table_rows(table_value):
-            return with_pictures([[Path(p).name, "", ""] for p in paths], paths), source
+        if not table_rows(table_value):  # a row per image that decodes (a bad file's message comes with the score)
+            readable = [[image.name, "", ""] for image in load_images(paths)[0]]
+            return (with_pictures(readable, paths) if readable else gr.skip()), source
         return with_pictures(table_value, paths), source
 
     files.upload(on_images, [files, rows, df_source], [rows, df_source], api_visibility="private")

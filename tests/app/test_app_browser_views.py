@@ -168,7 +168,8 @@ def test_a_rows_file_without_rows_says_why_and_a_good_one_is_scored_live(page, a
     bad.write_text("this is not,a valid\n1,2\n", encoding="utf-8")
     assert page.locator("#score-live input").is_checked()
     page.locator("#score-rows-file input[type=file]").set_input_files(str(bad))
-    message = wait_for_status(page, "No usable row")
+    message = wait_for_status(page, "Could not read the rows: bad.csv: no `candidate` column (its columns: a valid, "
+                                    "this is not); a rows file has the columns image, candidate and references")
     page.wait_for_timeout(2500)  # past the live score's delay: nothing replaces the reason
     assert page.locator("#score-status textarea").input_value() == message
     assert "Enter at least one candidate" not in message
@@ -261,3 +262,28 @@ def test_on_a_phone_a_scored_pairs_image_name_wraps_between_its_parts(page, arti
     assert lines > 20, lines  # it does wrap at 390 px: the check below is not vacuous
     assert page.evaluate(_BROKEN_NAME_PARTS_JS, "#score-items") == []
     page.locator("#score-items").screenshot(path=str(artifacts / "score-items-file-name-390px.png"))
+
+
+def test_rows_a_file_left_out_are_named_and_a_cleared_caption_clears_its_scores(page, artifacts, tmp_path, image_file):
+    """Three things a new user met: a file that is not an image got a row of its own; a rows
+    file's row without a candidate vanished without a word once its good row had scored (the live
+    score replaced the upload's message); and a caption cleared from the table left its scores on
+    screen beside "Enter at least one candidate"."""
+    broken = tmp_path / "notes.png"
+    broken.write_text("not an image", encoding="utf-8")
+    page.locator("#score-images input[type=file]").set_input_files([str(image_file), str(broken)])
+    page.wait_for_function("() => document.querySelectorAll('#score-rows img').length >= 1")
+    assert [r[0] for r in table_rows(page, "#score-rows")] == ["red.png"]
+    rows = tmp_path / "rows.csv"
+    rows.write_text("image,candidate,references\nred.png,a red square,a red square\nred.png,,a red block\n",
+                    encoding="utf-8")
+    page.locator("#score-rows-file input[type=file]").set_input_files(str(rows))
+    status = wait_for_status(page, "Scored 1 image–caption pair(s)")
+    assert status.startswith("Left out of the rows file: row 2: no candidate.")
+    assert [r[2:4] for r in table_rows(page, "#score-items")] == [["red.png", "a red square"]]
+    edit_cell(page, "#score-rows [data-testid=cell-0-1]", " ")
+    status = wait_for_status(page, "Enter at least one candidate")
+    assert "Left out of the rows file" not in status  # the table no longer holds the file's rows
+    page.wait_for_function("() => !document.querySelector('#score-items [role=row].virtual-row')")
+    assert table_rows(page, "#score-table") == []
+    page.screenshot(path=str(artifacts / "score-cleared-caption.png"), full_page=True)
