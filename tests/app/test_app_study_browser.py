@@ -244,7 +244,12 @@ def test_a_collection_imported_in_data_appears_in_annotate(page, server, study, 
     page.get_by_role("option", name="zz-imported", exact=True).wait_for()
 
 
-def test_the_agreement_tab_shows_the_dashboards_numbers(page, server, study, artifacts):
+def test_the_agreement_tab_shows_the_dashboards_numbers(page, server, study, artifacts, monkeypatch):
+    """The same click refreshes the quality-control panel; when that refresh lands last (held
+    1.5 s here) the agreement's status line stays (it was blanked)."""
+    import time
+
+    import app.tabs.agreement as agreement_tab
     from annotation.studies.agreement import study_agreement
     from annotation.people.accounts import get_user
     from annotation.captions import get_collection
@@ -255,8 +260,13 @@ def test_the_agreement_tab_shows_the_dashboards_numbers(page, server, study, art
     open_tab(page, "Study")
     page.locator("#agreement-collection input").click()
     page.get_by_role("option", name=server.collection, exact=True).click()
+    page.wait_for_function(value_is("agreement-status", server.collection))  # the pick's own status first
+    view = agreement_tab.quality_view
+    monkeypatch.setattr(agreement_tab, "quality_view", lambda *args: (time.sleep(1.5), view(*args))[1])
     page.locator("#agreement-button").click()
     page.wait_for_function(value_is("agreement-status", "bootstrap samples"))
+    page.wait_for_timeout(2500)  # the panel's refresh has landed
+    assert "bootstrap samples" in page.locator("#agreement-status textarea").input_value()
     with database_session() as session:
         report = study_agreement(session, get_user(session, server.researcher[0]),
                                  get_collection(session, server.collection))
