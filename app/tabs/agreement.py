@@ -147,17 +147,17 @@ def build(user_state: gr.State, tab: gr.Tab) -> None:
     def on_remove(collection_name, caption_id, request: gr.Request):
         return unmark_check_item(account_id(request), collection_name, caption_id)
 
-    def keeping_status(fn):
-        """The panel refreshed beside another handler of the same click, whose status stays: both
-        ran at once, and the quality view's empty message, landing last, blanked the agreement's."""
+    def without_status(fn):
+        """The panel refreshed beside another handler of the same click, which owns the status:
+        both ran at once, and the quality view's empty message, landing last, blanked the agreement's."""
         panel = guarded(fn)
 
         @functools.wraps(fn)
         def wrapper(*args):
-            return (*panel(*args)[:-1], gr.skip())
+            return panel(*args)[:-1]
         return wrapper
 
-    run.click(keeping_status(on_view), collection, qc_outputs, api_visibility="private")
+    run.click(without_status(on_view), collection, qc_outputs[:-1], api_visibility="private")
     collection.change(guarded(on_view), collection, qc_outputs, api_visibility="private").then(
         on_pick, collection, [guidelines, status], api_visibility="private")
     forget_on_login_change(user_state, {

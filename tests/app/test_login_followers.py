@@ -159,3 +159,31 @@ def test_opening_a_researcher_tab_lists_collections_made_since_and_keeps_the_cho
         assert "made later" in [c[0] for c in kept.choices], elem_id
         assert "value" not in kept.constructor_args, elem_id  # the update sends no value: "first" stays
         assert on_open(FakeRequest()) == gr.skip(), elem_id  # logged out: the list stays as it was
+
+
+def test_no_two_handlers_of_one_event_write_the_same_component(monkeypatch, tmp_path):
+    """Handlers bound to the same event run at the same time, so a component both write shows
+    whichever lands last: the Study tab's status was blanked that way by the quality panel's
+    refresh beside "Show agreement". Chained steps (`.then`) run in order and are not counted."""
+    from collections import defaultdict
+
+    monkeypatch.setenv("CAPLENS_DATA_DIR", str(tmp_path / "data"))
+    from app.engine import AppContext
+    from app.ui import build_app
+
+    demo = build_app(AppContext(profile="tiny", banner="", console=""))
+    handlers = defaultdict(list)
+    for fn in demo.fns.values():
+        for target in fn.targets:
+            if target[1] not in ("then", "success"):
+                handlers[target].append(fn)
+    clashes = []
+    for (block, event), fns in handlers.items():
+        writers = defaultdict(list)
+        for fn in fns:
+            for output in fn.outputs:
+                writers[output._id].append(fn.name)
+        clashes += [(getattr(demo.blocks.get(block), "elem_id", block), event,
+                     getattr(demo.blocks[output], "elem_id", output), names)
+                    for output, names in writers.items() if len(names) > 1]
+    assert clashes == []
