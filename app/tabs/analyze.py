@@ -14,6 +14,7 @@ from app.login_notice import login_notice
 from app.session import account_id, collection_row, follow_collections, follow_login, forget_on_login_change, logged_in
 from scoring.analysis import plots
 from scoring.analysis.report import CorrelationFilters, correlation_cells, robustness_cells
+from scoring.analysis.robustness import TABLE7_READING
 
 
 PURPOSE = ("**Analyze a stored collection**: how every metric correlates with the collection's human ratings, per "
@@ -43,6 +44,7 @@ def build(ctx: engine.AppContext, user_state: gr.State, tab: gr.Tab) -> None:
     table7 = gr.Dataframe(render.empty_table(["lang", *render.TABLE7_COLUMNS]),
                           label="Perturbations: PR-MCS Table 7 layout", interactive=False, wrap=True,
                           elem_id="analyze-table7", column_widths=render.column_widths(["lang", *render.TABLE7_COLUMNS]))
+    gr.Markdown(TABLE7_READING, elem_id="analyze-table7-reading")
     drops = gr.Plot(label="Score change under perturbation")
     report_state = gr.State(None)
 

@@ -142,6 +142,12 @@ def robustness_table(
     return pd.DataFrame(rows)
 
 
+TABLE7_READING = ("Each operation's cell: the perturbed captions' mean score (its change in %). An operation that left "
+                  "a caption unchanged leaves that caption out on both sides, so the change is measured against the "
+                  "originals of the captions it changed; where their mean differs from the Original column, the cell "
+                  "names it: \"0.1670 (-7.66% vs 0.1809)\".")
+
+
 def format_table7(table: pd.DataFrame, ops: Sequence[str] | None = None, digits: int = 4) -> pd.DataFrame:
     """Printable Table-7 cells: 'mean (change%)' per op and for Average, as in the paper. Where
     an op's change is measured against the originals of only the captions it changed (paired

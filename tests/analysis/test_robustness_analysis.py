@@ -1,5 +1,7 @@
-import numpy as np
 """PR-MCS Table 7 layout on a tiny example computed by hand."""
+import re
+
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -129,3 +131,9 @@ def test_a_change_measured_against_only_the_changed_captions_names_its_base():
     assert cells["Original"] == "0.7000"
     assert cells["Substitution"] == "0.4000 (+0.00% vs 0.4000)"
     assert cells["Removal"] == "0.3500 (-50.00%)"  # against both captions' originals: no base named
+    # The reading printed under the app's table quotes a cell of this very shape.
+    from scoring.analysis.robustness import TABLE7_READING
+
+    shape = r"\d\.\d{4} \([+-]\d+\.\d{2}% vs \d\.\d{4}\)"
+    assert re.fullmatch(shape, cells["Substitution"])
+    assert re.fullmatch(shape, re.search(r'"([^"]+)"', TABLE7_READING).group(1))
