@@ -874,3 +874,24 @@ LOADERS = {
        for split in LONGCAP_ARENA_SPLITS for aspect in LONGCAP_ARENA_ASPECTS},
 }
 """Rating-set loaders by CLI name (a file or a directory path each)."""
+
+RATING_SET_FILES = {
+    "flickr8k": "flickr8k.json / crowdflower_flickr8k.json from CLIPScore's download.py, or the folder of the Flickr8k "
+                "text release (Flickr8k.token.txt with ExpertAnnotations.txt or CrowdFlowerAnnotations.txt)",
+    "composite": "Composite's ;-separated AMT files 8k_/30k_/coco_correctness.csv, or their folder",
+    "capeval1k": "a JSON, JSONL or CSV export with imgid, caption and score (fluency, relevance, descriptiveness, "
+                 "model optional)",
+    "m-capeval1k": "the CapEval1k fields plus lang, or one such file per language",
+    "polaris": "polaris_test.csv beside images/, or the hub's data/test-*.parquet",
+    "nebula": "nebula_test.csv beside images/, or the hub's data/test-*.parquet",
+    "longcap-arena": "the hub's data/dci_val.<aspect>-*.parquet or data/dci_test.<aspect>-*.parquet, or "
+                     "<aspect>_dci_val.csv / <aspect>_dci_test.csv in the Polos layout",
+}
+"""What each rating set's loader reads (docs/analysis.md has the table), for the message when a
+file is not one: keyed by the set's name up to its variant (flickr8k-expert -> flickr8k)."""
+
+
+def rating_set_files(name: str) -> str:
+    """The files `name` (a LOADERS key) reads, in words."""
+    family = next((key for key in RATING_SET_FILES if name == key or name.startswith(f"{key}-")), name)
+    return RATING_SET_FILES[family]

@@ -262,14 +262,17 @@ def retrieval_similarities(
 
 def load_rating_set(name: str, path) -> pd.DataFrame:
     """The tidy table of the public rating set `name` (a key of `datasets.LOADERS`) at `path`."""
-    from .datasets import LOADERS
+    from .datasets import LOADERS, rating_set_files
 
     if name not in LOADERS:
         raise LookupError(f"unknown rating set {name!r}; choose one of {', '.join(LOADERS)}")
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{name}: no such file or directory: {path}")
-    return LOADERS[name](path)
+    try:
+        return LOADERS[name](path)
+    except ValueError as exc:  # the file is not the set's: say what the set reads
+        raise ValueError(f"{exc}. {name} reads {rating_set_files(name)}") from None
 
 
 def length_analysis(

@@ -169,6 +169,22 @@ def test_rating_set_loader_names_the_problem(tmp_path):
         load_rating_set("flickr30k", tmp_path)
     with pytest.raises(FileNotFoundError, match="capeval1k: no such file"):
         load_rating_set("capeval1k", tmp_path / "missing.json")
+    # Another file given for a set: the loader's reason, then what the set reads (a new user had
+    # only "not valid JSON" for a CSV given as Flickr8k-Expert).
+    (tmp_path / "sheet.csv").write_text("foo,bar\n1,2\n")
+    with pytest.raises(ValueError) as refused:
+        load_rating_set("flickr8k-expert", tmp_path / "sheet.csv")
+    assert str(refused.value).startswith(f"{tmp_path / 'sheet.csv'}: not valid JSON (")
+    assert str(refused.value).endswith("). flickr8k-expert reads flickr8k.json / crowdflower_flickr8k.json from "
+                                       "CLIPScore's download.py, or the folder of the Flickr8k text release "
+                                       "(Flickr8k.token.txt with ExpertAnnotations.txt or CrowdFlowerAnnotations.txt)")
+
+
+def test_every_rating_set_says_what_files_it_reads():
+    from scoring.analysis.datasets import LOADERS, rating_set_files
+
+    assert rating_set_files("longcap-arena-testa-rel").startswith("the hub's data/dci_val.")
+    assert all(rating_set_files(name) for name in LOADERS)
 
 
 def test_length_analysis_counts_words_when_no_token_column():
