@@ -211,15 +211,16 @@ def md_escape(text: str) -> str:
 
 
 def status_notes(availability: Sequence[dict]) -> str:
-    """Markdown: one line per metric whose status is not plain "available", its icon, its name and
-    its status in words (escaped: a reason can quote a caption)."""
-    lines = []
+    """Markdown: one line per status that is not plain "available", its icon, the metrics that
+    have it and the status in words (escaped: a reason can quote a caption). Metrics with the same
+    words share a line: captions in several languages gave sixteen lines of one note."""
+    by_words: dict[str, list[str]] = {}
     for row in availability:
         words = row.get("status", "")
         if words and status_kind(words) != "ok":
-            icon = STATUS_ICONS[status_kind(words)][0]
-            lines.append(f"- {icon} **{md_escape(row['metric'])}**: {md_escape(words)}")
-    return "\n".join(lines)
+            by_words.setdefault(words, []).append(row["metric"])
+    return "\n".join(f"- {STATUS_ICONS[status_kind(words)][0]} **{', '.join(md_escape(m) for m in metrics)}**: "
+                     f"{md_escape(words)}" for words, metrics in by_words.items())
 
 
 def score_tables(frame: pd.DataFrame, metric_columns: Sequence[str], availability: Sequence[dict],

@@ -199,4 +199,8 @@ def test_status_notes_list_each_metric_with_a_note_or_unavailable_in_words():
         "- ✗ **my\\_metric\\***: unavailable: no file at \\<b\\>here\\</b\\>",
     ]
     assert status_notes([{"metric": "BLEU-4", "status": "available"}]) == ""
+    made_for = "available; made for en: 2 of 3 caption(s) are in de, fr"
+    assert status_notes([{"metric": "CLIP-S", "status": made_for}, {"metric": "BLEU-4", "status": "available"},
+                         {"metric": "PAC-S", "status": made_for}]) == (
+        f"- ⚠ **{md_escape('CLIP-S')}, {md_escape('PAC-S')}**: {md_escape(made_for)}")
     assert md_escape("[x](javascript:y) #1") == "\\[x\\]\\(javascript:y\\) \\#1"
