@@ -37,10 +37,14 @@ PAGE_CSS = """
 """
 
 # Words Gradio's own interface asks its translations for but has none of: the file input's
-# "upload more" button showed its key, `common.upload`, as its tooltip.
+# "upload more" button showed its key, `common.upload`, as its tooltip, and a screen reader
+# heard `common.complete` from the status region after every event.
 PAGE_WORDS = {
-    "en": {"common.upload": "Upload"}, "de": {"common.upload": "Hochladen"}, "fr": {"common.upload": "Téléverser"},
-    "es": {"common.upload": "Subir"}, "ja": {"common.upload": "アップロード"},
+    "en": {"common.upload": "Upload", "common.complete": "Complete"},
+    "de": {"common.upload": "Hochladen", "common.complete": "Fertig"},
+    "fr": {"common.upload": "Téléverser", "common.complete": "Terminé"},
+    "es": {"common.upload": "Subir", "common.complete": "Completado"},
+    "ja": {"common.upload": "アップロード", "common.complete": "完了"},
 }
 
 

@@ -164,6 +164,12 @@ def test_upload_then_scores_appear(page, image_file, artifacts, tmp_path):
     plot_drawn(page, "#score-chart")
     legend = page.locator("#score-chart .legendtext").all_text_contents()
     assert legend == ["#1 a red square", "#2 a blue square"]  # series named by their row and caption
+    # No untranslated Gradio key in the page, read aloud ones included (the status region said
+    # `common.complete` after every event).
+    keys = page.evaluate("() => [...document.querySelectorAll('[role=status], [title], [aria-label]')]"
+                         ".flatMap(e => [e.textContent, e.title, e.getAttribute('aria-label')])"
+                         ".filter(t => t && /^common\\./.test(t.trim()))")
+    assert keys == []
     page.screenshot(path=str(artifacts / "score-tab.png"), full_page=True)
 
 
