@@ -22,6 +22,9 @@ CACHE_SWEEP = (300, 900)
 # its column (326 px for four).
 PAGE_CSS = """
 #failures-table span.header, #failures-table span.text { font-size: 12px; }
+/* A file input holding a file shows its upload and clear buttons over the label's last words. */
+#score-rows-file:has(.icon-button-wrapper) [data-testid="block-label"],
+#score-images:has(.icon-button-wrapper) [data-testid="block-label"] { padding-right: 96px; }
 /* Score rows: long references show 8 lines (all of them while edited), so a row's image name,
    candidate and picture stay in view beside them. */
 #score-rows .body-cell:nth-child(3) span.text { display: -webkit-box; -webkit-line-clamp: 8;

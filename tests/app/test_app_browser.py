@@ -146,6 +146,13 @@ def test_upload_then_scores_appear(page, image_file, artifacts, tmp_path):
                     "green.png,a green square,\n", encoding="utf-8")
     page.locator("#score-rows-file input[type=file]").set_input_files(str(rows))
     wait_for_status(page, "row(s) read into the table")
+    for upload in ("#score-rows-file", "#score-images"):  # the upload and clear buttons cover no label word
+        label, buttons = (page.locator(f"{upload} {part}").first.bounding_box()
+                          for part in ("[data-testid=block-label]", ".icon-button-wrapper"))
+        text_right = page.evaluate(f"""() => {{ const label = document.querySelector('{upload} [data-testid=block-label]');
+            const range = document.createRange(); range.selectNodeContents(label);
+            return Math.max(...[...range.getClientRects()].map(r => r.right)); }}""")
+        assert text_right <= buttons["x"] + 1, (upload, text_right, buttons, label)
     assert [r[:2] for r in table_rows(page, "#score-rows")][:3] == [
         ["red.png", "a red square"], ["blue.png", "a blue square"], ["green.png", "a green square"]]
     page.locator("#score-button").click()
