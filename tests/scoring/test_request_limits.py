@@ -16,7 +16,7 @@ def test_a_caption_at_the_limit_passes_and_one_character_more_is_refused_naming_
     text = "a" * DEFAULT_CAPTION_MAX_CHARS
     assert check_caption_length(text, "caption") is text
     with pytest.raises(TextTooLong, match=r"^references 2: 5,001 characters; the limit is 5,000 per caption "
-                                          r"\(caption_max_chars\)\.$"):
+                                          r"\(the server's caption_max_chars setting\)\.$"):
         check_caption_length(text + "a", "references 2")
     monkeypatch.setenv("CAPLENS_CAPTION_MAX_CHARS", "12")
     with pytest.raises(TextTooLong, match="^caption: 13 characters; the limit is 12"):
