@@ -137,3 +137,67 @@ def test_a_change_measured_against_only_the_changed_captions_names_its_base():
     shape = r"\d\.\d{4} \([+-]\d+\.\d{2}% vs \d\.\d{4}\)"
     assert re.fullmatch(shape, cells["Substitution"])
     assert re.fullmatch(shape, re.search(r'"([^"]+)"', TABLE7_READING).group(1))
+
+
+def test_the_zero_rule_at_its_edges():
+    """No change in % off a missing, infinite or ~0 original; 1e-3 itself is a number."""
+    from scoring.analysis.robustness import NEGLIGIBLE_ORIGINAL, undefined_change
+
+    assert undefined_change(None) and undefined_change(float("inf")) and undefined_change(float("nan"))
+    assert undefined_change(-5e-4) and not undefined_change(-2e-3)
+    assert not undefined_change(NEGLIGIBLE_ORIGINAL)
+    assert percent_change(NEGLIGIBLE_ORIGINAL, 2 * NEGLIGIBLE_ORIGINAL) == pytest.approx(100.0)
+
+
+def test_scores_read_as_text_and_a_missing_noop_flag_counts_as_a_change():
+    """Scores stored as text are numbers, an unscorable one ("n/a") is left out, a row with an
+    empty field elsewhere (model) still counts, and a missing no-op flag is a perturbation."""
+    rows = [dict(lang="en", metric="M", op="original", item_id=1, score="1.0", noop=None, model=None),
+            dict(lang="en", metric="M", op="original", item_id=2, score="0.5", noop=False, model="m"),
+            dict(lang="en", metric="M", op="removal", item_id=1, score="0.5", noop=None, model=None),
+            dict(lang="en", metric="M", op="removal", item_id=2, score="n/a", noop=False, model="m")]
+    table = robustness_table(pd.DataFrame(rows)).loc[0]
+    assert table["original"] == pytest.approx(0.75) and table["n_original"] == 2
+    assert table["removal"] == pytest.approx(0.5) and table["removal_original"] == pytest.approx(1.0)
+    assert table["removal_change"] == pytest.approx(-50.0)
+
+
+def test_paired_views_name_what_they_lack_and_follow_the_item_column():
+    from scoring.analysis.robustness import detection_rates
+
+    with pytest.raises(ValueError, match=r"^paired changes need column\(s\) item_id, score$"):
+        paired_changes(pd.DataFrame({"lang": ["en"], "metric": ["M"], "op": ["original"]}))
+    renamed = _scores().rename(columns={"item_id": "caption"})
+    rates = detection_rates(renamed, item_col="caption").set_index(["lang", "op"])
+    assert rates.loc[("en", "removal"), "detected"] == 1.0 and rates.loc[("en", "masking"), "detected"] == 0.5
+    unpaired = pd.DataFrame([dict(lang="en", metric="M", op="removal", item_id="a", score=0.5, noop=None)])
+    with pytest.raises(ValueError, match="^no perturbed caption could be paired with its original$"):
+        detection_rates(unpaired)
+    # a missing no-op flag is a perturbation here too
+    flagged = _scores().assign(noop=lambda f: f["noop"].astype(object).where((f["op"] != "removal") | f["noop"], None))
+    assert detection_rates(flagged).set_index(["lang", "op"]).loc[("en", "removal"), "n"] == 2
+
+
+def test_table7_edges_robustness_ties_and_tables_without_originals_or_flags():
+    from scoring.analysis.robustness import detection_rates
+
+    formatted = format_table7(robustness_table(_scores())).set_index("lang")
+    # the mean fall over ops, a rise counting 0: repetition 0 %, removal -50 %, masking +20 % -> 50 / 3
+    assert formatted.loc["en", "Robustness"] == "16.67"
+    rows = [dict(lang="en", metric="Z", op="original", item_id=1, score=0.0),
+            dict(lang="en", metric="Z", op="removal", item_id=1, score=0.2)]
+    zero = format_table7(robustness_table(pd.DataFrame(rows))).loc[0]
+    assert zero["Removal"] == "-"  # a change off a zero original is no number
+    with pytest.raises(ValueError, match=r"^no original captions in the table \(op == 'original'\)$"):
+        robustness_table(pd.DataFrame(rows[1:]))
+    tie = pd.DataFrame([dict(lang="en", metric="M", op="original", item_id=1, score=0.5),
+                        dict(lang="en", metric="M", op="removal", item_id=1, score=0.5)])  # no noop column
+    assert detection_rates(tie).loc[0, "detected"] == 0.0  # equal to its original: not noticed
+
+
+def test_a_group_without_originals_is_skipped_and_the_next_ones_kept():
+    rows = [dict(lang="de", metric="M", op="removal", item_id=9, score=0.1),  # no German original
+            dict(lang="en", metric="M", op="original", item_id=1, score=1.0),
+            dict(lang="en", metric="M", op="removal", item_id=1, score=0.5)]
+    table = robustness_table(pd.DataFrame(rows))
+    assert table["lang"].tolist() == ["en"] and table.loc[0, "removal_change"] == pytest.approx(-50.0)
