@@ -117,14 +117,16 @@ def load_images(paths: list[str] | None) -> tuple[list[LoadedImage], list[str]]:
 ROW_HEADERS = ["image", "candidate", "references (separate with |)", render.PICTURE]
 
 
-def with_pictures(records, paths: list[str] | None) -> list[list[str]]:
+def with_pictures(records, paths: list[str] | None, images: list[LoadedImage] | None = None) -> list[list[str]]:
     """The rows table's cells (image, candidate, references) with each row's picture after them,
-    from the images at `paths` (`scoring.session_scoring.row_thumbnails`)."""
+    from the images at `paths` (`scoring.session_scoring.row_thumbnails`), or from `images` when
+    the caller has decoded them already."""
     if hasattr(records, "values"):  # the table's own value (a DataFrame)
         records = records.values.tolist()
     cells = [[("" if c is None or c != c else str(c)) for c in list(r)[:3]] for r in records or []]
     cells = [row + [""] * (3 - len(row)) for row in cells]
-    images, _ = load_images(paths)
+    if images is None:
+        images, _ = load_images(paths)
     return [row + [render.picture_cell(picture)] for row, picture in zip(cells, row_thumbnails(cells, images))]
 
 
@@ -317,10 +319,11 @@ def build(ctx: engine.AppContext, user_state: gr.State) -> ScoreTab:
         if not paths:
             return gr.skip(), gr.skip()
         source = BATCH if source == EXAMPLES else gr.skip()
+        images, _ = load_images(paths)  # decoded once for both the rows and their pictures
         if not table_rows(table_value):  # a row per image that decodes (a bad file's message comes with the score)
-            readable = [[image.name, "", ""] for image in load_images(paths)[0]]
-            return (with_pictures(readable, paths) if readable else gr.skip()), source
-        return with_pictures(table_value, paths), source
+            readable = [[image.name, "", ""] for image in images]
+            return (with_pictures(readable, paths, images) if readable else gr.skip()), source
+        return with_pictures(table_value, paths, images), source
 
     files.upload(on_images, [files, rows, df_source], [rows, df_source], api_visibility="private")
 
